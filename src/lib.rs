@@ -1,0 +1,16 @@
+//! normlab: train decoder-only Transformers with any normalization scheme, and see layer by
+//! layer why it trains stably or not.
+//!
+//! - [`norm`]: normalization layers (LayerNorm, RMSNorm, scalarised LN, DyT, BHyT*, BHyT)
+//! - [`recipe`]: placements — which norm sits where, with which scales (every preset in
+//!   [`recipe::presets`])
+//! - [`model`]: the decoder-only Transformer
+//! - [`device`]: backend selection
+
+pub mod device;
+pub mod model;
+pub mod norm;
+pub mod recipe;
+
+#[cfg(test)]
+pub(crate) mod testutil;

@@ -1,0 +1,109 @@
+//! Causal multi-head self-attention with RoPE, no biases, optional QK-norm.
+//!
+//! `softmax(q kᵀ/√h + M) v` written out with matmul, an additive causal mask and softmax,
+//! not burn's fused attention op, so the gradient is plain autodiff (checked against PyTorch).
+
+use super::init::{Init, ParamBuilder};
+use super::linear::project;
+use super::rope;
+use crate::norm::{Norm, NormKind};
+use burn::module::{Module, Param};
+use burn::tensor::activation::softmax;
+use burn::tensor::{Tensor, TensorData};
+
+/// Per-forward constants shared by all attention sublayers.
+pub struct AttnContext {
+    pub cos: Tensor<4>,
+    pub sin: Tensor<4>,
+    /// Additive causal mask `[1, 1, T, T]`: 0 on and below the diagonal, −∞ above.
+    pub mask: Tensor<4>,
+}
+
+impl AttnContext {
+    pub fn new(seq_len: usize, head_dim: usize, rope_base: f64, device: &burn::tensor::Device) -> Self {
+        let (cos, sin) = rope::tables(seq_len, head_dim, rope_base, device);
+        let mut m = vec![0f32; seq_len * seq_len];
+        for i in 0..seq_len {
+            for j in i + 1..seq_len {
+                m[i * seq_len + j] = f32::NEG_INFINITY;
+            }
+        }
+        let mask = Tensor::from_data(TensorData::new(m, vec![1, 1, seq_len, seq_len]), device);
+        Self { cos, sin, mask }
+    }
+}
+
+#[derive(Module, Debug)]
+pub struct Attention {
+    pub wq: Param<Tensor<2>>,
+    pub wk: Param<Tensor<2>>,
+    pub wv: Param<Tensor<2>>,
+    pub wo: Param<Tensor<2>>,
+    pub q_norm: Option<Norm>,
+    pub k_norm: Option<Norm>,
+    pub n_heads: usize,
+}
+
+/// Sizes and init scales for one attention block.
+pub struct AttnShape {
+    pub d_model: usize,
+    pub n_heads: usize,
+    pub std: f64,
+    /// Multiplies the std of `W_V` (DeepNet's β).
+    pub init_in: f64,
+    /// Multiplies the std of `W_O` (GPT-2's 1/√(2L), DeepNet's β).
+    pub init_out: f64,
+    pub qk_norm: Option<f64>,
+}
+
+impl Attention {
+    pub fn new(s: &AttnShape, b: &mut ParamBuilder<'_>, prefix: &str) -> anyhow::Result<Self> {
+        let d = s.d_model;
+        let normal = |scale: f64| Init::Normal { std: s.std * scale };
+        let head_dim = d / s.n_heads;
+        let qk = |b: &mut ParamBuilder<'_>, name: &str| -> anyhow::Result<Option<Norm>> {
+            match s.qk_norm {
+                Some(eps) => Ok(Some(Norm::new(NormKind::RmsNorm { gain: true, eps }, head_dim, b, &format!("{prefix}.{name}"))?)),
+                None => Ok(None),
+            }
+        };
+        Ok(Self {
+            wq: b.matrix(&format!("{prefix}.wq"), [d, d], normal(1.0))?,
+            wk: b.matrix(&format!("{prefix}.wk"), [d, d], normal(1.0))?,
+            wv: b.matrix(&format!("{prefix}.wv"), [d, d], normal(s.init_in))?,
+            wo: b.matrix(&format!("{prefix}.wo"), [d, d], normal(s.init_out))?,
+            q_norm: qk(b, "q_norm")?,
+            k_norm: qk(b, "k_norm")?,
+            n_heads: s.n_heads,
+        })
+    }
+
+    /// `[B, T, d]` → `[B, H, T, h]`.
+    fn heads(&self, x: Tensor<3>) -> Tensor<4> {
+        let [b, t, d] = x.dims();
+        x.reshape([b, t, self.n_heads, d / self.n_heads]).swap_dims(1, 2)
+    }
+
+    /// `x`: `[B, T, d]` → `[B, T, d]`.
+    pub fn forward(&self, x: Tensor<3>, ctx: &AttnContext) -> Tensor<3> {
+        let [b, t, d] = x.dims();
+        let head_dim = d / self.n_heads;
+        let mut q = self.heads(project(x.clone(), &self.wq));
+        let mut k = self.heads(project(x.clone(), &self.wk));
+        let v = self.heads(project(x, &self.wv));
+        if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
+            q = qn.forward(q);
+            k = kn.forward(k);
+        }
+        let q = rope::apply(q, &ctx.cos, &ctx.sin);
+        let k = rope::apply(k, &ctx.cos, &ctx.sin);
+        let scores = q.matmul(k.swap_dims(2, 3)) * (1.0 / (head_dim as f64).sqrt()) + ctx.mask.clone();
+        let out = softmax(scores, 3).matmul(v);
+        project(out.swap_dims(1, 2).reshape([b, t, d]), &self.wo)
+    }
+
+    /// `‖W_V W_O‖²_F` (seed 003 Theorem 3.5), `[1]`; differentiable in both matrices.
+    pub fn value_output_frobenius_sq(&self) -> Tensor<1> {
+        self.wv.val().matmul(self.wo.val()).square().sum()
+    }
+}

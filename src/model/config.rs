@@ -1,0 +1,95 @@
+//! Model size and options.
+
+use crate::recipe::{RecipeConfig, RecipeSpec, ResolvedRecipe};
+use anyhow::ensure;
+use serde::{Deserialize, Serialize};
+
+/// Feed-forward kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FfnKind {
+    /// `W_2 (SiLU(x W_1) ⊙ x W_3)` (Shazeer 2020; seed 000 Table 1).
+    #[default]
+    Glu,
+    /// `W_2 GELU(x W_1)`, hidden size 4·d.
+    Mlp,
+}
+
+/// Decoder-only Transformer configuration. Defaults are a small CPU-friendly model; seed 000
+/// Table 1 uses d_model 512, 8 heads, d_glu 1536, RoPE base 500000, ε = 1e-6.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelConfig {
+    /// Vocabulary size (256 for the byte tokenizer).
+    pub vocab_size: usize,
+    /// Hidden size d.
+    pub d_model: usize,
+    /// Number of Transformer layers L (2L sublayers).
+    pub n_layers: usize,
+    /// Attention heads; must divide `d_model`, and the head size must be even (RoPE).
+    pub n_heads: usize,
+    /// `glu` (SiLU-gated) or `mlp` (GELU, 4·d).
+    pub ffn: FfnKind,
+    /// GLU hidden size; default ⌈8d/3⌉ rounded up to a multiple of 16 (688 for d = 256).
+    pub d_glu: Option<usize>,
+    /// RoPE base θ (10000; seed 000 Table 1 uses 500000).
+    pub rope_base: f64,
+    /// ε of every norm (seed 000 Table 1: 1e-6).
+    pub norm_eps: f64,
+    /// Std of the N(0, std²) init of every linear and embedding weight (0.02).
+    pub init_std: f64,
+    /// The placement recipe: a preset name or a table (see [`crate::recipe::config`]).
+    pub recipe: RecipeConfig,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        Self {
+            vocab_size: 256,
+            d_model: 128,
+            n_layers: 4,
+            n_heads: 4,
+            ffn: FfnKind::Glu,
+            d_glu: None,
+            rope_base: 10_000.0,
+            norm_eps: 1e-6,
+            init_std: 0.02,
+            recipe: RecipeConfig::default(),
+        }
+    }
+}
+
+impl ModelConfig {
+    /// Hidden size of the feed-forward block.
+    pub fn d_ff(&self) -> usize {
+        match self.ffn {
+            FfnKind::Glu => self.d_glu.unwrap_or_else(|| (8 * self.d_model).div_ceil(3).div_ceil(16) * 16),
+            FfnKind::Mlp => 4 * self.d_model,
+        }
+    }
+
+    pub fn head_dim(&self) -> usize {
+        self.d_model / self.n_heads
+    }
+
+    /// Checks sizes and resolves the recipe for this depth.
+    pub fn validate(&self) -> anyhow::Result<(RecipeSpec, ResolvedRecipe)> {
+        ensure!(self.vocab_size > 0, "model.vocab_size must be > 0");
+        ensure!(self.d_model > 0, "model.d_model must be > 0");
+        ensure!(self.n_layers > 0, "model.n_layers must be > 0");
+        ensure!(self.n_heads > 0, "model.n_heads must be > 0");
+        ensure!(
+            self.d_model % self.n_heads == 0,
+            "model.d_model = {} is not divisible by model.n_heads = {}; pick n_heads that divides d_model",
+            self.d_model,
+            self.n_heads
+        );
+        ensure!(self.head_dim() % 2 == 0, "head size d_model/n_heads = {} must be even for RoPE", self.head_dim());
+        ensure!(self.d_glu != Some(0), "model.d_glu must be > 0");
+        ensure!(self.rope_base > 1.0, "model.rope_base must be > 1");
+        ensure!(self.init_std > 0.0 && self.init_std.is_finite(), "model.init_std must be > 0");
+        let spec = self.recipe.spec()?;
+        let resolved = spec.resolve(self.n_layers, self.norm_eps)?;
+        Ok((spec, resolved))
+    }
+}

@@ -1,0 +1,94 @@
+//! The one sublayer equation every recipe instantiates (seed 000 D.2, eq. 23):
+//!
+//! ```text
+//! z_l     = a · X_l + c · N_out( F_l( s · N_in(X_l) ) )
+//! X_{l+1} = N_outer(z_l)
+//! ```
+//!
+//! post: `N_outer = LN`; pre: `N_in = LN`; peri: `N_in = N_out = LN`; KEEL / KiteNorm:
+//! `N_in = N_outer = LN` with skip / residual scales; LNS: `s = k^{-1/2}` (see
+//! [`crate::recipe::presets`] for every preset).
+
+use crate::norm::{Norm, NormKind};
+use crate::recipe::SublayerPlan;
+use burn::module::Module;
+use burn::tensor::Tensor;
+
+use super::init::ParamBuilder;
+
+/// The runtime scales of one sublayer.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Scales {
+    /// `a`, skip branch.
+    pub skip: f64,
+    /// `c`, residual branch.
+    pub residual: f64,
+    /// `s`, after the input norm.
+    pub input: f64,
+}
+
+/// One sublayer: its norms, scales and branch function `f` (attention or feed-forward).
+#[derive(Module, Debug)]
+pub struct Sublayer<F> {
+    pub input_norm: Option<Norm>,
+    pub output_norm: Option<Norm>,
+    pub outer_norm: Option<Norm>,
+    pub f: F,
+    #[module(skip)]
+    pub scales: Scales,
+}
+
+/// What a sublayer produces: `X_{l+1}`, and for the probes and the regulariser the sum `z_l`
+/// (before any outer norm) and the scaled-in branch output `N_out(F_l(·))`.
+pub struct SublayerOut {
+    pub next: Tensor<3>,
+    pub sum: Tensor<3>,
+    pub branch: Tensor<3>,
+}
+
+/// Multiplies by a constant, skipping the pass when it is exactly 1.
+fn scaled(x: Tensor<3>, s: f64) -> Tensor<3> {
+    if s == 1.0 { x } else { x * s }
+}
+
+fn maybe_norm(norm: &Option<Norm>, x: Tensor<3>) -> Tensor<3> {
+    match norm {
+        Some(n) => n.forward(x),
+        None => x,
+    }
+}
+
+impl<F> Sublayer<F> {
+    pub fn new(plan: &SublayerPlan, d: usize, f: F, b: &mut ParamBuilder<'_>, prefix: &str) -> anyhow::Result<Self> {
+        let norm = |b: &mut ParamBuilder<'_>, kind: &Option<NormKind>, name: &str| -> anyhow::Result<Option<Norm>> {
+            kind.clone().map(|k| Norm::new(k, d, b, &format!("{prefix}.{name}"))).transpose()
+        };
+        Ok(Self {
+            input_norm: norm(b, &plan.input, "input_norm")?,
+            output_norm: norm(b, &plan.output, "output_norm")?,
+            outer_norm: norm(b, &plan.outer, "outer_norm")?,
+            f,
+            scales: Scales { skip: plan.skip, residual: plan.residual, input: plan.input_scale },
+        })
+    }
+
+    /// `X_{l+1} = N_outer(a·X_l + c·N_out(F_l(s·N_in(X_l))))`.
+    ///
+    /// `variance`: BHyT's approximated input variance for this sublayer's input norm (Algorithm
+    /// 1); `None` computes the norm's statistics exactly.
+    pub fn forward(&self, x: Tensor<3>, f: impl FnOnce(&F, Tensor<3>) -> Tensor<3>, variance: Option<Tensor<3>>) -> SublayerOut {
+        let normed = match (&self.input_norm, variance) {
+            (Some(n), Some(v)) => n.forward_with_variance(x.clone(), v),
+            (norm, _) => maybe_norm(norm, x.clone()),
+        };
+        let branch = maybe_norm(&self.output_norm, f(&self.f, scaled(normed, self.scales.input)));
+        let sum = scaled(x, self.scales.skip) + scaled(branch.clone(), self.scales.residual);
+        let next = maybe_norm(&self.outer_norm, sum.clone());
+        SublayerOut { next, sum, branch }
+    }
+
+    /// The input norm when it is BHyT's approximating kind.
+    pub fn bhyt_input(&self) -> Option<&Norm> {
+        self.input_norm.as_ref().filter(|n| matches!(n.kind, NormKind::Bhyt { .. }))
+    }
+}

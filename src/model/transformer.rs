@@ -1,0 +1,212 @@
+//! The decoder-only Transformer: `X_1 = N_emb(Embed(x))`, 2L sublayers (attention then FFN in
+//! each Transformer layer), `logits = N_final(X_{2L+1}) W_out`. Embedding and output
+//! projection are untied.
+
+use super::attention::{AttnContext, AttnShape, Attention};
+use super::config::ModelConfig;
+use super::ffn::{FeedForward, FfnShape};
+use super::init::{Init, ParamBuilder, ParamSource};
+use super::regularizer::variance_penalty;
+use super::sublayer::{Sublayer, SublayerOut};
+use crate::norm::{Norm, kappa};
+use crate::recipe::{ResolvedRecipe, SublayerPlan};
+use burn::module::{Module, Param};
+use burn::tensor::{Device, Int, Tensor};
+
+/// One Transformer layer: an attention sublayer, then a feed-forward sublayer.
+#[derive(Module, Debug)]
+pub struct Layer {
+    pub attn: Sublayer<Attention>,
+    pub ffn: Sublayer<FeedForward>,
+}
+
+#[derive(Module, Debug)]
+pub struct Transformer {
+    pub tok_emb: Param<Tensor<2>>,
+    pub emb_norm: Option<Norm>,
+    pub layers: Vec<Layer>,
+    pub final_norm: Option<Norm>,
+    pub lm_head: Param<Tensor<2>>,
+    #[module(skip)]
+    pub meta: ModelMeta,
+}
+
+/// Non-parameter facts the forward needs.
+#[derive(Clone, Debug)]
+pub struct ModelMeta {
+    pub head_dim: usize,
+    pub rope_base: f64,
+    pub regularizer: f64,
+    pub recipe: String,
+}
+
+/// What a sublayer exposes to the probes: `X_l` (entering), `Z_l` (after the residual
+/// addition, before any outer norm) and the residual-branch output.
+#[derive(Clone, Debug)]
+pub struct SublayerTrace {
+    pub input: Tensor<3>,
+    pub sum: Tensor<3>,
+    pub branch: Tensor<3>,
+    /// BHyT only, FFN sublayers: the approximated input variance `ŝ²` (`[B, T, 1]`).
+    pub approx_variance: Option<Tensor<3>>,
+}
+
+/// Forward results. `sums` holds every `z_l` when the regulariser or tracing needs them.
+pub struct ForwardOutput {
+    pub logits: Tensor<3>,
+    pub sums: Vec<Tensor<3>>,
+    pub traces: Option<Vec<SublayerTrace>>,
+}
+
+impl Transformer {
+    /// Builds the model from a validated config: seeded init (`ParamSource::Seeded`) or loaded
+    /// weights (`ParamSource::Loaded`).
+    pub fn new(cfg: &ModelConfig, source: ParamSource, device: &Device) -> anyhow::Result<Self> {
+        let (_, recipe) = cfg.validate()?;
+        let mut b = ParamBuilder::new(device, source);
+        let model = Self::build(cfg, &recipe, &mut b)?;
+        b.finish()?;
+        Ok(model)
+    }
+
+    fn build(cfg: &ModelConfig, recipe: &ResolvedRecipe, b: &mut ParamBuilder<'_>) -> anyhow::Result<Self> {
+        let (d, std) = (cfg.d_model, cfg.init_std);
+        let tok_emb = b.matrix("tok_emb", [cfg.vocab_size, d], Init::Normal { std })?;
+        let emb_norm = recipe.embedding_norm.clone().map(|k| Norm::new(k, d, b, "emb_norm")).transpose()?;
+        let mut layers = Vec::with_capacity(cfg.n_layers);
+        for (i, pair) in recipe.sublayers.chunks(2).enumerate() {
+            layers.push(Self::layer(cfg, recipe, &pair[0], &pair[1], b, &format!("layers.{i}"))?);
+        }
+        let final_norm = recipe.final_norm.clone().map(|k| Norm::new(k, d, b, "final_norm")).transpose()?;
+        let lm_head = b.matrix("lm_head", [d, cfg.vocab_size], Init::Normal { std })?;
+        let meta = ModelMeta {
+            head_dim: cfg.head_dim(),
+            rope_base: cfg.rope_base,
+            regularizer: recipe.regularizer,
+            recipe: recipe.name.clone(),
+        };
+        Ok(Self { tok_emb, emb_norm, layers, final_norm, lm_head, meta })
+    }
+
+    fn layer(
+        cfg: &ModelConfig,
+        recipe: &ResolvedRecipe,
+        attn: &SublayerPlan,
+        ffn: &SublayerPlan,
+        b: &mut ParamBuilder<'_>,
+        prefix: &str,
+    ) -> anyhow::Result<Layer> {
+        let attn_shape = AttnShape {
+            d_model: cfg.d_model,
+            n_heads: cfg.n_heads,
+            std: cfg.init_std,
+            init_in: attn.init_in,
+            init_out: attn.init_out,
+            qk_norm: recipe.qk_norm.then_some(cfg.norm_eps),
+        };
+        let ffn_shape = FfnShape {
+            kind: cfg.ffn,
+            d_model: cfg.d_model,
+            d_ff: cfg.d_ff(),
+            std: cfg.init_std,
+            init_in: ffn.init_in,
+            init_out: ffn.init_out,
+        };
+        let a = format!("{prefix}.attn");
+        let f = format!("{prefix}.ffn");
+        let attn_f = Attention::new(&attn_shape, b, &format!("{a}.f"))?;
+        let ffn_f = FeedForward::new(&ffn_shape, b, &format!("{f}.f"))?;
+        Ok(Layer {
+            attn: Sublayer::new(attn, cfg.d_model, attn_f, b, &a)?,
+            ffn: Sublayer::new(ffn, cfg.d_model, ffn_f, b, &f)?,
+        })
+    }
+
+    pub fn n_layers(&self) -> usize {
+        self.layers.len()
+    }
+
+    /// Logits `[B, T, V]` for tokens `[B, T]`, plus every `z_l` when `keep_sums` (the
+    /// regulariser needs them) and the per-sublayer traces when `trace`. Neither flag changes
+    /// the computation, only what is returned.
+    pub fn forward(&self, tokens: Tensor<2, Int>, keep_sums: bool, trace: bool) -> ForwardOutput {
+        let [bsz, t] = tokens.dims();
+        let device = tokens.device();
+        let ctx = AttnContext::new(t, self.meta.head_dim, self.meta.rope_base, &device);
+        let d = self.tok_emb.dims()[1];
+        let mut x = self.tok_emb.val().select(0, tokens.reshape([bsz * t])).reshape([bsz, t, d]);
+        if let Some(n) = &self.emb_norm {
+            x = n.forward(x);
+        }
+        let mut sums = Vec::new();
+        let mut traces = trace.then(Vec::new);
+        for layer in &self.layers {
+            let input = x.clone();
+            // BHyT (Algorithm 1): one exact statistic per block, reused by the FFN norm.
+            let exact = layer.attn.bhyt_input().map(|_| x.clone().square().mean_dim(2));
+            let a = layer.attn.forward(x, |f, h| f.forward(h, &ctx), exact.clone());
+            let approx = self.bhyt_ffn_variance(layer, exact, t, d);
+            record(&mut sums, &mut traces, keep_sums, input, &a, None);
+            let input = a.next.clone();
+            let out = layer.ffn.forward(a.next, |f, h| f.forward(h), approx.clone());
+            record(&mut sums, &mut traces, keep_sums, input, &out, approx);
+            x = out.next;
+        }
+        if let Some(n) = &self.final_norm {
+            x = n.forward(x);
+        }
+        let v = self.lm_head.dims()[1];
+        let logits = x.reshape([bsz * t, d]).matmul(self.lm_head.val()).reshape([bsz, t, v]);
+        ForwardOutput { logits, sums, traces }
+    }
+
+    /// `ŝ² = s_x² + ‖W_V W_O‖²_F/(T d) · (λ_attn/κ)²` (seed 003 Theorem 3.5, Algorithm 1 line
+    /// 4A) when the FFN input norm is BHyT; `None` otherwise.
+    fn bhyt_ffn_variance(&self, layer: &Layer, exact: Option<Tensor<3>>, t: usize, d: usize) -> Option<Tensor<3>> {
+        layer.ffn.bhyt_input()?;
+        let attn_norm = layer.attn.bhyt_input().expect("validated: BHyT FFN norm needs a BHyT attention norm");
+        let crate::norm::NormKind::Bhyt { p, .. } = attn_norm.kind else { unreachable!() };
+        let lambda = attn_norm.lambda_val().expect("BHyT has λ");
+        let gain = layer.attn.f.value_output_frobenius_sq() / ((t * d) as f64);
+        let added = gain * (lambda / kappa(p)).square();
+        Some(exact.expect("exact variance computed for BHyT") + added.unsqueeze::<3>())
+    }
+
+    /// Cross-entropy plus λ·R (seed 000 eq. 24) when the recipe declares a regulariser.
+    /// Returns `(loss, ce, reg)`, each `[1]`; `reg` is `None` without a regulariser.
+    pub fn loss(&self, tokens: Tensor<2, Int>, targets: Tensor<2, Int>) -> (Tensor<1>, Tensor<1>, Option<Tensor<1>>) {
+        let lambda = self.meta.regularizer;
+        let out = self.forward(tokens, lambda > 0.0, false);
+        let ce = cross_entropy(out.logits, targets);
+        if lambda > 0.0 {
+            let reg = variance_penalty(&out.sums);
+            (ce.clone() + reg.clone() * lambda, ce, Some(reg))
+        } else {
+            (ce.clone(), ce, None)
+        }
+    }
+}
+
+fn record(
+    sums: &mut Vec<Tensor<3>>,
+    traces: &mut Option<Vec<SublayerTrace>>,
+    keep_sums: bool,
+    input: Tensor<3>,
+    out: &SublayerOut,
+    approx_variance: Option<Tensor<3>>,
+) {
+    if keep_sums {
+        sums.push(out.sum.clone());
+    }
+    if let Some(tr) = traces {
+        tr.push(SublayerTrace { input, sum: out.sum.clone(), branch: out.branch.clone(), approx_variance });
+    }
+}
+
+/// Mean next-token cross-entropy: `logits` `[B, T, V]`, `targets` `[B, T]` → `[1]`.
+pub fn cross_entropy(logits: Tensor<3>, targets: Tensor<2, Int>) -> Tensor<1> {
+    let [b, t, v] = logits.dims();
+    let logp = burn::tensor::activation::log_softmax(logits.reshape([b * t, v]), 1);
+    let picked = logp.gather(1, targets.reshape([b * t, 1]));
+    -picked.mean()
+}

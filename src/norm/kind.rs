@@ -1,0 +1,60 @@
+//! The resolved description of one norm slot.
+
+use serde::{Deserialize, Serialize};
+
+/// Which statistic BHyT* divides by (see [`super::bhyt_star`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BhytDenominator {
+    /// Seed 003 eq. 1: `κ √(s_x² + ε) + |μ_x|`, `s_x²` the centred variance.
+    Std,
+    /// The BHyT authors' code and Algorithm 1 line 3: `κ √(mean(x²) + ε)`.
+    Rms,
+}
+
+/// A fully resolved norm: which function, its constants and initial parameter values.
+///
+/// `gain = false` removes the learnable gain (γ ≡ 1), as when Peri-LN's output-norm gain is
+/// frozen at 1 (seed 001 §4.4.1).
+#[derive(Clone, Debug, PartialEq)]
+pub enum NormKind {
+    /// Vector LayerNorm, `γ, β ∈ ℝ^d`; `shift = false` drops β (KEEL).
+    LayerNorm { gain: bool, shift: bool, eps: f64 },
+    /// RMSNorm, `γ ∈ ℝ^d`.
+    RmsNorm { gain: bool, eps: f64 },
+    /// Scalarised LayerNorm (KiteNorm eq. 4), `γ′, β′ ∈ ℝ` initialised to 1 and 0.
+    ScalarLayerNorm { shift: bool, eps: f64 },
+    /// DyT with learnable scalar α (initial value `alpha`) and `γ, β ∈ ℝ^d`.
+    Dyt { alpha: f64 },
+    /// BHyT* with exact statistics; learnable scalar λ (initial value `lambda`), `γ ∈ ℝ^d`.
+    BhytStar { lambda: f64, p: f64, denominator: BhytDenominator, eps: f64 },
+    /// BHyT (Algorithm 1): exact second moment in the first norm of a block, the variance
+    /// approximation of Theorem 3.5 in the second. Learnable λ, `γ ∈ ℝ^d`.
+    Bhyt { lambda: f64, p: f64, eps: f64 },
+}
+
+impl NormKind {
+    /// Short symbol used in printed sublayer equations.
+    pub fn symbol(&self) -> String {
+        match self {
+            NormKind::LayerNorm { gain, shift, .. } => match (gain, shift) {
+                (true, true) => "LN".into(),
+                (true, false) => "LN₀".into(),
+                (false, true) => "LN[γ=1]".into(),
+                (false, false) => "LN₀[γ=1]".into(),
+            },
+            NormKind::RmsNorm { gain: true, .. } => "RMS".into(),
+            NormKind::RmsNorm { gain: false, .. } => "RMS[γ=1]".into(),
+            NormKind::ScalarLayerNorm { .. } => "sLN".into(),
+            NormKind::Dyt { alpha } => format!("DyT[α₀={alpha}]"),
+            NormKind::BhytStar { lambda, .. } => format!("BHyT*[λ₀={lambda}]"),
+            NormKind::Bhyt { lambda, .. } => format!("BHyT[λ₀={lambda}]"),
+        }
+    }
+
+    /// True when the norm subtracts the per-token mean, so that a constant added to its input
+    /// along the all-ones direction has no effect (and receives no gradient through it).
+    pub fn is_mean_centring(&self) -> bool {
+        matches!(self, NormKind::LayerNorm { .. } | NormKind::ScalarLayerNorm { .. })
+    }
+}

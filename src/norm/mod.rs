@@ -1,0 +1,40 @@
+//! Normalization layers.
+//!
+//! Each kind lives in its own file as a *functional* forward (plain tensor in, tensor out) so
+//! that the math can be read next to its paper formula and tested in f64 with finite
+//! differences. [`Norm`] is the module that owns the learnable parameters and dispatches to
+//! the right function; [`NormKind`] is the resolved, validated description a recipe produces.
+//!
+//! | kind | formula | parameters |
+//! |---|---|---|
+//! | LayerNorm | `γ ⊙ (x − μ)/√(σ² + ε) + β` | `γ, β ∈ ℝ^d` (β optional) |
+//! | RMSNorm | `γ ⊙ x/√(mean(x²) + ε)` | `γ ∈ ℝ^d` |
+//! | scalarised LayerNorm (KiteNorm eq. 4) | `γ′ (x − μ)/√(σ² + ε) + β′` | `γ′, β′ ∈ ℝ` |
+//! | DyT | `γ ⊙ tanh(α x) + β` | `α ∈ ℝ`, `γ, β ∈ ℝ^d` |
+//! | BHyT* (seed 003 eq. 1) | `γ ⊙ tanh(λ x / (κ s_x + |μ_x|))` | `λ ∈ ℝ`, `γ ∈ ℝ^d` |
+//! | BHyT (seed 003 Alg. 1) | as BHyT*, with the second norm of a block using an approximated variance | `λ ∈ ℝ`, `γ ∈ ℝ^d` |
+
+mod bhyt;
+mod dyt;
+mod kind;
+mod layer_norm;
+mod module;
+mod rms_norm;
+
+pub use bhyt::{bhyt_rms_denominator, bhyt_star, bhyt_std_denominator, bhyt_with_variance, kappa};
+pub use dyt::dyt;
+pub use kind::{BhytDenominator, NormKind};
+pub use layer_norm::layer_norm;
+pub use module::Norm;
+pub use rms_norm::rms_norm;
+
+use burn::tensor::Tensor;
+
+/// Broadcasts a per-feature (`[d]`) or scalar (`[1]`) parameter against a `D`-rank input whose
+/// last axis is the feature axis.
+pub(crate) fn broadcast<const D: usize>(param: Tensor<1>) -> Tensor<D> {
+    param.unsqueeze::<D>()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,111 @@
+//! [`Norm`]: the module that owns a norm slot's parameters.
+
+use super::{
+    BhytDenominator, NormKind, bhyt_rms_denominator, bhyt_star, bhyt_std_denominator,
+    bhyt_with_variance, dyt, kappa, layer_norm, rms_norm,
+};
+use crate::model::init::{Init, ParamBuilder};
+use burn::module::{Module, Param};
+use burn::tensor::Tensor;
+
+/// One norm slot. Parameters are named `gain` (γ or γ′), `shift` (β or β′), and `alpha` (DyT)
+/// or `lambda` (BHyT) for the learnable scalar.
+#[derive(Module, Debug)]
+pub struct Norm {
+    pub gain: Option<Param<Tensor<1>>>,
+    pub shift: Option<Param<Tensor<1>>>,
+    pub alpha: Option<Param<Tensor<1>>>,
+    pub lambda: Option<Param<Tensor<1>>>,
+    #[module(skip)]
+    pub kind: NormKind,
+}
+
+impl Norm {
+    /// Creates the slot's parameters with the paper initialisations: gains 1, shifts 0, DyT α
+    /// and BHyT λ at their configured initial values.
+    pub fn new(kind: NormKind, d: usize, b: &mut ParamBuilder<'_>, prefix: &str) -> anyhow::Result<Self> {
+        let vec = |b: &mut ParamBuilder<'_>, name: &str, len: usize, init: Init| {
+            b.vector(&format!("{prefix}.{name}"), len, init).map(Some)
+        };
+        let none = || Ok::<_, anyhow::Error>(None);
+        let (gain, shift, alpha, lambda) = match &kind {
+            NormKind::LayerNorm { gain, shift, .. } => (
+                if *gain { vec(b, "gain", d, Init::Ones)? } else { none()? },
+                if *shift { vec(b, "shift", d, Init::Zeros)? } else { none()? },
+                None,
+                None,
+            ),
+            NormKind::RmsNorm { gain, .. } => {
+                (if *gain { vec(b, "gain", d, Init::Ones)? } else { none()? }, None, None, None)
+            }
+            NormKind::ScalarLayerNorm { shift, .. } => (
+                vec(b, "gain", 1, Init::Ones)?,
+                if *shift { vec(b, "shift", 1, Init::Zeros)? } else { none()? },
+                None,
+                None,
+            ),
+            NormKind::Dyt { alpha } => (
+                vec(b, "gain", d, Init::Ones)?,
+                vec(b, "shift", d, Init::Zeros)?,
+                vec(b, "alpha", 1, Init::Constant(*alpha))?,
+                None,
+            ),
+            NormKind::BhytStar { lambda, .. } | NormKind::Bhyt { lambda, .. } => (
+                vec(b, "gain", d, Init::Ones)?,
+                None,
+                None,
+                vec(b, "lambda", 1, Init::Constant(*lambda))?,
+            ),
+        };
+        Ok(Self { gain, shift, alpha, lambda, kind })
+    }
+
+    fn gain_val(&self) -> Option<Tensor<1>> {
+        self.gain.as_ref().map(Param::val)
+    }
+
+    fn shift_val(&self) -> Option<Tensor<1>> {
+        self.shift.as_ref().map(Param::val)
+    }
+
+    /// The learnable BHyT λ, `[1]`.
+    pub fn lambda_val(&self) -> Option<Tensor<1>> {
+        self.lambda.as_ref().map(Param::val)
+    }
+
+    /// Applies the norm over the last axis. For [`NormKind::Bhyt`] this is the exact form
+    /// (Algorithm 1 lines 3–5); use [`Norm::forward_with_variance`] to supply an approximation.
+    pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        match &self.kind {
+            NormKind::LayerNorm { eps, .. } | NormKind::ScalarLayerNorm { eps, .. } => {
+                layer_norm(x, self.gain_val(), self.shift_val(), *eps)
+            }
+            NormKind::RmsNorm { eps, .. } => rms_norm(x, self.gain_val(), *eps),
+            NormKind::Dyt { .. } => {
+                let alpha = self.alpha.as_ref().expect("DyT has α").val();
+                dyt(x, alpha, self.gain_val(), self.shift_val())
+            }
+            NormKind::BhytStar { p, denominator, eps, .. } => {
+                let k = kappa(*p);
+                let denom = match denominator {
+                    BhytDenominator::Std => bhyt_std_denominator(x.clone(), k, *eps),
+                    BhytDenominator::Rms => bhyt_rms_denominator(x.clone(), k, *eps),
+                };
+                bhyt_star(x, self.lambda_val().expect("BHyT has λ"), self.gain_val(), denom)
+            }
+            NormKind::Bhyt { .. } => {
+                let variance = x.clone().square().mean_dim(D - 1);
+                self.forward_with_variance(x, variance)
+            }
+        }
+    }
+
+    /// BHyT with a given per-token variance `[..., 1]` (Algorithm 1 lines 7–9).
+    pub fn forward_with_variance<const D: usize>(&self, x: Tensor<D>, variance: Tensor<D>) -> Tensor<D> {
+        let NormKind::Bhyt { p, eps, .. } = &self.kind else {
+            panic!("forward_with_variance is only defined for BHyT, not {:?}", self.kind)
+        };
+        let lambda = self.lambda_val().expect("BHyT has λ");
+        bhyt_with_variance(x, variance, lambda, self.gain_val(), kappa(*p), *eps)
+    }
+}

@@ -1,0 +1,129 @@
+//! A recipe as written in a config file.
+//!
+//! ```toml
+//! recipe = "kitenorm"                 # a preset by name
+//! ```
+//! or a preset with changes, or a recipe from scratch (no `preset`):
+//! ```toml
+//! [recipe]
+//! preset = "peri"
+//! norm = "rmsnorm"                    # Peri-LN as in seed 001
+//! final_norm = "none"                 # ... or as in seed 000 Table 2
+//! embedding_norm = "none"
+//! [recipe.sublayer]
+//! output = { kind = "ln", gain = false }   # seed 001 §4.4.1: output-norm gain frozen at 1
+//! [[recipe.layers]]                   # appended to the preset's overrides
+//! range = "1..=2"
+//! residual = "0.5"
+//! ```
+
+use super::presets::{PRESET_NAMES, preset};
+use super::spec::{BaseNorm, NormSpec, RecipeSpec, SublayerSpec};
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// `recipe = "name"` or a `[recipe]` table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+#[serde(try_from = "toml::Value")]
+pub enum RecipeConfig {
+    Preset(String),
+    Custom(Box<RecipeOverlay>),
+}
+
+impl TryFrom<toml::Value> for RecipeConfig {
+    type Error = String;
+
+    fn try_from(v: toml::Value) -> Result<Self, String> {
+        match v {
+            toml::Value::String(s) => Ok(RecipeConfig::Preset(s)),
+            toml::Value::Table(_) => {
+                v.try_into::<RecipeOverlay>().map(|o| RecipeConfig::Custom(Box::new(o))).map_err(|e| e.to_string())
+            }
+            other => Err(format!("`recipe` is a preset name or a table, not `{other}`")),
+        }
+    }
+}
+
+impl Default for RecipeConfig {
+    fn default() -> Self {
+        RecipeConfig::Preset("pre".into())
+    }
+}
+
+/// Changes to a preset (or, without `preset`, a recipe from scratch: no norms, scales 1).
+/// `params` are merged, `layers` appended, `sublayer` fields replace the preset's.
+#[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecipeOverlay {
+    pub preset: Option<String>,
+    pub name: Option<String>,
+    pub about: Option<String>,
+    pub norm: Option<BaseNorm>,
+    pub embedding_norm: Option<NormSpec>,
+    pub final_norm: Option<NormSpec>,
+    pub qk_norm: Option<bool>,
+    pub regularizer: Option<f64>,
+    #[serde(default)]
+    pub params: BTreeMap<String, f64>,
+    pub sublayer: Option<SublayerSpec>,
+    #[serde(default)]
+    pub layers: Vec<SublayerSpec>,
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+impl RecipeConfig {
+    /// The full recipe this config describes.
+    pub fn spec(&self) -> anyhow::Result<RecipeSpec> {
+        match self {
+            RecipeConfig::Preset(name) => lookup(name),
+            RecipeConfig::Custom(o) => o.apply(),
+        }
+    }
+}
+
+fn lookup(name: &str) -> anyhow::Result<RecipeSpec> {
+    preset(name).with_context(|| format!("unknown recipe `{name}`; presets are: {}", PRESET_NAMES.join(", ")))
+}
+
+impl RecipeOverlay {
+    fn apply(&self) -> anyhow::Result<RecipeSpec> {
+        let mut r = match &self.preset {
+            Some(p) => lookup(p)?,
+            None => RecipeSpec {
+                name: "custom".into(),
+                about: "custom recipe".into(),
+                norm: BaseNorm::Layernorm,
+                embedding_norm: NormSpec::none(),
+                final_norm: NormSpec::none(),
+                qk_norm: false,
+                regularizer: 0.0,
+                params: BTreeMap::new(),
+                sublayer: SublayerSpec::default(),
+                layers: Vec::new(),
+                notes: Vec::new(),
+            },
+        };
+        let changed = self.name.is_none() && self.preset.is_some() && *self != RecipeOverlay { preset: self.preset.clone(), ..Default::default() };
+        if let Some(v) = &self.name {
+            r.name = v.clone();
+        } else if changed {
+            r.name = format!("{}*", r.name);
+        }
+        macro_rules! set {
+            ($($f:ident),*) => { $( if let Some(v) = &self.$f { r.$f = v.clone(); } )* };
+        }
+        set!(about, norm, embedding_norm, final_norm, qk_norm, regularizer);
+        r.params.extend(self.params.clone());
+        if let Some(s) = &self.sublayer {
+            r.sublayer.overlay(s);
+            r.sublayer.range = s.range.clone().or(r.sublayer.range.take());
+            r.sublayer.sublayers = s.sublayers.or(r.sublayer.sublayers);
+        }
+        r.layers.extend(self.layers.iter().cloned());
+        r.notes.extend(self.notes.iter().cloned());
+        Ok(r)
+    }
+}

@@ -1,0 +1,100 @@
+//! Human-readable sublayer equations, as `normlab recipes` prints them.
+
+use super::spec::{NormSpec, RecipeSpec, Scale, SublayerSpec, Which};
+
+/// The recipe as equations, one line each: embedding, every sublayer group, readout, loss.
+pub fn describe(spec: &RecipeSpec) -> Vec<String> {
+    let mut lines = Vec::new();
+    let emb = symbol(spec, &spec.embedding_norm);
+    lines.push(match emb {
+        Some(n) => format!("X_1 = {n}(Embed(x))"),
+        None => "X_1 = Embed(x)".into(),
+    });
+    lines.push(format!("every sublayer l:  {}", sublayer_equation(spec, &spec.sublayer)));
+    for entry in &spec.layers {
+        let mut eff = spec.sublayer.clone();
+        eff.overlay(entry);
+        let which = match entry.sublayers.unwrap_or_default() {
+            Which::Both => "",
+            Which::Attn => ", attention",
+            Which::Ffn => ", FFN",
+        };
+        lines.push(format!(
+            "layers k ∈ {}{which}:  {}",
+            entry.range.as_deref().unwrap_or("?"),
+            sublayer_equation(spec, &eff)
+        ));
+    }
+    lines.push(match symbol(spec, &spec.final_norm) {
+        Some(n) => format!("logits = W_out · {n}(X_{{2L+1}})"),
+        None => "logits = W_out · X_{2L+1}".into(),
+    });
+    if spec.qk_norm {
+        lines.push("attention: q, k RMS-normalised per head (QK-norm)".into());
+    }
+    if spec.regularizer > 0.0 {
+        lines.push(format!(
+            "loss = CE + {}·(1/2L)·Σ_l E[ReLU(σ²(z_l) − 1)]   (variance regulariser, seed 000 eq. 24)",
+            spec.regularizer
+        ));
+    }
+    if !spec.params.is_empty() {
+        let p: Vec<String> = spec.params.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+        lines.push(format!("where {}", p.join(", ")));
+    }
+    lines
+}
+
+/// `X_{l+1} = N_outer(a·X_l + c·N_out(F_l(s·N_in(X_l))))` with the recipe's parts filled in.
+pub fn sublayer_equation(spec: &RecipeSpec, s: &SublayerSpec) -> String {
+    let slot = |n: &Option<NormSpec>| n.as_ref().and_then(|n| symbol(spec, n));
+    let mut inner = match slot(&s.input) {
+        Some(n) => format!("{n}(X_l)"),
+        None => "X_l".into(),
+    };
+    if let Some(sc) = s.input_scale.as_ref().filter(|v| !v.is_one()) {
+        inner = format!("{}·{inner}", factor(sc));
+    }
+    let mut branch = format!("F_l({inner})");
+    if let Some(n) = slot(&s.output) {
+        branch = format!("{n}({branch})");
+    }
+    let skip = match s.skip.as_ref().filter(|v| !v.is_one()) {
+        Some(a) => format!("{}·X_l", factor(a)),
+        None => "X_l".into(),
+    };
+    let res = match s.residual.as_ref().filter(|v| !v.is_one()) {
+        Some(c) => format!("{}·{branch}", factor(c)),
+        None => branch,
+    };
+    let sum = format!("{skip} + {res}");
+    let mut eq = match slot(&s.outer) {
+        Some(n) => format!("X_{{l+1}} = {n}({sum})"),
+        None => format!("X_{{l+1}} = {sum}"),
+    };
+    let mut init = Vec::new();
+    if let Some(v) = s.init_out.as_ref().filter(|v| !v.is_one()) {
+        init.push(format!("W_O, W_2 × {}", v.text()));
+    }
+    if let Some(v) = s.init_in.as_ref().filter(|v| !v.is_one()) {
+        init.push(format!("W_V, W_1, W_3 × {}", v.text()));
+    }
+    if !init.is_empty() {
+        eq.push_str(&format!("   [init: {}]", init.join("; ")));
+    }
+    eq
+}
+
+fn symbol(spec: &RecipeSpec, n: &NormSpec) -> Option<String> {
+    match spec.norm(n, 1e-6) {
+        Ok(Some(kind)) => Some(kind.symbol()),
+        Ok(None) => None,
+        Err(_) => Some(format!("<invalid norm {:?}>", n.table().kind)),
+    }
+}
+
+fn factor(s: &Scale) -> String {
+    let t = s.text();
+    let simple = t.parse::<f64>().is_ok() || t.chars().all(|c| c.is_alphanumeric() || c == '_');
+    if simple { t } else { format!("({t})") }
+}

@@ -1,0 +1,209 @@
+//! Scale expressions: `1`, `2*L`, `1/sqrt(2*L)`, `k^-0.5`, `(2*L)^0.25`, `floor(mix_ratio*L)`.
+//!
+//! Recipes are data, and their scales depend on depth (`L`), the Transformer-layer index
+//! (`k`, 1-based) or the sublayer index (`l`, 1-based), so they are written as small
+//! arithmetic expressions evaluated when the recipe is resolved for a given depth. Grammar:
+//!
+//! ```text
+//! expr  := term (('+' | '-') term)*
+//! term  := unary (('*' | '/') unary)*
+//! unary := '-' unary | power
+//! power := atom ('^' unary)?          -- right-associative, binds tighter than unary minus
+//! atom  := number | name | func '(' expr ')' | '(' expr ')'
+//! func  := sqrt | floor | ceil
+//! ```
+
+use std::collections::BTreeMap;
+
+/// Evaluates `src` with the given variables. Errors name the offending token.
+pub fn eval(src: &str, vars: &BTreeMap<String, f64>) -> Result<f64, String> {
+    let tokens = tokenize(src)?;
+    let mut p = Parser { tokens: &tokens, pos: 0, vars };
+    let v = p.expr()?;
+    if p.pos != tokens.len() {
+        return Err(format!("unexpected `{}` in `{src}`", tokens[p.pos].text()));
+    }
+    Ok(v)
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Num(f64),
+    Name(String),
+    Op(char),
+}
+
+impl Tok {
+    fn text(&self) -> String {
+        match self {
+            Tok::Num(v) => v.to_string(),
+            Tok::Name(n) => n.clone(),
+            Tok::Op(c) => c.to_string(),
+        }
+    }
+}
+
+fn tokenize(src: &str) -> Result<Vec<Tok>, String> {
+    let chars: Vec<char> = src.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c.is_whitespace() {
+            i += 1;
+        } else if c.is_ascii_digit() || c == '.' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == '.' || is_exponent(&chars, i, start)) {
+                i += 1;
+            }
+            let text: String = chars[start..i].iter().collect();
+            out.push(Tok::Num(text.parse().map_err(|_| format!("bad number `{text}` in `{src}`"))?));
+        } else if c.is_alphabetic() || c == '_' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
+                i += 1;
+            }
+            out.push(Tok::Name(chars[start..i].iter().collect()));
+        } else if "+-*/^()".contains(c) {
+            out.push(Tok::Op(c));
+            i += 1;
+        } else {
+            return Err(format!("unexpected character `{c}` in `{src}`"));
+        }
+    }
+    Ok(out)
+}
+
+/// Scientific notation inside a number: the `e` of `1e-6` and the sign right after it.
+fn is_exponent(chars: &[char], i: usize, start: usize) -> bool {
+    let c = chars[i];
+    let prev = if i > start { chars[i - 1] } else { ' ' };
+    (c == 'e' || c == 'E') && i > start && chars.get(i + 1).is_some_and(|n| n.is_ascii_digit() || *n == '-' || *n == '+')
+        || ((c == '-' || c == '+') && (prev == 'e' || prev == 'E'))
+}
+
+struct Parser<'a> {
+    tokens: &'a [Tok],
+    pos: usize,
+    vars: &'a BTreeMap<String, f64>,
+}
+
+impl Parser<'_> {
+    fn peek_op(&self) -> Option<char> {
+        match self.tokens.get(self.pos) {
+            Some(Tok::Op(c)) => Some(*c),
+            _ => None,
+        }
+    }
+
+    fn expect_op(&mut self, c: char) -> Result<(), String> {
+        if self.peek_op() == Some(c) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(format!("expected `{c}`"))
+        }
+    }
+
+    fn expr(&mut self) -> Result<f64, String> {
+        let mut v = self.term()?;
+        while let Some(op @ ('+' | '-')) = self.peek_op() {
+            self.pos += 1;
+            let r = self.term()?;
+            v = if op == '+' { v + r } else { v - r };
+        }
+        Ok(v)
+    }
+
+    fn term(&mut self) -> Result<f64, String> {
+        let mut v = self.unary()?;
+        while let Some(op @ ('*' | '/')) = self.peek_op() {
+            self.pos += 1;
+            let r = self.unary()?;
+            v = if op == '*' { v * r } else { v / r };
+        }
+        Ok(v)
+    }
+
+    fn unary(&mut self) -> Result<f64, String> {
+        if self.peek_op() == Some('-') {
+            self.pos += 1;
+            return Ok(-self.unary()?);
+        }
+        self.power()
+    }
+
+    fn power(&mut self) -> Result<f64, String> {
+        let base = self.atom()?;
+        if self.peek_op() == Some('^') {
+            self.pos += 1;
+            let exp = self.unary()?;
+            return Ok(base.powf(exp));
+        }
+        Ok(base)
+    }
+
+    fn atom(&mut self) -> Result<f64, String> {
+        let tok = self.tokens.get(self.pos).cloned().ok_or("expression ends too early")?;
+        self.pos += 1;
+        match tok {
+            Tok::Num(v) => Ok(v),
+            Tok::Op('(') => {
+                let v = self.expr()?;
+                self.expect_op(')')?;
+                Ok(v)
+            }
+            Tok::Name(name) if self.peek_op() == Some('(') => {
+                self.pos += 1;
+                let arg = self.expr()?;
+                self.expect_op(')')?;
+                match name.as_str() {
+                    "sqrt" => Ok(arg.sqrt()),
+                    "floor" => Ok(arg.floor()),
+                    "ceil" => Ok(arg.ceil()),
+                    _ => Err(format!("unknown function `{name}` (known: sqrt, floor, ceil)")),
+                }
+            }
+            Tok::Name(name) => self.vars.get(&name).copied().ok_or_else(|| {
+                let known: Vec<&str> = self.vars.keys().map(String::as_str).collect();
+                format!("unknown name `{name}` (known: {})", known.join(", "))
+            }),
+            Tok::Op(c) => Err(format!("unexpected `{c}`")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars() -> BTreeMap<String, f64> {
+        [("L", 12.0), ("k", 4.0), ("mix_ratio", 0.25)].into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+    }
+
+    #[test]
+    fn evaluates_the_scales_recipes_use() {
+        let v = vars();
+        assert_eq!(eval("1", &v).unwrap(), 1.0);
+        assert_eq!(eval("2*L", &v).unwrap(), 24.0);
+        assert_eq!(eval("1/(2*L)", &v).unwrap(), 1.0 / 24.0);
+        assert_eq!(eval("k^-0.5", &v).unwrap(), 0.5);
+        assert_eq!(eval("1/sqrt(2*L)", &v).unwrap(), 1.0 / 24f64.sqrt());
+        assert_eq!(eval("(2*L)^0.25", &v).unwrap(), 24f64.powf(0.25));
+        assert_eq!(eval("floor(mix_ratio*L)", &v).unwrap(), 3.0);
+        assert_eq!(eval("L - floor(mix_ratio*L) + 1", &v).unwrap(), 10.0);
+        assert_eq!(eval("1e-6 * 2", &v).unwrap(), 2e-6);
+        assert_eq!(eval("-2^2", &v).unwrap(), -4.0);
+        assert_eq!(eval("2^3^2", &v).unwrap(), 512.0);
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let v = vars();
+        assert!(eval("2*Q", &v).unwrap_err().contains("unknown name `Q`"));
+        assert!(eval("log(2)", &v).unwrap_err().contains("unknown function `log`"));
+        assert!(eval("2*", &v).unwrap_err().contains("ends too early"));
+        assert!(eval("2 3", &v).unwrap_err().contains("unexpected `3`"));
+        assert!(eval("2 # 3", &v).unwrap_err().contains("unexpected character `#`"));
+    }
+}

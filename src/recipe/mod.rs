@@ -1,0 +1,20 @@
+//! Placement recipes: which norm sits where, with which skip, residual and init scales.
+//!
+//! - [`spec`]: the data structure (what a preset is, what a config file spells)
+//! - [`presets`]: every named recipe (post, pre, gpt2-pre, lns, peri, mix, keel, kitenorm and
+//!   ablations, dyt, bhyt-star, bhyt, olmo2, deepnorm)
+//! - [`resolve`]: evaluation for a given depth, with validation
+//! - [`config`]: a recipe as written in a config file (preset name, or preset + overrides)
+//! - [`equation`]: the printed sublayer equations
+
+pub mod config;
+pub mod equation;
+pub mod expr;
+pub mod presets;
+pub mod resolve;
+pub mod spec;
+
+pub use config::RecipeConfig;
+pub use presets::{PRESET_NAMES, preset};
+pub use resolve::{Branch, ResolvedRecipe, SublayerPlan};
+pub use spec::{BaseNorm, NormSpec, NormTable, RecipeSpec, Scale, SublayerSpec, Which};

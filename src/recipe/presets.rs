@@ -1,0 +1,272 @@
+//! Every named recipe, as data. Seed 000 Table 2 (Appendix D.2) is the exact spec for the
+//! baselines it lists; seeds 001 (Peri-LN) and 003 (DyT, BHyT) for theirs.
+//!
+//! Notation (see [`super::spec`]): `X_{l+1} = N_outer(a·X_l + c·N_out(F_l(s·N_in(X_l))))`,
+//! `k` the 1-based Transformer layer, `L` the number of Transformer layers. `LN` is the
+//! recipe's base norm (LayerNorm unless `norm = "rmsnorm"`).
+
+use super::spec::{BaseNorm, NormSpec, NormTable, RecipeSpec, Scale, SublayerSpec, Which};
+use std::collections::BTreeMap;
+
+/// All preset names, in the order `normlab recipes` lists them.
+pub const PRESET_NAMES: &[&str] = &[
+    "post",
+    "pre",
+    "gpt2-pre",
+    "lns",
+    "peri",
+    "mix",
+    "keel",
+    "kitenorm",
+    "kitenorm-no-inner",
+    "kitenorm-vector-ln",
+    "kitenorm-no-reg",
+    "dyt",
+    "bhyt-star",
+    "bhyt",
+    "olmo2",
+    "deepnorm",
+];
+
+/// Looks a preset up by name.
+pub fn preset(name: &str) -> Option<RecipeSpec> {
+    Some(match name {
+        "post" => post(),
+        "pre" => pre(),
+        "gpt2-pre" => gpt2_pre(),
+        "lns" => lns(),
+        "peri" => peri(),
+        "mix" => mix(),
+        "keel" => keel(),
+        "kitenorm" => kitenorm(),
+        "kitenorm-no-inner" => kitenorm_no_inner(),
+        "kitenorm-vector-ln" => kitenorm_vector_ln(),
+        "kitenorm-no-reg" => kitenorm_no_reg(),
+        "dyt" => dyt(),
+        "bhyt-star" => bhyt_star(),
+        "bhyt" => bhyt(),
+        "olmo2" => olmo2(),
+        "deepnorm" => deepnorm(),
+        _ => return None,
+    })
+}
+
+fn blank(name: &str, about: &str) -> RecipeSpec {
+    RecipeSpec {
+        name: name.into(),
+        about: about.into(),
+        norm: BaseNorm::Layernorm,
+        embedding_norm: NormSpec::none(),
+        final_norm: NormSpec::none(),
+        qk_norm: false,
+        regularizer: 0.0,
+        params: BTreeMap::new(),
+        sublayer: SublayerSpec::default(),
+        layers: Vec::new(),
+        notes: Vec::new(),
+    }
+}
+
+fn ln() -> Option<NormSpec> {
+    Some(NormSpec::kind("ln"))
+}
+
+fn norm_with(kind: &str, f: impl FnOnce(&mut NormTable)) -> NormSpec {
+    let mut t = NormTable { kind: kind.into(), ..Default::default() };
+    f(&mut t);
+    NormSpec::Table(t)
+}
+
+fn expr(s: &str) -> Option<Scale> {
+    Some(Scale::expr(s))
+}
+
+fn layers(range: &str, which: Which) -> SublayerSpec {
+    SublayerSpec { range: Some(range.into()), sublayers: Some(which), ..Default::default() }
+}
+
+/// Post-norm (Vaswani et al.): `X_{l+1} = LN(X_l + F_l(X_l))`, no final norm (Table 2).
+pub fn post() -> RecipeSpec {
+    let mut r = blank("post", "post-norm, X = LN(X + F(X)); no final norm (seed 000 Table 2)");
+    r.sublayer.outer = ln();
+    r
+}
+
+/// Unscaled pre-norm: `X_{l+1} = X_l + F_l(LN(X_l))`, final LN (seed 000 E.1).
+pub fn pre() -> RecipeSpec {
+    let mut r = blank("pre", "pre-norm, X = X + F(LN(X)); final LN; no init scaling (seed 000 E.1)");
+    r.sublayer.input = ln();
+    r.final_norm = NormSpec::kind("ln");
+    r
+}
+
+/// GPT-2 pre-norm: pre-norm with `W_O`, `W_2` × 1/√(2L) at init (Table 2).
+pub fn gpt2_pre() -> RecipeSpec {
+    let mut r = pre();
+    r.name = "gpt2-pre".into();
+    r.about = "GPT-2 pre-norm: pre-norm, final LN, attention/FFN output projections × 1/√(2L) at init (seed 000 Table 2)".into();
+    r.sublayer.init_out = expr("1/sqrt(2*L)");
+    r
+}
+
+/// LayerNorm-Scaling: pre-norm whose LN output in layer `k` is × k^{-1/2}; final LN unscaled.
+pub fn lns() -> RecipeSpec {
+    let mut r = pre();
+    r.name = "lns".into();
+    r.about = "LayerNorm-Scaling: X = X + F(k^-1/2 · LN(X)); final LN unscaled (seed 000 Table 2)".into();
+    r.sublayer.input_scale = expr("k^-0.5");
+    r
+}
+
+/// Peri-LN (seed 001): `X_{l+1} = X_l + LN(F_l(LN(X_l)))`, with embedding and final norms.
+/// Seed 000 Table 2's peri-norm has neither: set `embedding_norm = "none"` and
+/// `final_norm = "none"`. Seed 001 §4.4.1's frozen output gain:
+/// `sublayer.output = { kind = "ln", gain = false }`.
+pub fn peri() -> RecipeSpec {
+    let mut r = blank("peri", "Peri-LN: X = X + LN(F(LN(X))); embedding LN and final LN (seed 001)");
+    r.sublayer.input = ln();
+    r.sublayer.output = ln();
+    r.embedding_norm = NormSpec::kind("ln");
+    r.final_norm = NormSpec::kind("ln");
+    r
+}
+
+/// Mix-norm: the first ⌊0.25 L⌋ layers post-norm, the rest pre-norm with `W_O`, `W_2` ×
+/// 1/√(2 L_pre) at init; final LN (Table 2, E.3).
+pub fn mix() -> RecipeSpec {
+    let mut r = blank("mix", "Mix-LN: first ⌊0.25L⌋ layers post-norm, the rest pre-norm × 1/√(2L_pre) at init; final LN (seed 000 Table 2)");
+    r.params.insert("mix_ratio".into(), 0.25);
+    let mut post = layers("1..=floor(mix_ratio*L)", Which::Both);
+    post.outer = ln();
+    let mut pre = layers("floor(mix_ratio*L)+1..=L", Which::Both);
+    pre.input = ln();
+    pre.init_out = expr("1/sqrt(2*(L-floor(mix_ratio*L)))");
+    r.layers = vec![post, pre];
+    r.final_norm = NormSpec::kind("ln");
+    r
+}
+
+/// KEEL: double norm `X_{l+1} = LN(a_l X_l + F_l(LN(X_l)))`, LN without shift, `a = 1` in
+/// layer 1 and `2L` after; the outer LN after the first attention sublayer is omitted.
+pub fn keel() -> RecipeSpec {
+    let mut r = blank("keel", "KEEL: X = LN(a·X + F(LN(X))), a = 1 in layer 1 and 2L after, no outer LN after sublayer 1, LN without shift (seed 000 Table 2)");
+    let ln0 = || Some(norm_with("ln", |t| t.shift = Some(false)));
+    r.sublayer.input = ln0();
+    r.sublayer.outer = ln0();
+    r.sublayer.skip = expr("2*L");
+    let mut first = layers("1", Which::Both);
+    first.skip = expr("1");
+    let mut first_attn = layers("1", Which::Attn);
+    first_attn.outer = Some(NormSpec::none());
+    r.layers = vec![first, first_attn];
+    r
+}
+
+/// KiteNorm: scalarised double norm `X_{l+1} = sLN(X_l + 1/(2L) · F_l(sLN(X_l)))`, no final
+/// norm, variance regulariser λ = 1 (Table 2, eq. 24).
+pub fn kitenorm() -> RecipeSpec {
+    let mut r = blank("kitenorm", "KiteNorm: X = sLN(X + 1/(2L)·F(sLN(X))), scalar γ′, β′; no final norm; variance regulariser λ = 1 (seed 000 Table 2)");
+    r.sublayer.input = Some(NormSpec::kind("scalar-ln"));
+    r.sublayer.outer = Some(NormSpec::kind("scalar-ln"));
+    r.sublayer.residual = expr("1/(2*L)");
+    r.regularizer = 1.0;
+    r.notes.push(
+        "The outer norm's scalar shift β′ of every sublayer but the last cannot learn: it adds a constant along the all-ones direction, which the next sublayer's inner and outer scalarised LayerNorms both remove by mean-centring, so its gradient is exactly zero.".into(),
+    );
+    r
+}
+
+/// KiteNorm ablation: no inner norm, i.e. residually scaled post-norm with scalarised LN.
+pub fn kitenorm_no_inner() -> RecipeSpec {
+    let mut r = kitenorm();
+    r.name = "kitenorm-no-inner".into();
+    r.about = "KiteNorm without the inner norm: X = sLN(X + 1/(2L)·F(X)) (seed 000 §4.3)".into();
+    r.sublayer.input = None;
+    r.notes.clear();
+    r
+}
+
+/// KiteNorm ablation: standard (vector) LayerNorm in place of scalarised LayerNorm.
+pub fn kitenorm_vector_ln() -> RecipeSpec {
+    let mut r = kitenorm();
+    r.name = "kitenorm-vector-ln".into();
+    r.about = "KiteNorm with vector LayerNorm: X = LN(X + 1/(2L)·F(LN(X))) (seed 000 §4.3)".into();
+    r.sublayer.input = ln();
+    r.sublayer.outer = ln();
+    r.notes.clear();
+    r
+}
+
+/// KiteNorm ablation: no variance regulariser.
+pub fn kitenorm_no_reg() -> RecipeSpec {
+    let mut r = kitenorm();
+    r.name = "kitenorm-no-reg".into();
+    r.about = "KiteNorm without the variance regulariser (λ = 0) (seed 000 §4.3)".into();
+    r.regularizer = 0.0;
+    r
+}
+
+/// DyT: pre-norm with every norm replaced by `γ tanh(α x) + β`; α₀ = 0.5 at every position
+/// (DyT repository default; seed 003 C.1 used 1.0 / 0.5 / 0.5 for Llama-1B). Change one
+/// position with an override, e.g. `[[recipe.layers]] range = "1..=L"`, `sublayers = "attn"`,
+/// `input = { kind = "dyt", alpha = 1.0 }`.
+pub fn dyt() -> RecipeSpec {
+    let mut r = blank("dyt", "DyT: X = X + F(DyT(X)), DyT(x) = γ·tanh(αx) + β, α₀ = 0.5; final DyT (Zhu et al. 2025; seed 003)");
+    r.sublayer.input = Some(norm_with("dyt", |t| t.alpha = Some(0.5)));
+    r.final_norm = norm_with("dyt", |t| t.alpha = Some(0.5));
+    r
+}
+
+fn bhyt_family(name: &str, kind: &str, about: &str) -> RecipeSpec {
+    let mut r = blank(name, about);
+    r.sublayer.input = Some(norm_with(kind, |t| t.lambda = Some(1.0)));
+    let mut attn = layers("1..=L", Which::Attn);
+    attn.input = Some(norm_with(kind, |t| t.lambda = Some(2.0)));
+    r.layers = vec![attn];
+    r.final_norm = norm_with(kind, |t| t.lambda = Some(1.0));
+    r
+}
+
+/// BHyT* (seed 003 eq. 1): pre-norm with `γ tanh(λ x / (κ s_x + |μ_x|))`, exact statistics in
+/// every norm; λ₀ = 2.0 before attention, 1.0 before the FFN (C.3) and 1.0 for the final norm
+/// (our choice: the paper gives no final-norm λ).
+pub fn bhyt_star() -> RecipeSpec {
+    bhyt_family(
+        "bhyt-star",
+        "bhyt-star",
+        "BHyT*: X = X + F(γ·tanh(λx/(κ s_x + |μ_x|))), κ = 10, λ₀ = 2 (attn) / 1 (FFN, final) (seed 003 eq. 1)",
+    )
+}
+
+/// BHyT (seed 003 Algorithm 1): the attention-input norm computes `s_x² = mean(x²)` exactly,
+/// the FFN-input norm uses `ŝ² = s_x² + ‖W_V W_O‖²_F/(T d)·(λ_attn/κ)²`. Final norm: exact
+/// second moment, λ₀ = 1.0 (our choice).
+pub fn bhyt() -> RecipeSpec {
+    bhyt_family(
+        "bhyt",
+        "bhyt",
+        "BHyT: BHyT* with one exact statistic per block and the Theorem 3.5 variance approximation before the FFN (seed 003 Alg. 1)",
+    )
+}
+
+/// OLMo 2: norm on sublayer outputs only, `X_{l+1} = X_l + RMS(F_l(X_l))`, QK-norm, final
+/// RMSNorm.
+pub fn olmo2() -> RecipeSpec {
+    let mut r = blank("olmo2", "OLMo 2: X = X + RMS(F(X)) with QK-norm; final RMSNorm (OLMo 2; seed 001 App. G)");
+    r.norm = BaseNorm::Rmsnorm;
+    r.sublayer.output = ln();
+    r.qk_norm = true;
+    r.final_norm = NormSpec::kind("ln");
+    r
+}
+
+/// DeepNorm (DeepNet, decoder-only): `X_{l+1} = LN(α X_l + F_l(X_l))`, α = (2L)^{1/4};
+/// `W_V`, `W_O`, `W_1`, `W_2`, `W_3` × β = (8L)^{−1/4} at init.
+pub fn deepnorm() -> RecipeSpec {
+    let mut r = blank("deepnorm", "DeepNorm: X = LN((2L)^¼·X + F(X)); W_V, W_O and FFN weights × (8L)^-¼ at init (Wang et al. 2024)");
+    r.sublayer.outer = ln();
+    r.sublayer.skip = expr("(2*L)^0.25");
+    r.sublayer.init_in = expr("(8*L)^-0.25");
+    r.sublayer.init_out = expr("(8*L)^-0.25");
+    r
+}

@@ -1,0 +1,262 @@
+//! Resolving a [`RecipeSpec`] for a given depth: evaluate every expression, apply the per-layer
+//! overrides, turn norm specs into [`NormKind`]s, and reject anything malformed with a message
+//! that names the field.
+
+use super::expr::eval;
+use super::spec::{BaseNorm, NormSpec, RecipeSpec, Scale, SublayerSpec, Which};
+use crate::norm::{BhytDenominator, NormKind};
+use anyhow::{Context, bail, ensure};
+use std::collections::BTreeMap;
+
+/// Attention or feed-forward.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Branch {
+    Attn,
+    Ffn,
+}
+
+/// One sublayer's resolved equation `X_{l+1} = N_outer(a·X_l + c·N_out(F_l(s·N_in(X_l))))`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SublayerPlan {
+    pub branch: Branch,
+    /// Transformer layer `k`, 1-based.
+    pub layer: usize,
+    /// Sublayer `l`, 1-based.
+    pub index: usize,
+    pub input: Option<NormKind>,
+    pub output: Option<NormKind>,
+    pub outer: Option<NormKind>,
+    pub skip: f64,
+    pub residual: f64,
+    pub input_scale: f64,
+    pub init_out: f64,
+    pub init_in: f64,
+}
+
+/// A recipe resolved for one depth.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResolvedRecipe {
+    pub name: String,
+    pub sublayers: Vec<SublayerPlan>,
+    pub embedding_norm: Option<NormKind>,
+    pub final_norm: Option<NormKind>,
+    pub qk_norm: bool,
+    pub regularizer: f64,
+}
+
+impl RecipeSpec {
+    /// Resolves the recipe for `n_layers` Transformer layers with norm epsilon `eps`.
+    pub fn resolve(&self, n_layers: usize, eps: f64) -> anyhow::Result<ResolvedRecipe> {
+        self.resolve_inner(n_layers, eps).with_context(|| format!("recipe `{}`", self.name))
+    }
+
+    fn resolve_inner(&self, n_layers: usize, eps: f64) -> anyhow::Result<ResolvedRecipe> {
+        ensure!(n_layers >= 1, "n_layers must be at least 1");
+        ensure!(eps > 0.0 && eps.is_finite(), "norm_eps must be a positive number, got {eps}");
+        self.check_params()?;
+        for (i, entry) in self.layers.iter().enumerate() {
+            entry.range.as_ref().with_context(|| format!("layers[{i}] needs a `range`, e.g. range = \"1..=L\""))?;
+        }
+        if self.sublayer.range.is_some() || self.sublayer.sublayers.is_some() {
+            bail!("`sublayer` applies to every sublayer: `range`/`sublayers` belong in a `[[recipe.layers]]` entry");
+        }
+        let mut sublayers = Vec::with_capacity(2 * n_layers);
+        for index in 1..=2 * n_layers {
+            sublayers.push(self.plan(index, n_layers, eps)?);
+        }
+        check_bhyt_pairs(&sublayers)?;
+        let embedding_norm = self.norm(&self.embedding_norm, eps).context("embedding_norm")?;
+        let final_norm = self.norm(&self.final_norm, eps).context("final_norm")?;
+        ensure!(self.regularizer >= 0.0 && self.regularizer.is_finite(), "`regularizer` must be ≥ 0, got {}", self.regularizer);
+        Ok(ResolvedRecipe {
+            name: self.name.clone(),
+            sublayers,
+            embedding_norm,
+            final_norm,
+            qk_norm: self.qk_norm,
+            regularizer: self.regularizer,
+        })
+    }
+
+    fn check_params(&self) -> anyhow::Result<()> {
+        for (name, v) in &self.params {
+            ensure!(v.is_finite(), "params.{name} must be a finite number");
+            if name.ends_with("_ratio") {
+                ensure!((0.0..=1.0).contains(v), "params.{name} = {v} is outside [0, 1]");
+            }
+            ensure!(!matches!(name.as_str(), "L" | "k" | "l"), "params.{name}: `{name}` is reserved");
+        }
+        Ok(())
+    }
+
+    fn vars(&self, n_layers: usize) -> BTreeMap<String, f64> {
+        let mut v = self.params.clone();
+        v.insert("L".into(), n_layers as f64);
+        v
+    }
+
+    /// Base spec with every override whose range covers this sublayer laid over it.
+    fn effective(&self, index: usize, n_layers: usize) -> anyhow::Result<SublayerSpec> {
+        let layer = index.div_ceil(2);
+        let branch_is_attn = index % 2 == 1;
+        let mut spec = self.sublayer.clone();
+        for (i, entry) in self.layers.iter().enumerate() {
+            let range = entry.range.as_deref().unwrap_or_default();
+            let (lo, hi) = parse_range(range, &self.vars(n_layers), n_layers).with_context(|| format!("layers[{i}].range"))?;
+            let which_ok = match entry.sublayers.unwrap_or_default() {
+                Which::Both => true,
+                Which::Attn => branch_is_attn,
+                Which::Ffn => !branch_is_attn,
+            };
+            if which_ok && (lo..=hi).contains(&layer) {
+                spec.overlay(entry);
+            }
+        }
+        Ok(spec)
+    }
+
+    fn plan(&self, index: usize, n_layers: usize, eps: f64) -> anyhow::Result<SublayerPlan> {
+        let layer = index.div_ceil(2);
+        let branch = if index % 2 == 1 { Branch::Attn } else { Branch::Ffn };
+        let spec = self.effective(index, n_layers)?;
+        let mut vars = self.vars(n_layers);
+        vars.insert("k".into(), layer as f64);
+        vars.insert("l".into(), index as f64);
+        let where_ = || format!("sublayer {index} (layer {layer}, {})", if branch == Branch::Attn { "attn" } else { "ffn" });
+        let scale = |field: &str, s: &Option<Scale>| -> anyhow::Result<f64> {
+            let v = match s {
+                None => 1.0,
+                Some(Scale::Number(v)) => *v,
+                Some(Scale::Expr(e)) => eval(e, &vars).map_err(anyhow::Error::msg)?,
+            };
+            ensure!(v.is_finite() && v > 0.0, "`{field}` = {v} must be a positive finite number");
+            Ok(v)
+        };
+        let norm = |field: &str, n: &Option<NormSpec>| -> anyhow::Result<Option<NormKind>> {
+            match n {
+                None => Ok(None),
+                Some(n) => self.norm(n, eps).with_context(|| format!("`{field}`")),
+            }
+        };
+        let plan = (|| {
+            Ok::<_, anyhow::Error>(SublayerPlan {
+                branch,
+                layer,
+                index,
+                input: norm("input", &spec.input)?,
+                output: norm("output", &spec.output)?,
+                outer: norm("outer", &spec.outer)?,
+                skip: scale("skip", &spec.skip)?,
+                residual: scale("residual", &spec.residual)?,
+                input_scale: scale("input_scale", &spec.input_scale)?,
+                init_out: scale("init_out", &spec.init_out)?,
+                init_in: scale("init_in", &spec.init_in)?,
+            })
+        })()
+        .with_context(where_)?;
+        for (slot, kind) in [("output", &plan.output), ("outer", &plan.outer)] {
+            if matches!(kind, Some(NormKind::Bhyt { .. })) {
+                bail!("{}: `{slot}` = bhyt: the variance approximation (Algorithm 1) is defined for sublayer inputs and the final norm; use bhyt-star here", where_());
+            }
+        }
+        Ok(plan)
+    }
+
+    /// Turns a written norm slot into a [`NormKind`], rejecting options the kind lacks.
+    pub fn norm(&self, spec: &NormSpec, eps: f64) -> anyhow::Result<Option<NormKind>> {
+        let t = spec.table();
+        let allowed: &[&str] = match t.kind.as_str() {
+            "none" => &[],
+            "ln" | "layernorm" => &["gain", "shift"],
+            "rmsnorm" => &["gain", "shift"],
+            "scalar-ln" => &["shift"],
+            "dyt" => &["alpha"],
+            "bhyt-star" => &["lambda", "p", "denominator"],
+            "bhyt" => &["lambda", "p"],
+            other => bail!(
+                "unknown norm kind `{other}` (known: none, ln, layernorm, rmsnorm, scalar-ln, dyt, bhyt-star, bhyt)"
+            ),
+        };
+        let set = [
+            ("gain", t.gain.is_some()),
+            ("shift", t.shift.is_some()),
+            ("alpha", t.alpha.is_some()),
+            ("lambda", t.lambda.is_some()),
+            ("p", t.p.is_some()),
+            ("denominator", t.denominator.is_some()),
+        ];
+        for (field, is_set) in set {
+            ensure!(!is_set || allowed.contains(&field), "norm kind `{}` has no option `{field}`", t.kind);
+        }
+        let gain = t.gain.unwrap_or(true);
+        let positive = |name: &str, v: f64| -> anyhow::Result<f64> {
+            ensure!(v.is_finite() && v > 0.0, "`{name}` = {v} must be > 0");
+            Ok(v)
+        };
+        let p = t.p.unwrap_or(0.99);
+        ensure!(p > 0.0 && p < 1.0, "`p` = {p} must lie in (0, 1)");
+        let kind = match t.kind.as_str() {
+            "none" => return Ok(None),
+            "ln" if self.norm == BaseNorm::Rmsnorm => rms(t.shift, gain, eps)?,
+            "ln" | "layernorm" => NormKind::LayerNorm { gain, shift: t.shift.unwrap_or(true), eps },
+            "rmsnorm" => rms(t.shift, gain, eps)?,
+            "scalar-ln" => NormKind::ScalarLayerNorm { shift: t.shift.unwrap_or(true), eps },
+            "dyt" => NormKind::Dyt { alpha: positive("alpha", t.alpha.unwrap_or(0.5))? },
+            "bhyt-star" => NormKind::BhytStar {
+                lambda: positive("lambda", t.lambda.unwrap_or(1.0))?,
+                p,
+                denominator: t.denominator.unwrap_or(BhytDenominator::Std),
+                eps,
+            },
+            "bhyt" => NormKind::Bhyt { lambda: positive("lambda", t.lambda.unwrap_or(1.0))?, p, eps },
+            _ => unreachable!(),
+        };
+        Ok(Some(kind))
+    }
+}
+
+fn rms(shift: Option<bool>, gain: bool, eps: f64) -> anyhow::Result<NormKind> {
+    ensure!(shift != Some(true), "RMSNorm has no shift; remove `shift = true` or use layernorm");
+    Ok(NormKind::RmsNorm { gain, eps })
+}
+
+/// BHyT's approximated FFN-input norm needs the same layer's attention-input norm to be BHyT:
+/// it reuses that norm's input variance and λ (Algorithm 1).
+fn check_bhyt_pairs(plans: &[SublayerPlan]) -> anyhow::Result<()> {
+    for pair in plans.chunks(2) {
+        let [attn, ffn] = pair else { continue };
+        if matches!(ffn.input, Some(NormKind::Bhyt { .. })) && !matches!(attn.input, Some(NormKind::Bhyt { .. })) {
+            bail!(
+                "layer {}: the FFN input norm is bhyt (variance approximation), which reuses the attention input norm's statistics, so that one must be bhyt too",
+                attn.layer
+            );
+        }
+        if let (Some(NormKind::Bhyt { p: pa, .. }), Some(NormKind::Bhyt { p: pf, .. })) = (&attn.input, &ffn.input) {
+            ensure!(pa == pf, "layer {}: both BHyT norms of a block must share p (κ)", attn.layer);
+        }
+    }
+    Ok(())
+}
+
+/// Parses `a..=b`, `a..b` or `a` into an inclusive 1-based layer range. An empty range
+/// (`1..=0`) is allowed: it selects nothing (mix-norm with few layers).
+fn parse_range(src: &str, vars: &BTreeMap<String, f64>, n_layers: usize) -> anyhow::Result<(usize, usize)> {
+    let int = |e: &str| -> anyhow::Result<i64> {
+        let v = eval(e, vars).map_err(anyhow::Error::msg)?;
+        ensure!(v.fract() == 0.0 && v.is_finite(), "`{e}` = {v} is not a whole layer number");
+        Ok(v as i64)
+    };
+    let (lo, hi) = if let Some((a, b)) = src.split_once("..=") {
+        (int(a)?, int(b)?)
+    } else if let Some((a, b)) = src.split_once("..") {
+        (int(a)?, int(b)? - 1)
+    } else {
+        let v = int(src)?;
+        (v, v)
+    };
+    if hi < lo {
+        return Ok((1, 0));
+    }
+    ensure!(lo >= 1 && hi as usize <= n_layers, "`{src}` = {lo}..={hi} is outside the layers 1..={n_layers}");
+    Ok((lo as usize, hi as usize))
+}

@@ -1,0 +1,220 @@
+//! The recipe as data: what a preset is and what a user writes in a config file.
+//!
+//! Every sublayer `l` (attention or FFN, `l = 1..2L`, Transformer layer `k = ⌈l/2⌉`) computes
+//!
+//! ```text
+//! z_l     = a · X_l + c · N_out( F_l( s · N_in(X_l) ) )
+//! X_{l+1} = N_outer(z_l)
+//! ```
+//!
+//! with `N_in`, `N_out`, `N_outer` norm slots (or none), `a` the skip scale, `c` the residual
+//! scale and `s` the input scale (LayerNorm-Scaling's `k^{-1/2}`). Initialisation scales
+//! multiply the N(0, 0.02²) std of the branch's output projection (`init_out`: attention `W_O`,
+//! FFN `W_2`) and of its value / FFN input projections (`init_in`: `W_V`, `W_1`, `W_3`; DeepNet).
+//! `X_1` is the (optionally normalised) token embedding and the logits read
+//! `N_final(X_{2L+1})`.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+use crate::norm::BhytDenominator;
+
+/// A norm slot as written: a kind name (`"none"`, `"ln"`, `"layernorm"`, `"rmsnorm"`,
+/// `"scalar-ln"`, `"dyt"`, `"bhyt-star"`, `"bhyt"`) or a table with options.
+///
+/// `"ln"` means the recipe's base norm ([`RecipeSpec::norm`]), so that LayerNorm vs RMSNorm is
+/// chosen independently of placement.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+#[serde(try_from = "toml::Value")]
+pub enum NormSpec {
+    Kind(String),
+    Table(NormTable),
+}
+
+/// Options of a norm slot; fields that do not apply to the kind are rejected.
+#[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NormTable {
+    pub kind: String,
+    /// Learnable gain γ (default true). `false` fixes γ = 1 (seed 001 §4.4.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gain: Option<bool>,
+    /// Learnable shift β (LayerNorm, scalarised LayerNorm; default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shift: Option<bool>,
+    /// DyT's initial α (default 0.5, the DyT repository's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alpha: Option<f64>,
+    /// BHyT's initial λ (seed 003 C.3: 2.0 before attention, 1.0 before the FFN).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lambda: Option<f64>,
+    /// BHyT's target probability p, κ = (1 − p)^{−1/2} (default 0.99, κ = 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p: Option<f64>,
+    /// BHyT*'s denominator: `"std"` (paper eq. 1, default) or `"rms"` (authors' code).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub denominator: Option<BhytDenominator>,
+}
+
+/// Parsed by hand so that a typo inside a norm table is reported by name, not as "did not
+/// match any variant".
+impl TryFrom<toml::Value> for NormSpec {
+    type Error = String;
+
+    fn try_from(v: toml::Value) -> Result<Self, String> {
+        match v {
+            toml::Value::String(s) => Ok(NormSpec::Kind(s)),
+            toml::Value::Table(_) => v.try_into::<NormTable>().map(NormSpec::Table).map_err(|e| e.to_string()),
+            other => Err(format!("a norm is a kind name or a table, not `{other}`")),
+        }
+    }
+}
+
+impl NormSpec {
+    pub fn none() -> Self {
+        NormSpec::Kind("none".into())
+    }
+
+    pub fn kind(name: &str) -> Self {
+        NormSpec::Kind(name.into())
+    }
+
+    pub fn table(&self) -> NormTable {
+        match self {
+            NormSpec::Kind(k) => NormTable { kind: k.clone(), ..Default::default() },
+            NormSpec::Table(t) => t.clone(),
+        }
+    }
+
+    pub fn is_none(&self) -> bool {
+        self.table().kind == "none"
+    }
+}
+
+/// A scale: a number or an expression in `L`, `k`, `l` and the recipe's `params`
+/// (see [`super::expr`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Scale {
+    Number(f64),
+    Expr(String),
+}
+
+impl Scale {
+    pub fn expr(s: &str) -> Self {
+        Scale::Expr(s.into())
+    }
+
+    pub fn text(&self) -> String {
+        match self {
+            Scale::Number(v) => format!("{v}"),
+            Scale::Expr(s) => s.clone(),
+        }
+    }
+
+    pub fn is_one(&self) -> bool {
+        matches!(self, Scale::Number(v) if *v == 1.0) || matches!(self, Scale::Expr(s) if s.trim() == "1")
+    }
+}
+
+/// Which sublayers of the selected Transformer layers an override applies to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Which {
+    #[default]
+    Both,
+    Attn,
+    Ffn,
+}
+
+/// The sublayer equation's parts. In [`RecipeSpec::sublayer`] unset fields take the defaults
+/// (no norms, all scales 1); in [`RecipeSpec::layers`] an entry overrides only what it sets,
+/// for the Transformer layers in `range` and the sublayers in `sublayers`.
+#[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SublayerSpec {
+    /// Override entries only: Transformer layers `a..=b`, `a..b` or `a` (1-based; bounds are
+    /// expressions, e.g. `"1..=floor(mix_ratio*L)"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<String>,
+    /// Override entries only: `"both"` (default), `"attn"` or `"ffn"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sublayers: Option<Which>,
+    /// `N_in`: norm on the sublayer input, before the branch function.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<NormSpec>,
+    /// `N_out`: norm on the branch output, before the residual addition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<NormSpec>,
+    /// `N_outer`: norm after the residual addition (post-norm position).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outer: Option<NormSpec>,
+    /// `a`: skip-branch scale.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip: Option<Scale>,
+    /// `c`: residual-branch scale.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub residual: Option<Scale>,
+    /// `s`: multiplies the output of `N_in` (LayerNorm-Scaling).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_scale: Option<Scale>,
+    /// Init multiplier of the branch's output projection (`W_O`, `W_2`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_out: Option<Scale>,
+    /// Init multiplier of `W_V` (attention) and `W_1`, `W_3` (FFN).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_in: Option<Scale>,
+}
+
+impl SublayerSpec {
+    /// Fields set in `over` replace those in `self`.
+    pub fn overlay(&mut self, over: &SublayerSpec) {
+        macro_rules! take {
+            ($($f:ident),*) => { $( if over.$f.is_some() { self.$f = over.$f.clone(); } )* };
+        }
+        take!(input, output, outer, skip, residual, input_scale, init_out, init_in);
+    }
+}
+
+/// The base norm that `"ln"` slots resolve to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BaseNorm {
+    #[default]
+    Layernorm,
+    Rmsnorm,
+}
+
+/// A complete placement recipe. Presets are values of this type ([`super::presets`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecipeSpec {
+    pub name: String,
+    /// One line: what it is and where it comes from.
+    pub about: String,
+    /// What `"ln"` slots are (default LayerNorm, as in seed 000; Peri-LN used RMSNorm).
+    #[serde(default)]
+    pub norm: BaseNorm,
+    /// Norm applied to the token embedding (Peri-LN).
+    pub embedding_norm: NormSpec,
+    /// Norm applied before the output projection.
+    pub final_norm: NormSpec,
+    /// RMSNorm on queries and keys per head (OLMo 2).
+    #[serde(default)]
+    pub qk_norm: bool,
+    /// Weight λ of KiteNorm's variance regulariser (seed 000 eq. 24) in the training loss.
+    #[serde(default)]
+    pub regularizer: f64,
+    /// Named constants usable in scale expressions (e.g. `mix_ratio`).
+    #[serde(default)]
+    pub params: BTreeMap<String, f64>,
+    /// Applies to every sublayer.
+    pub sublayer: SublayerSpec,
+    /// Per-layer overrides, applied in order.
+    #[serde(default)]
+    pub layers: Vec<SublayerSpec>,
+    /// Documented facts about the recipe, e.g. parameters that provably cannot learn.
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
