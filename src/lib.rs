@@ -8,6 +8,7 @@
 //! - [`device`]: backend selection
 
 pub mod device;
+pub mod io;
 pub mod model;
 pub mod norm;
 pub mod recipe;

@@ -1,0 +1,3 @@
+//! File formats.
+
+pub mod tensors;

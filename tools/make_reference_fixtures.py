@@ -1,0 +1,300 @@
+#!/usr/bin/env python3
+"""PyTorch reference for every normlab recipe: writes tiny-model fixtures for the Rust tests.
+
+A short, independent re-implementation of the decoder-only Transformer and of each placement
+recipe, written from seed 000 Table 2 (and seeds 001, 003 for Peri-LN, DyT, BHyT), not from
+the Rust code. It runs in float64 and, for each case, writes
+tests/fixtures/reference/<case>.safetensors with
+
+    param/<name>   the weights (values exactly representable in f32, so both sides use the same)
+    input/tokens   int64 [B, T];   input/targets int64 [B, T]
+    out/logits     [B, T, V];      out/loss, out/ce, out/reg  (scalars, [1])
+    grad/<name>    d loss / d param, loss = CE + lambda * R (seed 000 eq. 24) when the recipe
+                   declares the regulariser
+
+and the Rust model config as JSON in the file metadata ("config").
+
+Run (from the repository root):
+    python3 -m venv ~/.venvs/torchref && ~/.venvs/torchref/bin/pip install torch numpy safetensors
+    ~/.venvs/torchref/bin/python tools/make_reference_fixtures.py
+"""
+import json
+import math
+import os
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file
+
+torch.set_default_dtype(torch.float64)
+
+V, D, H, L, FF, B, T, EPS = 32, 16, 2, 4, 24, 2, 8, 1e-6
+HD = D // H
+KAPPA = (1 - 0.99) ** -0.5  # seed 003 Remark 3.3: p = 0.99 -> kappa = 10
+
+# ---- norm slots -----------------------------------------------------------------------------
+LN = dict(kind="layernorm", gain=True, shift=True)
+LN0 = dict(kind="layernorm", gain=True, shift=False)  # KEEL: LayerNorm without shift
+SLN = dict(kind="scalar-ln")                           # KiteNorm eq. 4
+RMS = dict(kind="rmsnorm", gain=True)
+
+
+def dyt(alpha):
+    return dict(kind="dyt", alpha=alpha)
+
+
+def bhyt_star(lam, denom="std"):
+    return dict(kind="bhyt-star", lam=lam, denom=denom)
+
+
+def bhyt(lam):
+    return dict(kind="bhyt", lam=lam)
+
+
+def norm_params(spec, name, gen):
+    """Parameters of one norm slot, perturbed from their init so every path is exercised."""
+    if spec is None:
+        return {}
+    k, p = spec["kind"], {}
+    n = lambda *shape: torch.randn(*shape, generator=gen)
+    if k in ("layernorm", "rmsnorm") and spec.get("gain", True):
+        p["gain"] = 1 + 0.2 * n(D)
+    if k == "layernorm" and spec["shift"]:
+        p["shift"] = 0.2 * n(D)
+    if k == "scalar-ln":
+        p["gain"] = 1 + 0.3 * n(1)
+        p["shift"] = 0.2 * n(1)
+    if k == "dyt":
+        p["gain"], p["shift"], p["alpha"] = 1 + 0.2 * n(D), 0.2 * n(D), spec["alpha"] * (1 + 0.1 * n(1))
+    if k in ("bhyt-star", "bhyt"):
+        p["gain"], p["lambda"] = 1 + 0.2 * n(D), spec["lam"] * (1 + 0.1 * n(1))
+    return {f"{name}.{key}": v for key, v in p.items()}
+
+
+def apply_norm(spec, P, name, x, variance=None):
+    if spec is None:
+        return x
+    k = spec["kind"]
+    g = P.get(f"{name}.gain")
+    if k in ("layernorm", "scalar-ln"):
+        mu = x.mean(-1, keepdim=True)
+        y = (x - mu) / torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + EPS)
+        y = y * g if g is not None else y
+        return y + P[f"{name}.shift"] if f"{name}.shift" in P else y
+    if k == "rmsnorm":
+        y = x / torch.sqrt((x ** 2).mean(-1, keepdim=True) + EPS)
+        return y * g if g is not None else y
+    if k == "dyt":
+        return g * torch.tanh(P[f"{name}.alpha"] * x) + P[f"{name}.shift"]
+    lam = P[f"{name}.lambda"]
+    if k == "bhyt-star":  # seed 003 eq. 1 (std) or the authors' RMS denominator
+        mu = x.mean(-1, keepdim=True)
+        if spec["denom"] == "std":
+            den = KAPPA * torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + EPS) + mu.abs()
+        else:
+            den = KAPPA * torch.sqrt((x ** 2).mean(-1, keepdim=True) + EPS)
+        return g * torch.tanh(lam * x / den)
+    if k == "bhyt":  # Algorithm 1: s^2 = mean(x^2) unless an approximation is supplied
+        s2 = (x ** 2).mean(-1, keepdim=True) if variance is None else variance
+        return g * torch.tanh(lam * x / (KAPPA * torch.sqrt(s2 + EPS)))
+    raise ValueError(k)
+
+
+# ---- recipes, written from seed 000 Table 2 (and seeds 001, 003) ---------------------------
+def sub(inp=None, out=None, outer=None, a=1.0, c=1.0, s=1.0, init_out=1.0, init_in=1.0):
+    return dict(inp=inp, out=out, outer=outer, a=a, c=c, s=s, init_out=init_out, init_in=init_in)
+
+
+def recipe(name):
+    """Returns (sublayers [2L], embedding norm, final norm, qk_norm, regulariser lambda)."""
+    subs, emb, fin, qk, reg = [], None, None, False, 0.0
+    for l in range(1, 2 * L + 1):
+        k, attn = (l + 1) // 2, l % 2 == 1
+        if name == "post":
+            subs.append(sub(outer=LN))
+        elif name in ("pre", "pre-mlp"):
+            subs.append(sub(inp=LN)); fin = LN
+        elif name == "gpt2-pre":
+            subs.append(sub(inp=LN, init_out=1 / math.sqrt(2 * L))); fin = LN
+        elif name == "lns":
+            subs.append(sub(inp=LN, s=k ** -0.5)); fin = LN
+        elif name == "peri":
+            subs.append(sub(inp=LN, out=LN)); emb = fin = LN
+        elif name == "peri-rms-frozen":  # seed 001: RMSNorm; section 4.4.1: output gain fixed at 1
+            subs.append(sub(inp=RMS, out=dict(kind="rmsnorm", gain=False))); emb = fin = RMS
+        elif name == "mix":
+            n_post = math.floor(0.25 * L)
+            if k <= n_post:
+                subs.append(sub(outer=LN))
+            else:
+                subs.append(sub(inp=LN, init_out=1 / math.sqrt(2 * (L - n_post))))
+            fin = LN
+        elif name == "keel":
+            subs.append(sub(inp=LN0, outer=None if l == 1 else LN0, a=1.0 if k == 1 else 2.0 * L))
+        elif name in ("kitenorm", "kitenorm-no-reg"):
+            subs.append(sub(inp=SLN, outer=SLN, c=1 / (2 * L))); reg = 1.0 if name == "kitenorm" else 0.0
+        elif name == "kitenorm-no-inner":
+            subs.append(sub(outer=SLN, c=1 / (2 * L))); reg = 1.0
+        elif name == "kitenorm-vector-ln":
+            subs.append(sub(inp=LN, outer=LN, c=1 / (2 * L))); reg = 1.0
+        elif name == "dyt":
+            subs.append(sub(inp=dyt(0.5))); fin = dyt(0.5)
+        elif name == "bhyt-star":
+            subs.append(sub(inp=bhyt_star(2.0 if attn else 1.0))); fin = bhyt_star(1.0)
+        elif name == "bhyt":
+            subs.append(sub(inp=bhyt(2.0 if attn else 1.0))); fin = bhyt(1.0)
+        elif name == "olmo2":
+            subs.append(sub(out=RMS)); fin = RMS; qk = True
+        elif name == "deepnorm":
+            beta = (8 * L) ** -0.25
+            subs.append(sub(outer=LN, a=(2 * L) ** 0.25, init_out=beta, init_in=beta))
+        else:
+            raise ValueError(name)
+    return subs, emb, fin, qk, reg
+
+
+# ---- the model ------------------------------------------------------------------------------
+def rope(x):  # x [B, H, T, hd], rotate-half convention
+    inv = 1.0 / (ROPE_BASE ** (torch.arange(0, HD, 2) / HD))
+    ang = torch.outer(torch.arange(T, dtype=torch.float64), inv)
+    cos, sin = ang.cos(), ang.sin()
+    x1, x2 = x[..., : HD // 2], x[..., HD // 2:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
+def attention(P, pre, x, qk):
+    b, t, _ = x.shape
+    heads = lambda y: y.view(b, t, H, HD).transpose(1, 2)
+    q, k, v = heads(x @ P[f"{pre}.wq"]), heads(x @ P[f"{pre}.wk"]), heads(x @ P[f"{pre}.wv"])
+    if qk:
+        q = apply_norm(RMS, P, f"{pre}.q_norm", q)
+        k = apply_norm(RMS, P, f"{pre}.k_norm", k)
+    q, k = rope(q), rope(k)
+    att = (q @ k.transpose(-2, -1)) / math.sqrt(HD)
+    att = att.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
+    o = att.softmax(-1) @ v
+    return o.transpose(1, 2).reshape(b, t, D) @ P[f"{pre}.wo"]
+
+
+def ffn(P, pre, x):
+    if f"{pre}.w3" in P:
+        return (F.silu(x @ P[f"{pre}.w1"]) * (x @ P[f"{pre}.w3"])) @ P[f"{pre}.w2"]
+    return F.gelu(x @ P[f"{pre}.w1"]) @ P[f"{pre}.w2"]
+
+
+def forward(P, tokens, rec):
+    subs, emb, fin, qk, _ = rec
+    x = apply_norm(emb, P, "emb_norm", P["tok_emb"][tokens])
+    sums = []
+    for i in range(L):
+        exact = None
+        for j, kind in enumerate(("attn", "ffn")):
+            s, pre = subs[2 * i + j], f"layers.{i}.{kind}"
+            variance = None
+            if s["inp"] is not None and s["inp"]["kind"] == "bhyt":
+                if kind == "attn":
+                    exact = variance = (x ** 2).mean(-1, keepdim=True)
+                else:  # Theorem 3.5: s^2 + ||W_V W_O||_F^2 / (T d) * (lambda_attn / kappa)^2
+                    a = f"layers.{i}.attn"
+                    wvwo = (P[f"{a}.f.wv"] @ P[f"{a}.f.wo"]).pow(2).sum()
+                    variance = exact + wvwo / (T * D) * (P[f"{a}.input_norm.lambda"] / KAPPA) ** 2
+            h = s["s"] * apply_norm(s["inp"], P, f"{pre}.input_norm", x, variance)
+            f = attention(P, f"{pre}.f", h, qk) if kind == "attn" else ffn(P, f"{pre}.f", h)
+            z = s["a"] * x + s["c"] * apply_norm(s["out"], P, f"{pre}.output_norm", f)
+            sums.append(z)
+            x = apply_norm(s["outer"], P, f"{pre}.outer_norm", z)
+    return apply_norm(fin, P, "final_norm", x) @ P["lm_head"], sums
+
+
+def variance_regulariser(sums):  # seed 000 eq. 24
+    return torch.stack([F.relu(z.var(-1, unbiased=False) - 1).mean() for z in sums]).mean()
+
+
+# ---- parameters -----------------------------------------------------------------------------
+def make_params(rec, mlp, gen):
+    subs, emb, fin, qk, _ = rec
+    n = lambda *shape, std: std * torch.randn(*shape, generator=gen)
+    std, P = 0.25, {}
+    P["tok_emb"] = n(V, D, std=1.0)
+    P.update(norm_params(emb, "emb_norm", gen))
+    for i in range(L):
+        for j, kind in enumerate(("attn", "ffn")):
+            s, pre = subs[2 * i + j], f"layers.{i}.{kind}"
+            for slot in ("input_norm", "output_norm", "outer_norm"):
+                P.update(norm_params(s[{"input_norm": "inp", "output_norm": "out", "outer_norm": "outer"}[slot]], f"{pre}.{slot}", gen))
+            if kind == "attn":
+                P[f"{pre}.f.wq"], P[f"{pre}.f.wk"] = n(D, D, std=std), n(D, D, std=std)
+                P[f"{pre}.f.wv"] = n(D, D, std=std * s["init_in"])
+                P[f"{pre}.f.wo"] = n(D, D, std=std * s["init_out"])
+                if qk:
+                    P[f"{pre}.f.q_norm.gain"], P[f"{pre}.f.k_norm.gain"] = 1 + 0.2 * n(HD, std=1), 1 + 0.2 * n(HD, std=1)
+            else:
+                hidden = 4 * D if mlp else FF
+                P[f"{pre}.f.w1"] = n(D, hidden, std=std * s["init_in"])
+                if not mlp:
+                    P[f"{pre}.f.w3"] = n(D, hidden, std=std * s["init_in"])
+                P[f"{pre}.f.w2"] = n(hidden, D, std=std * s["init_out"])
+    P.update(norm_params(fin, "final_norm", gen))
+    P["lm_head"] = n(D, V, std=std)
+    # Round to f32 so the Rust side (f32) loads exactly these values.
+    return {k: v.float().double().requires_grad_(True) for k, v in P.items()}
+
+
+CASES = {
+    # case: (Rust recipe config, ffn, rope base)
+    "post": ("post", "glu", 10000.0),
+    "pre": ("pre", "glu", 10000.0),
+    "pre-mlp": ("pre", "mlp", 10000.0),
+    "gpt2-pre": ("gpt2-pre", "glu", 10000.0),
+    "lns": ("lns", "glu", 10000.0),
+    "peri": ("peri", "glu", 10000.0),
+    "peri-rms-frozen": (
+        {"preset": "peri", "norm": "rmsnorm", "sublayer": {"output": {"kind": "ln", "gain": False}}},
+        "glu",
+        10000.0,
+    ),
+    "mix": ("mix", "glu", 10000.0),
+    "keel": ("keel", "glu", 10000.0),
+    "kitenorm": ("kitenorm", "glu", 500000.0),
+    "kitenorm-no-inner": ("kitenorm-no-inner", "glu", 500000.0),
+    "kitenorm-vector-ln": ("kitenorm-vector-ln", "glu", 500000.0),
+    "kitenorm-no-reg": ("kitenorm-no-reg", "glu", 500000.0),
+    "dyt": ("dyt", "glu", 10000.0),
+    "bhyt-star": ("bhyt-star", "glu", 10000.0),
+    "bhyt": ("bhyt", "glu", 10000.0),
+    "olmo2": ("olmo2", "glu", 10000.0),
+    "deepnorm": ("deepnorm", "glu", 10000.0),
+}
+
+
+def main():
+    global ROPE_BASE
+    out_dir = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "reference")
+    os.makedirs(out_dir, exist_ok=True)
+    for idx, (case, (recipe_cfg, ffn_kind, rope_base)) in enumerate(CASES.items()):
+        ROPE_BASE = rope_base
+        gen = torch.Generator().manual_seed(1000 + idx)
+        rec = recipe(case)
+        P = make_params(rec, ffn_kind == "mlp", gen)
+        toks = torch.randint(0, V, (B, T + 1), generator=gen)
+        tokens, targets = toks[:, :T], toks[:, 1:]
+        logits, sums = forward(P, tokens, rec)
+        ce = F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
+        lam = rec[4]
+        reg = variance_regulariser(sums)
+        loss = ce + lam * reg if lam > 0 else ce
+        loss.backward()
+        tensors = {f"param/{k}": v.detach().float() for k, v in P.items()}
+        tensors.update({f"grad/{k}": v.grad.float() for k, v in P.items()})
+        tensors["input/tokens"], tensors["input/targets"] = tokens.contiguous(), targets.contiguous()
+        tensors["out/logits"] = logits.detach().float()
+        for k, v in (("loss", loss), ("ce", ce), ("reg", reg)):
+            tensors[f"out/{k}"] = v.detach().float().reshape(1)
+        config = dict(vocab_size=V, d_model=D, n_layers=L, n_heads=H, ffn=ffn_kind, d_glu=FF,
+                      rope_base=rope_base, norm_eps=EPS, init_std=0.02, recipe=recipe_cfg)
+        save_file(tensors, os.path.join(out_dir, f"{case}.safetensors"), metadata={"config": json.dumps(config)})
+        print(f"{case:20s} loss {loss.item():.6f}  ce {ce.item():.6f}  reg {reg.item():.6f}")
+
+
+if __name__ == "__main__":
+    main()
