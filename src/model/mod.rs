@@ -24,3 +24,6 @@ pub mod transformer;
 
 pub use config::{FfnKind, ModelConfig};
 pub use transformer::{ForwardOutput, SublayerTrace, Transformer};
+
+#[cfg(test)]
+mod tests;

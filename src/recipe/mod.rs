@@ -18,3 +18,6 @@ pub use config::RecipeConfig;
 pub use presets::{PRESET_NAMES, preset};
 pub use resolve::{Branch, ResolvedRecipe, SublayerPlan};
 pub use spec::{BaseNorm, NormSpec, NormTable, RecipeSpec, Scale, SublayerSpec, Which};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,187 @@
+//! Model-level tests: gradient flow for every recipe, parameter names, trace invariance, the
+//! variance regulariser and BHyT's approximation term by hand, and init scales.
+
+use super::init::ParamSource;
+use super::params::{named_grads, named_values};
+use super::regularizer::variance_penalty;
+use super::*;
+use crate::recipe::{PRESET_NAMES, RecipeConfig};
+use crate::testutil::{cpu, f64_tensor, values};
+use burn::tensor::{Device, Int, Tensor, TensorData};
+
+fn tiny(recipe: RecipeConfig, n_layers: usize) -> ModelConfig {
+    ModelConfig { vocab_size: 32, d_model: 16, n_layers, n_heads: 2, d_glu: Some(24), recipe, ..Default::default() }
+}
+
+fn tokens(device: &Device, seed: u64) -> (Tensor<2, Int>, Tensor<2, Int>) {
+    let mut rng = init::SplitMix64::new(seed);
+    let ids: Vec<i64> = (0..2 * 9).map(|_| (rng.next_u64() % 32) as i64).collect();
+    let all = Tensor::<2, Int>::from_data(TensorData::new(ids, [2, 9]), device);
+    (all.clone().narrow(1, 0, 8), all.narrow(1, 1, 8))
+}
+
+/// Parameters that provably cannot learn, with the reason; the test below checks these have a
+/// zero gradient and every other parameter a non-zero one.
+fn provably_dead(recipe: &str, name: &str, n_layers: usize) -> Option<&'static str> {
+    let last = format!("layers.{}.ffn.outer_norm.shift", n_layers - 1);
+    let kitenorm_scalar = matches!(recipe, "kitenorm" | "kitenorm-no-reg");
+    (kitenorm_scalar && name.ends_with("outer_norm.shift") && name != last).then_some(
+        "scalar shift β′ of an outer norm feeding only mean-centring norms (next sublayer's inner and outer sLN)",
+    )
+}
+
+#[test]
+fn every_parameter_of_every_recipe_receives_a_gradient() {
+    let device = cpu().autodiff();
+    let n_layers = 4;
+    // init_std 0.2: at 0.02 the un-normalised first layer of e.g. kitenorm-no-inner has
+    // attention scores ~1e-6 and W_Q gradients ~1e-10 — alive, but not separable from rounding.
+    let cfg = |r: &str| ModelConfig { init_std: 0.2, ..tiny(RecipeConfig::Preset(r.into()), n_layers) };
+    let mut cases: Vec<(String, ModelConfig)> = PRESET_NAMES.iter().map(|n| (n.to_string(), cfg(n))).collect();
+    cases.push(("pre-mlp".into(), ModelConfig { ffn: FfnKind::Mlp, ..cfg("pre") }));
+    for (name, cfg) in cases {
+        let model = Transformer::new(&cfg, ParamSource::Seeded(7), &device).unwrap();
+        let (x, y) = tokens(&device, 3);
+        let (loss, _, _) = model.loss(x, y);
+        let grads = loss.backward();
+        let all = named_grads(&model, &grads);
+        let largest = all.iter().filter_map(|(_, g)| g.as_ref()).map(max_abs).fold(0.0, f64::max);
+        assert!(largest > 0.0, "{name}: no gradient at all");
+        let (mut min_live, mut max_dead) = (f64::INFINITY, 0.0f64);
+        for (param, g) in &all {
+            let g = g.as_ref().map(max_abs).unwrap_or(0.0) / largest;
+            if provably_dead(&name, param, n_layers).is_some() { max_dead = max_dead.max(g) } else { min_live = min_live.min(g) }
+        }
+        eprintln!("{name:20} min live {min_live:.1e}  max dead {max_dead:.1e}");
+        for (param, g) in all {
+            let g = g.as_ref().map(max_abs).unwrap_or(0.0);
+            match provably_dead(&name, &param, n_layers) {
+                Some(why) => assert!(g <= 1e-6 * largest, "{name}: {param} should be dead ({why}) but has |grad| {g:e}"),
+                None => assert!(g > 1e-5 * largest, "{name}: {param} receives no gradient (|grad| = {g:e})"),
+            }
+        }
+    }
+}
+
+fn max_abs(d: &TensorData) -> f64 {
+    d.clone().convert::<f64>().as_slice::<f64>().unwrap().iter().fold(0.0, |m, v| m.max(v.abs()))
+}
+
+#[test]
+fn constructor_names_are_the_module_paths() {
+    // Loading by the visitor's names (what checkpoints store) must supply exactly the names the
+    // constructor asks for: `ParamBuilder::finish` rejects leftovers, lookups reject gaps.
+    for name in ["peri", "olmo2", "bhyt", "keel", "dyt"] {
+        let cfg = tiny(RecipeConfig::Preset(name.into()), 2);
+        let device = cpu();
+        let model = Transformer::new(&cfg, ParamSource::Seeded(1), &device).unwrap();
+        let weights: std::collections::BTreeMap<_, _> = named_values(&model).into_iter().collect();
+        assert!(weights.contains_key("layers.0.attn.f.wq") && weights.contains_key("tok_emb") && weights.contains_key("lm_head"));
+        let reloaded = Transformer::new(&cfg, ParamSource::Loaded(weights.clone()), &device).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        let again: std::collections::BTreeMap<_, _> = named_values(&reloaded).into_iter().collect();
+        assert_eq!(weights, again, "{name}: round trip by name");
+    }
+}
+
+#[test]
+fn loading_reports_missing_and_mismatched_tensors() {
+    let device = cpu();
+    let cfg = tiny(RecipeConfig::Preset("pre".into()), 2);
+    let mut weights: std::collections::BTreeMap<_, _> =
+        named_values(&Transformer::new(&cfg, ParamSource::Seeded(1), &device).unwrap()).into_iter().collect();
+    let post = tiny(RecipeConfig::Preset("post".into()), 2);
+    let e = format!("{:#}", Transformer::new(&post, ParamSource::Loaded(weights.clone()), &device).unwrap_err());
+    assert!(e.contains("outer_norm") && e.contains("missing"), "{e}");
+    let wide = ModelConfig { d_model: 32, ..cfg.clone() };
+    let e = format!("{:#}", Transformer::new(&wide, ParamSource::Loaded(weights.clone()), &device).unwrap_err());
+    assert!(e.contains("tok_emb") && e.contains("[32, 16]") && e.contains("[32, 32]"), "{e}");
+    weights.insert("extra.weight".into(), TensorData::new(vec![0f32], [1]));
+    let e = format!("{:#}", Transformer::new(&cfg, ParamSource::Loaded(weights), &device).unwrap_err());
+    assert!(e.contains("extra.weight"), "{e}");
+}
+
+#[test]
+fn tracing_does_not_change_the_logits() {
+    let device = cpu();
+    for name in ["peri", "bhyt", "kitenorm"] {
+        let model = Transformer::new(&tiny(RecipeConfig::Preset(name.into()), 3), ParamSource::Seeded(5), &device).unwrap();
+        let (x, _) = tokens(&device, 9);
+        let plain = model.forward(x.clone(), false, false);
+        let traced = model.forward(x, true, true);
+        assert_eq!(plain.logits.into_data(), traced.logits.into_data(), "{name}");
+        let traces = traced.traces.unwrap();
+        assert_eq!((traces.len(), traced.sums.len()), (6, 6));
+        // X_{l+1} = N_outer(Z_l): for recipes without an outer norm, the next input is Z_l.
+        if name == "peri" {
+            assert_eq!(traces[1].input.clone().into_data(), traces[0].sum.clone().into_data());
+        }
+        assert_eq!(traces.iter().filter(|t| t.approx_variance.is_some()).count(), if name == "bhyt" { 3 } else { 0 });
+    }
+}
+
+#[test]
+fn variance_regulariser_matches_hand_computation() {
+    // Sublayer 1: tokens [3, 1, −1, 5] (σ² = 5 → ReLU(4) = 4) and [1, 1, 1, 1] (σ² = 0 → 0):
+    // mean 2. Sublayer 2: [2, 0, 2, 0] (σ² = 1 → 0) and [0, 4, 0, 0] (σ² = 3 → 2): mean 1.
+    // R = (2 + 1) / 2 = 1.5.
+    let z1 = f64_tensor(&[3.0, 1.0, -1.0, 5.0, 1.0, 1.0, 1.0, 1.0], [1, 2, 4], false);
+    let z2 = f64_tensor(&[2.0, 0.0, 2.0, 0.0, 0.0, 4.0, 0.0, 0.0], [1, 2, 4], false);
+    let r = values(variance_penalty(&[z1, z2]))[0];
+    assert!((r - 1.5).abs() < 1e-12, "{r}");
+}
+
+#[test]
+fn bhyt_approximation_uses_the_frobenius_norm_of_wv_wo() {
+    // W_V = [[1, 2], [0, 1]], W_O = [[1, 0], [1, 1]]: W_V W_O = [[3, 2], [1, 1]], ‖·‖²_F = 15.
+    let wv = f64_tensor(&[1.0, 2.0, 0.0, 1.0], [2, 2], false);
+    let wo = f64_tensor(&[1.0, 0.0, 1.0, 1.0], [2, 2], false);
+    let attn = attention::Attention {
+        wq: burn::module::Param::from_tensor(wv.clone()),
+        wk: burn::module::Param::from_tensor(wv.clone()),
+        wv: burn::module::Param::from_tensor(wv),
+        wo: burn::module::Param::from_tensor(wo),
+        q_norm: None,
+        k_norm: None,
+        n_heads: 1,
+    };
+    assert_eq!(values(attn.value_output_frobenius_sq()), vec![15.0]);
+}
+
+#[test]
+fn init_scales_reach_the_weights() {
+    // Sample std of the initialised matrices against N(0, (0.02·scale)²).
+    let device = cpu();
+    let cfg = ModelConfig { d_model: 64, n_layers: 12, n_heads: 4, recipe: RecipeConfig::Preset("deepnorm".into()), ..Default::default() };
+    let model = Transformer::new(&cfg, ParamSource::Seeded(7), &device).unwrap();
+    let beta = 96f64.powf(-0.25);
+    let std_of = |suffix: &str| {
+        let vals: Vec<f64> = named_values(&model)
+            .into_iter()
+            .filter(|(n, _)| n.ends_with(suffix))
+            .flat_map(|(_, d)| d.convert::<f64>().as_slice::<f64>().unwrap().to_vec())
+            .collect();
+        (vals.iter().map(|v| v * v).sum::<f64>() / vals.len() as f64).sqrt()
+    };
+    for (suffix, want) in [("attn.f.wq", 0.02), ("attn.f.wv", 0.02 * beta), ("attn.f.wo", 0.02 * beta), ("ffn.f.w1", 0.02 * beta), ("ffn.f.w2", 0.02 * beta), ("tok_emb", 0.02)] {
+        let got = std_of(suffix);
+        assert!((got / want - 1.0).abs() < 0.02, "{suffix}: std {got} vs {want}");
+    }
+    let gpt2 = ModelConfig { recipe: RecipeConfig::Preset("gpt2-pre".into()), ..cfg };
+    let model = Transformer::new(&gpt2, ParamSource::Seeded(7), &device).unwrap();
+    let wo: Vec<f64> = named_values(&model)
+        .into_iter()
+        .filter(|(n, _)| n.ends_with("f.wo") || n.ends_with("f.w2"))
+        .flat_map(|(_, d)| d.convert::<f64>().as_slice::<f64>().unwrap().to_vec())
+        .collect();
+    let std = (wo.iter().map(|v| v * v).sum::<f64>() / wo.len() as f64).sqrt();
+    assert!((std / (0.02 / 24f64.sqrt()) - 1.0).abs() < 0.02, "GPT-2 output projections: std {std}");
+}
+
+#[test]
+fn same_seed_same_weights_across_recipes() {
+    let device = cpu();
+    let a = Transformer::new(&tiny(RecipeConfig::Preset("post".into()), 2), ParamSource::Seeded(7), &device).unwrap();
+    let b = Transformer::new(&tiny(RecipeConfig::Preset("peri".into()), 2), ParamSource::Seeded(7), &device).unwrap();
+    let get = |m: &Transformer| named_values(m).into_iter().find(|(n, _)| n == "layers.1.attn.f.wq").unwrap().1;
+    assert_eq!(get(&a), get(&b), "matched init isolates the normalisation scheme");
+}

@@ -1,0 +1,240 @@
+//! Structure tests: every preset resolves to exactly what seed 000 Table 2 (and seeds 001,
+//! 003) specify. Expected numbers are written out by hand (1/√24 for L = 12, …), not taken from
+//! the code.
+
+use super::*;
+use crate::norm::{BhytDenominator, NormKind};
+
+const EPS: f64 = 1e-6;
+
+fn resolve(name: &str, l: usize) -> ResolvedRecipe {
+    preset(name).unwrap().resolve(l, EPS).unwrap()
+}
+
+fn ln() -> Option<NormKind> {
+    Some(NormKind::LayerNorm { gain: true, shift: true, eps: EPS })
+}
+
+fn ln0() -> Option<NormKind> {
+    Some(NormKind::LayerNorm { gain: true, shift: false, eps: EPS })
+}
+
+fn sln() -> Option<NormKind> {
+    Some(NormKind::ScalarLayerNorm { shift: true, eps: EPS })
+}
+
+fn rms() -> Option<NormKind> {
+    Some(NormKind::RmsNorm { gain: true, eps: EPS })
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-12 * b.abs().max(1.0)
+}
+
+/// Asserts every sublayer of `r` has these parts.
+fn all_sublayers(r: &ResolvedRecipe, input: Option<NormKind>, output: Option<NormKind>, outer: Option<NormKind>, skip: f64, residual: f64) {
+    for s in &r.sublayers {
+        assert_eq!((&s.input, &s.output, &s.outer), (&input, &output, &outer), "{} sublayer {}", r.name, s.index);
+        assert!(close(s.skip, skip) && close(s.residual, residual), "{} sublayer {}: a = {}, c = {}", r.name, s.index, s.skip, s.residual);
+    }
+}
+
+#[test]
+fn post_pre_gpt2_lns_match_table_2() {
+    let r = resolve("post", 12);
+    assert_eq!(r.sublayers.len(), 24);
+    all_sublayers(&r, None, None, ln(), 1.0, 1.0);
+    assert_eq!((r.embedding_norm.clone(), r.final_norm.clone()), (None, None));
+
+    let r = resolve("pre", 12);
+    all_sublayers(&r, ln(), None, None, 1.0, 1.0);
+    assert_eq!(r.final_norm, ln());
+    assert!(r.sublayers.iter().all(|s| s.init_out == 1.0 && s.init_in == 1.0));
+
+    let r = resolve("gpt2-pre", 12);
+    all_sublayers(&r, ln(), None, None, 1.0, 1.0);
+    assert_eq!(r.final_norm, ln());
+    // 1/√(2L) = 1/√24 = 0.2041241452…
+    assert!(r.sublayers.iter().all(|s| close(s.init_out, 0.204_124_145_231_931_5) && s.init_in == 1.0));
+
+    let r = resolve("lns", 12);
+    all_sublayers(&r, ln(), None, None, 1.0, 1.0);
+    for s in &r.sublayers {
+        assert!(close(s.input_scale, 1.0 / (s.layer as f64).sqrt()), "k^-1/2 at layer {}", s.layer);
+    }
+    assert!(close(r.sublayers[6].input_scale, 0.5), "layer 4 → 4^-1/2 = 0.5");
+    assert_eq!(r.final_norm, ln(), "LNS final norm is a plain LN");
+    assert!(r.sublayers.iter().all(|s| s.init_out == 1.0));
+}
+
+#[test]
+fn peri_has_input_output_embedding_and_final_norms() {
+    let r = resolve("peri", 6);
+    all_sublayers(&r, ln(), ln(), None, 1.0, 1.0);
+    assert_eq!((r.embedding_norm.clone(), r.final_norm.clone()), (ln(), ln()));
+}
+
+#[test]
+fn mix_with_12_layers_has_3_post_layers_and_scaled_pre_suffix() {
+    let r = resolve("mix", 12);
+    for s in &r.sublayers {
+        if s.layer <= 3 {
+            assert_eq!((&s.input, &s.outer), (&None, &ln()), "layer {} is post-norm", s.layer);
+            assert_eq!(s.init_out, 1.0);
+        } else {
+            assert_eq!((&s.input, &s.outer), (&ln(), &None), "layer {} is pre-norm", s.layer);
+            assert!(close(s.init_out, 1.0 / 18f64.sqrt()), "1/√(2·L_pre) = 1/√18");
+        }
+    }
+    assert_eq!(r.final_norm, ln());
+    // L = 3: ⌊0.75⌋ = 0 post layers, all pre with 1/√6.
+    let r = resolve("mix", 3);
+    assert!(r.sublayers.iter().all(|s| s.input == ln() && s.outer.is_none() && close(s.init_out, 1.0 / 6f64.sqrt())));
+}
+
+#[test]
+fn keel_has_skip_2l_after_layer_1_and_no_outer_norm_after_sublayer_1() {
+    let r = resolve("keel", 12);
+    for s in &r.sublayers {
+        assert_eq!(s.input, ln0(), "KEEL LN has no shift");
+        let want_skip = if s.layer == 1 { 1.0 } else { 24.0 };
+        assert_eq!(s.skip, want_skip, "sublayer {}", s.index);
+        assert_eq!(s.residual, 1.0);
+        let want_outer = if s.index == 1 { None } else { ln0() };
+        assert_eq!(s.outer, want_outer, "sublayer {}", s.index);
+        assert_eq!(s.init_out, 1.0);
+    }
+    assert_eq!(r.final_norm, None);
+}
+
+#[test]
+fn kitenorm_and_ablations_match_table_2_and_section_4_3() {
+    let r = resolve("kitenorm", 12);
+    all_sublayers(&r, sln(), None, sln(), 1.0, 1.0 / 24.0);
+    assert_eq!((r.final_norm.clone(), r.regularizer), (None, 1.0), "no final norm; λ = 1");
+    assert!(r.sublayers.iter().all(|s| s.init_out == 1.0));
+
+    let r = resolve("kitenorm-no-inner", 12);
+    all_sublayers(&r, None, None, sln(), 1.0, 1.0 / 24.0);
+    assert_eq!(r.regularizer, 1.0);
+    let r = resolve("kitenorm-vector-ln", 12);
+    all_sublayers(&r, ln(), None, ln(), 1.0, 1.0 / 24.0);
+    let r = resolve("kitenorm-no-reg", 12);
+    all_sublayers(&r, sln(), None, sln(), 1.0, 1.0 / 24.0);
+    assert_eq!(r.regularizer, 0.0);
+}
+
+#[test]
+fn dyt_and_bhyt_use_their_paper_defaults() {
+    let r = resolve("dyt", 4);
+    all_sublayers(&r, Some(NormKind::Dyt { alpha: 0.5 }), None, None, 1.0, 1.0);
+    assert_eq!(r.final_norm, Some(NormKind::Dyt { alpha: 0.5 }));
+
+    let star = |lambda| Some(NormKind::BhytStar { lambda, p: 0.99, denominator: BhytDenominator::Std, eps: EPS });
+    let r = resolve("bhyt-star", 4);
+    for s in &r.sublayers {
+        let want = if s.branch == Branch::Attn { star(2.0) } else { star(1.0) };
+        assert_eq!(s.input, want, "seed 003 C.3: λ_attn = 2, λ_mlp = 1");
+    }
+    assert_eq!(r.final_norm, star(1.0));
+    let r = resolve("bhyt", 4);
+    for s in &r.sublayers {
+        let lambda = if s.branch == Branch::Attn { 2.0 } else { 1.0 };
+        assert_eq!(s.input, Some(NormKind::Bhyt { lambda, p: 0.99, eps: EPS }));
+    }
+}
+
+#[test]
+fn olmo2_and_deepnorm() {
+    let r = resolve("olmo2", 4);
+    all_sublayers(&r, None, rms(), None, 1.0, 1.0);
+    assert!(r.qk_norm);
+    assert_eq!(r.final_norm, rms());
+
+    let r = resolve("deepnorm", 12);
+    // α = (2L)^¼ = 24^¼ = 2.2133638…, β = (8L)^−¼ = 96^−¼ = 0.3194715…
+    all_sublayers(&r, None, None, ln(), 2.213_363_839_400_643, 1.0);
+    assert!(r.sublayers.iter().all(|s| close(s.init_in, 0.319_471_552_123_136_2) && close(s.init_out, 0.319_471_552_123_136_2)));
+    assert_eq!(r.final_norm, None);
+}
+
+#[test]
+fn every_preset_resolves_and_prints_equations() {
+    for name in PRESET_NAMES {
+        let spec = preset(name).unwrap();
+        assert_eq!(&spec.name, name);
+        for l in [1, 2, 3, 12, 48] {
+            spec.resolve(l, EPS).unwrap_or_else(|e| panic!("{name} at L = {l}: {e:#}"));
+        }
+        let lines = equation::describe(&spec);
+        assert!(lines.iter().any(|l| l.contains("X_{l+1} =")), "{name}: {lines:?}");
+    }
+    let pre = equation::describe(&preset("pre").unwrap()).join("\n");
+    assert!(pre.contains("X_{l+1} = X_l + F_l(LN(X_l))"), "{pre}");
+    let kite = equation::describe(&preset("kitenorm").unwrap()).join("\n");
+    assert!(kite.contains("X_{l+1} = sLN(X_l + (1/(2*L))·F_l(sLN(X_l)))"), "{kite}");
+}
+
+/// Parses `[recipe]` TOML the way a config file would.
+fn from_toml(src: &str) -> anyhow::Result<ResolvedRecipe> {
+    #[derive(serde::Deserialize)]
+    struct Wrapper {
+        recipe: RecipeConfig,
+    }
+    let w: Wrapper = toml::from_str(src)?;
+    w.recipe.spec()?.resolve(12, EPS)
+}
+
+fn err(src: &str) -> String {
+    format!("{:#}", from_toml(src).expect_err("should be rejected"))
+}
+
+#[test]
+fn custom_recipes_compose_in_a_config_file() {
+    // Seed 000 Table 2's peri-norm: no embedding or final norm.
+    let r = from_toml("[recipe]\npreset = \"peri\"\nembedding_norm = \"none\"\nfinal_norm = \"none\"\n").unwrap();
+    assert_eq!((r.embedding_norm, r.final_norm), (None, None));
+    assert_eq!(r.name, "peri*", "a changed preset is marked");
+    // Seed 001: RMSNorm, output gain frozen at 1.
+    let r = from_toml("[recipe]\npreset = \"peri\"\nnorm = \"rmsnorm\"\n[recipe.sublayer]\noutput = { kind = \"ln\", gain = false }\n").unwrap();
+    assert_eq!(r.sublayers[0].output, Some(NormKind::RmsNorm { gain: false, eps: EPS }));
+    assert_eq!(r.sublayers[0].input, rms());
+    // From scratch: a sandwich with an expression-valued residual scale on the last 4 layers.
+    let r = from_toml(
+        "[recipe]\nname = \"mine\"\nfinal_norm = \"rmsnorm\"\n[recipe.sublayer]\ninput = \"ln\"\n[[recipe.layers]]\nrange = \"L-3..=L\"\nresidual = \"1/sqrt(k)\"\n",
+    )
+    .unwrap();
+    assert_eq!(r.name, "mine");
+    assert_eq!(r.sublayers[23].residual, 1.0 / 12f64.sqrt());
+    assert_eq!(r.sublayers[0].residual, 1.0);
+    assert_eq!(r.sublayers[16].residual, 1.0 / 9f64.sqrt(), "layer 9 = L − 3 is the first overridden");
+    assert_eq!(r.sublayers[15].residual, 1.0);
+}
+
+#[test]
+fn malformed_recipes_are_rejected_naming_the_field() {
+    let e = err("[recipe]\npreset = \"pre\"\n[recipe.sublayer]\ninput = \"groupnorm\"\n");
+    assert!(e.contains("unknown norm kind `groupnorm`") && e.contains("`input`"), "{e}");
+    let e = err("[recipe]\npreset = \"pre\"\n[recipe.sublayer]\nresidual = -0.5\n");
+    assert!(e.contains("`residual` = -0.5 must be a positive"), "{e}");
+    let e = err("[recipe]\npreset = \"mix\"\nparams = { mix_ratio = 1.5 }\n");
+    assert!(e.contains("params.mix_ratio = 1.5 is outside [0, 1]"), "{e}");
+    let e = err("[recipe]\npreset = \"bhyt-star\"\n[recipe.sublayer]\ninput = { kind = \"bhyt-star\", lambda = 0.0 }\n");
+    assert!(e.contains("`lambda` = 0 must be > 0"), "{e}");
+    let e = err("[recipe]\npreset = \"dyt\"\n[recipe.sublayer]\ninput = { kind = \"dyt\", alpah = 0.5 }\n");
+    assert!(e.contains("alpah"), "{e}");
+    let e = err("[recipe]\npreset = \"pre\"\nresidual_scale = 2\n");
+    assert!(e.contains("residual_scale"), "{e}");
+    let e = err("recipe = \"kite\"\n");
+    assert!(e.contains("unknown recipe `kite`") && e.contains("kitenorm"), "{e}");
+    let e = err("[recipe]\npreset = \"pre\"\n[recipe.sublayer]\ninput = { kind = \"dyt\", lambda = 2.0 }\n");
+    assert!(e.contains("`dyt` has no option `lambda`"), "{e}");
+    let e = err("[recipe]\npreset = \"pre\"\n[[recipe.layers]]\nrange = \"1..=20\"\nskip = 2\n");
+    assert!(e.contains("layers[0].range") && e.contains("outside the layers 1..=12"), "{e}");
+    let e = err("[recipe]\npreset = \"pre\"\n[recipe.sublayer]\nskip = \"2*Q\"\n");
+    assert!(e.contains("unknown name `Q`"), "{e}");
+    let e = err("[recipe]\npreset = \"pre\"\n[[recipe.layers]]\nsublayers = \"ffn\"\ninput = { kind = \"bhyt\" }\nrange = \"1..=L\"\n");
+    assert!(e.contains("layer 1: the FFN input norm is bhyt") && e.contains("must be bhyt too"), "{e}");
+    let e = err("[recipe]\npreset = \"pre\"\n[recipe.sublayer]\nouter = { kind = \"bhyt-star\", p = 1.0 }\n");
+    assert!(e.contains("`p` = 1 must lie in (0, 1)"), "{e}");
+}
