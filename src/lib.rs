@@ -7,6 +7,7 @@
 //! - [`model`]: the decoder-only Transformer
 //! - [`device`]: backend selection
 
+pub mod bench;
 pub mod device;
 pub mod io;
 pub mod model;

@@ -1,1 +1,158 @@
-fn main() {}
+//! `normlab` command line.
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use normlab::bench;
+use normlab::model::ModelConfig;
+use normlab::recipe::{PRESET_NAMES, equation, preset};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "normlab", version, about = "Train decoder-only Transformers with any normalization scheme")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// List every recipe preset with its sublayer equations, or show one (or a config's).
+    Recipes {
+        /// Show only this preset.
+        name: Option<String>,
+        /// Show the recipe of this config file's `[model]` section, after validation.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Also print the resolved per-sublayer plan for this many layers.
+        #[arg(long)]
+        layers: Option<usize>,
+    },
+    /// Throughput of the reference model (d=256, L=6, GLU 688, batch 8×256) per recipe.
+    Bench {
+        /// Recipes to measure (default: all presets; `pre` uses RMSNorm like the PyTorch script).
+        #[arg(long, value_delimiter = ',')]
+        recipes: Vec<String>,
+        #[arg(long, default_value_t = 3)]
+        warmup: usize,
+        #[arg(long, default_value_t = 10)]
+        steps: usize,
+        #[arg(long, default_value_t = 10)]
+        fwd_steps: usize,
+        /// Write the JSON results here (atomically).
+        #[arg(long, default_value = "bench/model.json")]
+        out: PathBuf,
+        /// `cpu` (default), or `wgpu` / `cuda:N` when built with those features.
+        #[arg(long, default_value = "cpu")]
+        device: String,
+        /// Also run the PyTorch reference with this Python, in the same invocation, for ratios.
+        #[arg(long)]
+        torch_python: Option<String>,
+        #[arg(long, default_value = "../shared/bench/torch_reference.py")]
+        torch_script: String,
+    },
+}
+
+fn main() {
+    if let Err(e) = run(Cli::parse()) {
+        eprintln!("error: {e:#}");
+        std::process::exit(2);
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.cmd {
+        Cmd::Recipes { name, config, layers } => recipes(name, config, layers),
+        Cmd::Bench { recipes, warmup, steps, fwd_steps, out, device, torch_python, torch_script } => {
+            let device = normlab::device::parse(&device)?;
+            let recipes =
+                if recipes.is_empty() { PRESET_NAMES.iter().map(|s| s.to_string()).collect() } else { recipes };
+            let mut results = Vec::new();
+            for r in &recipes {
+                let b = bench::bench_recipe(r, &device, warmup, steps, fwd_steps)?;
+                eprintln!(
+                    "{:20} train {:8.0} tok/s ({:6.1} ms/step)   fwd {:8.0} tok/s   loss {:.3} → {:.3}",
+                    b.recipe, b.train_tok_s, b.train_ms, b.fwd_tok_s, b.loss_first, b.loss_last
+                );
+                results.push(b);
+            }
+            let torch = match torch_python {
+                Some(py) => Some(bench::run_torch(&py, &torch_script, num_threads(), &[])?),
+                None => None,
+            };
+            let ratios = torch.as_ref().map(|t| {
+                let pre = results.iter().find(|b| b.recipe == "pre");
+                serde_json::json!({
+                    "pre_train_vs_torch_eager": pre.map(|b| b.train_tok_s / t["train_tok_s"].as_f64().unwrap_or(f64::NAN)),
+                    "pre_fwd_vs_torch_eager": pre.map(|b| b.fwd_tok_s / t["fwd_tok_s"].as_f64().unwrap_or(f64::NAN)),
+                })
+            });
+            if let Some(r) = &ratios {
+                eprintln!("ratio to PyTorch eager (pre): {r}");
+            }
+            let report = serde_json::json!({
+                "benchmark": "reference model: V=256 d=256 L=6 H=4 GLU688 batch 8x256 f32; train = fwd+bwd+AdamW",
+                "machine": bench::machine(),
+                "results": results,
+                "torch_reference": torch,
+                "ratios": ratios,
+            });
+            normlab::io::tensors::write_atomic(&out, serde_json::to_string_pretty(&report)?.as_bytes())?;
+            eprintln!("wrote {}", out.display());
+            Ok(())
+        }
+    }
+}
+
+fn num_threads() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+fn recipes(name: Option<String>, config: Option<PathBuf>, layers: Option<usize>) -> anyhow::Result<()> {
+    let specs = if let Some(path) = config {
+        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read config {}", path.display()))?;
+        let table: toml::Table =
+            toml::from_str(&text).with_context(|| format!("{} is not valid TOML", path.display()))?;
+        let model = table.get("model").cloned().context("the config has no [model] section")?;
+        let cfg: ModelConfig = model.try_into().with_context(|| format!("{}: [model]", path.display()))?;
+        let (spec, _) = cfg.validate().with_context(|| format!("{}", path.display()))?;
+        vec![(spec, Some(cfg.n_layers))]
+    } else if let Some(n) = name {
+        let spec =
+            preset(&n).with_context(|| format!("unknown recipe `{n}`; presets are: {}", PRESET_NAMES.join(", ")))?;
+        vec![(spec, None)]
+    } else {
+        PRESET_NAMES.iter().map(|n| (preset(n).unwrap(), None)).collect()
+    };
+    for (spec, cfg_layers) in specs {
+        println!("{} — {}", spec.name, spec.about);
+        for line in equation::describe(&spec) {
+            println!("    {line}");
+        }
+        for note in &spec.notes {
+            println!("    note: {note}");
+        }
+        if let Some(l) = layers.or(cfg_layers) {
+            let r = spec.resolve(l, 1e-6)?;
+            for s in &r.sublayers {
+                let n =
+                    |k: &Option<normlab::norm::NormKind>| k.as_ref().map(|k| k.symbol()).unwrap_or_else(|| "·".into());
+                println!(
+                    "      l={:<3} k={:<3} {:?}  in={:<10} out={:<10} outer={:<10} a={:<8.4} c={:<8.4} s={:<8.4} init_out={:<8.4} init_in={:.4}",
+                    s.index,
+                    s.layer,
+                    s.branch,
+                    n(&s.input),
+                    n(&s.output),
+                    n(&s.outer),
+                    s.skip,
+                    s.residual,
+                    s.input_scale,
+                    s.init_out,
+                    s.init_in
+                );
+            }
+        }
+        println!();
+    }
+    Ok(())
+}

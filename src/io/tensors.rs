@@ -31,16 +31,32 @@ fn to_data(name: &str, v: &TensorView<'_>) -> anyhow::Result<TensorData> {
     let shape = v.shape().to_vec();
     let b = v.data();
     Ok(match v.dtype() {
-        Dtype::F32 => TensorData::new(b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect::<Vec<_>>(), shape),
-        Dtype::F64 => TensorData::new(b.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect::<Vec<_>>(), shape),
-        Dtype::I64 => TensorData::new(b.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect::<Vec<_>>(), shape),
-        Dtype::I32 => TensorData::new(b.chunks_exact(4).map(|c| i32::from_le_bytes(c.try_into().unwrap())).collect::<Vec<_>>(), shape),
+        Dtype::F32 => TensorData::new(
+            b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect::<Vec<_>>(),
+            shape,
+        ),
+        Dtype::F64 => TensorData::new(
+            b.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect::<Vec<_>>(),
+            shape,
+        ),
+        Dtype::I64 => TensorData::new(
+            b.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect::<Vec<_>>(),
+            shape,
+        ),
+        Dtype::I32 => TensorData::new(
+            b.chunks_exact(4).map(|c| i32::from_le_bytes(c.try_into().unwrap())).collect::<Vec<_>>(),
+            shape,
+        ),
         other => bail!("tensor `{name}` has dtype {other:?}; normlab reads f32, f64, i32 and i64"),
     })
 }
 
 /// Writes named tensors (stored as f32 / i64) with metadata, atomically.
-pub fn write(path: &Path, tensors: &BTreeMap<String, TensorData>, metadata: &BTreeMap<String, String>) -> anyhow::Result<()> {
+pub fn write(
+    path: &Path,
+    tensors: &BTreeMap<String, TensorData>,
+    metadata: &BTreeMap<String, String>,
+) -> anyhow::Result<()> {
     let mut raw: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = Vec::new();
     for (name, data) in tensors {
         let shape = data.shape().to_vec();

@@ -63,7 +63,12 @@ impl Attention {
         let head_dim = d / s.n_heads;
         let qk = |b: &mut ParamBuilder<'_>, name: &str| -> anyhow::Result<Option<Norm>> {
             match s.qk_norm {
-                Some(eps) => Ok(Some(Norm::new(NormKind::RmsNorm { gain: true, eps }, head_dim, b, &format!("{prefix}.{name}"))?)),
+                Some(eps) => Ok(Some(Norm::new(
+                    NormKind::RmsNorm { gain: true, eps },
+                    head_dim,
+                    b,
+                    &format!("{prefix}.{name}"),
+                )?)),
                 None => Ok(None),
             }
         };

@@ -17,7 +17,9 @@ use std::collections::{BTreeMap, BTreeSet};
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Init {
     /// `N(0, std²)`.
-    Normal { std: f64 },
+    Normal {
+        std: f64,
+    },
     Ones,
     Zeros,
     Constant(f64),
@@ -68,7 +70,8 @@ impl<'a> ParamBuilder<'a> {
                 if data.shape().as_slice() != shape.as_slice() {
                     bail!(
                         "tensor `{name}` has shape {:?} in the weights but this model needs {:?}; the weights come from a model of another size — use the config they were trained with",
-                        data.shape(), shape
+                        data.shape(),
+                        shape
                     );
                 }
                 Ok(data.clone().convert::<f32>())

@@ -76,7 +76,12 @@ impl<F> Sublayer<F> {
     ///
     /// `variance`: BHyT's approximated input variance for this sublayer's input norm (Algorithm
     /// 1); `None` computes the norm's statistics exactly.
-    pub fn forward(&self, x: Tensor<3>, f: impl FnOnce(&F, Tensor<3>) -> Tensor<3>, variance: Option<Tensor<3>>) -> SublayerOut {
+    pub fn forward(
+        &self,
+        x: Tensor<3>,
+        f: impl FnOnce(&F, Tensor<3>) -> Tensor<3>,
+        variance: Option<Tensor<3>>,
+    ) -> SublayerOut {
         let normed = match (&self.input_norm, variance) {
             (Some(n), Some(v)) => n.forward_with_variance(x.clone(), v),
             (norm, _) => maybe_norm(norm, x.clone()),

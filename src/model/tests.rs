@@ -50,13 +50,19 @@ fn every_parameter_of_every_recipe_receives_a_gradient() {
         let (mut min_live, mut max_dead) = (f64::INFINITY, 0.0f64);
         for (param, g) in &all {
             let g = g.as_ref().map(max_abs).unwrap_or(0.0) / largest;
-            if provably_dead(&name, param, n_layers).is_some() { max_dead = max_dead.max(g) } else { min_live = min_live.min(g) }
+            if provably_dead(&name, param, n_layers).is_some() {
+                max_dead = max_dead.max(g)
+            } else {
+                min_live = min_live.min(g)
+            }
         }
         eprintln!("{name:20} min live {min_live:.1e}  max dead {max_dead:.1e}");
         for (param, g) in all {
             let g = g.as_ref().map(max_abs).unwrap_or(0.0);
             match provably_dead(&name, &param, n_layers) {
-                Some(why) => assert!(g <= 1e-6 * largest, "{name}: {param} should be dead ({why}) but has |grad| {g:e}"),
+                Some(why) => {
+                    assert!(g <= 1e-6 * largest, "{name}: {param} should be dead ({why}) but has |grad| {g:e}")
+                }
                 None => assert!(g > 1e-5 * largest, "{name}: {param} receives no gradient (|grad| = {g:e})"),
             }
         }
@@ -76,8 +82,13 @@ fn constructor_names_are_the_module_paths() {
         let device = cpu();
         let model = Transformer::new(&cfg, ParamSource::Seeded(1), &device).unwrap();
         let weights: std::collections::BTreeMap<_, _> = named_values(&model).into_iter().collect();
-        assert!(weights.contains_key("layers.0.attn.f.wq") && weights.contains_key("tok_emb") && weights.contains_key("lm_head"));
-        let reloaded = Transformer::new(&cfg, ParamSource::Loaded(weights.clone()), &device).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        assert!(
+            weights.contains_key("layers.0.attn.f.wq")
+                && weights.contains_key("tok_emb")
+                && weights.contains_key("lm_head")
+        );
+        let reloaded = Transformer::new(&cfg, ParamSource::Loaded(weights.clone()), &device)
+            .unwrap_or_else(|e| panic!("{name}: {e:#}"));
         let again: std::collections::BTreeMap<_, _> = named_values(&reloaded).into_iter().collect();
         assert_eq!(weights, again, "{name}: round trip by name");
     }
@@ -104,7 +115,8 @@ fn loading_reports_missing_and_mismatched_tensors() {
 fn tracing_does_not_change_the_logits() {
     let device = cpu();
     for name in ["peri", "bhyt", "kitenorm"] {
-        let model = Transformer::new(&tiny(RecipeConfig::Preset(name.into()), 3), ParamSource::Seeded(5), &device).unwrap();
+        let model =
+            Transformer::new(&tiny(RecipeConfig::Preset(name.into()), 3), ParamSource::Seeded(5), &device).unwrap();
         let (x, _) = tokens(&device, 9);
         let plain = model.forward(x.clone(), false, false);
         let traced = model.forward(x, true, true);
@@ -151,7 +163,13 @@ fn bhyt_approximation_uses_the_frobenius_norm_of_wv_wo() {
 fn init_scales_reach_the_weights() {
     // Sample std of the initialised matrices against N(0, (0.02·scale)²).
     let device = cpu();
-    let cfg = ModelConfig { d_model: 64, n_layers: 12, n_heads: 4, recipe: RecipeConfig::Preset("deepnorm".into()), ..Default::default() };
+    let cfg = ModelConfig {
+        d_model: 64,
+        n_layers: 12,
+        n_heads: 4,
+        recipe: RecipeConfig::Preset("deepnorm".into()),
+        ..Default::default()
+    };
     let model = Transformer::new(&cfg, ParamSource::Seeded(7), &device).unwrap();
     let beta = 96f64.powf(-0.25);
     let std_of = |suffix: &str| {
@@ -162,7 +180,14 @@ fn init_scales_reach_the_weights() {
             .collect();
         (vals.iter().map(|v| v * v).sum::<f64>() / vals.len() as f64).sqrt()
     };
-    for (suffix, want) in [("attn.f.wq", 0.02), ("attn.f.wv", 0.02 * beta), ("attn.f.wo", 0.02 * beta), ("ffn.f.w1", 0.02 * beta), ("ffn.f.w2", 0.02 * beta), ("tok_emb", 0.02)] {
+    for (suffix, want) in [
+        ("attn.f.wq", 0.02),
+        ("attn.f.wv", 0.02 * beta),
+        ("attn.f.wo", 0.02 * beta),
+        ("ffn.f.w1", 0.02 * beta),
+        ("ffn.f.w2", 0.02 * beta),
+        ("tok_emb", 0.02),
+    ] {
         let got = std_of(suffix);
         assert!((got / want - 1.0).abs() < 0.02, "{suffix}: std {got} vs {want}");
     }

@@ -2,7 +2,7 @@
 //! each Transformer layer), `logits = N_final(X_{2L+1}) W_out`. Embedding and output
 //! projection are untied.
 
-use super::attention::{AttnContext, AttnShape, Attention};
+use super::attention::{Attention, AttnContext, AttnShape};
 use super::config::ModelConfig;
 use super::ffn::{FeedForward, FfnShape};
 use super::init::{Init, ParamBuilder, ParamSource};

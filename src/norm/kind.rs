@@ -51,10 +51,4 @@ impl NormKind {
             NormKind::Bhyt { lambda, .. } => format!("BHyT[λ₀={lambda}]"),
         }
     }
-
-    /// True when the norm subtracts the per-token mean, so that a constant added to its input
-    /// along the all-ones direction has no effect (and receives no gradient through it).
-    pub fn is_mean_centring(&self) -> bool {
-        matches!(self, NormKind::LayerNorm { .. } | NormKind::ScalarLayerNorm { .. })
-    }
 }

@@ -1,8 +1,8 @@
 //! [`Norm`]: the module that owns a norm slot's parameters.
 
 use super::{
-    BhytDenominator, NormKind, bhyt_rms_denominator, bhyt_star, bhyt_std_denominator,
-    bhyt_with_variance, dyt, kappa, layer_norm, rms_norm,
+    BhytDenominator, NormKind, bhyt_rms_denominator, bhyt_star, bhyt_std_denominator, bhyt_with_variance, dyt, kappa,
+    layer_norm, rms_norm,
 };
 use crate::model::init::{Init, ParamBuilder};
 use burn::module::{Module, Param};
@@ -50,12 +50,9 @@ impl Norm {
                 vec(b, "alpha", 1, Init::Constant(*alpha))?,
                 None,
             ),
-            NormKind::BhytStar { lambda, .. } | NormKind::Bhyt { lambda, .. } => (
-                vec(b, "gain", d, Init::Ones)?,
-                None,
-                None,
-                vec(b, "lambda", 1, Init::Constant(*lambda))?,
-            ),
+            NormKind::BhytStar { lambda, .. } | NormKind::Bhyt { lambda, .. } => {
+                (vec(b, "gain", d, Init::Ones)?, None, None, vec(b, "lambda", 1, Init::Constant(*lambda))?)
+            }
         };
         Ok(Self { gain, shift, alpha, lambda, kind })
     }

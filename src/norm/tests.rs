@@ -122,7 +122,10 @@ fn check_grads(name: &str, param_values: &[Vec<f64>], f: &NormFn) {
         let numeric = finite_diff(&inputs, i, 1e-6, &scalar);
         let err = rel_err(a, &numeric, 1e-8);
         let what = if i == 0 { "input".to_string() } else { format!("param {}", i - 1) };
-        assert!(err < 1e-6, "{name}: gradient of {what} differs from finite differences: rel err {err:.2e}\n analytic {a:?}\n numeric {numeric:?}");
+        assert!(
+            err < 1e-6,
+            "{name}: gradient of {what} differs from finite differences: rel err {err:.2e}\n analytic {a:?}\n numeric {numeric:?}"
+        );
     }
 }
 

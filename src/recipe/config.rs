@@ -17,7 +17,7 @@
 //! residual = "0.5"
 //! ```
 
-use super::presets::{PRESET_NAMES, preset};
+use super::presets::{PRESET_NAMES, blank, preset};
 use super::spec::{BaseNorm, NormSpec, RecipeSpec, SublayerSpec};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -92,21 +92,11 @@ impl RecipeOverlay {
     fn apply(&self) -> anyhow::Result<RecipeSpec> {
         let mut r = match &self.preset {
             Some(p) => lookup(p)?,
-            None => RecipeSpec {
-                name: "custom".into(),
-                about: "custom recipe".into(),
-                norm: BaseNorm::Layernorm,
-                embedding_norm: NormSpec::none(),
-                final_norm: NormSpec::none(),
-                qk_norm: false,
-                regularizer: 0.0,
-                params: BTreeMap::new(),
-                sublayer: SublayerSpec::default(),
-                layers: Vec::new(),
-                notes: Vec::new(),
-            },
+            None => blank("custom", "custom recipe"),
         };
-        let changed = self.name.is_none() && self.preset.is_some() && *self != RecipeOverlay { preset: self.preset.clone(), ..Default::default() };
+        let changed = self.name.is_none()
+            && self.preset.is_some()
+            && *self != RecipeOverlay { preset: self.preset.clone(), ..Default::default() };
         if let Some(v) = &self.name {
             r.name = v.clone();
         } else if changed {

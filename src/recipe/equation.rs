@@ -10,9 +10,17 @@ pub fn describe(spec: &RecipeSpec) -> Vec<String> {
         Some(n) => format!("X_1 = {n}(Embed(x))"),
         None => "X_1 = Embed(x)".into(),
     });
-    lines.push(format!("every sublayer l:  {}", sublayer_equation(spec, &spec.sublayer)));
-    for entry in &spec.layers {
+    let label = if spec.layers.is_empty() { "every sublayer l" } else { "sublayer l (default)" };
+    lines.push(format!("{label}:  {}", sublayer_equation(spec, &spec.sublayer)));
+    for (i, entry) in spec.layers.iter().enumerate() {
+        // Earlier entries over the same layers (and a superset of sublayers) apply here too.
         let mut eff = spec.sublayer.clone();
+        for earlier in &spec.layers[..i] {
+            let covers = earlier.sublayers.unwrap_or_default() == Which::Both || earlier.sublayers == entry.sublayers;
+            if earlier.range == entry.range && covers {
+                eff.overlay(earlier);
+            }
+        }
         eff.overlay(entry);
         let which = match entry.sublayers.unwrap_or_default() {
             Which::Both => "",

@@ -78,7 +78,9 @@ fn tokenize(src: &str) -> Result<Vec<Tok>, String> {
 fn is_exponent(chars: &[char], i: usize, start: usize) -> bool {
     let c = chars[i];
     let prev = if i > start { chars[i - 1] } else { ' ' };
-    (c == 'e' || c == 'E') && i > start && chars.get(i + 1).is_some_and(|n| n.is_ascii_digit() || *n == '-' || *n == '+')
+    (c == 'e' || c == 'E')
+        && i > start
+        && chars.get(i + 1).is_some_and(|n| n.is_ascii_digit() || *n == '-' || *n == '+')
         || ((c == '-' || c == '+') && (prev == 'e' || prev == 'E'))
 }
 

@@ -14,7 +14,7 @@ pub mod presets;
 pub mod resolve;
 pub mod spec;
 
-pub use config::RecipeConfig;
+pub use config::{RecipeConfig, RecipeOverlay};
 pub use presets::{PRESET_NAMES, preset};
 pub use resolve::{Branch, ResolvedRecipe, SublayerPlan};
 pub use spec::{BaseNorm, NormSpec, NormTable, RecipeSpec, Scale, SublayerSpec, Which};

@@ -51,7 +51,9 @@ pub fn preset(name: &str) -> Option<RecipeSpec> {
     })
 }
 
-fn blank(name: &str, about: &str) -> RecipeSpec {
+/// A recipe with no norms and every scale 1: the start of every preset and of a config-file
+/// recipe written from scratch.
+pub fn blank(name: &str, about: &str) -> RecipeSpec {
     RecipeSpec {
         name: name.into(),
         about: about.into(),
@@ -104,7 +106,9 @@ pub fn pre() -> RecipeSpec {
 pub fn gpt2_pre() -> RecipeSpec {
     let mut r = pre();
     r.name = "gpt2-pre".into();
-    r.about = "GPT-2 pre-norm: pre-norm, final LN, attention/FFN output projections × 1/√(2L) at init (seed 000 Table 2)".into();
+    r.about =
+        "GPT-2 pre-norm: pre-norm, final LN, attention/FFN output projections × 1/√(2L) at init (seed 000 Table 2)"
+            .into();
     r.sublayer.init_out = expr("1/sqrt(2*L)");
     r
 }
@@ -134,7 +138,10 @@ pub fn peri() -> RecipeSpec {
 /// Mix-norm: the first ⌊0.25 L⌋ layers post-norm, the rest pre-norm with `W_O`, `W_2` ×
 /// 1/√(2 L_pre) at init; final LN (Table 2, E.3).
 pub fn mix() -> RecipeSpec {
-    let mut r = blank("mix", "Mix-LN: first ⌊0.25L⌋ layers post-norm, the rest pre-norm × 1/√(2L_pre) at init; final LN (seed 000 Table 2)");
+    let mut r = blank(
+        "mix",
+        "Mix-LN: first ⌊0.25L⌋ layers post-norm, the rest pre-norm × 1/√(2L_pre) at init; final LN (seed 000 Table 2)",
+    );
     r.params.insert("mix_ratio".into(), 0.25);
     let mut post = layers("1..=floor(mix_ratio*L)", Which::Both);
     post.outer = ln();
@@ -149,7 +156,10 @@ pub fn mix() -> RecipeSpec {
 /// KEEL: double norm `X_{l+1} = LN(a_l X_l + F_l(LN(X_l)))`, LN without shift, `a = 1` in
 /// layer 1 and `2L` after; the outer LN after the first attention sublayer is omitted.
 pub fn keel() -> RecipeSpec {
-    let mut r = blank("keel", "KEEL: X = LN(a·X + F(LN(X))), a = 1 in layer 1 and 2L after, no outer LN after sublayer 1, LN without shift (seed 000 Table 2)");
+    let mut r = blank(
+        "keel",
+        "KEEL: X = LN(a·X + F(LN(X))), a = 1 in layer 1 and 2L after, no outer LN after sublayer 1, LN without shift (seed 000 Table 2)",
+    );
     let ln0 = || Some(norm_with("ln", |t| t.shift = Some(false)));
     r.sublayer.input = ln0();
     r.sublayer.outer = ln0();
@@ -165,7 +175,10 @@ pub fn keel() -> RecipeSpec {
 /// KiteNorm: scalarised double norm `X_{l+1} = sLN(X_l + 1/(2L) · F_l(sLN(X_l)))`, no final
 /// norm, variance regulariser λ = 1 (Table 2, eq. 24).
 pub fn kitenorm() -> RecipeSpec {
-    let mut r = blank("kitenorm", "KiteNorm: X = sLN(X + 1/(2L)·F(sLN(X))), scalar γ′, β′; no final norm; variance regulariser λ = 1 (seed 000 Table 2)");
+    let mut r = blank(
+        "kitenorm",
+        "KiteNorm: X = sLN(X + 1/(2L)·F(sLN(X))), scalar γ′, β′; no final norm; variance regulariser λ = 1 (seed 000 Table 2)",
+    );
     r.sublayer.input = Some(NormSpec::kind("scalar-ln"));
     r.sublayer.outer = Some(NormSpec::kind("scalar-ln"));
     r.sublayer.residual = expr("1/(2*L)");
@@ -211,7 +224,10 @@ pub fn kitenorm_no_reg() -> RecipeSpec {
 /// position with an override, e.g. `[[recipe.layers]] range = "1..=L"`, `sublayers = "attn"`,
 /// `input = { kind = "dyt", alpha = 1.0 }`.
 pub fn dyt() -> RecipeSpec {
-    let mut r = blank("dyt", "DyT: X = X + F(DyT(X)), DyT(x) = γ·tanh(αx) + β, α₀ = 0.5; final DyT (Zhu et al. 2025; seed 003)");
+    let mut r = blank(
+        "dyt",
+        "DyT: X = X + F(DyT(X)), DyT(x) = γ·tanh(αx) + β, α₀ = 0.5; final DyT (Zhu et al. 2025; seed 003)",
+    );
     r.sublayer.input = Some(norm_with("dyt", |t| t.alpha = Some(0.5)));
     r.final_norm = norm_with("dyt", |t| t.alpha = Some(0.5));
     r
@@ -263,7 +279,10 @@ pub fn olmo2() -> RecipeSpec {
 /// DeepNorm (DeepNet, decoder-only): `X_{l+1} = LN(α X_l + F_l(X_l))`, α = (2L)^{1/4};
 /// `W_V`, `W_O`, `W_1`, `W_2`, `W_3` × β = (8L)^{−1/4} at init.
 pub fn deepnorm() -> RecipeSpec {
-    let mut r = blank("deepnorm", "DeepNorm: X = LN((2L)^¼·X + F(X)); W_V, W_O and FFN weights × (8L)^-¼ at init (Wang et al. 2024)");
+    let mut r = blank(
+        "deepnorm",
+        "DeepNorm: X = LN((2L)^¼·X + F(X)); W_V, W_O and FFN weights × (8L)^-¼ at init (Wang et al. 2024)",
+    );
     r.sublayer.outer = ln();
     r.sublayer.skip = expr("(2*L)^0.25");
     r.sublayer.init_in = expr("(8*L)^-0.25");

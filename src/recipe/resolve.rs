@@ -67,7 +67,11 @@ impl RecipeSpec {
         check_bhyt_pairs(&sublayers)?;
         let embedding_norm = self.norm(&self.embedding_norm, eps).context("embedding_norm")?;
         let final_norm = self.norm(&self.final_norm, eps).context("final_norm")?;
-        ensure!(self.regularizer >= 0.0 && self.regularizer.is_finite(), "`regularizer` must be ≥ 0, got {}", self.regularizer);
+        ensure!(
+            self.regularizer >= 0.0 && self.regularizer.is_finite(),
+            "`regularizer` must be ≥ 0, got {}",
+            self.regularizer
+        );
         Ok(ResolvedRecipe {
             name: self.name.clone(),
             sublayers,
@@ -102,7 +106,8 @@ impl RecipeSpec {
         let mut spec = self.sublayer.clone();
         for (i, entry) in self.layers.iter().enumerate() {
             let range = entry.range.as_deref().unwrap_or_default();
-            let (lo, hi) = parse_range(range, &self.vars(n_layers), n_layers).with_context(|| format!("layers[{i}].range"))?;
+            let (lo, hi) =
+                parse_range(range, &self.vars(n_layers), n_layers).with_context(|| format!("layers[{i}].range"))?;
             let which_ok = match entry.sublayers.unwrap_or_default() {
                 Which::Both => true,
                 Which::Attn => branch_is_attn,
@@ -122,7 +127,8 @@ impl RecipeSpec {
         let mut vars = self.vars(n_layers);
         vars.insert("k".into(), layer as f64);
         vars.insert("l".into(), index as f64);
-        let where_ = || format!("sublayer {index} (layer {layer}, {})", if branch == Branch::Attn { "attn" } else { "ffn" });
+        let where_ =
+            || format!("sublayer {index} (layer {layer}, {})", if branch == Branch::Attn { "attn" } else { "ffn" });
         let scale = |field: &str, s: &Option<Scale>| -> anyhow::Result<f64> {
             let v = match s {
                 None => 1.0,
@@ -156,7 +162,10 @@ impl RecipeSpec {
         .with_context(where_)?;
         for (slot, kind) in [("output", &plan.output), ("outer", &plan.outer)] {
             if matches!(kind, Some(NormKind::Bhyt { .. })) {
-                bail!("{}: `{slot}` = bhyt: the variance approximation (Algorithm 1) is defined for sublayer inputs and the final norm; use bhyt-star here", where_());
+                bail!(
+                    "{}: `{slot}` = bhyt: the variance approximation (Algorithm 1) is defined for sublayer inputs and the final norm; use bhyt-star here",
+                    where_()
+                );
             }
         }
         Ok(plan)

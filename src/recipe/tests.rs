@@ -32,10 +32,24 @@ fn close(a: f64, b: f64) -> bool {
 }
 
 /// Asserts every sublayer of `r` has these parts.
-fn all_sublayers(r: &ResolvedRecipe, input: Option<NormKind>, output: Option<NormKind>, outer: Option<NormKind>, skip: f64, residual: f64) {
+fn all_sublayers(
+    r: &ResolvedRecipe,
+    input: Option<NormKind>,
+    output: Option<NormKind>,
+    outer: Option<NormKind>,
+    skip: f64,
+    residual: f64,
+) {
     for s in &r.sublayers {
         assert_eq!((&s.input, &s.output, &s.outer), (&input, &output, &outer), "{} sublayer {}", r.name, s.index);
-        assert!(close(s.skip, skip) && close(s.residual, residual), "{} sublayer {}: a = {}, c = {}", r.name, s.index, s.skip, s.residual);
+        assert!(
+            close(s.skip, skip) && close(s.residual, residual),
+            "{} sublayer {}: a = {}, c = {}",
+            r.name,
+            s.index,
+            s.skip,
+            s.residual
+        );
     }
 }
 
@@ -154,7 +168,11 @@ fn olmo2_and_deepnorm() {
     let r = resolve("deepnorm", 12);
     // α = (2L)^¼ = 24^¼ = 2.2133638…, β = (8L)^−¼ = 96^−¼ = 0.3194715…
     all_sublayers(&r, None, None, ln(), 2.213_363_839_400_643, 1.0);
-    assert!(r.sublayers.iter().all(|s| close(s.init_in, 0.319_471_552_123_136_2) && close(s.init_out, 0.319_471_552_123_136_2)));
+    assert!(
+        r.sublayers
+            .iter()
+            .all(|s| close(s.init_in, 0.319_471_552_123_136_2) && close(s.init_out, 0.319_471_552_123_136_2))
+    );
     assert_eq!(r.final_norm, None);
 }
 
@@ -219,7 +237,8 @@ fn malformed_recipes_are_rejected_naming_the_field() {
     assert!(e.contains("`residual` = -0.5 must be a positive"), "{e}");
     let e = err("[recipe]\npreset = \"mix\"\nparams = { mix_ratio = 1.5 }\n");
     assert!(e.contains("params.mix_ratio = 1.5 is outside [0, 1]"), "{e}");
-    let e = err("[recipe]\npreset = \"bhyt-star\"\n[recipe.sublayer]\ninput = { kind = \"bhyt-star\", lambda = 0.0 }\n");
+    let e =
+        err("[recipe]\npreset = \"bhyt-star\"\n[recipe.sublayer]\ninput = { kind = \"bhyt-star\", lambda = 0.0 }\n");
     assert!(e.contains("`lambda` = 0 must be > 0"), "{e}");
     let e = err("[recipe]\npreset = \"dyt\"\n[recipe.sublayer]\ninput = { kind = \"dyt\", alpah = 0.5 }\n");
     assert!(e.contains("alpah"), "{e}");
@@ -233,7 +252,9 @@ fn malformed_recipes_are_rejected_naming_the_field() {
     assert!(e.contains("layers[0].range") && e.contains("outside the layers 1..=12"), "{e}");
     let e = err("[recipe]\npreset = \"pre\"\n[recipe.sublayer]\nskip = \"2*Q\"\n");
     assert!(e.contains("unknown name `Q`"), "{e}");
-    let e = err("[recipe]\npreset = \"pre\"\n[[recipe.layers]]\nsublayers = \"ffn\"\ninput = { kind = \"bhyt\" }\nrange = \"1..=L\"\n");
+    let e = err(
+        "[recipe]\npreset = \"pre\"\n[[recipe.layers]]\nsublayers = \"ffn\"\ninput = { kind = \"bhyt\" }\nrange = \"1..=L\"\n",
+    );
     assert!(e.contains("layer 1: the FFN input norm is bhyt") && e.contains("must be bhyt too"), "{e}");
     let e = err("[recipe]\npreset = \"pre\"\n[recipe.sublayer]\nouter = { kind = \"bhyt-star\", p = 1.0 }\n");
     assert!(e.contains("`p` = 1 must lie in (0, 1)"), "{e}");
