@@ -6,43 +6,29 @@ use burn::tensor::{Gradients, Tensor, TensorData};
 
 /// Every float parameter as `(name, value)`, in module order.
 pub fn named_values<M: Module>(module: &M) -> Vec<(String, TensorData)> {
-    let mut v = Collector { path: Vec::new(), out: Vec::new() };
-    module.visit(&mut v);
-    v.out
+    visit_named(module, None).into_iter().map(|(n, v)| (n, v.expect("a parameter always has a value"))).collect()
 }
 
 /// Every float parameter's gradient as `(name, gradient)`; a parameter absent from `grads`
 /// (it did not influence the loss) is reported with `None`.
 pub fn named_grads<M: Module>(module: &M, grads: &Gradients) -> Vec<(String, Option<TensorData>)> {
-    let mut v = GradCollector { path: Vec::new(), out: Vec::new(), grads };
+    visit_named(module, Some(grads))
+}
+
+/// With `grads`: each parameter's gradient; without: its value.
+fn visit_named<M: Module>(module: &M, grads: Option<&Gradients>) -> Vec<(String, Option<TensorData>)> {
+    let mut v = Named { path: Vec::new(), out: Vec::new(), grads };
     module.visit(&mut v);
     v.out
 }
 
-struct Collector {
-    path: Vec<String>,
-    out: Vec<(String, TensorData)>,
-}
-
-impl ModuleVisitor for Collector {
-    fn enter_module(&mut self, name: &str, _: &str) {
-        self.path.push(name.to_string());
-    }
-    fn exit_module(&mut self, _: &str, _: &str) {
-        self.path.pop();
-    }
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-        self.out.push((self.path.join("."), param.val().into_data()));
-    }
-}
-
-struct GradCollector<'a> {
+struct Named<'a> {
     path: Vec<String>,
     out: Vec<(String, Option<TensorData>)>,
-    grads: &'a Gradients,
+    grads: Option<&'a Gradients>,
 }
 
-impl ModuleVisitor for GradCollector<'_> {
+impl ModuleVisitor for Named<'_> {
     fn enter_module(&mut self, name: &str, _: &str) {
         self.path.push(name.to_string());
     }
@@ -50,7 +36,10 @@ impl ModuleVisitor for GradCollector<'_> {
         self.path.pop();
     }
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-        let g = param.val().grad(self.grads).map(|g| g.into_data());
-        self.out.push((self.path.join("."), g));
+        let data = match self.grads {
+            Some(g) => param.val().grad(g).map(|t| t.into_data()),
+            None => Some(param.val().into_data()),
+        };
+        self.out.push((self.path.join("."), data));
     }
 }
