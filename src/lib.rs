@@ -8,11 +8,13 @@
 //! - [`device`]: backend selection
 
 pub mod bench;
+pub mod data;
 pub mod device;
 pub mod io;
 pub mod model;
 pub mod norm;
 pub mod recipe;
+pub mod train;
 
 #[cfg(test)]
 pub(crate) mod testutil;

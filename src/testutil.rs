@@ -42,3 +42,27 @@ pub fn rel_err(a: &[f64], b: &[f64], floor: f64) -> f64 {
     let scale = b.iter().fold(floor, |m, v| m.max(v.abs()));
     a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max) / scale
 }
+
+/// Writes a small deterministic English-like corpus (≈ `n_sentences` sentences) to `path`:
+/// enough structure for a model to learn in a few steps, no download.
+pub fn write_tiny_corpus(path: &std::path::Path, n_sentences: usize) {
+    let subjects = ["The council", "Our nation", "The treasury", "Congress", "The people", "This government"];
+    let verbs = ["has approved", "will consider", "must protect", "shall review", "has reduced", "can improve"];
+    let objects = ["the public debt.", "the common defense.", "our commerce.", "the new treaty.", "the harbors.", "the post roads."];
+    let mut rng = crate::model::init::SplitMix64::new(11);
+    let mut text = String::new();
+    for i in 0..n_sentences {
+        let mut pick = |xs: &[&str]| xs[(rng.next_u64() % xs.len() as u64) as usize].to_string();
+        text += &format!("{} {} {}", pick(&subjects), pick(&verbs), pick(&objects));
+        text.push(if i % 7 == 6 { '\n' } else { ' ' });
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// A fresh empty directory under the target dir for one test.
+pub fn temp_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("normlab-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}

@@ -9,7 +9,7 @@
 //! or a shape mismatch.
 
 use anyhow::{Context, bail};
-use burn::module::Param;
+use burn::module::{Param, ParamId};
 use burn::tensor::{Device, Tensor, TensorData};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -48,13 +48,21 @@ impl<'a> ParamBuilder<'a> {
     /// A rank-1 parameter of length `len`.
     pub fn vector(&mut self, name: &str, len: usize, init: Init) -> anyhow::Result<Param<Tensor<1>>> {
         let data = self.data(name, vec![len], init)?;
-        Ok(Param::from_data(data, self.device))
+        Ok(self.param(name, data))
     }
 
     /// A rank-2 parameter `[rows, cols]`.
     pub fn matrix(&mut self, name: &str, shape: [usize; 2], init: Init) -> anyhow::Result<Param<Tensor<2>>> {
         let data = self.data(name, shape.to_vec(), init)?;
-        Ok(Param::from_data(data, self.device))
+        Ok(self.param(name, data))
+    }
+
+    /// The parameter's id is derived from its name, so an optimizer state saved by one process
+    /// (keyed by id) finds its parameters again in a model rebuilt by another: resuming.
+    fn param<const D: usize>(&self, name: &str, data: TensorData) -> Param<Tensor<D>> {
+        let mut p = Param::from_data(data, self.device);
+        p.id = ParamId::from(fnv1a(name));
+        p
     }
 
     fn data(&mut self, name: &str, shape: Vec<usize>, init: Init) -> anyhow::Result<TensorData> {
@@ -110,7 +118,7 @@ fn seeded(seed: u64, name: &str, shape: Vec<usize>, init: Init) -> TensorData {
 }
 
 /// FNV-1a over the name: a fixed, platform-independent hash (std's hasher is randomised).
-fn fnv1a(s: &str) -> u64 {
+pub(crate) fn fnv1a(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
@@ -124,6 +132,12 @@ pub struct SplitMix64 {
 impl SplitMix64 {
     pub fn new(seed: u64) -> Self {
         Self { state: seed, spare: None }
+    }
+
+    /// The generator's position; `SplitMix64::new(state)` continues from it (when no spare
+    /// normal is pending).
+    pub fn state(&self) -> u64 {
+        self.state
     }
 
     pub fn next_u64(&mut self) -> u64 {

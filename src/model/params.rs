@@ -43,3 +43,34 @@ impl ModuleVisitor for Named<'_> {
         self.out.push((self.path.join("."), data));
     }
 }
+
+/// Every float parameter's name, optimizer id and shape, in module order.
+pub fn param_table<M: Module>(module: &M) -> Vec<ParamEntry> {
+    let mut v = Table { path: Vec::new(), out: Vec::new() };
+    module.visit(&mut v);
+    v.out
+}
+
+#[derive(Clone, Debug)]
+pub struct ParamEntry {
+    pub name: String,
+    pub id: burn::module::ParamId,
+    pub shape: Vec<usize>,
+}
+
+struct Table {
+    path: Vec<String>,
+    out: Vec<ParamEntry>,
+}
+
+impl ModuleVisitor for Table {
+    fn enter_module(&mut self, name: &str, _: &str) {
+        self.path.push(name.to_string());
+    }
+    fn exit_module(&mut self, _: &str, _: &str) {
+        self.path.pop();
+    }
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        self.out.push(ParamEntry { name: self.path.join("."), id: param.id, shape: param.val().dims().to_vec() });
+    }
+}

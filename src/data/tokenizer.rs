@@ -1,0 +1,131 @@
+//! Tokenizers: UTF-8 bytes (vocabulary 256), byte-level BPE trained on the training split with
+//! HF `tokenizers`, and GPT-2's BPE (`r50k_base`) via `tiktoken-rs`, which carries its vocabulary
+//! and so works offline.
+
+use super::config::TokenizerKind;
+use super::corpus::Document;
+use anyhow::{Context, anyhow, ensure};
+use std::path::Path;
+
+pub enum Tokenizer {
+    Byte,
+    Bpe(Box<tokenizers::Tokenizer>),
+    Gpt2(&'static tiktoken_rs::CoreBPE),
+}
+
+/// GPT-2's vocabulary size (50000 merges + 256 bytes + `<|endoftext|>`).
+pub const GPT2_VOCAB: usize = 50_257;
+
+impl Tokenizer {
+    /// The fixed tokenizers (`byte`, `gpt2`); BPE needs [`Tokenizer::train_bpe`] or a file.
+    pub fn fixed(kind: TokenizerKind) -> Option<Self> {
+        match kind {
+            TokenizerKind::Byte => Some(Self::Byte),
+            TokenizerKind::Gpt2 => Some(Self::Gpt2(tiktoken_rs::r50k_base_singleton())),
+            TokenizerKind::Bpe => None,
+        }
+    }
+
+    /// Trains a byte-level BPE with `vocab_size` entries on `docs`.
+    pub fn train_bpe(docs: &[Document], vocab_size: usize) -> anyhow::Result<Self> {
+        use tokenizers::models::bpe::{BPE, BpeTrainerBuilder};
+        use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+        let byte_level = ByteLevel::new(false, true, true);
+        let mut tok = tokenizers::Tokenizer::new(BPE::default());
+        tok.with_pre_tokenizer(Some(byte_level));
+        tok.with_decoder(Some(byte_level));
+        let mut trainer: tokenizers::models::TrainerWrapper = BpeTrainerBuilder::new()
+            .vocab_size(vocab_size)
+            .min_frequency(2)
+            .show_progress(false)
+            .initial_alphabet(ByteLevel::alphabet().into_iter().collect())
+            .build()
+            .into();
+        tok.train(&mut trainer, docs.iter().map(|d| d.text.as_str())).map_err(|e| anyhow!("training BPE failed: {e}"))?;
+        Ok(Self::Bpe(Box::new(tok)))
+    }
+
+    /// Loads a `tokenizer.json` written by [`Tokenizer::save`].
+    pub fn load_bpe(path: &Path) -> anyhow::Result<Self> {
+        let tok = tokenizers::Tokenizer::from_file(path)
+            .map_err(|e| anyhow!("{} is not a valid tokenizer.json ({e}); delete it to retrain the BPE", path.display()))?;
+        Ok(Self::Bpe(Box::new(tok)))
+    }
+
+    /// The tokenizer as JSON (BPE only; the others have nothing to save).
+    pub fn to_json(&self) -> anyhow::Result<Option<String>> {
+        match self {
+            Self::Bpe(t) => Ok(Some(t.to_string(false).map_err(|e| anyhow!("cannot serialise the tokenizer: {e}"))?)),
+            _ => Ok(None),
+        }
+    }
+
+    pub fn kind(&self) -> TokenizerKind {
+        match self {
+            Self::Byte => TokenizerKind::Byte,
+            Self::Bpe(_) => TokenizerKind::Bpe,
+            Self::Gpt2(_) => TokenizerKind::Gpt2,
+        }
+    }
+
+    pub fn vocab_size(&self) -> usize {
+        match self {
+            Self::Byte => 256,
+            Self::Bpe(t) => t.get_vocab_size(true),
+            Self::Gpt2(_) => GPT2_VOCAB,
+        }
+    }
+
+    /// A string that changes whenever the token ids of some text would: the token cache key
+    /// and the checkpoint's tokenizer check.
+    pub fn fingerprint(&self) -> anyhow::Result<String> {
+        Ok(match self {
+            Self::Byte => "byte".into(),
+            Self::Gpt2(_) => "gpt2-r50k_base".into(),
+            Self::Bpe(_) => format!("bpe-{}", &super::cache::sha256_hex(self.to_json()?.unwrap().as_bytes())[..16]),
+        })
+    }
+
+    pub fn encode(&self, text: &str) -> anyhow::Result<Vec<u32>> {
+        match self {
+            Self::Byte => Ok(text.bytes().map(u32::from).collect()),
+            Self::Bpe(t) => Ok(t.encode(text, false).map_err(|e| anyhow!("BPE encoding failed: {e}"))?.get_ids().to_vec()),
+            Self::Gpt2(b) => Ok(b.encode_ordinary(text)),
+        }
+    }
+
+    /// Text of `ids`; byte sequences that are not valid UTF-8 become U+FFFD.
+    pub fn decode(&self, ids: &[u32]) -> anyhow::Result<String> {
+        match self {
+            Self::Byte => {
+                let bytes: Vec<u8> = ids.iter().map(|&i| i.min(255) as u8).collect();
+                Ok(String::from_utf8_lossy(&bytes).into_owned())
+            }
+            Self::Bpe(t) => t.decode(ids, false).map_err(|e| anyhow!("BPE decoding failed: {e}")),
+            Self::Gpt2(b) => {
+                let bytes: Vec<u8> = b.decode_bytes(ids).map_err(|e| anyhow!("GPT-2 decoding failed: {e}"))?;
+                Ok(String::from_utf8_lossy(&bytes).into_owned())
+            }
+        }
+    }
+
+    /// Validates an id sequence against the vocabulary (a prompt, a checkpoint's data).
+    pub fn check_ids(&self, ids: &[u32]) -> anyhow::Result<()> {
+        let v = self.vocab_size() as u32;
+        ensure!(ids.iter().all(|&i| i < v), "a token id is outside the vocabulary of {v}");
+        Ok(())
+    }
+}
+
+/// The BPE for a corpus: reuse the cached one trained on the same training split and vocabulary
+/// size, else train and cache it.
+pub fn bpe_for(train: &[Document], vocab_size: usize, corpus_hash: &str, cache: &Path) -> anyhow::Result<Tokenizer> {
+    let path = cache.join("tokenizers").join(format!("bpe-{vocab_size}-{}.json", &corpus_hash[..16]));
+    if path.is_file() {
+        return Tokenizer::load_bpe(&path);
+    }
+    let tok = Tokenizer::train_bpe(train, vocab_size)?;
+    let json = tok.to_json()?.unwrap();
+    crate::io::tensors::write_atomic(&path, json.as_bytes()).context("caching the trained tokenizer")?;
+    Ok(tok)
+}

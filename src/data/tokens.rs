@@ -1,0 +1,99 @@
+//! A tokenized split as a flat binary file, read through `memmap2` so a second run starts
+//! without tokenizing again and without reading the file into memory.
+//!
+//! Layout (little-endian): magic `NLTOK001`, `u32` bytes per token (2 or 4), `u32` reserved,
+//! `u64` token count, then the tokens.
+
+use anyhow::{Context, bail, ensure};
+use std::path::Path;
+
+const MAGIC: &[u8; 8] = b"NLTOK001";
+const HEADER: usize = 24;
+
+pub struct TokenFile {
+    map: Store,
+    width: usize,
+    len: usize,
+}
+
+/// The file's bytes: mapped from disk, or in memory for text tokenized on the fly.
+enum Store {
+    Map(memmap2::Mmap),
+    Mem(Vec<u8>),
+}
+
+impl std::ops::Deref for Store {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Store::Map(m) => m,
+            Store::Mem(v) => v,
+        }
+    }
+}
+
+impl TokenFile {
+    /// Writes `tokens` atomically; 2 bytes per token when every id fits.
+    pub fn write(path: &Path, tokens: &[u32]) -> anyhow::Result<()> {
+        crate::io::tensors::write_atomic(path, &encode(tokens))
+    }
+
+    /// An in-memory token file (e.g. `normlab eval --data` on text that is not cached).
+    pub fn from_tokens(tokens: &[u32]) -> Self {
+        let bytes = encode(tokens);
+        let width = u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize;
+        Self { map: Store::Mem(bytes), width, len: tokens.len() }
+    }
+
+    pub fn open(path: &Path) -> anyhow::Result<Self> {
+        let f = std::fs::File::open(path).with_context(|| format!("cannot open token file {}", path.display()))?;
+        // SAFETY: token files are written once by rename and never modified in place.
+        let map = unsafe { memmap2::Mmap::map(&f) }.with_context(|| format!("cannot map {}", path.display()))?;
+        ensure!(map.len() >= HEADER && &map[..8] == MAGIC, "{} is not a normlab token file; delete it", path.display());
+        let width = u32::from_le_bytes(map[8..12].try_into().unwrap()) as usize;
+        let len = u64::from_le_bytes(map[16..24].try_into().unwrap()) as usize;
+        if !(width == 2 || width == 4) || map.len() != HEADER + len * width {
+            bail!("token file {} is truncated or corrupt; delete it and it will be rebuilt", path.display());
+        }
+        Ok(Self { map: Store::Map(map), width, len })
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn get(&self, i: usize) -> u32 {
+        let o = HEADER + i * self.width;
+        match self.width {
+            2 => u16::from_le_bytes([self.map[o], self.map[o + 1]]) as u32,
+            _ => u32::from_le_bytes(self.map[o..o + 4].try_into().unwrap()),
+        }
+    }
+
+    /// Appends tokens `start..start + n` to `out` as i64 (the model's index type).
+    pub fn extend_window(&self, start: usize, n: usize, out: &mut Vec<i64>) {
+        out.extend((start..start + n).map(|i| self.get(i) as i64));
+    }
+}
+
+/// The file's bytes: header then tokens.
+fn encode(tokens: &[u32]) -> Vec<u8> {
+    let width = if tokens.iter().all(|&t| t <= u16::MAX as u32) { 2 } else { 4 };
+        let mut bytes = Vec::with_capacity(HEADER + tokens.len() * width);
+        bytes.extend_from_slice(MAGIC);
+        bytes.extend_from_slice(&(width as u32).to_le_bytes());
+        bytes.extend_from_slice(&0u32.to_le_bytes());
+        bytes.extend_from_slice(&(tokens.len() as u64).to_le_bytes());
+        for &t in tokens {
+            if width == 2 {
+                bytes.extend_from_slice(&(t as u16).to_le_bytes());
+            } else {
+                bytes.extend_from_slice(&t.to_le_bytes());
+            }
+        }
+        bytes
+}

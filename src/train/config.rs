@@ -1,0 +1,244 @@
+//! A run config: one TOML file with `[run]`, `[model]` (with its recipe), `[data]`, `[train]`,
+//! `[optim]` and `[schedule]`. Every field has a default (seed 000 Table 1 where it gives one,
+//! scaled down to a laptop otherwise), unknown keys are errors, and `--set key=value` edits any
+//! field from the command line.
+
+use super::schedule::ScheduleConfig;
+use crate::data::DataConfig;
+use crate::model::ModelConfig;
+use anyhow::{Context, bail, ensure};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunConfig {
+    pub run: RunSection,
+    pub model: ModelConfig,
+    pub data: DataConfig,
+    pub train: TrainSection,
+    pub optim: OptimConfig,
+    pub schedule: ScheduleConfig,
+    /// Whether the config set `model.vocab_size` itself (otherwise it follows the tokenizer).
+    #[serde(skip)]
+    pub vocab_size_given: bool,
+}
+
+/// Where the run lives and how often it reports.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunSection {
+    /// Run directory (created; must not already hold a run unless `--force`).
+    pub dir: PathBuf,
+    /// `cpu`, or `wgpu` / `cuda:N` when built with those features.
+    pub device: String,
+    /// Validation loss and perplexity every this many steps (and at the end).
+    pub eval_every: usize,
+    /// Number of fixed validation windows of `seq_len + 1` tokens.
+    pub eval_windows: usize,
+    /// A checkpoint every this many steps (and at the end); 0 = only at the end.
+    pub checkpoint_every: usize,
+}
+
+impl Default for RunSection {
+    fn default() -> Self {
+        Self { dir: "runs/default".into(), device: "cpu".into(), eval_every: 50, eval_windows: 64, checkpoint_every: 100 }
+    }
+}
+
+/// Batch, budget, seeds and divergence rule.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrainSection {
+    /// Sequences per optimizer step (seed 000: 128).
+    pub batch_size: usize,
+    /// Sequences per forward/backward; `batch_size / micro_batch_size` gradients are
+    /// accumulated per step. Default: the whole batch at once.
+    pub micro_batch_size: Option<usize>,
+    /// Tokens per sequence.
+    pub seq_len: usize,
+    /// Optimizer steps. Give this or `tokens_per_param`, not both.
+    pub steps: Option<usize>,
+    /// Token budget as training tokens per model parameter (Chinchilla: 20); steps =
+    /// ⌈ratio · params / (batch_size · seq_len)⌉.
+    pub tokens_per_param: Option<f64>,
+    /// Model-initialisation seed (seed 000: 7).
+    pub seed: u64,
+    /// Data-sampler seed (seed 000: 7).
+    pub sampler_seed: u64,
+    /// The run is stopped as diverged when the loss exceeds this multiple of its running
+    /// minimum (or is NaN/inf, or the gradient norm is).
+    pub divergence_factor: f64,
+}
+
+impl Default for TrainSection {
+    fn default() -> Self {
+        Self {
+            batch_size: 16,
+            micro_batch_size: None,
+            seq_len: 128,
+            steps: Some(400),
+            tokens_per_param: None,
+            seed: 7,
+            sampler_seed: 7,
+            divergence_factor: 3.0,
+        }
+    }
+}
+
+/// AdamW (Loshchilov & Hutter) with decoupled weight decay on matrices only, and global
+/// gradient-norm clipping.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OptimConfig {
+    /// Peak learning rate.
+    pub lr: f64,
+    /// seed 000: β₁ = β₂ = 0.95.
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    /// Applied to matrix parameters (embeddings, projections); never to norm gains, shifts,
+    /// DyT α, BHyT λ or other vectors and scalars (seed 000 Table 1: 0.1).
+    pub weight_decay: f64,
+    /// Global gradient-norm threshold (1.0); `0` disables clipping.
+    pub grad_clip: f64,
+}
+
+impl Default for OptimConfig {
+    fn default() -> Self {
+        Self { lr: 3e-3, beta1: 0.95, beta2: 0.95, eps: 1e-8, weight_decay: 0.1, grad_clip: 1.0 }
+    }
+}
+
+impl RunConfig {
+    /// Reads `path` (or the defaults when `None`) and applies `--set key=value` edits.
+    pub fn load(path: Option<&Path>, sets: &[String]) -> anyhow::Result<Self> {
+        let (text, origin) = match path {
+            Some(p) => (
+                std::fs::read_to_string(p)
+                    .with_context(|| format!("cannot read config {}; check the path", p.display()))?,
+                p.display().to_string(),
+            ),
+            None => (String::new(), "the defaults".to_string()),
+        };
+        let mut table: toml::Table = toml::from_str(&text).with_context(|| format!("{origin} is not valid TOML"))?;
+        for s in sets {
+            apply_set(&mut table, s)?;
+        }
+        let merged = toml::to_string(&table)?;
+        let mut cfg: RunConfig = toml::from_str(if sets.is_empty() { &text } else { &merged })
+            .map_err(|e| anyhow::anyhow!("{origin}{}: {}", describe_error(&e, &text, sets), e.message().trim()))?;
+        cfg.vocab_size_given = table.get("model").and_then(|m| m.get("vocab_size")).is_some();
+        // A token budget given as a ratio replaces the default step count.
+        let train = table.get("train");
+        if train.and_then(|t| t.get("tokens_per_param")).is_some() && train.and_then(|t| t.get("steps")).is_none() {
+            cfg.train.steps = None;
+        }
+        Ok(cfg)
+    }
+
+    /// Sets `model.vocab_size` to the tokenizer's, or refuses a config that asked for another.
+    pub fn fit_vocab(&mut self, tokenizer_vocab: usize, tokenizer: &str) -> anyhow::Result<()> {
+        if self.vocab_size_given && self.model.vocab_size != tokenizer_vocab {
+            bail!(
+                "model.vocab_size = {} but the {tokenizer} tokenizer has {tokenizer_vocab} tokens; remove model.vocab_size (it follows the tokenizer) or set it to {tokenizer_vocab}",
+                self.model.vocab_size
+            );
+        }
+        self.model.vocab_size = tokenizer_vocab;
+        Ok(())
+    }
+
+    /// Parses and checks every section; returns nothing but a clear error.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        self.model.validate()?;
+        self.data.validate()?;
+        let t = &self.train;
+        ensure!(t.batch_size > 0, "train.batch_size must be > 0");
+        ensure!(t.seq_len > 0, "train.seq_len must be > 0");
+        let micro = self.micro_batch_size();
+        ensure!(
+            micro > 0 && t.batch_size % micro == 0,
+            "train.micro_batch_size = {micro} must be > 0 and divide train.batch_size = {}",
+            t.batch_size
+        );
+        match (t.steps, t.tokens_per_param) {
+            (Some(_), Some(_)) => bail!("give train.steps or train.tokens_per_param, not both (set the other to nothing by leaving it out)"),
+            (None, None) => bail!("give a budget: train.steps or train.tokens_per_param (20 is Chinchilla)"),
+            (Some(0), _) => bail!("train.steps must be > 0"),
+            (_, Some(r)) if !(r > 0.0 && r.is_finite()) => bail!("train.tokens_per_param must be > 0"),
+            _ => {}
+        }
+        ensure!(t.divergence_factor > 1.0, "train.divergence_factor must be > 1 (got {})", t.divergence_factor);
+        let o = &self.optim;
+        ensure!(o.lr > 0.0 && o.lr.is_finite(), "optim.lr must be > 0 (got {})", o.lr);
+        for (n, b) in [("optim.beta1", o.beta1), ("optim.beta2", o.beta2)] {
+            ensure!((0.0..1.0).contains(&b), "{n} must be in [0, 1) (got {b})");
+        }
+        ensure!(o.eps > 0.0, "optim.eps must be > 0");
+        ensure!(o.weight_decay >= 0.0, "optim.weight_decay must be ≥ 0");
+        ensure!(o.grad_clip >= 0.0, "optim.grad_clip must be ≥ 0 (0 disables clipping)");
+        ensure!(self.run.eval_windows > 0, "run.eval_windows must be > 0");
+        self.schedule.validate(o.lr)?;
+        crate::device::parse(&self.run.device)?;
+        Ok(())
+    }
+
+    pub fn micro_batch_size(&self) -> usize {
+        self.train.micro_batch_size.unwrap_or(self.train.batch_size)
+    }
+
+    /// Optimizer steps for a model with `params` parameters.
+    pub fn total_steps(&self, params: usize) -> usize {
+        match (self.train.steps, self.train.tokens_per_param) {
+            (Some(s), _) => s,
+            (None, Some(r)) => {
+                ((r * params as f64) / (self.train.batch_size * self.train.seq_len) as f64).ceil().max(1.0) as usize
+            }
+            (None, None) => unreachable!("validated"),
+        }
+    }
+
+    pub fn to_toml(&self) -> anyhow::Result<String> {
+        Ok(toml::to_string(self)?)
+    }
+}
+
+/// `a.b.c=value`: the value is read as TOML (`3e-3`, `true`, `"x"`, `[1, 2]`) or, if that
+/// fails, as a bare string (`recipe=peri`).
+pub fn apply_set(table: &mut toml::Table, set: &str) -> anyhow::Result<()> {
+    let Some((key, raw)) = set.split_once('=') else {
+        bail!("--set `{set}` is not key=value; e.g. --set optim.lr=1e-3");
+    };
+    let key = key.trim();
+    ensure!(!key.is_empty() && key.split('.').all(|p| !p.is_empty()), "--set `{set}`: empty key");
+    let value = match toml::from_str::<toml::Table>(&format!("v = {raw}")) {
+        Ok(mut t) => t.remove("v").unwrap(),
+        Err(_) => toml::Value::String(raw.trim().to_string()),
+    };
+    let parts: Vec<&str> = key.split('.').collect();
+    let mut cur = table;
+    for p in &parts[..parts.len() - 1] {
+        let entry = cur.entry(p.to_string()).or_insert_with(|| toml::Value::Table(Default::default()));
+        // `model.recipe = "peri"` then `--set model.recipe.norm=rmsnorm`: a preset name becomes
+        // an overlay on that preset.
+        if let toml::Value::String(name) = entry {
+            let mut t = toml::Table::new();
+            t.insert("preset".into(), toml::Value::String(name.clone()));
+            *entry = toml::Value::Table(t);
+        }
+        cur = entry.as_table_mut().with_context(|| format!("--set {key}: `{p}` is not a section"))?;
+    }
+    cur.insert(parts[parts.len() - 1].to_string(), value);
+    Ok(())
+}
+
+fn describe_error(e: &toml::de::Error, text: &str, sets: &[String]) -> String {
+    match (e.span(), sets.is_empty()) {
+        (Some(span), true) => {
+            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+            format!(" (line {line}: `{}`)", text.lines().nth(line - 1).unwrap_or("").trim())
+        }
+        _ => " (after applying --set)".to_string(),
+    }
+}

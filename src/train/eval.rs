@@ -1,0 +1,44 @@
+//! Validation loss and perplexity over fixed windows, without autodiff.
+
+use crate::data::TokenFile;
+use crate::data::sampler::windows;
+use crate::model::Transformer;
+use crate::model::transformer::cross_entropy;
+use burn::tensor::{Device, Int, Tensor, TensorData};
+
+/// Mean next-token cross-entropy over the windows starting at `starts`, `batch` windows at a
+/// time; returns `(loss, perplexity, tokens)`. `model` must live on `device` (no autodiff).
+pub fn evaluate(
+    model: &Transformer,
+    tokens: &TokenFile,
+    starts: &[usize],
+    seq_len: usize,
+    batch: usize,
+    device: &Device,
+) -> (f64, f64, usize) {
+    let mut total = 0.0;
+    let mut count = 0usize;
+    for chunk in starts.chunks(batch.max(1)) {
+        let b = windows(tokens, chunk, seq_len);
+        let x = Tensor::<2, Int>::from_data(TensorData::new(b.inputs, [b.batch, seq_len]), device);
+        let y = Tensor::<2, Int>::from_data(TensorData::new(b.targets, [b.batch, seq_len]), device);
+        let logits = model.forward(x, false, false).logits;
+        let ce: f32 = cross_entropy(logits, y).into_scalar();
+        let n = b.batch * seq_len;
+        total += ce as f64 * n as f64;
+        count += n;
+    }
+    let loss = total / count.max(1) as f64;
+    (loss, loss.exp(), count)
+}
+
+/// Non-overlapping windows covering a whole token file (for `normlab eval --data`), at most
+/// `limit` of them.
+pub fn tiling_starts(len: usize, seq_len: usize, limit: Option<usize>) -> Vec<usize> {
+    let n = (len.saturating_sub(1)) / seq_len;
+    let all: Vec<usize> = (0..n).map(|i| i * seq_len).collect();
+    match limit {
+        Some(l) if l < all.len() => (0..l).map(|i| all[i * all.len() / l]).collect(),
+        _ => all,
+    }
+}

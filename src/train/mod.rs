@@ -1,0 +1,28 @@
+//! Training: config, AdamW with decay groups, LR schedules, global-norm clipping, gradient
+//! accumulation, the variance regulariser's logging, divergence detection, checkpoints and
+//! resumption, evaluation and sampling.
+
+pub mod checkpoint;
+pub mod clip;
+pub mod config;
+pub mod divergence;
+pub mod eval;
+pub mod generate;
+pub mod metrics;
+pub mod optimizer;
+pub mod progress;
+pub mod run_dir;
+pub mod schedule;
+pub mod setup;
+pub mod trainer;
+
+pub use config::{OptimConfig, RunConfig, RunSection, TrainSection};
+pub use schedule::{ScheduleConfig, ScheduleKind};
+pub use setup::Resumed;
+pub use trainer::{Outcome, Trainer};
+
+/// Exit status of `normlab train` when the run diverged (errors exit with 2).
+pub const EXIT_DIVERGED: i32 = 3;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,72 @@
+//! Live progress: an indicatif bar (step, loss, lr, grad norm, tokens/s, ETA) on a terminal;
+//! plain log lines with `--quiet` or when stderr is not a terminal.
+
+use super::metrics::{EvalRecord, TrainRecord};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+
+pub struct Progress {
+    bar: Option<ProgressBar>,
+    log_every: usize,
+    /// Smoothed tokens/s for display.
+    rate: Option<f64>,
+}
+
+impl Progress {
+    pub fn new(total: usize, start: usize, quiet: bool) -> Self {
+        let log_every = (total / 20).max(1);
+        if quiet || !std::io::stderr().is_terminal() {
+            return Self { bar: None, log_every, rate: None };
+        }
+        let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr_with_hz(4));
+        bar.set_style(
+            ProgressStyle::with_template("{bar:30.cyan/blue} {pos}/{len} {msg} [{elapsed_precise} < {eta_precise}]")
+                .unwrap()
+                .progress_chars("█▉▊▋▌▍▎▏ "),
+        );
+        bar.set_position(start as u64);
+        bar.reset_eta();
+        Self { bar: Some(bar), log_every, rate: None }
+    }
+
+    pub fn step(&mut self, r: &TrainRecord) {
+        let rate = match self.rate {
+            Some(old) => 0.9 * old + 0.1 * r.tokens_per_s,
+            None => r.tokens_per_s,
+        };
+        self.rate = Some(rate);
+        let msg = format!(
+            "loss {:.4} lr {:.2e} gnorm {:.3}{} {:.0} tok/s",
+            r.loss,
+            r.lr,
+            r.grad_norm,
+            r.reg.map(|v| format!(" reg {v:.3e}")).unwrap_or_default(),
+            rate
+        );
+        match &self.bar {
+            Some(b) => {
+                b.set_position(r.step as u64);
+                b.set_message(msg);
+            }
+            None if r.step % self.log_every == 0 || r.step == 1 => eprintln!("step {:>6}  {msg}", r.step),
+            None => {}
+        }
+    }
+
+    pub fn eval(&self, r: &EvalRecord) {
+        self.println(&format!("step {:>6}  val loss {:.4}  val ppl {:.2}", r.step, r.val_loss, r.val_ppl));
+    }
+
+    pub fn println(&self, msg: &str) {
+        match &self.bar {
+            Some(b) => b.println(msg),
+            None => eprintln!("{msg}"),
+        }
+    }
+
+    pub fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! Starting a run (validate everything, then create the run directory in one step) and
+//! resuming one from its latest checkpoint.
+
+use super::checkpoint::{self, TrainerState};
+use super::config::RunConfig;
+use super::divergence::DivergenceMonitor;
+use super::metrics::MetricsWriter;
+use super::optimizer;
+use super::run_dir::{self, CONFIG, METRICS, RUN_INFO, STATUS, Status, TOKENIZER};
+use super::trainer::Trainer;
+use crate::data::{Dataset, Sampler, Tokenizer, TokenizerKind};
+use crate::model::Transformer;
+use crate::model::init::ParamSource;
+use crate::model::params::named_values;
+use anyhow::{Context, bail};
+use std::path::Path;
+
+/// What `--resume` found.
+pub enum Resumed {
+    Trainer(Box<Trainer>),
+    AlreadyFinished(Status),
+}
+
+impl Trainer {
+    /// Validates the config, prepares the data and the model, then creates the run directory.
+    pub fn start(mut cfg: RunConfig, force: bool, log: &dyn Fn(&str)) -> anyhow::Result<Self> {
+        cfg.validate()?;
+        let device = crate::device::parse(&cfg.run.device)?;
+        let data = Dataset::prepare(&cfg.data, None, log)?;
+        cfg.fit_vocab(data.tokenizer.vocab_size(), &data.info.tokenizer)?;
+        data.check_seq_len(cfg.train.seq_len)?;
+        let ad = device.clone().autodiff();
+        let model = Transformer::new(&cfg.model, ParamSource::Seeded(cfg.train.seed), &ad)?;
+        let params = count_params(&model);
+        let total_steps = cfg.total_steps(params);
+        let optim = optimizer::build(&cfg.optim, &model);
+        let state = TrainerState {
+            step: 0,
+            total_steps,
+            sampler_state: cfg.train.sampler_seed,
+            divergence: DivergenceMonitor::new(cfg.train.divergence_factor),
+            metrics_bytes: 0,
+            wall_s: 0.0,
+            tokens: 0,
+            tokenizer: data.info.tokenizer.clone(),
+            recipe: model.meta.recipe.clone(),
+        };
+        let dir = cfg.run.dir.clone();
+        run_dir::claim(&dir, force)?;
+        let mut files = vec![
+            (CONFIG, cfg.to_toml()?.into_bytes()),
+            (RUN_INFO, serde_json::to_vec_pretty(&run_info(&cfg, &data, params, total_steps))?),
+            (STATUS, serde_json::to_vec_pretty(&Status::Running { step: 0, total_steps })?),
+        ];
+        if let Some(json) = data.tokenizer.to_json()? {
+            files.push((TOKENIZER, json.into_bytes()));
+        }
+        run_dir::create(&dir, &files)?;
+        let metrics = MetricsWriter::open(&dir.join(METRICS), 0)?;
+        let val_starts = Trainer::fixed_val_starts(&data, &cfg);
+        Ok(Trainer {
+            sampler: Sampler::new(cfg.train.sampler_seed),
+            cfg,
+            dir,
+            data,
+            model,
+            optim,
+            state,
+            params,
+            metrics,
+            device,
+            ad,
+            val_starts,
+            stop_after: None,
+        })
+    }
+
+    /// Continues the run in `dir` from its latest checkpoint (or from the start if it has none),
+    /// with the config, tokenizer, sampler and optimizer state it was saved with.
+    pub fn resume(dir: &Path, log: &dyn Fn(&str)) -> anyhow::Result<Resumed> {
+        let status = run_dir::read_status(dir)?.with_context(|| {
+            format!("{} is not a normlab run directory (no {STATUS}); give the run.dir of a run", dir.display())
+        })?;
+        match &status {
+            Status::Finished { .. } => return Ok(Resumed::AlreadyFinished(status)),
+            Status::Diverged { step, reason } => bail!(
+                "the run in {} diverged at step {step} ({reason}); there is nothing to resume — start a new run with a lower optim.lr",
+                dir.display()
+            ),
+            Status::Running { .. } => {}
+        }
+        let (mut cfg, tokenizer) = load_run(dir)?;
+        let device = crate::device::parse(&cfg.run.device)?;
+        let data = Dataset::prepare(&cfg.data, Some(tokenizer), log)?;
+        cfg.fit_vocab(data.tokenizer.vocab_size(), &data.info.tokenizer)?;
+        let ad = device.clone().autodiff();
+        let Some(ckpt) = checkpoint::latest(dir)? else {
+            log("no checkpoint yet: starting the run again from step 0");
+            cfg.run.dir = dir.to_path_buf();
+            std::fs::remove_dir_all(dir)?;
+            return Ok(Resumed::Trainer(Box::new(Trainer::start(cfg, false, log)?)));
+        };
+        let state = checkpoint::load_state(&ckpt)?;
+        if state.tokenizer != data.info.tokenizer {
+            bail!(
+                "the checkpoint was trained with tokenizer `{}` but the run now has `{}`; restore the run's {TOKENIZER} or start a new run",
+                state.tokenizer,
+                data.info.tokenizer
+            );
+        }
+        let model = checkpoint::load_weights(&ckpt.join(checkpoint::WEIGHTS), &cfg.model, &state.tokenizer, &ad)?;
+        let optim = checkpoint::load_optimizer(&ckpt, optimizer::build(&cfg.optim, &model))?;
+        let metrics = MetricsWriter::open(&dir.join(METRICS), state.metrics_bytes)?;
+        log(&format!("resuming {} at step {}/{}", dir.display(), state.step, state.total_steps));
+        let val_starts = Trainer::fixed_val_starts(&data, &cfg);
+        Ok(Resumed::Trainer(Box::new(Trainer {
+            sampler: Sampler::from_state(state.sampler_state),
+            params: count_params(&model),
+            dir: dir.to_path_buf(),
+            cfg,
+            data,
+            model,
+            optim,
+            state,
+            metrics,
+            device,
+            ad,
+            val_starts,
+            stop_after: None,
+        })))
+    }
+}
+
+/// A run's config and tokenizer, as saved in its directory.
+pub fn load_run(dir: &Path) -> anyhow::Result<(RunConfig, Tokenizer)> {
+    let cfg_path = dir.join(CONFIG);
+    if !cfg_path.is_file() {
+        bail!("{} is not a normlab run directory (no {CONFIG})", dir.display());
+    }
+    let cfg = RunConfig::load(Some(&cfg_path), &[])?;
+    cfg.validate()?;
+    let tokenizer = match Tokenizer::fixed(cfg.data.tokenizer) {
+        Some(t) => t,
+        None => {
+            let p = dir.join(TOKENIZER);
+            if !p.is_file() {
+                bail!("{} uses a BPE tokenizer but {} is missing; it cannot be evaluated or resumed without it", dir.display(), p.display());
+            }
+            Tokenizer::load_bpe(&p)?
+        }
+    };
+    debug_assert!(tokenizer.kind() == cfg.data.tokenizer || cfg.data.tokenizer == TokenizerKind::Bpe);
+    Ok((cfg, tokenizer))
+}
+
+pub fn count_params(model: &Transformer) -> usize {
+    named_values(model).iter().map(|(_, d)| d.num_elements()).sum()
+}
+
+fn run_info(cfg: &RunConfig, data: &Dataset, params: usize, total_steps: usize) -> serde_json::Value {
+    let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    serde_json::json!({
+        "normlab_version": env!("CARGO_PKG_VERSION"),
+        "command": std::env::args().collect::<Vec<_>>(),
+        "started_unix": started,
+        "machine": crate::bench::machine(),
+        "device": cfg.run.device,
+        "seed": cfg.train.seed,
+        "sampler_seed": cfg.train.sampler_seed,
+        "params": params,
+        "total_steps": total_steps,
+        "tokens_per_step": cfg.train.batch_size * cfg.train.seq_len,
+        "tokens_per_param": (total_steps * cfg.train.batch_size * cfg.train.seq_len) as f64 / params as f64,
+        "recipe": cfg.model.recipe.spec().map(|s| s.name).unwrap_or_default(),
+        "data": data.info,
+    })
+}

@@ -1,0 +1,323 @@
+//! Training behaviour: schedules against their closed forms, the weight-decay grouping as
+//! AdamW actually applies it, global clipping against a direct norm, accumulation against the
+//! full batch, determinism, resumption, divergence and set-up errors.
+
+use super::clip::clip_global;
+use super::config::RunConfig;
+use super::metrics;
+use super::optimizer;
+use super::run_dir::{self, Status};
+use super::schedule::{ScheduleConfig, ScheduleKind};
+use super::{Outcome, Resumed, Trainer};
+use crate::model::init::ParamSource;
+use crate::model::params::{named_grads, named_values, param_table};
+use crate::model::{ModelConfig, Transformer};
+use crate::recipe::RecipeConfig;
+use crate::testutil::{temp_dir, write_tiny_corpus};
+use burn::optim::GradientsParams;
+use burn::tensor::{Int, Tensor, TensorData};
+use std::path::Path;
+
+fn quiet(_: &str) {}
+
+/// A 2-layer d=32 model on a local synthetic corpus: a run takes well under a second.
+fn tiny_cfg(root: &Path, steps: usize) -> RunConfig {
+    let corpus = root.join("corpus.txt");
+    if !corpus.exists() {
+        write_tiny_corpus(&corpus, 3000);
+    }
+    let mut c = RunConfig::default();
+    c.run.dir = root.join("run");
+    c.run.eval_every = 5;
+    c.run.eval_windows = 4;
+    c.run.checkpoint_every = 5;
+    c.model.d_model = 32;
+    c.model.n_layers = 2;
+    c.model.n_heads = 2;
+    c.data.corpus = corpus.display().to_string();
+    c.data.cache_dir = Some(root.join("cache"));
+    c.train.batch_size = 4;
+    c.train.seq_len = 32;
+    c.train.steps = Some(steps);
+    c
+}
+
+fn train_losses(dir: &Path) -> Vec<f64> {
+    metrics::read(&dir.join(run_dir::METRICS))
+        .unwrap()
+        .iter()
+        .filter(|r| r["type"] == "train")
+        .map(|r| r["loss"].as_f64().unwrap())
+        .collect()
+}
+
+fn run(cfg: RunConfig) -> (Trainer, Outcome) {
+    let mut t = Trainer::start(cfg, false, &quiet).unwrap();
+    let mut p = super::progress::Progress::new(t.state.total_steps, 0, true);
+    let o = t.run(&mut p).unwrap();
+    (t, o)
+}
+
+#[test]
+fn cosine_schedule_follows_its_formula() {
+    let s = ScheduleConfig::default();
+    let (peak, total) = (1e-2, 100);
+    // W = round(0.06·100) = 6 warm-up steps from 1e-10.
+    assert_eq!(s.lr(0, total, peak), 1e-10);
+    assert!((s.lr(3, total, peak) - (1e-10 + (peak - 1e-10) * 0.5)).abs() < 1e-15);
+    assert!((s.lr(6, total, peak) - peak).abs() < 1e-15, "peak right after warm-up");
+    // Half-way through the 94 decay steps the cosine is at half the peak: s = 6 + 47.
+    assert!((s.lr(53, total, peak) - peak / 2.0).abs() < 1e-12);
+    for step in 6..total {
+        let want = 0.5 * peak * (1.0 + (std::f64::consts::PI * (step - 6) as f64 / 94.0).cos());
+        assert!((s.lr(step, total, peak) - want).abs() < 1e-15, "step {step}");
+    }
+    let mut prev = f64::INFINITY;
+    for step in 6..total {
+        assert!(s.lr(step, total, peak) <= prev);
+        prev = s.lr(step, total, peak);
+    }
+}
+
+#[test]
+fn wsd_and_constant_schedules_follow_their_formulas() {
+    let wsd = ScheduleConfig { kind: ScheduleKind::Wsd, decay_fraction: 0.2, ..Default::default() };
+    let (peak, total) = (1e-3, 100);
+    assert!((wsd.lr(6, total, peak) - peak).abs() < 1e-18);
+    assert_eq!(wsd.lr(79, total, peak), peak, "stable until the last 20 steps");
+    assert!((wsd.lr(80, total, peak) - peak * 19.0 / 20.0).abs() < 1e-15);
+    assert!((wsd.lr(89, total, peak) - peak * 10.0 / 20.0).abs() < 1e-15);
+    assert_eq!(wsd.lr(99, total, peak), 0.0, "reaches end_lr on the last step");
+    let c = ScheduleConfig { kind: ScheduleKind::Constant, warmup_fraction: 0.0, ..Default::default() };
+    assert!((0..total).all(|s| c.lr(s, total, peak) == peak));
+}
+
+#[test]
+fn weight_decay_reaches_matrices_only() {
+    // With all-zero gradients AdamW's adaptive update is 0/(0 + ε) = 0, so one step changes a
+    // parameter only by decoupled decay: θ ← θ·(1 − lr·wd) for decayed ones, θ for the rest.
+    for recipe in ["pre", "kitenorm", "dyt", "bhyt", "lns"] {
+        let cfg = ModelConfig { d_model: 16, n_layers: 2, n_heads: 2, recipe: RecipeConfig::Preset(recipe.into()), ..Default::default() };
+        let device = crate::testutil::cpu().autodiff();
+        let model = Transformer::new(&cfg, ParamSource::Seeded(1), &device).unwrap();
+        let before = named_values(&model);
+        let mut grads = GradientsParams::new();
+        for p in param_table(&model) {
+            match p.shape.len() {
+                1 => grads.register(p.id, Tensor::<1>::zeros(p.shape.clone(), &crate::testutil::cpu())),
+                _ => grads.register(p.id, Tensor::<2>::zeros([p.shape[0], p.shape[1]], &crate::testutil::cpu())),
+            }
+        }
+        let oc = super::OptimConfig { weight_decay: 0.1, ..Default::default() };
+        let mut optim = optimizer::build(&oc, &model);
+        let model = optim.step(0.5, model, grads);
+        let mut n_decayed = 0;
+        for ((name, b), (_, a)) in before.iter().zip(named_values(&model)) {
+            let (b, a) = (b.try_to_vec::<f32>().unwrap(), a.try_to_vec::<f32>().unwrap());
+            let is_matrix = name == "tok_emb" || name == "lm_head" || name.contains(".f.w");
+            let factor = if is_matrix { 1.0 - 0.5 * 0.1 } else { 1.0 };
+            n_decayed += is_matrix as usize;
+            for (x, y) in b.iter().zip(&a) {
+                assert!((y - x * factor).abs() <= 1e-6 * x.abs().max(1e-3), "{recipe}: {name}: {x} → {y}, want ×{factor}");
+            }
+        }
+        // Embedding, output head, and W_Q, W_K, W_V, W_O, W_1, W_2, W_3 in each of 2 layers.
+        assert_eq!(n_decayed, 2 + 2 * 7, "{recipe}");
+        let decayed: Vec<String> = optimizer::decayed_params(&model).into_iter().map(|p| p.name).collect();
+        assert_eq!(decayed.len(), n_decayed);
+        assert!(decayed.iter().all(|n| !n.contains("norm")), "{recipe}: no norm parameter is decayed: {decayed:?}");
+    }
+}
+
+#[test]
+fn global_clipping_scales_by_the_norm_over_all_parameters() {
+    let cfg = ModelConfig { d_model: 16, n_layers: 2, n_heads: 2, ..Default::default() };
+    let device = crate::testutil::cpu().autodiff();
+    let model = Transformer::new(&cfg, ParamSource::Seeded(3), &device).unwrap();
+    let toks: Vec<i64> = (0..2 * 9).map(|i| (i * 37 % 256) as i64).collect();
+    let all = Tensor::<2, Int>::from_data(TensorData::new(toks, [2, 9]), &device);
+    let grads = || model.loss(all.clone().narrow(1, 0, 8), all.clone().narrow(1, 1, 8)).0.backward();
+    // The independent norm: a plain f64 sum over every gradient entry.
+    let direct: f64 = named_grads(&model, &grads())
+        .iter()
+        .flat_map(|(_, g)| g.as_ref().unwrap().try_to_vec::<f32>().unwrap())
+        .map(|v| (v as f64).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    let (_, norms) = clip_global(&model, GradientsParams::from_grads(grads(), &model), 0.0);
+    assert!((norms.total - direct).abs() < 1e-5 * direct, "{} vs {direct}", norms.total);
+    assert_eq!(norms.scale, 1.0, "threshold 0 disables clipping");
+    let max = direct / 4.0;
+    let gp = GradientsParams::from_grads(grads(), &model);
+    let (clipped, norms) = clip_global(&model, gp, max);
+    assert!((norms.scale - 0.25).abs() < 1e-5);
+    let (_, after) = clip_global(&model, clipped, 0.0);
+    assert!((after.total - max).abs() < 1e-4 * max, "clipped norm {} vs threshold {max}", after.total);
+    for ((n, a), (_, b)) in after.per_param.iter().zip(&norms.per_param) {
+        assert!((a - b * 0.25).abs() <= 1e-5 * b.max(1e-12), "{n}: every tensor keeps its direction and shrinks by the same factor");
+    }
+}
+
+#[test]
+fn same_config_and_seeds_give_the_same_loss_curve() {
+    let root = temp_dir("determinism");
+    let mut a = tiny_cfg(&root, 8);
+    a.run.dir = root.join("a");
+    let mut b = a.clone();
+    b.run.dir = root.join("b");
+    let mut c = a.clone();
+    c.run.dir = root.join("c");
+    c.train.sampler_seed = 8;
+    run(a);
+    run(b);
+    run(c);
+    let (la, lb, lc) = (train_losses(&root.join("a")), train_losses(&root.join("b")), train_losses(&root.join("c")));
+    assert_eq!(la.len(), 8);
+    assert_eq!(la, lb, "identical config and seeds");
+    assert_ne!(la, lc, "another sampler seed draws other windows");
+}
+
+#[test]
+fn accumulated_micro_batches_match_the_full_batch() {
+    let root = temp_dir("accum");
+    let mut full = tiny_cfg(&root, 4);
+    full.run.dir = root.join("full");
+    let mut acc = full.clone();
+    acc.run.dir = root.join("acc");
+    acc.train.micro_batch_size = Some(1);
+    run(full);
+    run(acc);
+    let (f, a) = (train_losses(&root.join("full")), train_losses(&root.join("acc")));
+    for (x, y) in f.iter().zip(&a) {
+        assert!((x - y).abs() < 2e-4, "4 × 1 accumulated vs 1 × 4: {f:?} vs {a:?}");
+    }
+}
+
+#[test]
+fn an_interrupted_run_resumes_to_the_identical_curve() {
+    let root = temp_dir("resume");
+    let mut whole = tiny_cfg(&root, 14);
+    whole.run.dir = root.join("whole");
+    let mut cut = whole.clone();
+    cut.run.dir = root.join("cut");
+    let (_, o) = run(whole);
+    assert!(matches!(o, Outcome::Finished { .. }));
+    // Stop at step 8: the checkpoint is at 5, so steps 6–8 in metrics.jsonl must be replayed.
+    let mut t = Trainer::start(cut, false, &quiet).unwrap();
+    t.stop_after = Some(8);
+    let mut p = super::progress::Progress::new(14, 0, true);
+    assert_eq!(t.run(&mut p).unwrap(), Outcome::Stopped { step: 8 });
+    drop(t);
+    let Resumed::Trainer(mut t) = Trainer::resume(&root.join("cut"), &quiet).unwrap() else { panic!("not finished yet") };
+    assert_eq!(t.state.step, 5);
+    assert!(matches!(t.run(&mut p).unwrap(), Outcome::Finished { .. }));
+    let read = |d: &str| metrics::read(&root.join(d).join(run_dir::METRICS)).unwrap();
+    let strip = |rs: Vec<serde_json::Value>| -> Vec<serde_json::Value> {
+        rs.into_iter()
+            .map(|mut r| {
+                for k in ["tokens_per_s", "wall_s"] {
+                    r.as_object_mut().unwrap().remove(k);
+                }
+                r
+            })
+            .collect()
+    };
+    assert_eq!(strip(read("whole")), strip(read("cut")), "every train and eval record, bit for bit");
+    let w = |d: &str| crate::io::tensors::read(&root.join(d).join(run_dir::FINAL_WEIGHTS)).unwrap().tensors;
+    assert_eq!(w("whole"), w("cut"), "identical final weights");
+    assert!(matches!(Trainer::resume(&root.join("cut"), &quiet).unwrap(), Resumed::AlreadyFinished(_)));
+}
+
+#[test]
+fn training_lowers_the_validation_loss() {
+    let root = temp_dir("learns");
+    let mut cfg = tiny_cfg(&root, 80);
+    cfg.run.eval_every = 80;
+    cfg.train.batch_size = 8;
+    let (t, o) = run(cfg);
+    let Outcome::Finished { val_loss, .. } = o else { panic!("{o:?}") };
+    // Initial loss is ≈ ln 256 = 5.55 for bytes; the synthetic corpus is far more predictable.
+    // A model that ignores context cannot beat the corpus's byte-unigram entropy; one that
+    // learned something from context must.
+    let text = std::fs::read(root.join("corpus.txt")).unwrap();
+    let mut counts = [0f64; 256];
+    text.iter().for_each(|&b| counts[b as usize] += 1.0);
+    let n = text.len() as f64;
+    let unigram: f64 = counts.iter().filter(|&&c| c > 0.0).map(|&c| -(c / n) * (c / n).ln()).sum();
+    assert!(val_loss < unigram - 0.3, "val loss {val_loss} vs unigram entropy {unigram}");
+    assert!(t.dir.join(run_dir::FINAL_WEIGHTS).is_file());
+}
+
+#[test]
+fn divergence_is_recorded_with_its_step() {
+    let root = temp_dir("diverge");
+    let mut cfg = tiny_cfg(&root, 30);
+    cfg.optim.lr = 50.0;
+    cfg.optim.grad_clip = 0.0;
+    cfg.schedule.kind = ScheduleKind::Constant;
+    cfg.schedule.warmup_fraction = 0.0;
+    let (t, o) = run(cfg);
+    let Outcome::Diverged { step, reason } = o else { panic!("lr 50 must diverge: {o:?}") };
+    assert!(step > 1 && step <= 30, "{step}");
+    assert_eq!(run_dir::read_status(&t.dir).unwrap(), Some(Status::Diverged { step, reason }));
+    assert_eq!(train_losses(&t.dir).len(), step - 1, "the diverged step is not logged as a training step");
+}
+
+#[test]
+fn a_failed_start_leaves_no_run_directory() {
+    let root = temp_dir("badstart");
+    let mut cfg = tiny_cfg(&root, 5);
+    cfg.train.seq_len = 10_000_000;
+    let e = Trainer::start(cfg.clone(), false, &quiet).err().expect("seq_len longer than the corpus");
+    assert!(format!("{e:#}").contains("lower train.seq_len"), "{e:#}");
+    assert!(!cfg.run.dir.exists());
+    let mut ok = tiny_cfg(&root, 2);
+    ok.run.checkpoint_every = 0;
+    run(ok.clone());
+    let e = Trainer::start(ok.clone(), false, &quiet).err().expect("run dir taken");
+    assert!(format!("{e:#}").contains("--resume"), "{e:#}");
+    assert!(Trainer::start(ok, true, &quiet).is_ok(), "--force replaces it");
+}
+
+#[test]
+fn config_errors_name_the_key_and_the_fix() {
+    let root = temp_dir("cfgerr");
+    let write = |text: &str| {
+        let p = root.join("c.toml");
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let err = |p: &Path, sets: &[&str]| {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        match RunConfig::load(Some(p), &sets).and_then(|c| c.validate().map(|()| c)) {
+            Ok(_) => panic!("accepted"),
+            Err(e) => format!("{e:#}"),
+        }
+    };
+    let e = err(&write("[optim]\nlrr = 1e-3\n"), &[]);
+    assert!(e.contains("unknown field `lrr`") && e.contains("line 2"), "{e}");
+    let e = err(&write("[train]\nbatch_size = 0\n"), &[]);
+    assert!(e.contains("train.batch_size must be > 0"), "{e}");
+    let e = err(&write(""), &["train.batch_size=8", "train.micro_batch_size=3"]);
+    assert!(e.contains("divide train.batch_size"), "{e}");
+    let e = err(&write("[train]\nsteps = 10\ntokens_per_param = 20\n"), &[]);
+    assert!(e.contains("not both"), "{e}");
+    let e = err(&write("[model\n"), &[]);
+    assert!(e.contains("not valid TOML"), "{e}");
+    let e = err(&root.join("missing.toml"), &[]);
+    assert!(e.contains("cannot read config"), "{e}");
+    let e = err(&write(""), &["optim.lr"]);
+    assert!(e.contains("key=value"), "{e}");
+    // --set reaches nested recipe fields and turns a preset name into an overlay.
+    let c = RunConfig::load(Some(&write("[model]\nrecipe = \"peri\"\n")), &["model.recipe.norm=rmsnorm".into(), "optim.lr=2e-3".into()]).unwrap();
+    assert_eq!(c.optim.lr, 2e-3);
+    assert_eq!(c.model.validate().unwrap().0.name, "peri*");
+    let c = RunConfig::load(None, &["train.tokens_per_param=20".into()]).unwrap();
+    c.validate().unwrap();
+    assert_eq!(c.train.steps, None, "a ratio replaces the default step count");
+    // 20 tokens/param for a 1000-parameter model at 4 × 32 tokens per step: ⌈20000 / 128⌉.
+    let mut c2 = c.clone();
+    c2.train.batch_size = 4;
+    c2.train.seq_len = 32;
+    assert_eq!(c2.total_steps(1000), 157);
+}

@@ -1,0 +1,186 @@
+//! The training loop: sample, forward, backward (accumulating micro-batches), clip the global
+//! gradient norm, check for divergence, step AdamW with the scheduled learning rate; validate
+//! and checkpoint on their intervals.
+
+use super::checkpoint::{self, TrainerState};
+use super::clip::clip_global;
+use super::config::RunConfig;
+use super::eval::evaluate;
+use super::metrics::{EvalRecord, MetricsWriter, TrainRecord};
+use super::progress::Progress;
+use super::run_dir::{self, FINAL_WEIGHTS, Status};
+use crate::data::sampler::{Batch, validation_starts};
+use crate::data::{Dataset, Sampler};
+use crate::model::Transformer;
+use burn::module::Module;
+use burn::optim::{GradientsAccumulator, GradientsParams, ModuleOptimizer};
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    Finished { val_loss: f64, val_ppl: f64 },
+    Diverged { step: usize, reason: String },
+    /// `stop_after` was reached: the run stops as if killed (nothing final is written) and can
+    /// be resumed from its last checkpoint.
+    Stopped { step: usize },
+}
+
+pub struct Trainer {
+    pub cfg: RunConfig,
+    pub dir: PathBuf,
+    pub data: Dataset,
+    pub model: Transformer,
+    pub optim: ModuleOptimizer,
+    pub sampler: Sampler,
+    pub state: TrainerState,
+    pub params: usize,
+    pub(super) metrics: MetricsWriter,
+    /// The plain (no autodiff) device: inputs for evaluation.
+    pub(super) device: Device,
+    /// The autodiff device the model trains on.
+    pub(super) ad: Device,
+    pub(super) val_starts: Vec<usize>,
+    /// Stop (as if interrupted) once this many steps are done.
+    pub stop_after: Option<usize>,
+}
+
+/// One optimizer step's measurements, or the divergence that stopped it.
+enum StepResult {
+    Done(TrainRecord),
+    Diverged(String),
+}
+
+impl Trainer {
+    /// Trains to the step budget. Divergence is an outcome, not an error.
+    pub fn run(&mut self, progress: &mut Progress) -> anyhow::Result<Outcome> {
+        let session = Instant::now();
+        let wall0 = self.state.wall_s;
+        let total = self.state.total_steps;
+        let mut last_eval = None;
+        while self.state.step < total {
+            if self.stop_after.is_some_and(|s| self.state.step >= s) {
+                progress.finish();
+                return Ok(Outcome::Stopped { step: self.state.step });
+            }
+            let record = match self.train_step(wall0, session)? {
+                StepResult::Done(r) => r,
+                StepResult::Diverged(reason) => return self.diverged(reason, progress),
+            };
+            self.metrics.write(&record)?;
+            progress.step(&record);
+            let step = self.state.step;
+            if step % self.cfg.run.eval_every.max(1) == 0 || step == total {
+                let e = self.validate(wall0 + session.elapsed().as_secs_f64())?;
+                progress.eval(&e);
+                last_eval = Some(e);
+            }
+            if self.cfg.run.checkpoint_every > 0 && step % self.cfg.run.checkpoint_every == 0 && step < total {
+                self.checkpoint(wall0 + session.elapsed().as_secs_f64())?;
+            }
+        }
+        let e = match last_eval {
+            Some(e) => e,
+            None => self.validate(wall0 + session.elapsed().as_secs_f64())?,
+        };
+        let wall = wall0 + session.elapsed().as_secs_f64();
+        self.checkpoint(wall)?;
+        checkpoint::save_weights(&self.dir.join(FINAL_WEIGHTS), &self.model, self.state.step, &self.state.tokenizer)?;
+        run_dir::write_status(
+            &self.dir,
+            &Status::Finished { step: self.state.step, val_loss: e.val_loss, val_ppl: e.val_ppl, wall_s: wall },
+        )?;
+        progress.finish();
+        Ok(Outcome::Finished { val_loss: e.val_loss, val_ppl: e.val_ppl })
+    }
+
+    fn diverged(&mut self, reason: String, progress: &Progress) -> anyhow::Result<Outcome> {
+        let step = self.state.step + 1;
+        self.metrics.write(&serde_json::json!({"type": "diverged", "step": step, "reason": reason}))?;
+        run_dir::write_status(&self.dir, &Status::Diverged { step, reason: reason.clone() })?;
+        progress.println(&format!("diverged at step {step}: {reason}"));
+        progress.finish();
+        Ok(Outcome::Diverged { step, reason })
+    }
+
+    /// One optimizer step over `batch_size / micro_batch_size` accumulated micro-batches.
+    fn train_step(&mut self, wall0: f64, session: Instant) -> anyhow::Result<StepResult> {
+        let t0 = Instant::now();
+        let (batch, micro, seq) = (self.cfg.train.batch_size, self.cfg.micro_batch_size(), self.cfg.train.seq_len);
+        let n_micro = batch / micro;
+        let lr = self.cfg.schedule.lr(self.state.step, self.state.total_steps, self.cfg.optim.lr);
+        let mut acc = GradientsAccumulator::<Transformer>::new();
+        let mut values = Vec::with_capacity(n_micro);
+        for _ in 0..n_micro {
+            let b = self.sampler.next_batch(&self.data.train, micro, seq);
+            let (x, y) = to_tensors(b, &self.ad);
+            let (loss, ce, reg) = self.model.loss(x, y);
+            let grads = loss.clone().div_scalar(n_micro as f64).backward();
+            acc.accumulate(&self.model, GradientsParams::from_grads(grads, &self.model));
+            let reg = reg.unwrap_or_else(|| ce.zeros_like());
+            values.push(Tensor::cat(vec![loss.detach(), ce.detach(), reg.detach()], 0));
+        }
+        let (grads, norms) = clip_global(&self.model, acc.grads(), self.cfg.optim.grad_clip);
+        let v: Vec<f32> = Tensor::cat(values, 0).into_data().convert::<f32>().try_into_vec::<f32>().unwrap();
+        let mean = |k: usize| v.iter().skip(k).step_by(3).map(|&x| x as f64).sum::<f64>() / n_micro as f64;
+        let (loss, ce, reg) = (mean(0), mean(1), mean(2));
+        if let Some(reason) = self.state.divergence.check(loss, norms.total) {
+            return Ok(StepResult::Diverged(reason));
+        }
+        self.model = self.optim.step(lr, self.model.clone(), grads);
+        self.state.step += 1;
+        self.state.sampler_state = self.sampler.state();
+        let tokens = (batch * seq) as u64;
+        self.state.tokens += tokens;
+        Ok(StepResult::Done(TrainRecord {
+            kind: "train",
+            step: self.state.step,
+            loss,
+            ce,
+            reg: (self.model.meta.regularizer > 0.0).then_some(reg),
+            lr,
+            grad_norm: norms.total,
+            clipped: norms.scale < 1.0,
+            tokens: self.state.tokens,
+            tokens_per_s: tokens as f64 / t0.elapsed().as_secs_f64(),
+            wall_s: wall0 + session.elapsed().as_secs_f64(),
+        }))
+    }
+
+    /// Validation loss and perplexity on the fixed windows; written to the metrics.
+    pub fn validate(&mut self, wall_s: f64) -> anyhow::Result<EvalRecord> {
+        let plain = self.model.valid();
+        let (val_loss, val_ppl, n) = evaluate(
+            &plain,
+            &self.data.val,
+            &self.val_starts,
+            self.cfg.train.seq_len,
+            self.cfg.micro_batch_size(),
+            &self.device,
+        );
+        let r = EvalRecord { kind: "eval", step: self.state.step, val_loss, val_ppl, val_tokens: n, wall_s };
+        self.metrics.write(&r)?;
+        Ok(r)
+    }
+
+    fn checkpoint(&mut self, wall_s: f64) -> anyhow::Result<()> {
+        self.state.wall_s = wall_s;
+        self.state.metrics_bytes = self.metrics.len()?;
+        checkpoint::save(&self.dir, &self.model, &self.optim, &self.state)?;
+        run_dir::write_status(&self.dir, &Status::Running { step: self.state.step, total_steps: self.state.total_steps })
+    }
+
+    pub(super) fn fixed_val_starts(data: &Dataset, cfg: &RunConfig) -> Vec<usize> {
+        validation_starts(data.val.len(), cfg.train.seq_len, cfg.run.eval_windows)
+    }
+}
+
+fn to_tensors(b: Batch, device: &Device) -> (Tensor<2, Int>, Tensor<2, Int>) {
+    let shape = [b.batch, b.seq_len];
+    (
+        Tensor::from_data(TensorData::new(b.inputs, shape), device),
+        Tensor::from_data(TensorData::new(b.targets, shape), device),
+    )
+}
