@@ -127,7 +127,10 @@ impl RunConfig {
         }
         let merged = toml::to_string(&table)?;
         let mut cfg: RunConfig = toml::from_str(if sets.is_empty() { &text } else { &merged })
-            .map_err(|e| anyhow::anyhow!("{origin}{}: {}", describe_error(&e, &text, sets), e.message().trim()))?;
+            .map_err(|e| {
+                let src = if sets.is_empty() { text.as_str() } else { merged.as_str() };
+                anyhow::anyhow!("{origin}{}: {}", describe_error(&e, src, sets), e.message().trim())
+            })?;
         cfg.vocab_size_given = table.get("model").and_then(|m| m.get("vocab_size")).is_some();
         // A token budget given as a ratio replaces the default step count.
         let train = table.get("train");
@@ -234,11 +237,13 @@ pub fn apply_set(table: &mut toml::Table, set: &str) -> anyhow::Result<()> {
 }
 
 fn describe_error(e: &toml::de::Error, text: &str, sets: &[String]) -> String {
-    match (e.span(), sets.is_empty()) {
-        (Some(span), true) => {
+    let after = if sets.is_empty() { "" } else { ", after applying --set" };
+    match e.span() {
+        Some(span) => {
             let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-            format!(" (line {line}: `{}`)", text.lines().nth(line - 1).unwrap_or("").trim())
+            let shown = text.lines().nth(line - 1).unwrap_or("").trim();
+            if sets.is_empty() { format!(" (line {line}: `{shown}`)") } else { format!(" (`{shown}`{after})") }
         }
-        _ => " (after applying --set)".to_string(),
+        None => format!(" ({})", after.trim_start_matches(", ")),
     }
 }

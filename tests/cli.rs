@@ -1,0 +1,169 @@
+//! The `normlab` binary as a user runs it: exit statuses, a run killed mid-way and resumed,
+//! divergence, and one-line errors for bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_normlab"))
+}
+
+fn temp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("normlab-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A small corpus of numbered sentences and a config for a 2-layer d=32 model on it.
+fn setup(root: &Path, steps: usize, extra: &str) -> PathBuf {
+    let mut text = String::new();
+    for i in 0..4000 {
+        text += &format!("Item {} of the report concerns the {} district. ", i % 97, ["north", "south", "east", "west"][i % 4]);
+    }
+    std::fs::write(root.join("corpus.txt"), text).unwrap();
+    let cfg = format!(
+        "[run]\ndir = \"{run}\"\neval_every = 10\neval_windows = 4\ncheckpoint_every = 10\n\n\
+         [model]\nd_model = 32\nn_layers = 2\nn_heads = 2\nrecipe = \"peri\"\n\n\
+         [data]\ncorpus = \"{corpus}\"\ncache_dir = \"{cache}\"\n\n\
+         [train]\nbatch_size = 4\nseq_len = 32\nsteps = {steps}\n{extra}\n",
+        run = root.join("run").display(),
+        corpus = root.join("corpus.txt").display(),
+        cache = root.join("cache").display(),
+    );
+    let p = root.join("cfg.toml");
+    std::fs::write(&p, cfg).unwrap();
+    p
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn records(run: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(run.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let o = v.as_object_mut().unwrap();
+            o.remove("tokens_per_s");
+            o.remove("wall_s");
+            v
+        })
+        .collect()
+}
+
+#[test]
+fn a_killed_run_resumes_to_the_uninterrupted_curve() {
+    let root = temp("kill");
+    let cfg = setup(&root, 300, "");
+    let whole = root.join("whole");
+    let o = run(bin().args(["train", "--quiet", "--config"]).arg(&cfg).arg("--set").arg(format!("run.dir=\"{}\"", whole.display())));
+    assert!(o.status.success(), "{}", stderr(&o));
+
+    let mut child = bin().args(["train", "--quiet", "--config"]).arg(&cfg).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let latest = root.join("run/checkpoints/latest.json");
+    let t0 = Instant::now();
+    // Kill as soon as a checkpoint past step 20 exists, wherever the run is then.
+    loop {
+        let step = std::fs::read_to_string(&latest).ok().and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok()).and_then(|v| v["step"].as_u64());
+        if step.is_some_and(|s| s >= 20) {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(120), "no checkpoint appeared");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let status: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(root.join("run/status.json")).unwrap()).unwrap();
+    assert_eq!(status["state"], "running", "killed before it finished");
+
+    let o = run(bin().args(["train", "--quiet", "--resume"]).arg(root.join("run")));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("resuming"), "{}", stderr(&o));
+    assert_eq!(records(&whole), records(&root.join("run")), "identical train and eval records");
+
+    // eval reproduces the final validation loss of the log; generate is seeded.
+    let o = run(bin().args(["eval", "--checkpoint"]).arg(root.join("run")));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let last_eval = records(&whole).into_iter().rev().find(|r| r["type"] == "eval").unwrap();
+    let printed = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(printed.contains(&format!("val_loss {:.4}", last_eval["val_loss"].as_f64().unwrap())), "{printed}");
+    let sample = || run(bin().args(["generate", "--prompt", "Item 5 of", "--max-new-tokens", "40", "--seed", "3", "--checkpoint"]).arg(root.join("run")));
+    let (a, b) = (sample(), sample());
+    assert!(a.status.success(), "{}", stderr(&a));
+    assert_eq!(a.stdout, b.stdout);
+    assert!(String::from_utf8_lossy(&a.stdout).starts_with("Item 5 of"));
+}
+
+#[test]
+fn a_diverged_run_exits_with_status_3_and_records_the_step() {
+    let root = temp("diverge");
+    let cfg = setup(&root, 50, "");
+    let o = run(bin().args(["train", "--quiet", "--config"]).arg(&cfg).args([
+        "--set",
+        "optim.lr=50",
+        "--set",
+        "optim.grad_clip=0",
+        "--set",
+        "schedule.kind=constant",
+        "--set",
+        "schedule.warmup_fraction=0",
+    ]));
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let status: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(root.join("run/status.json")).unwrap()).unwrap();
+    assert_eq!(status["state"], "diverged");
+    assert!(status["step"].as_u64().unwrap() >= 1);
+    let o = run(bin().args(["train", "--resume"]).arg(root.join("run")));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("diverged at step"), "{}", stderr(&o));
+}
+
+/// Runs `normlab args…`, expects exit 2 and a single `error:` line containing `want`.
+fn expect_error(args: &[&str], want: &str) {
+    let o = run(bin().args(args));
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+    let line = e.lines().find(|l| l.starts_with("error: ")).unwrap_or_else(|| panic!("{args:?}: no error line in {e}"));
+    assert!(line.contains(want), "{args:?}: `{line}` should mention `{want}`");
+}
+
+#[test]
+fn bad_input_gets_one_clear_line_and_no_run_directory() {
+    let root = temp("bad");
+    let cfg = setup(&root, 20, "");
+    let c = cfg.to_str().unwrap();
+    expect_error(&["train", "--config", "/no/such.toml"], "cannot read config /no/such.toml");
+    std::fs::write(root.join("typo.toml"), "[optim]\nlearning_rate = 1e-3\n").unwrap();
+    expect_error(&["train", "--config", root.join("typo.toml").to_str().unwrap()], "unknown field `learning_rate`");
+    expect_error(&["train", "--config", c, "--set", "data.corpus=/no/such/text"], "does not exist");
+    std::fs::write(root.join("empty.txt"), "").unwrap();
+    expect_error(&["train", "--config", c, "--set", &format!("data.corpus=\"{}\"", root.join("empty.txt").display())], "contains no text");
+    expect_error(&["train", "--config", c, "--set", "train.seq_len=100000000"], "lower train.seq_len");
+    expect_error(&["train", "--config", c, "--set", "model.d_model=0"], "model.d_model must be > 0");
+    expect_error(&["train", "--config", c, "--set", "train.steps=-3"], "steps");
+    expect_error(&["train", "--config", c, "--set", "model.vocab_size=300"], "remove model.vocab_size");
+    expect_error(&["train", "--config", c, "--set", "model.recipe=nonsense"], "nonsense");
+    assert!(!root.join("run").exists(), "no run directory after a failed start");
+    expect_error(&["train", "--resume", root.to_str().unwrap()], "not a normlab run directory");
+    expect_error(&["eval", "--checkpoint", root.to_str().unwrap()], "not a normlab run directory");
+
+    // A finished run, then its config edited to another recipe or tokenizer.
+    let o = run(bin().args(["train", "--quiet", "--config", c]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    expect_error(&["train", "--config", c], "already holds a run");
+    let run_dir = root.join("run");
+    let saved = std::fs::read_to_string(run_dir.join("config.toml")).unwrap();
+    std::fs::write(run_dir.join("config.toml"), saved.replace("recipe = \"peri\"", "recipe = \"post\"")).unwrap();
+    expect_error(&["eval", "--checkpoint", run_dir.to_str().unwrap()], "recipe `peri`");
+    std::fs::write(run_dir.join("config.toml"), saved.replace("tokenizer = \"byte\"", "tokenizer = \"gpt2\"").replace("vocab_size = 256", "vocab_size = 50257")).unwrap();
+    expect_error(&["eval", "--checkpoint", run_dir.to_str().unwrap()], "tokenizer `byte`");
+    std::fs::write(run_dir.join("config.toml"), saved.replace("d_model = 32", "d_model = 48").replace("n_heads = 2", "n_heads = 2")).unwrap();
+    expect_error(&["eval", "--checkpoint", run_dir.to_str().unwrap()], "another size");
+}
