@@ -168,3 +168,32 @@ pub fn machine() -> serde_json::Value {
         "normlab": env!("CARGO_PKG_VERSION"),
     })
 }
+
+/// The full training loop (sampler, accumulation, global clipping, divergence check, AdamW,
+/// metrics) on the reference model, batch 8 × 256 of the built-in corpus: median tokens/s of
+/// the steps after `warmup`, from the run's own `metrics.jsonl`.
+pub fn bench_trainer(recipe: &str, device: &str, warmup: usize, steps: usize) -> anyhow::Result<serde_json::Value> {
+    use crate::train::{RunConfig, Trainer, progress::Progress};
+    let mut cfg = RunConfig::default();
+    cfg.model = reference_config(recipe);
+    cfg.run.dir = std::env::temp_dir().join(format!("normlab-bench-trainer-{}", std::process::id()));
+    cfg.run.device = device.to_string();
+    cfg.run.eval_every = 1 << 40;
+    cfg.run.checkpoint_every = 0;
+    cfg.train.batch_size = BATCH;
+    cfg.train.seq_len = SEQ;
+    cfg.train.steps = Some(warmup + steps);
+    cfg.optim.lr = 1e-3;
+    let dir = cfg.run.dir.clone();
+    let mut t = Trainer::start(cfg, true, &|m| eprintln!("{m}"))?;
+    let mut p = Progress::new(warmup + steps, 0, true);
+    t.run(&mut p)?;
+    let rates: Vec<f64> = crate::train::metrics::read(&dir.join(crate::train::run_dir::METRICS))?
+        .iter()
+        .filter(|r| r["type"] == "train")
+        .skip(warmup)
+        .filter_map(|r| r["tokens_per_s"].as_f64())
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(serde_json::json!({ "recipe": recipe, "steps": rates.len(), "train_tok_s": median(&rates) }))
+}

@@ -102,6 +102,10 @@ enum Cmd {
         torch_python: Option<String>,
         #[arg(long, default_value = "../shared/bench/torch_reference.py")]
         torch_script: String,
+        /// Also time this many steps of the full training loop (`normlab train`) on the
+        /// reference model with `pre`, on the built-in corpus.
+        #[arg(long, default_value_t = 0)]
+        trainer_steps: usize,
     },
 }
 
@@ -142,8 +146,8 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Cmd::Data { cmd: DataCmd::Fetch { tarball } } => cli::data_fetch(tarball).map(|()| 0),
         Cmd::Data { cmd: DataCmd::Stats { config, sets } } => cli::data_stats(config, sets).map(|()| 0),
         Cmd::Recipes { name, config, layers } => recipes(name, config, layers).map(|()| 0),
-        Cmd::Bench { recipes, warmup, steps, fwd_steps, out, device, torch_python, torch_script } => {
-            let device = normlab::device::parse(&device)?;
+        Cmd::Bench { recipes, warmup, steps, fwd_steps, out, device: device_name, torch_python, torch_script, trainer_steps } => {
+            let device = normlab::device::parse(&device_name)?;
             let recipes =
                 if recipes.is_empty() { PRESET_NAMES.iter().map(|s| s.to_string()).collect() } else { recipes };
             let mut results = Vec::new();
@@ -155,6 +159,13 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 );
                 results.push(b);
             }
+            let trainer = if trainer_steps > 0 {
+                let t = bench::bench_trainer("pre", &device_name, warmup, trainer_steps)?;
+                eprintln!("{:20} full training loop {:8.0} tok/s", "pre (trainer)", t["train_tok_s"].as_f64().unwrap_or(f64::NAN));
+                Some(t)
+            } else {
+                None
+            };
             let torch = match torch_python {
                 Some(py) => Some(bench::run_torch(&py, &torch_script, num_threads(), &[])?),
                 None => None,
@@ -164,6 +175,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 serde_json::json!({
                     "pre_train_vs_torch_eager": pre.map(|b| b.train_tok_s / t["train_tok_s"].as_f64().unwrap_or(f64::NAN)),
                     "pre_fwd_vs_torch_eager": pre.map(|b| b.fwd_tok_s / t["fwd_tok_s"].as_f64().unwrap_or(f64::NAN)),
+                    "pre_trainer_vs_torch_eager": trainer.as_ref().map(|b| b["train_tok_s"].as_f64().unwrap_or(f64::NAN) / t["train_tok_s"].as_f64().unwrap_or(f64::NAN)),
                 })
             });
             if let Some(r) = &ratios {
@@ -173,6 +185,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 "benchmark": "reference model: V=256 d=256 L=6 H=4 GLU688 batch 8x256 f32; train = fwd+bwd+AdamW",
                 "machine": bench::machine(),
                 "results": results,
+                "trainer": trainer,
                 "torch_reference": torch,
                 "ratios": ratios,
             });
