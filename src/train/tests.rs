@@ -321,3 +321,22 @@ fn config_errors_name_the_key_and_the_fix() {
     c2.train.seq_len = 32;
     assert_eq!(c2.total_steps(1000), 157);
 }
+
+#[test]
+fn the_regulariser_is_logged_apart_from_the_cross_entropy() {
+    let root = temp_dir("reg");
+    let mut cfg = tiny_cfg(&root, 3);
+    cfg.model.recipe = RecipeConfig::Preset("kitenorm".into()); // λ = 1 (seed 000 Table 2)
+    let (t, _) = run(cfg);
+    let recs: Vec<serde_json::Value> =
+        metrics::read(&t.dir.join(run_dir::METRICS)).unwrap().into_iter().filter(|r| r["type"] == "train").collect();
+    for r in &recs {
+        let (loss, ce, reg) = (r["loss"].as_f64().unwrap(), r["ce"].as_f64().unwrap(), r["reg"].as_f64().unwrap());
+        assert!(reg >= 0.0);
+        assert!((loss - (ce + 1.0 * reg)).abs() < 1e-5, "loss = CE + λ·R: {r}");
+    }
+    let root = temp_dir("noreg");
+    let (t, _) = run(tiny_cfg(&root, 2));
+    let r = &metrics::read(&t.dir.join(run_dir::METRICS)).unwrap()[0];
+    assert!(r["reg"].is_null() && r["loss"] == r["ce"], "pre-norm has no regulariser: {r}");
+}
