@@ -87,26 +87,7 @@ pub fn eval(path: &Path, data: Option<PathBuf>, windows: Option<usize>) -> anyho
     let fp = tokenizer.fingerprint()?;
     let model = load_weights(&weights, &cfg.model, &fp, &device)?;
     let seq = cfg.train.seq_len;
-    let (tokens, starts, what) = match data {
-        Some(p) => {
-            let dcfg = DataConfig { corpus: p.display().to_string(), ..cfg.data.clone() };
-            anyhow::ensure!(p.exists(), "--data {} does not exist", p.display());
-            let docs = corpus::read_documents(&p, &dcfg)?;
-            let mut ids = Vec::new();
-            for d in &docs {
-                ids.extend(tokenizer.encode(&d.text)?);
-                ids.extend(tokenizer.encode(normlab::data::dataset::DOC_SEPARATOR)?);
-            }
-            anyhow::ensure!(ids.len() > seq + 1, "{} has {} tokens, fewer than one window of {} tokens", p.display(), ids.len(), seq + 1);
-            let starts = tiling_starts(ids.len(), seq, windows);
-            (TokenFile::from_tokens(&ids), starts, format!("{} ({} documents)", p.display(), docs.len()))
-        }
-        None => {
-            let ds = Dataset::prepare(&cfg.data, Some(tokenizer), &log)?;
-            let starts = normlab::data::sampler::validation_starts(ds.val.len(), seq, windows.unwrap_or(cfg.run.eval_windows));
-            (ds.val, starts, format!("the run's validation split ({})", ds.info.split_rule))
-        }
-    };
+    let (tokens, starts, what) = eval_windows(&cfg, tokenizer, data, windows)?;
     let (loss, ppl, n) = evaluate(&model, &tokens, &starts, seq, cfg.micro_batch_size(), &device);
     println!("{}: {what}", weights.display());
     println!("val_loss {loss:.4}  val_ppl {ppl:.3}  ({n} tokens in {} windows of {seq})", starts.len());
@@ -143,3 +124,63 @@ pub fn data_stats(config: Option<PathBuf>, sets: Vec<String>) -> anyhow::Result<
     Ok(())
 }
 
+
+/// The token windows to evaluate or probe: the run's fixed validation windows, or all of
+/// `data` tiled (at most `windows`).
+fn eval_windows(
+    cfg: &RunConfig,
+    tokenizer: normlab::data::Tokenizer,
+    data: Option<PathBuf>,
+    windows: Option<usize>,
+) -> anyhow::Result<(TokenFile, Vec<usize>, String)> {
+    let seq = cfg.train.seq_len;
+    Ok(match data {
+        Some(p) => {
+            let dcfg = DataConfig { corpus: p.display().to_string(), ..cfg.data.clone() };
+            anyhow::ensure!(p.exists(), "--data {} does not exist", p.display());
+            let docs = corpus::read_documents(&p, &dcfg)?;
+            let mut ids = Vec::new();
+            for d in &docs {
+                ids.extend(tokenizer.encode(&d.text)?);
+                ids.extend(tokenizer.encode(normlab::data::dataset::DOC_SEPARATOR)?);
+            }
+            anyhow::ensure!(ids.len() > seq + 1, "{} has {} tokens, fewer than one window of {} tokens", p.display(), ids.len(), seq + 1);
+            let starts = tiling_starts(ids.len(), seq, windows);
+            (TokenFile::from_tokens(&ids), starts, format!("{} ({} documents)", p.display(), docs.len()))
+        }
+        None => {
+            let ds = Dataset::prepare(&cfg.data, Some(tokenizer), &log)?;
+            let starts = normlab::data::sampler::validation_starts(ds.val.len(), seq, windows.unwrap_or(cfg.run.eval_windows));
+            (ds.val, starts, format!("the run's validation split ({})", ds.info.split_rule))
+        }
+    })
+}
+
+pub fn probe(path: &Path, data: Option<PathBuf>, batches: usize, init: bool) -> anyhow::Result<()> {
+    use burn::tensor::{Int, Tensor, TensorData};
+    anyhow::ensure!(batches > 0, "--batches must be > 0");
+    let (run, weights) = if init { (path.to_path_buf(), PathBuf::new()) } else { resolve_weights(path)? };
+    let (cfg, tokenizer) = load_run(&run)?;
+    let device = normlab::device::parse(&cfg.run.device)?;
+    let ad = device.clone().autodiff();
+    let fp = tokenizer.fingerprint()?;
+    let (model, at) = if init {
+        let m = normlab::model::Transformer::new(&cfg.model, normlab::model::init::ParamSource::Seeded(cfg.train.seed), &ad)?;
+        (m, "init".to_string())
+    } else {
+        let step = normlab::io::tensors::read(&weights)?.metadata.get("step").cloned().unwrap_or_default();
+        (load_weights(&weights, &cfg.model, &fp, &ad)?, format!("step-{step}"))
+    };
+    let n = batches * cfg.micro_batch_size();
+    let (tokens, starts, what) = eval_windows(&cfg, tokenizer, data, Some(n))?;
+    let seq = cfg.train.seq_len;
+    let b = normlab::data::sampler::windows(&tokens, &starts, seq);
+    let x = Tensor::<2, Int>::from_data(TensorData::new(b.inputs, [b.batch, seq]), &device);
+    let y = Tensor::<2, Int>::from_data(TensorData::new(b.targets, [b.batch, seq]), &device);
+    let p = normlab::probe::offline::probe_model(&model, x, y, &device, cfg.probe.top_k, at.clone());
+    let out = run.join("probes").join(format!("{at}.json"));
+    normlab::io::tensors::write_atomic(&out, serde_json::to_string_pretty(&p)?.as_bytes())?;
+    println!("{}", normlab::probe::offline::table(&p));
+    println!("windows from {what}; JSON in {}", out.display());
+    Ok(())
+}

@@ -13,6 +13,7 @@ pub mod device;
 pub mod io;
 pub mod model;
 pub mod norm;
+pub mod probe;
 pub mod recipe;
 pub mod train;
 

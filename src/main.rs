@@ -64,6 +64,22 @@ enum Cmd {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
+    /// Stability probes of a trained run (or, with --init, of its freshly initialised model) on
+    /// held-out windows: per-sublayer hidden-state statistics, LN-Jacobian bound, token
+    /// alignment, angular distance, gradient norms, attention saturation. Writes RUN/probes/*.json.
+    Probe {
+        #[arg(long, value_name = "RUN_DIR")]
+        checkpoint: PathBuf,
+        /// Probe on this text instead of the run's validation split.
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// Number of micro-batches of windows.
+        #[arg(long, default_value_t = 2)]
+        batches: usize,
+        /// Probe the model as initialised from the run's config and seed, not the trained weights.
+        #[arg(long)]
+        init: bool,
+    },
     /// The built-in corpus and token caches.
     Data {
         #[command(subcommand)]
@@ -143,6 +159,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Cmd::Generate { checkpoint, prompt, max_new_tokens, temperature, top_k, seed } => {
             cli::generate(&checkpoint, &prompt, max_new_tokens, temperature, top_k, seed).map(|()| 0)
         }
+        Cmd::Probe { checkpoint, data, batches, init } => cli::probe(&checkpoint, data, batches, init).map(|()| 0),
         Cmd::Data { cmd: DataCmd::Fetch { tarball } } => cli::data_fetch(tarball).map(|()| 0),
         Cmd::Data { cmd: DataCmd::Stats { config, sets } } => cli::data_stats(config, sets).map(|()| 0),
         Cmd::Recipes { name, config, layers } => recipes(name, config, layers).map(|()| 0),

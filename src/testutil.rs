@@ -66,3 +66,26 @@ pub fn temp_dir(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// A 2-layer d=32 model on a local synthetic corpus under `root`: a run takes well under a
+/// second.
+pub fn tiny_cfg(root: &std::path::Path, steps: usize) -> crate::train::RunConfig {
+    let corpus = root.join("corpus.txt");
+    if !corpus.exists() {
+        write_tiny_corpus(&corpus, 3000);
+    }
+    let mut c = crate::train::RunConfig::default();
+    c.run.dir = root.join("run");
+    c.run.eval_every = 5;
+    c.run.eval_windows = 4;
+    c.run.checkpoint_every = 5;
+    c.model.d_model = 32;
+    c.model.n_layers = 2;
+    c.model.n_heads = 2;
+    c.data.corpus = corpus.display().to_string();
+    c.data.cache_dir = Some(root.join("cache"));
+    c.train.batch_size = 4;
+    c.train.seq_len = 32;
+    c.train.steps = Some(steps);
+    c
+}

@@ -17,6 +17,17 @@ pub struct AttnContext {
     pub sin: Tensor<4>,
     /// Additive causal mask `[1, 1, T, T]`: 0 on and below the diagonal, −∞ above.
     pub mask: Tensor<4>,
+    /// When set (probing), each attention sublayer appends its [`AttnStats`] here.
+    pub stats: Option<std::cell::RefCell<Vec<AttnStats>>>,
+}
+
+/// Softmax-saturation diagnostics of one attention sublayer (seed 002's troubleshooting):
+/// the largest pre-softmax logit `q·k/√h` over all heads and positions, and the mean entropy
+/// (nats) of the attention distributions over batch, heads and query positions.
+#[derive(Clone, Debug)]
+pub struct AttnStats {
+    pub max_logit: Tensor<1>,
+    pub entropy: Tensor<1>,
 }
 
 impl AttnContext {
@@ -29,7 +40,7 @@ impl AttnContext {
             }
         }
         let mask = Tensor::from_data(TensorData::new(m, vec![1, 1, seq_len, seq_len]), device);
-        Self { cos, sin, mask }
+        Self { cos, sin, mask, stats: None }
     }
 }
 
@@ -103,6 +114,9 @@ impl Attention {
         let q = rope::apply(q, &ctx.cos, &ctx.sin);
         let k = rope::apply(k, &ctx.cos, &ctx.sin);
         let scores = q.matmul(k.swap_dims(2, 3)) * (1.0 / (head_dim as f64).sqrt()) + ctx.mask.clone();
+        if let Some(stats) = &ctx.stats {
+            stats.borrow_mut().push(attn_stats(scores.clone()));
+        }
         let out = softmax(scores, 3).matmul(v);
         project(out.swap_dims(1, 2).reshape([b, t, d]), &self.wo)
     }
@@ -111,4 +125,14 @@ impl Attention {
     pub fn value_output_frobenius_sq(&self) -> Tensor<1> {
         self.wv.val().matmul(self.wo.val()).square().sum()
     }
+}
+
+/// Max logit and mean entropy of masked scores `[B, H, T, T]` (−∞ above the diagonal).
+pub fn attn_stats(scores: Tensor<4>) -> AttnStats {
+    let max_logit = scores.clone().max().reshape([1]);
+    let logp = burn::tensor::activation::log_softmax(scores, 3);
+    // Masked entries have p = 0 and log p = −∞; clamping log p makes their p·log p exactly 0.
+    let plogp = logp.clone().exp() * logp.clamp_min(-1e30);
+    let entropy = -plogp.sum_dim(3).mean().reshape([1]);
+    AttnStats { max_logit, entropy }
 }

@@ -56,6 +56,10 @@ pub struct ForwardOutput {
     pub logits: Tensor<3>,
     pub sums: Vec<Tensor<3>>,
     pub traces: Option<Vec<SublayerTrace>>,
+    /// With tracing: per attention sublayer, its softmax diagnostics.
+    pub attention: Vec<super::attention::AttnStats>,
+    /// With tracing: `X_{2L+1}`, the hidden state after the last sublayer (before any final norm).
+    pub last_hidden: Option<Tensor<3>>,
 }
 
 impl Transformer {
@@ -132,7 +136,10 @@ impl Transformer {
     pub fn forward(&self, tokens: Tensor<2, Int>, keep_sums: bool, trace: bool) -> ForwardOutput {
         let [bsz, t] = tokens.dims();
         let device = tokens.device();
-        let ctx = AttnContext::new(t, self.meta.head_dim, self.meta.rope_base, &device);
+        let mut ctx = AttnContext::new(t, self.meta.head_dim, self.meta.rope_base, &device);
+        if trace {
+            ctx.stats = Some(Default::default());
+        }
         let d = self.tok_emb.dims()[1];
         let mut x = self.tok_emb.val().select(0, tokens.reshape([bsz * t])).reshape([bsz, t, d]);
         if let Some(n) = &self.emb_norm {
@@ -152,12 +159,14 @@ impl Transformer {
             record(&mut sums, &mut traces, keep_sums, input, &out, approx);
             x = out.next;
         }
+        let last_hidden = trace.then(|| x.clone());
         if let Some(n) = &self.final_norm {
             x = n.forward(x);
         }
         let v = self.lm_head.dims()[1];
         let logits = x.reshape([bsz * t, d]).matmul(self.lm_head.val()).reshape([bsz, t, v]);
-        ForwardOutput { logits, sums, traces }
+        let attention = ctx.stats.map(|s| s.into_inner()).unwrap_or_default();
+        ForwardOutput { logits, sums, traces, attention, last_hidden }
     }
 
     /// `ŝ² = s_x² + ‖W_V W_O‖²_F/(T d) · (λ_attn/κ)²` (seed 003 Theorem 3.5, Algorithm 1 line

@@ -36,6 +36,9 @@ pub struct TrainerState {
     pub tokens: u64,
     pub tokenizer: String,
     pub recipe: String,
+    /// The probes' gradient statistics and output position.
+    #[serde(default)]
+    pub probe: Option<crate::probe::ProbeState>,
 }
 
 #[derive(Serialize, Deserialize)]

@@ -19,6 +19,7 @@ pub struct RunConfig {
     pub train: TrainSection,
     pub optim: OptimConfig,
     pub schedule: ScheduleConfig,
+    pub probe: crate::probe::ProbeConfig,
     /// Whether the config set `model.vocab_size` itself (otherwise it follows the tokenizer).
     #[serde(skip)]
     pub vocab_size_given: bool,
@@ -183,6 +184,7 @@ impl RunConfig {
         ensure!(o.grad_clip >= 0.0, "optim.grad_clip must be ≥ 0 (0 disables clipping)");
         ensure!(self.run.eval_windows > 0, "run.eval_windows must be > 0");
         self.schedule.validate(o.lr)?;
+        self.probe.validate()?;
         crate::device::parse(&self.run.device)?;
         Ok(())
     }

@@ -10,13 +10,15 @@ pub struct Progress {
     log_every: usize,
     /// Smoothed tokens/s for display.
     rate: Option<f64>,
+    /// The latest probe warning, shown in the bar.
+    warning: Option<String>,
 }
 
 impl Progress {
     pub fn new(total: usize, start: usize, quiet: bool) -> Self {
         let log_every = (total / 20).max(1);
         if quiet || !std::io::stderr().is_terminal() {
-            return Self { bar: None, log_every, rate: None };
+            return Self { bar: None, log_every, rate: None, warning: None };
         }
         let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr_with_hz(4));
         bar.set_style(
@@ -26,7 +28,7 @@ impl Progress {
         );
         bar.set_position(start as u64);
         bar.reset_eta();
-        Self { bar: Some(bar), log_every, rate: None }
+        Self { bar: Some(bar), log_every, rate: None, warning: None }
     }
 
     pub fn step(&mut self, r: &TrainRecord) {
@@ -43,6 +45,10 @@ impl Progress {
             r.reg.map(|v| format!(" reg {v:.3e}")).unwrap_or_default(),
             rate
         );
+        let msg = match &self.warning {
+            Some(w) => format!("{msg} ⚠ {w}"),
+            None => msg,
+        };
         match &self.bar {
             Some(b) => {
                 b.set_position(r.step as u64);
@@ -51,6 +57,12 @@ impl Progress {
             None if r.step % self.log_every == 0 || r.step == 1 => eprintln!("step {:>6}  {msg}", r.step),
             None => {}
         }
+    }
+
+    /// An early warning from the probes: printed above the bar and kept in its message.
+    pub fn warn(&mut self, msg: &str) {
+        self.println(&format!("warning: {msg}"));
+        self.warning = Some(msg.chars().take(60).collect());
     }
 
     pub fn eval(&self, r: &EvalRecord) {

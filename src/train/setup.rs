@@ -10,6 +10,7 @@ use super::run_dir::{self, CONFIG, METRICS, RUN_INFO, STATUS, Status, TOKENIZER}
 use super::trainer::Trainer;
 use crate::data::{Dataset, Sampler, Tokenizer, TokenizerKind};
 use crate::model::Transformer;
+use crate::probe::LiveProbe;
 use crate::model::init::ParamSource;
 use crate::model::params::named_values;
 use anyhow::{Context, bail};
@@ -44,6 +45,7 @@ impl Trainer {
             tokens: 0,
             tokenizer: data.info.tokenizer.clone(),
             recipe: model.meta.recipe.clone(),
+            probe: None,
         };
         let dir = cfg.run.dir.clone();
         run_dir::claim(&dir, force)?;
@@ -57,6 +59,7 @@ impl Trainer {
         }
         run_dir::create(&dir, &files)?;
         let metrics = MetricsWriter::open(&dir.join(METRICS), 0)?;
+        let probe = LiveProbe::open(&dir, &cfg.probe, 2 * cfg.model.n_layers, None)?;
         let val_starts = Trainer::fixed_val_starts(&data, &cfg);
         Ok(Trainer {
             sampler: Sampler::new(cfg.train.sampler_seed),
@@ -72,6 +75,7 @@ impl Trainer {
             ad,
             val_starts,
             stop_after: None,
+            probe,
         })
     }
 
@@ -111,6 +115,7 @@ impl Trainer {
         let model = checkpoint::load_weights(&ckpt.join(checkpoint::WEIGHTS), &cfg.model, &state.tokenizer, &ad)?;
         let optim = checkpoint::load_optimizer(&ckpt, optimizer::build(&cfg.optim, &model))?;
         let metrics = MetricsWriter::open(&dir.join(METRICS), state.metrics_bytes)?;
+        let probe = LiveProbe::open(dir, &cfg.probe, 2 * cfg.model.n_layers, state.probe.clone())?;
         log(&format!("resuming {} at step {}/{}", dir.display(), state.step, state.total_steps));
         let val_starts = Trainer::fixed_val_starts(&data, &cfg);
         Ok(Resumed::Trainer(Box::new(Trainer {
@@ -127,6 +132,7 @@ impl Trainer {
             ad,
             val_starts,
             stop_after: None,
+            probe,
         })))
     }
 }

@@ -13,34 +13,14 @@ use crate::model::init::ParamSource;
 use crate::model::params::{named_grads, named_values, param_table};
 use crate::model::{ModelConfig, Transformer};
 use crate::recipe::RecipeConfig;
-use crate::testutil::{temp_dir, write_tiny_corpus};
+use crate::testutil::temp_dir;
 use burn::optim::GradientsParams;
 use burn::tensor::{Int, Tensor, TensorData};
 use std::path::Path;
 
 fn quiet(_: &str) {}
 
-/// A 2-layer d=32 model on a local synthetic corpus: a run takes well under a second.
-fn tiny_cfg(root: &Path, steps: usize) -> RunConfig {
-    let corpus = root.join("corpus.txt");
-    if !corpus.exists() {
-        write_tiny_corpus(&corpus, 3000);
-    }
-    let mut c = RunConfig::default();
-    c.run.dir = root.join("run");
-    c.run.eval_every = 5;
-    c.run.eval_windows = 4;
-    c.run.checkpoint_every = 5;
-    c.model.d_model = 32;
-    c.model.n_layers = 2;
-    c.model.n_heads = 2;
-    c.data.corpus = corpus.display().to_string();
-    c.data.cache_dir = Some(root.join("cache"));
-    c.train.batch_size = 4;
-    c.train.seq_len = 32;
-    c.train.steps = Some(steps);
-    c
-}
+use crate::testutil::tiny_cfg;
 
 fn train_losses(dir: &Path) -> Vec<f64> {
     metrics::read(&dir.join(run_dir::METRICS))

@@ -12,6 +12,7 @@ use super::run_dir::{self, FINAL_WEIGHTS, Status};
 use crate::data::sampler::{Batch, validation_starts};
 use crate::data::{Dataset, Sampler};
 use crate::model::Transformer;
+use crate::probe::LiveProbe;
 use burn::module::Module;
 use burn::optim::{GradientsAccumulator, GradientsParams, ModuleOptimizer};
 use burn::tensor::{Device, Int, Tensor, TensorData};
@@ -45,11 +46,13 @@ pub struct Trainer {
     pub(super) val_starts: Vec<usize>,
     /// Stop (as if interrupted) once this many steps are done.
     pub stop_after: Option<usize>,
+    pub(super) probe: LiveProbe,
 }
 
 /// One optimizer step's measurements, or the divergence that stopped it.
 enum StepResult {
-    Done(TrainRecord),
+    /// The step's record and the probes' warnings.
+    Done(TrainRecord, Vec<String>),
     Diverged(String),
 }
 
@@ -66,7 +69,12 @@ impl Trainer {
                 return Ok(Outcome::Stopped { step: self.state.step });
             }
             let record = match self.train_step(wall0, session)? {
-                StepResult::Done(r) => r,
+                StepResult::Done(r, warnings) => {
+                    for w in &warnings {
+                        progress.warn(&format!("step {}: {w}", r.step));
+                    }
+                    r
+                }
                 StepResult::Diverged(reason) => return self.diverged(reason, progress),
             };
             self.metrics.write(&record)?;
@@ -113,8 +121,13 @@ impl Trainer {
         let lr = self.cfg.schedule.lr(self.state.step, self.state.total_steps, self.cfg.optim.lr);
         let mut acc = GradientsAccumulator::<Transformer>::new();
         let mut values = Vec::with_capacity(n_micro);
+        let probing = self.cfg.probe.is_probe_step(self.state.step + 1, self.state.total_steps);
+        let mut probe_batch = None;
         for _ in 0..n_micro {
             let b = self.sampler.next_batch(&self.data.train, micro, seq);
+            if probing && probe_batch.is_none() {
+                probe_batch = Some(b.clone());
+            }
             let (x, y) = to_tensors(b, &self.ad);
             let (loss, ce, reg) = self.model.loss(x, y);
             let grads = loss.clone().div_scalar(n_micro as f64).backward();
@@ -129,12 +142,14 @@ impl Trainer {
         if let Some(reason) = self.state.divergence.check(loss, norms.total) {
             return Ok(StepResult::Diverged(reason));
         }
+        // The probe sees the weights that produced this step's gradients.
+        let probe_model = probing.then(|| self.model.valid());
         self.model = self.optim.step(lr, self.model.clone(), grads);
         self.state.step += 1;
         self.state.sampler_state = self.sampler.state();
         let tokens = (batch * seq) as u64;
         self.state.tokens += tokens;
-        Ok(StepResult::Done(TrainRecord {
+        let record = TrainRecord {
             kind: "train",
             step: self.state.step,
             loss,
@@ -146,7 +161,13 @@ impl Trainer {
             tokens: self.state.tokens,
             tokens_per_s: tokens as f64 / t0.elapsed().as_secs_f64(),
             wall_s: wall0 + session.elapsed().as_secs_f64(),
-        }))
+        };
+        let mut warnings = self.probe.observe_step(&record, &norms)?;
+        if let (Some(m), Some(b)) = (probe_model, probe_batch) {
+            let (x, _) = to_tensors(b, &self.device);
+            warnings = self.probe.probe(record.step, &m, x, warnings)?;
+        }
+        Ok(StepResult::Done(record, warnings))
     }
 
     /// Validation loss and perplexity on the fixed windows; written to the metrics.
@@ -162,12 +183,14 @@ impl Trainer {
         );
         let r = EvalRecord { kind: "eval", step: self.state.step, val_loss, val_ppl, val_tokens: n, wall_s };
         self.metrics.write(&r)?;
+        self.probe.eval(&r)?;
         Ok(r)
     }
 
     fn checkpoint(&mut self, wall_s: f64) -> anyhow::Result<()> {
         self.state.wall_s = wall_s;
         self.state.metrics_bytes = self.metrics.len()?;
+        self.state.probe = Some(self.probe.checkpoint_state()?);
         checkpoint::save(&self.dir, &self.model, &self.optim, &self.state)?;
         run_dir::write_status(&self.dir, &Status::Running { step: self.state.step, total_steps: self.state.total_steps })
     }

@@ -1,0 +1,151 @@
+//! Gradient norms per sublayer and per Transformer block, their coefficient of variation
+//! (std/mean, seed 004) over a recent window and over the whole run, and gradient-norm spikes:
+//! a global norm above mean + 6σ of the previous 128 steps (OLMo-core's rule).
+
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+
+/// Which sublayer (0-based, 2 per layer) a parameter belongs to, from its name
+/// (`layers.{i}.attn.…` → 2i, `layers.{i}.ffn.…` → 2i + 1); `None` for embedding, head and
+/// embedding/final norms.
+pub fn sublayer_of(name: &str) -> Option<usize> {
+    let rest = name.strip_prefix("layers.")?;
+    let (i, rest) = rest.split_once('.')?;
+    let i: usize = i.parse().ok()?;
+    match rest.split('.').next()? {
+        "attn" => Some(2 * i),
+        "ffn" => Some(2 * i + 1),
+        _ => None,
+    }
+}
+
+/// `√Σ‖g_p‖²` over the parameters of each sublayer (`n_sublayers` values).
+pub fn sublayer_norms(per_param: &[(String, f64)], n_sublayers: usize) -> Vec<f64> {
+    let mut sq = vec![0.0; n_sublayers];
+    for (name, n) in per_param {
+        if let Some(l) = sublayer_of(name).filter(|&l| l < n_sublayers) {
+            sq[l] += n * n;
+        }
+    }
+    sq.into_iter().map(f64::sqrt).collect()
+}
+
+/// `√(‖g_attn‖² + ‖g_ffn‖²)` per Transformer block.
+pub fn block_norms(sublayers: &[f64]) -> Vec<f64> {
+    sublayers.chunks(2).map(|c| c.iter().map(|x| x * x).sum::<f64>().sqrt()).collect()
+}
+
+/// Running statistics of one series: a window of recent values and Welford's whole-run
+/// mean and variance.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Series {
+    pub recent: VecDeque<f64>,
+    n: u64,
+    mean: f64,
+    m2: f64,
+}
+
+impl Series {
+    fn push(&mut self, x: f64, window: usize) {
+        self.recent.push_back(x);
+        while self.recent.len() > window {
+            self.recent.pop_front();
+        }
+        self.n += 1;
+        let d = x - self.mean;
+        self.mean += d / self.n as f64;
+        self.m2 += d * (x - self.mean);
+    }
+
+    /// Coefficient of variation over the window.
+    pub fn cv_window(&self) -> f64 {
+        let (m, s) = mean_std(self.recent.iter().copied());
+        s / m
+    }
+
+    /// Coefficient of variation over every value seen.
+    pub fn cv_run(&self) -> f64 {
+        (self.m2 / self.n as f64).sqrt() / self.mean
+    }
+}
+
+/// Population mean and standard deviation.
+pub fn mean_std(xs: impl Iterator<Item = f64> + Clone) -> (f64, f64) {
+    let n = xs.clone().count() as f64;
+    let m = xs.clone().sum::<f64>() / n;
+    let v = xs.map(|x| (x - m).powi(2)).sum::<f64>() / n;
+    (m, v.sqrt())
+}
+
+/// A gradient-norm spike.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Spike {
+    pub step: usize,
+    pub grad_norm: f64,
+    /// mean + σ_factor · std of the preceding window.
+    pub threshold: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GradTracker {
+    pub window: usize,
+    pub spike_window: usize,
+    pub spike_sigma: f64,
+    /// Spikes are only flagged once this many previous norms are known.
+    pub spike_min_history: usize,
+    pub sublayers: Vec<Series>,
+    pub blocks: Vec<Series>,
+    pub global: Series,
+    history: VecDeque<f64>,
+    pub spikes: Vec<Spike>,
+    /// The latest per-sublayer and per-block norms.
+    pub last_sublayers: Vec<f64>,
+    pub last_blocks: Vec<f64>,
+}
+
+impl GradTracker {
+    pub fn new(n_sublayers: usize, window: usize, spike_window: usize, spike_sigma: f64) -> Self {
+        Self {
+            window,
+            spike_window,
+            spike_sigma,
+            spike_min_history: 32.min(spike_window),
+            sublayers: vec![Series::default(); n_sublayers],
+            blocks: vec![Series::default(); n_sublayers / 2],
+            global: Series::default(),
+            history: VecDeque::new(),
+            spikes: Vec::new(),
+            last_sublayers: Vec::new(),
+            last_blocks: Vec::new(),
+        }
+    }
+
+    /// Folds in one step's norms; returns the spike if this step is one.
+    pub fn observe(&mut self, step: usize, global: f64, per_param: &[(String, f64)]) -> Option<Spike> {
+        let subs = sublayer_norms(per_param, self.sublayers.len());
+        let blocks = block_norms(&subs);
+        for (s, &x) in self.sublayers.iter_mut().zip(&subs) {
+            s.push(x, self.window);
+        }
+        for (s, &x) in self.blocks.iter_mut().zip(&blocks) {
+            s.push(x, self.window);
+        }
+        self.global.push(global, self.window);
+        self.last_sublayers = subs;
+        self.last_blocks = blocks;
+        let spike = (self.history.len() >= self.spike_min_history)
+            .then(|| {
+                let (m, s) = mean_std(self.history.iter().copied());
+                Spike { step, grad_norm: global, threshold: m + self.spike_sigma * s }
+            })
+            .filter(|sp| global > sp.threshold);
+        self.history.push_back(global);
+        while self.history.len() > self.spike_window {
+            self.history.pop_front();
+        }
+        if let Some(s) = &spike {
+            self.spikes.push(s.clone());
+        }
+        spike
+    }
+}

@@ -1,0 +1,25 @@
+//! Stability probes: see inside a run, live and after the fact.
+//!
+//! - [`stats`]: hidden-state variance, mean/max/top-k |x|, token alignment τ, angular distance,
+//!   the LayerNorm-Jacobian bound's σ
+//! - [`fit`]: RMSE, R², Pearson r, Spearman ρ (BHyT's variance approximation)
+//! - [`grads`]: per-sublayer and per-block gradient norms, their CV, spikes
+//! - [`snapshot`]: one probe of a model on a batch
+//! - [`live`]: probes during training (`probes.jsonl`, TensorBoard, warnings)
+//! - [`tensorboard`]: the event-file writer
+
+pub mod config;
+pub mod fit;
+pub mod grads;
+pub mod live;
+pub mod offline;
+pub mod snapshot;
+pub mod stats;
+pub mod tensorboard;
+
+pub use config::ProbeConfig;
+pub use live::{LiveProbe, ProbeState};
+pub use snapshot::{ForwardProbe, forward_probe};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,101 @@
+//! `normlab probe`: the live measurements on a checkpoint (or the freshly initialised model of
+//! its config) over held-out windows, with per-sublayer gradient norms from one backward pass,
+//! as JSON and as a table.
+
+use super::grads::{block_norms, sublayer_norms};
+use super::snapshot::{ForwardProbe, forward_probe};
+use crate::model::Transformer;
+use crate::model::params::named_grads;
+use burn::module::Module;
+use burn::tensor::{Device, Int, Tensor};
+use serde::Serialize;
+
+#[derive(Serialize)]
+pub struct OfflineProbe {
+    /// `init` or the checkpoint's step.
+    pub at: String,
+    pub recipe: String,
+    pub windows: usize,
+    pub tokens_per_window: usize,
+    /// Cross-entropy (+ λ·R) on these windows.
+    pub loss: f64,
+    pub grad_norm: f64,
+    pub block_grad_norms: Vec<f64>,
+    #[serde(flatten)]
+    pub forward: ForwardProbe,
+}
+
+/// Probes `model` (on an autodiff device) on `x`, `y` `[N, T]` given on `plain`.
+pub fn probe_model(model: &Transformer, x: Tensor<2, Int>, y: Tensor<2, Int>, plain: &Device, top_k: usize, at: String) -> OfflineProbe {
+    let [n, t] = x.dims();
+    let mut forward = forward_probe(&model.valid(), x.clone(), top_k);
+    let ad = plain.clone().autodiff();
+    let (loss, _, _) = model.loss(Tensor::from_data(x.into_data(), &ad), Tensor::from_data(y.into_data(), &ad));
+    let grads = loss.backward();
+    let per_param: Vec<(String, f64)> = named_grads(model, &grads)
+        .into_iter()
+        .map(|(name, g)| {
+            let sq: f64 = g.map(|d| d.convert::<f64>().try_into_vec::<f64>().unwrap().iter().map(|v| v * v).sum()).unwrap_or(0.0);
+            (name, sq.sqrt())
+        })
+        .collect();
+    let subs = sublayer_norms(&per_param, forward.sublayers.len());
+    for (p, g) in forward.sublayers.iter_mut().zip(&subs) {
+        p.grad_norm = Some(*g);
+    }
+    OfflineProbe {
+        at,
+        recipe: model.meta.recipe.clone(),
+        windows: n,
+        tokens_per_window: t,
+        loss: loss.into_scalar::<f32>() as f64,
+        grad_norm: per_param.iter().map(|(_, v)| v * v).sum::<f64>().sqrt(),
+        block_grad_norms: block_norms(&subs),
+        forward,
+    }
+}
+
+/// The per-sublayer table.
+pub fn table(p: &OfflineProbe) -> String {
+    let mut s = format!(
+        "{} at {}: {} windows × {} tokens, loss {:.4}, ‖g‖ {:.4}, τ(final) {:.3}\n",
+        p.recipe, p.at, p.windows, p.tokens_per_window, p.loss, p.grad_norm, p.forward.final_tau
+    );
+    s += "    l   k branch    var(X)     var(z)    mean|z|    max|z|   ‖γ‖∞/σ(z)   τ(X)   angle    ‖g‖     max-logit  H(attn)\n";
+    let opt = |v: Option<f64>, w: usize, prec: usize| v.map(|x| format!("{x:>w$.prec$}")).unwrap_or_else(|| format!("{:>w$}", "·"));
+    for q in &p.forward.sublayers {
+        s += &format!(
+            "  {:>3} {:>3} {:<5} {:>10.3e} {:>10.3e} {:>10.3e} {:>9.3e} {} {:>7.3} {:>7.3} {:>9.3e} {} {}\n",
+            q.l,
+            q.layer,
+            q.branch,
+            q.x.var,
+            q.z.var,
+            q.z.mean_abs,
+            q.z.max_abs,
+            opt(q.jacobian_bound, 11, 4),
+            q.tau,
+            q.angular_distance,
+            q.grad_norm.unwrap_or(f64::NAN),
+            opt(q.attn_max_logit, 10, 3),
+            opt(q.attn_entropy, 8, 3),
+        );
+    }
+    if let Some(f) = &p.forward.bhyt_fit {
+        s += &format!("BHyT ŝ² vs exact: RMSE {:.3e}, R² {:.4}, Pearson r {:.4}, Spearman ρ {:.4} (n = {})\n", f.rmse, f.r2, f.pearson, f.spearman, f.n);
+    }
+    let scalars: Vec<String> = p
+        .forward
+        .scales
+        .iter()
+        .filter(|(n, _)| {
+            [".alpha", ".lambda", "output_norm.gain", "outer_norm.gain", "outer_norm.shift"].iter().any(|s| n.ends_with(s))
+        })
+        .take(12)
+        .map(|(n, v)| format!("{n} {:.3}", v.mean))
+        .collect();
+    if !scalars.is_empty() {
+        s += &format!("learned scales (mean): {}{}\n", scalars.join(", "), if p.forward.scales.len() > 12 { ", … (all in the JSON)" } else { "" });
+    }
+    s
+}

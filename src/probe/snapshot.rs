@@ -1,0 +1,198 @@
+//! One probe of a model on one batch: per sublayer, the hidden-state statistics of `X_l` and
+//! `z_l`, the LayerNorm-Jacobian bound where a norm sits on the residual path, token
+//! alignment, angular distance to the next hidden state, attention max logit and entropy, and
+//! for BHyT the approximated against the exact FFN-input statistic; plus every learned norm
+//! scale. All device reductions are brought to the host in one transfer.
+
+use super::fit::{Fit, fit};
+use super::stats::{Gather, Slot, Spread, angular_distance, cosines, hidden_summary, spread, token_alignment};
+use crate::model::Transformer;
+use crate::norm::{Norm, NormKind};
+use burn::tensor::{Int, Tensor};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Statistics of one hidden-state tensor.
+#[derive(Clone, Debug, Serialize)]
+pub struct HiddenStats {
+    /// Variance over the hidden dimension, mean over batch and tokens.
+    pub var: f64,
+    pub mean_abs: f64,
+    pub max_abs: f64,
+    /// The largest |x| values, decreasing.
+    pub top_abs: Vec<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SublayerProbe {
+    /// 1-based sublayer index l (2L in all).
+    pub l: usize,
+    /// 1-based Transformer layer k.
+    pub layer: usize,
+    pub branch: &'static str,
+    /// `X_l`, entering the sublayer.
+    pub x: HiddenStats,
+    /// `z_l`, after the residual addition and before any outer norm.
+    pub z: HiddenStats,
+    /// Mean over tokens of `‖γ‖∞ / σ(z_l)` (seed 000 eq. 22) when an outer LayerNorm, scalar LN
+    /// or RMSNorm follows the sum.
+    pub jacobian_bound: Option<f64>,
+    /// Token alignment τ(X_l) (seed 000 eq. 6, over the batch).
+    pub tau: f64,
+    /// Mean over all (batch, token) positions of arccos(cos(X_l, X_{l+1}))/π.
+    pub angular_distance: f64,
+    pub attn_max_logit: Option<f64>,
+    pub attn_entropy: Option<f64>,
+    /// BHyT FFN sublayers: ŝ² (Theorem 3.5) against the exact mean square of the FFN input.
+    pub bhyt_fit: Option<Fit>,
+    /// Filled by the trainer or `normlab probe` when gradients are available.
+    pub grad_norm: Option<f64>,
+    pub grad_cv_window: Option<f64>,
+    pub grad_cv_run: Option<f64>,
+}
+
+/// A learned norm scale: mean, min and max over its entries (one entry for scalars).
+#[derive(Clone, Debug, Serialize)]
+pub struct ScaleStats {
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ForwardProbe {
+    pub sublayers: Vec<SublayerProbe>,
+    /// τ of the last hidden state `X_{2L+1}`.
+    pub final_tau: f64,
+    /// Every learned norm parameter, by name (`layers.3.ffn.output_norm.gain`).
+    pub scales: BTreeMap<String, ScaleStats>,
+    /// BHyT: the fit pooled over all FFN sublayers.
+    pub bhyt_fit: Option<Fit>,
+}
+
+struct Pending {
+    x: Slot,
+    z: Slot,
+    tau: Slot,
+    cos: Slot,
+    bound: Option<(Slot, Option<Slot>)>,
+    bhyt: Option<(Slot, Slot)>,
+}
+
+/// Probes `model` (no autodiff) on `tokens` `[B, T]` (`T ≥ 2`), keeping the `top_k` largest |x|.
+pub fn forward_probe(model: &Transformer, tokens: Tensor<2, Int>, top_k: usize) -> ForwardProbe {
+    let out = model.forward(tokens, false, true);
+    let traces = out.traces.expect("traced");
+    let last = out.last_hidden.expect("traced");
+    let mut g = Gather::default();
+    let mut pending = Vec::with_capacity(traces.len());
+    for (i, tr) in traces.iter().enumerate() {
+        let next = traces.get(i + 1).map(|n| n.input.clone()).unwrap_or_else(|| last.clone());
+        let outer = outer_norm(model, i);
+        pending.push(Pending {
+            x: g.push(hidden_summary(tr.input.clone(), top_k)),
+            z: g.push(hidden_summary(tr.sum.clone(), top_k)),
+            tau: g.push(token_alignment(tr.input.clone())),
+            cos: g.push(cosines(tr.input.clone(), next)),
+            bound: outer.and_then(|n| {
+                let (how, eps) = spread_of(&n.kind)?;
+                Some((g.push(spread(tr.sum.clone(), how, eps)), n.gain.as_ref().map(|p| g.push(p.val().abs().max().reshape([1])))))
+            }),
+            bhyt: tr.approx_variance.as_ref().map(|a| {
+                let exact = tr.input.clone().square().mean_dim(2);
+                let n = a.dims().iter().product::<usize>();
+                (g.push(a.clone().reshape([n])), g.push(exact.reshape([n])))
+            }),
+        });
+    }
+    let final_tau = g.push(token_alignment(last));
+    let attn: Vec<(Slot, Slot)> = out.attention.iter().map(|a| (g.push(a.max_logit.clone()), g.push(a.entropy.clone()))).collect();
+    let scale_slots: Vec<(String, Slot)> = norm_params(model).into_iter().map(|(n, t)| (n, g.push(t))).collect();
+    let f = g.fetch();
+    let hidden = |s: Slot| {
+        let v = f.get(s);
+        HiddenStats { var: v[0], mean_abs: v[1], max_abs: v[2], top_abs: v[2..].to_vec() }
+    };
+    let (mut all_a, mut all_e) = (Vec::new(), Vec::new());
+    let sublayers = pending
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let is_attn = i % 2 == 0;
+            let bhyt_fit = p.bhyt.map(|(a, e)| {
+                all_a.extend_from_slice(f.get(a));
+                all_e.extend_from_slice(f.get(e));
+                fit(f.get(a), f.get(e))
+            });
+            SublayerProbe {
+                l: i + 1,
+                layer: i / 2 + 1,
+                branch: if is_attn { "attn" } else { "ffn" },
+                x: hidden(p.x),
+                z: hidden(p.z),
+                jacobian_bound: p.bound.map(|(sigma, gain)| {
+                    let g_inf = gain.map(|s| f.get(s)[0]).unwrap_or(1.0);
+                    let sig = f.get(sigma);
+                    sig.iter().map(|s| g_inf / s).sum::<f64>() / sig.len() as f64
+                }),
+                tau: f.get(p.tau)[0],
+                angular_distance: angular_distance(f.get(p.cos)),
+                attn_max_logit: is_attn.then(|| f.get(attn[i / 2].0)[0]),
+                attn_entropy: is_attn.then(|| f.get(attn[i / 2].1)[0]),
+                bhyt_fit,
+                grad_norm: None,
+                grad_cv_window: None,
+                grad_cv_run: None,
+            }
+        })
+        .collect();
+    let scales = scale_slots
+        .into_iter()
+        .map(|(n, s)| {
+            let v = f.get(s);
+            let mean = v.iter().sum::<f64>() / v.len() as f64;
+            let (min, max) = v.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| (a.min(x), b.max(x)));
+            (n, ScaleStats { mean, min, max })
+        })
+        .collect();
+    let bhyt_fit = (!all_a.is_empty()).then(|| fit(&all_a, &all_e));
+    ForwardProbe { sublayers, final_tau: f.get(final_tau)[0], scales, bhyt_fit }
+}
+
+/// The outer norm (on the residual path) of 0-based sublayer `i`.
+fn outer_norm(model: &Transformer, i: usize) -> Option<&Norm> {
+    let layer = &model.layers[i / 2];
+    if i % 2 == 0 { layer.attn.outer_norm.as_ref() } else { layer.ffn.outer_norm.as_ref() }
+}
+
+fn spread_of(kind: &NormKind) -> Option<(Spread, f64)> {
+    match *kind {
+        NormKind::LayerNorm { eps, .. } | NormKind::ScalarLayerNorm { eps, .. } => Some((Spread::Std, eps)),
+        NormKind::RmsNorm { eps, .. } => Some((Spread::Rms, eps)),
+        _ => None,
+    }
+}
+
+/// Every learned norm parameter with its name.
+fn norm_params(model: &Transformer) -> Vec<(String, Tensor<1>)> {
+    let mut out = Vec::new();
+    let mut add = |prefix: String, n: &Option<Norm>| {
+        if let Some(n) = n {
+            for (field, p) in [("gain", &n.gain), ("shift", &n.shift), ("alpha", &n.alpha), ("lambda", &n.lambda)] {
+                if let Some(p) = p {
+                    out.push((format!("{prefix}.{field}"), p.val()));
+                }
+            }
+        }
+    };
+    add("emb_norm".into(), &model.emb_norm);
+    for (i, layer) in model.layers.iter().enumerate() {
+        for (b, s) in [("attn", (&layer.attn.input_norm, &layer.attn.output_norm, &layer.attn.outer_norm)), ("ffn", (&layer.ffn.input_norm, &layer.ffn.output_norm, &layer.ffn.outer_norm))] {
+            add(format!("layers.{i}.{b}.input_norm"), s.0);
+            add(format!("layers.{i}.{b}.output_norm"), s.1);
+            add(format!("layers.{i}.{b}.outer_norm"), s.2);
+        }
+    }
+    add("final_norm".into(), &model.final_norm);
+    out
+}
