@@ -172,7 +172,9 @@ pub fn machine() -> serde_json::Value {
 /// The full training loop (sampler, accumulation, global clipping, divergence check, AdamW,
 /// metrics) on the reference model, batch 8 × 256 of the built-in corpus: median tokens/s of
 /// the steps after `warmup`, from the run's own `metrics.jsonl`.
-pub fn bench_trainer(recipe: &str, device: &str, warmup: usize, steps: usize) -> anyhow::Result<serde_json::Value> {
+/// `probe_every` = 0 turns the activation probes and TensorBoard off; the overall rate
+/// (tokens over wall time, probes included) gives their overhead.
+pub fn bench_trainer(recipe: &str, device: &str, warmup: usize, steps: usize, probe_every: usize) -> anyhow::Result<serde_json::Value> {
     use crate::train::{RunConfig, Trainer, progress::Progress};
     let mut cfg = RunConfig::default();
     cfg.model = reference_config(recipe);
@@ -184,16 +186,25 @@ pub fn bench_trainer(recipe: &str, device: &str, warmup: usize, steps: usize) ->
     cfg.train.seq_len = SEQ;
     cfg.train.steps = Some(warmup + steps);
     cfg.optim.lr = 1e-3;
+    cfg.probe.every = probe_every;
+    cfg.probe.tensorboard = probe_every > 0;
     let dir = cfg.run.dir.clone();
     let mut t = Trainer::start(cfg, true, &|m| eprintln!("{m}"))?;
     let mut p = Progress::new(warmup + steps, 0, true);
     t.run(&mut p)?;
-    let rates: Vec<f64> = crate::train::metrics::read(&dir.join(crate::train::run_dir::METRICS))?
-        .iter()
+    let recs: Vec<serde_json::Value> = crate::train::metrics::read(&dir.join(crate::train::run_dir::METRICS))?
+        .into_iter()
         .filter(|r| r["type"] == "train")
-        .skip(warmup)
-        .filter_map(|r| r["tokens_per_s"].as_f64())
         .collect();
+    let rates: Vec<f64> = recs.iter().skip(warmup).filter_map(|r| r["tokens_per_s"].as_f64()).collect();
+    let wall = |r: &serde_json::Value| r["wall_s"].as_f64().unwrap_or(f64::NAN);
+    let overall = (steps * BATCH * SEQ) as f64 / (wall(&recs[recs.len() - 1]) - wall(&recs[warmup - 1]));
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(serde_json::json!({ "recipe": recipe, "steps": rates.len(), "train_tok_s": median(&rates) }))
+    Ok(serde_json::json!({
+        "recipe": recipe,
+        "steps": rates.len(),
+        "probe_every": probe_every,
+        "train_tok_s": median(&rates),
+        "overall_tok_s": overall,
+    }))
 }

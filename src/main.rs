@@ -177,9 +177,20 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 results.push(b);
             }
             let trainer = if trainer_steps > 0 {
-                let t = bench::bench_trainer("pre", &device_name, warmup, trainer_steps)?;
-                eprintln!("{:20} full training loop {:8.0} tok/s", "pre (trainer)", t["train_tok_s"].as_f64().unwrap_or(f64::NAN));
-                Some(t)
+                let every = normlab::probe::ProbeConfig::default().every;
+                let with = bench::bench_trainer("pre", &device_name, warmup.max(1), trainer_steps, every)?;
+                let without = bench::bench_trainer("pre", &device_name, warmup.max(1), trainer_steps, 0)?;
+                let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+                let overhead = f(&without, "overall_tok_s") / f(&with, "overall_tok_s") - 1.0;
+                eprintln!(
+                    "{:20} full training loop {:8.0} tok/s per step; overall {:8.0} tok/s with probes every {every}, {:8.0} without: probe overhead {:.1}%",
+                    "pre (trainer)",
+                    f(&with, "train_tok_s"),
+                    f(&with, "overall_tok_s"),
+                    f(&without, "overall_tok_s"),
+                    100.0 * overhead
+                );
+                Some(serde_json::json!({"with_probes": with, "without_probes": without, "probe_overhead": overhead}))
             } else {
                 None
             };
@@ -192,7 +203,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 serde_json::json!({
                     "pre_train_vs_torch_eager": pre.map(|b| b.train_tok_s / t["train_tok_s"].as_f64().unwrap_or(f64::NAN)),
                     "pre_fwd_vs_torch_eager": pre.map(|b| b.fwd_tok_s / t["fwd_tok_s"].as_f64().unwrap_or(f64::NAN)),
-                    "pre_trainer_vs_torch_eager": trainer.as_ref().map(|b| b["train_tok_s"].as_f64().unwrap_or(f64::NAN) / t["train_tok_s"].as_f64().unwrap_or(f64::NAN)),
+                    "pre_trainer_vs_torch_eager": trainer.as_ref().map(|b| b["with_probes"]["train_tok_s"].as_f64().unwrap_or(f64::NAN) / t["train_tok_s"].as_f64().unwrap_or(f64::NAN)),
                 })
             });
             if let Some(r) = &ratios {
