@@ -179,3 +179,34 @@ fn probes_never_change_training() {
     assert_eq!(probes.lines().count(), 6, "a probe record per step at probe.every = 1");
     assert!(std::fs::read_dir(root.join("probed/tb")).unwrap().next().is_some());
 }
+
+#[test]
+fn after_training_at_a_high_learning_rate_pre_norm_variance_escalates_beyond_peri() {
+    // Seed 001 §4.4.2: at init pre and peri both grow linearly; with training at a high
+    // learning rate pre-norm's deep hidden states grow far more, while Peri-LN's output norm
+    // caps what each sublayer adds. configs/probe-deep.toml shrunk to 30 steps of 8 × 64 bytes
+    // of the built-in corpus: 16 layers, d = 64, lr 1e-2, fixed seeds.
+    let root = temp_dir("ordering");
+    let deep_var = |recipe: &str| {
+        let mut c = tiny_cfg(&root, 30);
+        c.data = crate::data::DataConfig::default();
+        c.run.dir = root.join(recipe);
+        c.model.n_layers = 16;
+        c.model.d_model = 64;
+        c.model.n_heads = 4;
+        c.train.batch_size = 8;
+        c.train.seq_len = 64;
+        c.model.recipe = RecipeConfig::Preset(recipe.into());
+        c.optim.lr = 1e-2;
+        c.probe.every = 30;
+        c.probe.tensorboard = false;
+        let mut t = crate::train::Trainer::start(c, false, &|_| {}).unwrap();
+        t.run(&mut crate::train::progress::Progress::new(30, 0, true)).unwrap();
+        let last = std::fs::read_to_string(root.join(recipe).join("probes.jsonl")).unwrap();
+        let rec: serde_json::Value = serde_json::from_str(last.lines().last().unwrap()).unwrap();
+        rec["sublayers"].as_array().unwrap()[31]["x"]["var"].as_f64().unwrap()
+    };
+    let (pre, peri) = (deep_var("pre"), deep_var("peri"));
+    eprintln!("Var(X_32) after 30 steps: pre {pre:.3e}, peri {peri:.3e}");
+    assert!(pre > 10.0 * peri, "pre {pre} vs peri {peri}");
+}
