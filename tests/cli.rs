@@ -95,6 +95,15 @@ fn a_killed_run_resumes_to_the_uninterrupted_curve() {
     let last_eval = records(&whole).into_iter().rev().find(|r| r["type"] == "eval").unwrap();
     let printed = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(printed.contains(&format!("val_loss {:.4}", last_eval["val_loss"].as_f64().unwrap())), "{printed}");
+    for extra in [None, Some("--init")] {
+        let o = run(bin().args(["probe", "--checkpoint"]).arg(root.join("run")).args(extra));
+        assert!(o.status.success(), "{}", stderr(&o));
+        let table = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(table.contains("τ(X)") && table.lines().filter(|l| l.contains(" attn ") || l.contains(" ffn ")).count() == 4, "{table}");
+    }
+    let init: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(root.join("run/probes/init.json")).unwrap()).unwrap();
+    assert_eq!(init["sublayers"].as_array().unwrap().len(), 4);
+    assert!(root.join("run/probes/step-300.json").is_file());
     let sample = || run(bin().args(["generate", "--prompt", "Item 5 of", "--max-new-tokens", "40", "--seed", "3", "--checkpoint"]).arg(root.join("run")));
     let (a, b) = (sample(), sample());
     assert!(a.status.success(), "{}", stderr(&a));

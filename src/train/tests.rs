@@ -178,6 +178,7 @@ fn an_interrupted_run_resumes_to_the_identical_curve() {
     let root = temp_dir("resume");
     let mut whole = tiny_cfg(&root, 14);
     whole.run.dir = root.join("whole");
+    whole.probe.every = 3;
     let mut cut = whole.clone();
     cut.run.dir = root.join("cut");
     let (_, o) = run(whole);
@@ -205,6 +206,8 @@ fn an_interrupted_run_resumes_to_the_identical_curve() {
     assert_eq!(strip(read("whole")), strip(read("cut")), "every train and eval record, bit for bit");
     let w = |d: &str| crate::io::tensors::read(&root.join(d).join(run_dir::FINAL_WEIGHTS)).unwrap().tensors;
     assert_eq!(w("whole"), w("cut"), "identical final weights");
+    let probes = |d: &str| std::fs::read_to_string(root.join(d).join(crate::probe::live::PROBES)).unwrap();
+    assert_eq!(probes("whole"), probes("cut"), "the probes (gradient CV, spikes included) continue exactly");
     assert!(matches!(Trainer::resume(&root.join("cut"), &quiet).unwrap(), Resumed::AlreadyFinished(_)));
 }
 
