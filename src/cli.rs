@@ -184,3 +184,49 @@ pub fn probe(path: &Path, data: Option<PathBuf>, batches: usize, init: bool) -> 
     println!("windows from {what}; JSON in {}", out.display());
     Ok(())
 }
+
+fn run_sweep(sweep: &mut normlab::sweep::Sweep, jobs: Option<usize>) -> anyhow::Result<Vec<normlab::sweep::results::RunResult>> {
+    if let Some(j) = jobs {
+        anyhow::ensure!(j > 0, "--jobs must be > 0");
+        sweep.section.jobs = j;
+    }
+    let t0 = std::time::Instant::now();
+    let rows = normlab::sweep::run(sweep, &log)?;
+    eprintln!("sweep done in {:.1} min: {} runs; results in {}", t0.elapsed().as_secs_f64() / 60.0, rows.len(), sweep.section.dir.join("results.csv").display());
+    Ok(rows)
+}
+
+pub fn sweep(config: &Path, sets: &[String], jobs: Option<usize>, report: bool) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(config).map_err(|e| anyhow::anyhow!("cannot read sweep config {}: {e}", config.display()))?;
+    let mut s = normlab::sweep::Sweep::parse(&text, config, sets)?;
+    let rows = run_sweep(&mut s, jobs)?;
+    let ms = normlab::sweep::aggregate::summarize(&rows, &s.section.group_by, &s.section.tuned);
+    println!("{}", normlab::report::summary_table(&ms));
+    if report {
+        self::report(&s.section.dir)?;
+    }
+    Ok(())
+}
+
+pub fn report(dir: &Path) -> anyhow::Result<()> {
+    let r = normlab::report::generate(dir)?;
+    eprintln!("report: {} ({} figures as PNG and SVG in {}; summary {})", r.html.display(), r.figures.len(), r.dir.display(), r.markdown.display());
+    Ok(())
+}
+
+const COMPARE: &str = include_str!("../configs/sweeps/compare.toml");
+const COMPARE_FULL: &str = include_str!("../configs/sweeps/compare-full.toml");
+
+pub fn compare(full: bool, sets: &[String], jobs: Option<usize>) -> anyhow::Result<()> {
+    let (text, name) = if full { (COMPARE_FULL, "configs/sweeps/compare-full.toml") } else { (COMPARE, "configs/sweeps/compare.toml") };
+    let mut s = normlab::sweep::Sweep::parse(text, Path::new(name), sets)?;
+    let rows = run_sweep(&mut s, jobs)?;
+    let r = normlab::report::generate(&s.section.dir)?;
+    println!("{}", r.table);
+    let md = std::fs::read_to_string(&r.markdown).unwrap_or_default();
+    if let Some(f) = md.split("## Findings").nth(1).and_then(|t| t.split("## Figures").next()) {
+        println!("Findings:{f}");
+    }
+    eprintln!("{} runs; report: {}", rows.len(), r.html.display());
+    Ok(())
+}

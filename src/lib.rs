@@ -15,6 +15,8 @@ pub mod model;
 pub mod norm;
 pub mod probe;
 pub mod recipe;
+pub mod report;
+pub mod sweep;
 pub mod train;
 
 #[cfg(test)]

@@ -80,6 +80,37 @@ enum Cmd {
         #[arg(long)]
         init: bool,
     },
+    /// Run a sweep: a grid over config keys (recipe, lr, seed, depth, …) as separate processes,
+    /// an optional reseed stage, results.jsonl/csv; an interrupted sweep restarted continues.
+    Sweep {
+        #[arg(long)]
+        config: PathBuf,
+        /// Edit the sweep file, e.g. `--set sweep.jobs=4 --set train.steps=500`.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+        /// Runs at a time (overrides sweep.jobs).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Also write the report when done.
+        #[arg(long)]
+        report: bool,
+    },
+    /// Write the HTML/markdown report (and PNG/SVG figures) of a sweep or run directory.
+    Report {
+        dir: PathBuf,
+    },
+    /// The built-in study: 8 recipes × 4 learning rates on a small deep model on the built-in
+    /// corpus, reseeded at each recipe's best rate, then the report (≈10 min on 2 cores).
+    Compare {
+        /// The GPU-scale version (configs/sweeps/compare-full.toml).
+        #[arg(long)]
+        full: bool,
+        /// Edit the study, e.g. `--set sweep.dir=runs/cmp2 --set train.steps=300`.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+        #[arg(long)]
+        jobs: Option<usize>,
+    },
     /// The built-in corpus and token caches.
     Data {
         #[command(subcommand)]
@@ -160,6 +191,9 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             cli::generate(&checkpoint, &prompt, max_new_tokens, temperature, top_k, seed).map(|()| 0)
         }
         Cmd::Probe { checkpoint, data, batches, init } => cli::probe(&checkpoint, data, batches, init).map(|()| 0),
+        Cmd::Sweep { config, sets, jobs, report } => cli::sweep(&config, &sets, jobs, report).map(|()| 0),
+        Cmd::Report { dir } => cli::report(&dir).map(|()| 0),
+        Cmd::Compare { full, sets, jobs } => cli::compare(full, &sets, jobs).map(|()| 0),
         Cmd::Data { cmd: DataCmd::Fetch { tarball } } => cli::data_fetch(tarball).map(|()| 0),
         Cmd::Data { cmd: DataCmd::Stats { config, sets } } => cli::data_stats(config, sets).map(|()| 0),
         Cmd::Recipes { name, config, layers } => recipes(name, config, layers).map(|()| 0),

@@ -68,6 +68,9 @@ pub struct ForwardProbe {
     pub scales: BTreeMap<String, ScaleStats>,
     /// BHyT: the fit pooled over all FFN sublayers.
     pub bhyt_fit: Option<Fit>,
+    /// BHyT: up to 500 evenly spaced `[ŝ², exact]` pairs of that fit, for scatter plots.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub bhyt_sample: Vec<[f64; 2]>,
 }
 
 struct Pending {
@@ -156,7 +159,9 @@ pub fn forward_probe(model: &Transformer, tokens: Tensor<2, Int>, top_k: usize) 
         })
         .collect();
     let bhyt_fit = (!all_a.is_empty()).then(|| fit(&all_a, &all_e));
-    ForwardProbe { sublayers, final_tau: f.get(final_tau)[0], scales, bhyt_fit }
+    let stride = all_a.len().div_ceil(500).max(1);
+    let bhyt_sample = all_a.iter().zip(&all_e).step_by(stride).map(|(a, e)| [*a, *e]).collect();
+    ForwardProbe { sublayers, final_tau: f.get(final_tau)[0], scales, bhyt_fit, bhyt_sample }
 }
 
 /// The outer norm (on the residual path) of 0-based sublayer `i`.

@@ -122,14 +122,23 @@ impl RunConfig {
             ),
             None => (String::new(), "the defaults".to_string()),
         };
-        let mut table: toml::Table = toml::from_str(&text).with_context(|| format!("{origin} is not valid TOML"))?;
+        Self::parse(&text, &origin, sets)
+    }
+
+    /// A config from an in-memory table (a sweep's run).
+    pub fn from_table(table: &toml::Table) -> anyhow::Result<Self> {
+        Self::parse(&toml::to_string(table)?, "the run config", &[])
+    }
+
+    fn parse(text: &str, origin: &str, sets: &[String]) -> anyhow::Result<Self> {
+        let mut table: toml::Table = toml::from_str(text).with_context(|| format!("{origin} is not valid TOML"))?;
         for s in sets {
             apply_set(&mut table, s)?;
         }
         let merged = toml::to_string(&table)?;
-        let mut cfg: RunConfig = toml::from_str(if sets.is_empty() { &text } else { &merged })
+        let mut cfg: RunConfig = toml::from_str(if sets.is_empty() { text } else { &merged })
             .map_err(|e| {
-                let src = if sets.is_empty() { text.as_str() } else { merged.as_str() };
+                let src = if sets.is_empty() { text } else { merged.as_str() };
                 anyhow::anyhow!("{origin}{}: {}", describe_error(&e, src, sets), e.message().trim())
             })?;
         cfg.vocab_size_given = table.get("model").and_then(|m| m.get("vocab_size")).is_some();
@@ -209,33 +218,40 @@ impl RunConfig {
     }
 }
 
-/// `a.b.c=value`: the value is read as TOML (`3e-3`, `true`, `"x"`, `[1, 2]`) or, if that
-/// fails, as a bare string (`recipe=peri`).
+/// `a.b.c=value`: parsed as the TOML line `a.b.c = value` (quoted key parts allowed:
+/// `sweep.axes."optim.lr"=[1e-3, 3e-3]`), or with the value as a bare string if that fails
+/// (`model.recipe=peri`), then merged into `table`.
 pub fn apply_set(table: &mut toml::Table, set: &str) -> anyhow::Result<()> {
     let Some((key, raw)) = set.split_once('=') else {
         bail!("--set `{set}` is not key=value; e.g. --set optim.lr=1e-3");
     };
     let key = key.trim();
-    ensure!(!key.is_empty() && key.split('.').all(|p| !p.is_empty()), "--set `{set}`: empty key");
-    let value = match toml::from_str::<toml::Table>(&format!("v = {raw}")) {
-        Ok(mut t) => t.remove("v").unwrap(),
-        Err(_) => toml::Value::String(raw.trim().to_string()),
-    };
-    let parts: Vec<&str> = key.split('.').collect();
-    let mut cur = table;
-    for p in &parts[..parts.len() - 1] {
-        let entry = cur.entry(p.to_string()).or_insert_with(|| toml::Value::Table(Default::default()));
-        // `model.recipe = "peri"` then `--set model.recipe.norm=rmsnorm`: a preset name becomes
-        // an overlay on that preset.
-        if let toml::Value::String(name) = entry {
-            let mut t = toml::Table::new();
-            t.insert("preset".into(), toml::Value::String(name.clone()));
-            *entry = toml::Value::Table(t);
-        }
-        cur = entry.as_table_mut().with_context(|| format!("--set {key}: `{p}` is not a section"))?;
-    }
-    cur.insert(parts[parts.len() - 1].to_string(), value);
+    ensure!(!key.is_empty(), "--set `{set}`: empty key");
+    let quoted = toml::Value::String(raw.trim().to_string()).to_string();
+    let doc: toml::Table = toml::from_str(&format!("{key} = {raw}"))
+        .or_else(|_| toml::from_str(&format!("{key} = {quoted}")))
+        .map_err(|_| anyhow::anyhow!("--set `{set}`: `{key}` is not a valid key; use dotted names like optim.lr"))?;
+    merge(table, doc);
     Ok(())
+}
+
+fn merge(dst: &mut toml::Table, src: toml::Table) {
+    for (k, v) in src {
+        match (dst.get_mut(&k), v) {
+            (Some(toml::Value::Table(d)), toml::Value::Table(s)) => merge(d, s),
+            // `model.recipe = "peri"` then `--set model.recipe.norm=rmsnorm`: the preset name
+            // becomes an overlay on that preset.
+            (Some(toml::Value::String(name)), toml::Value::Table(s)) => {
+                let mut t = toml::Table::new();
+                t.insert("preset".into(), toml::Value::String(name.clone()));
+                merge(&mut t, s);
+                dst.insert(k, toml::Value::Table(t));
+            }
+            (_, v) => {
+                dst.insert(k, v);
+            }
+        }
+    }
 }
 
 fn describe_error(e: &toml::de::Error, text: &str, sets: &[String]) -> String {

@@ -1,0 +1,83 @@
+//! Plain-language findings: which scheme wins here, and whether the effects the papers
+//! describe appear at this scale (and saying so when they do not).
+
+use super::data::RunData;
+use crate::sweep::aggregate::MethodSummary;
+
+fn find<'a>(ms: &'a [MethodSummary], names: &[&str]) -> Option<&'a MethodSummary> {
+    names.iter().find_map(|n| ms.iter().find(|m| m.method == *n))
+}
+
+/// Var(X_2L) / Var(X_2) and Var(X_2L) at the end of a run, from its last probe. (X_1 is the
+/// raw embedding for recipes without an embedding norm, too small to compare against.)
+fn growth(r: &RunData) -> Option<(f64, f64)> {
+    let v = RunData::per_layer(r.last_probe()?, &["x", "var"]);
+    let (second, last) = (v.get(1)?.1, v.last()?.1);
+    Some((last / second, last))
+}
+
+pub fn findings(ms: &[MethodSummary], best_runs: &[RunData]) -> Vec<String> {
+    let mut f = Vec::new();
+    if let Some(w) = ms.first().filter(|m| m.best.is_some()) {
+        let second = ms.get(1).and_then(|m| m.best.map(|b| (m.method.clone(), b)));
+        f.push(format!(
+            "Best here: **{}** with final validation loss {:.4} (ppl {:.2}) at LR* = {}{}.",
+            w.method,
+            w.best.unwrap(),
+            w.best.unwrap().exp(),
+            w.lr_star.map(|l| format!("{l:e}")).unwrap_or_default(),
+            second.map(|(n, b)| format!(", ahead of {n} ({b:.4}) by {:.4}", b - w.best.unwrap())).unwrap_or_default()
+        ));
+    }
+    if let (Some(post), Some(pre)) = (find(ms, &["post"]), find(ms, &["pre", "gpt2-pre"])) {
+        match (post.lr_star, pre.lr_star) {
+            (Some(a), Some(b)) if a < b => f.push(format!("Post-norm's best learning rate ({a:e}) is lower than {}'s ({b:e}), as the papers report.", pre.method)),
+            (Some(a), Some(b)) => f.push(format!("Post-norm's best learning rate ({a:e}) is **not** lower than {}'s ({b:e}) at this scale.", pre.method)),
+            _ => {}
+        }
+    }
+    let diverged: Vec<String> = ms
+        .iter()
+        .filter(|m| m.diverged > 0)
+        .map(|m| {
+            let lrs: Vec<String> = m.curve.iter().filter(|p| p.diverged > 0).map(|p| format!("{:e}", p.lr)).collect();
+            format!("{} at LR {}", m.method, lrs.join(", "))
+        })
+        .collect();
+    f.push(if diverged.is_empty() {
+        "No run diverged on this grid; the instability of post-norm at high learning rates does not show here (extend the grid upwards to look for it).".into()
+    } else {
+        format!("Diverged runs (excluded from every value above): {}.", diverged.join("; "))
+    });
+    let g = |name: &str| best_runs.iter().find(|r| r.label == name).and_then(growth);
+    if let Some((pre_growth, pre_last)) = g("pre").or_else(|| g("gpt2-pre")) {
+        let bounded: Vec<String> = ["peri", "kitenorm", "post"]
+            .iter()
+            .filter_map(|n| g(n).map(|(gr, last)| format!("{n} {last:.3e} (×{gr:.1} from l = 2)")))
+            .collect();
+        f.push(format!(
+            "Pre-norm's hidden-state variance at the end: Var(X_2L) = {pre_last:.3e}, ×{pre_growth:.1} its value at l = 2{}.",
+            if bounded.is_empty() { String::new() } else { format!("; compare {}", bounded.join(", ")) }
+        ));
+        if let Some((_, peri_last)) = g("peri") {
+            f.push(if pre_last > 3.0 * peri_last {
+                format!("Peri-LN keeps the deep hidden states bounded: pre-norm's final-layer variance is {:.0}× Peri-LN's.", pre_last / peri_last)
+            } else {
+                format!("Pre-norm's final-layer variance is only {:.3}× Peri-LN's here: the escalation the Peri-LN paper shows (§4.4) does not appear at this scale and learning rate.", pre_last / peri_last)
+            });
+        }
+    }
+    let collapsed: Vec<String> = best_runs
+        .iter()
+        .filter_map(|r| r.last_probe().and_then(|p| p["final_tau"].as_f64()).filter(|t| *t > 0.9).map(|t| format!("{} (τ = {t:.2})", r.label)))
+        .collect();
+    if !collapsed.is_empty() {
+        f.push(format!("Near rank collapse at the end (token alignment of the last hidden state > 0.9): {}.", collapsed.join(", ")));
+    }
+    let spikes: Vec<String> = best_runs
+        .iter()
+        .filter_map(|r| r.last_probe().and_then(|p| p["spikes_total"].as_u64()).filter(|s| *s > 0).map(|s| format!("{} {s}", r.label)))
+        .collect();
+    f.push(if spikes.is_empty() { "No gradient-norm spikes (6σ rule) in the best runs.".into() } else { format!("Gradient-norm spikes (6σ rule) in the best runs: {}.", spikes.join(", ")) });
+    f
+}

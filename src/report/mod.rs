@@ -1,0 +1,189 @@
+//! `normlab report DIR`: a self-contained HTML page (figures inlined as SVG), the figures as
+//! PNG and SVG files, and a markdown summary, for a sweep directory or a single run.
+//!
+//! - [`plot`]: charts with plotters (pure-Rust fonts)
+//! - [`data`]: what is read from run directories
+//! - [`figures`]: the figures, in the papers' styles
+//! - [`findings`]: which scheme wins here and why, in words
+
+pub mod data;
+pub mod figures;
+pub mod findings;
+pub mod plot;
+
+use crate::sweep::aggregate::{MethodSummary, summarize};
+use crate::sweep::results::{self, RunResult};
+use data::RunData;
+use figures::Figure;
+use std::path::{Path, PathBuf};
+
+/// What [`generate`] wrote.
+pub struct Report {
+    pub dir: PathBuf,
+    pub html: PathBuf,
+    pub markdown: PathBuf,
+    pub figures: Vec<String>,
+    pub table: String,
+}
+
+/// Writes the report of a sweep (a directory with `results.jsonl`) or of one run.
+pub fn generate(dir: &Path) -> anyhow::Result<Report> {
+    if crate::sweep::is_sweep(dir) {
+        sweep_report(dir)
+    } else if dir.join(crate::train::run_dir::STATUS).is_file() {
+        run_report(dir)
+    } else {
+        anyhow::bail!("{} is neither a sweep (no results.jsonl) nor a run (no status.json); give a sweep or run directory", dir.display())
+    }
+}
+
+fn slug(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect()
+}
+
+fn sweep_report(dir: &Path) -> anyhow::Result<Report> {
+    let rows = results::read(dir)?;
+    let plan: serde_json::Value = std::fs::read_to_string(dir.join("plan.json")).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
+    let group = plan["group_by"].as_str().unwrap_or("model.recipe").to_string();
+    let tuned = plan["tuned"].as_str().unwrap_or("optim.lr").to_string();
+    let ms = summarize(&rows, &group, &tuned);
+    let out = dir.join("report");
+    std::fs::create_dir_all(&out)?;
+    let best_runs: Vec<RunData> = ms.iter().filter_map(|m| best_run(&rows, m, &group, &tuned).map(|r| RunData::load(&dir.join("runs").join(&r.name), &m.method))).collect();
+    let mut figs = Vec::new();
+    if ms.iter().any(|m| m.curve.len() > 1) {
+        figs.push(figures::lr_curves(&out, &ms)?);
+    }
+    figs.extend(figures::curves(&out, &best_runs)?);
+    figs.extend(figures::depth_profiles(&out, &best_runs)?);
+    for r in &best_runs {
+        figs.extend(figures::over_training(&out, r, &slug(&r.label))?);
+    }
+    if let Some(f) = best_runs.iter().find_map(|r| figures::bhyt_scatter(&out, r).transpose()) {
+        figs.push(f?);
+    }
+    let table = summary_table(&ms);
+    let notes = findings::findings(&ms, &best_runs);
+    write(dir, &out, "Sweep report", &table, &notes, &figs, &rows)
+}
+
+fn best_run<'a>(rows: &'a [RunResult], m: &MethodSummary, group: &str, tuned: &str) -> Option<&'a RunResult> {
+    let key = |r: &RunResult| match r.axes.get(group) {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+        None => "(base)".into(),
+    };
+    rows.iter()
+        .filter(|r| key(r) == m.method && !r.diverged && r.final_val_loss.is_some())
+        .filter(|r| m.lr_star.is_none() || r.axes.get(tuned).and_then(|v| v.as_f64()) == m.lr_star)
+        .min_by(|a, b| a.final_val_loss.unwrap().total_cmp(&b.final_val_loss.unwrap()))
+}
+
+fn run_report(dir: &Path) -> anyhow::Result<Report> {
+    let label = std::fs::read_to_string(dir.join("run.json")).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok()).and_then(|v| v["recipe"].as_str().map(String::from)).unwrap_or_else(|| "run".into());
+    let r = RunData::load(dir, &label);
+    let out = dir.join("report");
+    std::fs::create_dir_all(&out)?;
+    let runs = vec![r];
+    let mut figs = figures::curves(&out, &runs)?;
+    figs.extend(figures::depth_profiles(&out, &runs)?);
+    figs.extend(figures::over_training(&out, &runs[0], &slug(&label))?);
+    if let Some(f) = figures::bhyt_scatter(&out, &runs[0])? {
+        figs.push(f);
+    }
+    let status = runs[0].status.as_ref().map(crate::train::run_dir::describe).unwrap_or_else(|| "no status".into());
+    let table = format!("| run | status |\n|---|---|\n| {label} | {status} |\n");
+    write(dir, &out, &format!("Run report: {label}"), &table, &[], &figs, &[])
+}
+
+/// The per-method results table in markdown, sorted by best final validation loss.
+pub fn summary_table(ms: &[MethodSummary]) -> String {
+    let o = |v: Option<f64>| v.map(|x| format!("{x:.4}")).unwrap_or_else(|| "–".into());
+    let mut t = String::from("| rank | recipe | LR* | best val loss | worst | mean ± std | best ppl | seeds at LR* | diverged / runs | steps to target |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    for (i, m) in ms.iter().enumerate() {
+        t += &format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} |\n",
+            i + 1,
+            m.method,
+            m.lr_star.map(|l| format!("{l:e}")).unwrap_or_else(|| "–".into()),
+            o(m.best),
+            o(m.worst),
+            match (m.mean, m.std) {
+                (Some(a), Some(s)) => format!("{a:.4} ± {s:.4}"),
+                _ => "–".into(),
+            },
+            m.best.map(|b| format!("{:.2}", b.exp())).unwrap_or_else(|| "–".into()),
+            m.seeds_at_lr_star,
+            m.diverged,
+            m.runs,
+            m.steps_to_target.map(|s| s.to_string()).unwrap_or_else(|| "–".into()),
+        );
+    }
+    t
+}
+
+fn md_table_to_html(md: &str) -> String {
+    let mut h = String::from("<table>\n");
+    for (i, line) in md.lines().enumerate().filter(|(_, l)| !l.starts_with("|---")) {
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+        let tag = if i == 0 { "th" } else { "td" };
+        h += "<tr>";
+        for c in cells {
+            h += &format!("<{tag}>{}</{tag}>", html_escape(c));
+        }
+        h += "</tr>\n";
+    }
+    h + "</table>\n"
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+fn bold(s: &str) -> String {
+    let mut out = String::new();
+    for (i, part) in html_escape(s).split("**").enumerate() {
+        out += &if i % 2 == 1 { format!("<b>{part}</b>") } else { part.to_string() };
+    }
+    out
+}
+
+fn write(dir: &Path, out: &Path, title: &str, table: &str, notes: &[String], figs: &[Figure], rows: &[RunResult]) -> anyhow::Result<Report> {
+    let mut md = format!("# {title}\n\n{}\n\n{table}\n", dir.display());
+    if !notes.is_empty() {
+        md += "\n## Findings\n\n";
+        for n in notes {
+            md += &format!("- {n}\n");
+        }
+    }
+    md += "\n## Figures\n\n";
+    for f in figs {
+        md += &format!("![{}]({}.png)\n\n{}\n\n", f.stem, f.stem, f.caption);
+    }
+    let mut html = format!(
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title><style>body{{font-family:sans-serif;max-width:960px;margin:2em auto;color:#222}}table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}th{{background:#f4f4f4}}figure{{margin:2em 0}}figcaption{{color:#555;font-size:0.9em}}</style></head><body>\n<h1>{t}</h1>\n<p>{d}</p>\n",
+        t = html_escape(title),
+        d = html_escape(&dir.display().to_string())
+    );
+    html += &md_table_to_html(table);
+    if !notes.is_empty() {
+        html += "<h2>Findings</h2>\n<ul>\n";
+        for n in notes {
+            html += &format!("<li>{}</li>\n", bold(n));
+        }
+        html += "</ul>\n";
+    }
+    html += "<h2>Figures</h2>\n";
+    for f in figs {
+        html += &format!("<figure id=\"{}\">{}<figcaption>{}</figcaption></figure>\n", f.stem, f.svg, html_escape(&f.caption));
+    }
+    if !rows.is_empty() {
+        html += &format!("<h2>All runs</h2>\n<p>{} runs; one row each in results.jsonl / results.csv.</p>\n", rows.len());
+    }
+    html += "</body></html>\n";
+    let html_path = out.join("report.html");
+    let md_path = out.join("report.md");
+    crate::io::tensors::write_atomic(&html_path, html.as_bytes())?;
+    crate::io::tensors::write_atomic(&md_path, md.as_bytes())?;
+    Ok(Report { dir: out.to_path_buf(), html: html_path, markdown: md_path, figures: figs.iter().map(|f| f.stem.clone()).collect(), table: table.to_string() })
+}

@@ -1,0 +1,103 @@
+//! Per method (recipe): the best learning rate LR* (lowest final validation loss among the
+//! grid's non-diverged runs), then over every seed at LR* the best and worst final value,
+//! mean ± std (KiteNorm Fig. 1b), the diverged count (diverged runs are excluded from every
+//! value and counted here), and steps/time to the target loss at LR* (BHyT D.1).
+
+use super::results::RunResult;
+use serde::Serialize;
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LrPoint {
+    pub lr: f64,
+    /// Lowest final validation loss at this LR among the grid's non-diverged runs.
+    pub val_loss: Option<f64>,
+    pub runs: usize,
+    pub diverged: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MethodSummary {
+    pub method: String,
+    pub lr_star: Option<f64>,
+    pub best: Option<f64>,
+    pub worst: Option<f64>,
+    pub mean: Option<f64>,
+    pub std: Option<f64>,
+    /// Non-diverged runs at LR* (all seeds).
+    pub seeds_at_lr_star: usize,
+    pub runs: usize,
+    pub diverged: usize,
+    pub diverged_runs: Vec<String>,
+    pub curve: Vec<LrPoint>,
+    pub steps_to_target: Option<usize>,
+    pub time_to_target_s: Option<f64>,
+}
+
+fn key_str(v: Option<&serde_json::Value>) -> String {
+    match v {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+        None => "(base)".into(),
+    }
+}
+
+/// Summaries sorted by `best` (methods without a finished run last).
+pub fn summarize(rows: &[RunResult], group_by: &str, tuned: &str) -> Vec<MethodSummary> {
+    let mut methods: Vec<String> = Vec::new();
+    for r in rows {
+        let m = key_str(r.axes.get(group_by));
+        if !methods.contains(&m) {
+            methods.push(m);
+        }
+    }
+    let mut out: Vec<MethodSummary> = methods.into_iter().map(|m| summarize_method(rows, &m, group_by, tuned)).collect();
+    out.sort_by(|a, b| match (a.best, b.best) {
+        (Some(x), Some(y)) => x.total_cmp(&y),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => a.method.cmp(&b.method),
+    });
+    out
+}
+
+fn summarize_method(rows: &[RunResult], method: &str, group_by: &str, tuned: &str) -> MethodSummary {
+    let mine: Vec<&RunResult> = rows.iter().filter(|r| key_str(r.axes.get(group_by)) == method).collect();
+    let lr_of = |r: &RunResult| r.axes.get(tuned).and_then(|v| v.as_f64());
+    let mut lrs: Vec<f64> = mine.iter().filter_map(|r| lr_of(r)).collect();
+    lrs.sort_by(f64::total_cmp);
+    lrs.dedup();
+    let curve: Vec<LrPoint> = lrs
+        .iter()
+        .map(|&lr| {
+            let at: Vec<&&RunResult> = mine.iter().filter(|r| r.stage == "grid" && lr_of(r) == Some(lr)).collect();
+            LrPoint {
+                lr,
+                val_loss: at.iter().filter(|r| !r.diverged).filter_map(|r| r.final_val_loss).fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.min(v)))),
+                runs: at.len(),
+                diverged: at.iter().filter(|r| r.diverged).count(),
+            }
+        })
+        .collect();
+    let lr_star = curve.iter().filter(|p| p.val_loss.is_some()).min_by(|a, b| a.val_loss.unwrap().total_cmp(&b.val_loss.unwrap())).map(|p| p.lr);
+    let at_star: Vec<&&RunResult> = mine.iter().filter(|r| !r.diverged && r.final_val_loss.is_some() && (lr_star.is_none() || lr_of(r) == lr_star)).collect();
+    let vals: Vec<f64> = if lr_star.is_some() { at_star.iter().filter_map(|r| r.final_val_loss).collect() } else { Vec::new() };
+    let n = vals.len();
+    let mean = (n > 0).then(|| vals.iter().sum::<f64>() / n as f64);
+    let std = mean.map(|m| (vals.iter().map(|v| (v - m).powi(2)).sum::<f64>() / n as f64).sqrt());
+    let best_run = at_star.iter().filter(|_| lr_star.is_some()).min_by(|a, b| a.final_val_loss.unwrap().total_cmp(&b.final_val_loss.unwrap()));
+    MethodSummary {
+        method: method.to_string(),
+        lr_star,
+        best: vals.iter().copied().reduce(f64::min),
+        worst: vals.iter().copied().reduce(f64::max),
+        mean,
+        std,
+        seeds_at_lr_star: n,
+        runs: mine.len(),
+        diverged: mine.iter().filter(|r| r.diverged).count(),
+        diverged_runs: mine.iter().filter(|r| r.diverged).map(|r| format!("{} (step {})", r.name, r.diverged_step.unwrap_or(0))).collect(),
+        curve,
+        steps_to_target: best_run.and_then(|r| r.steps_to_target),
+        time_to_target_s: best_run.and_then(|r| r.time_to_target_s),
+    }
+}

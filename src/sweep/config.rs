@@ -1,0 +1,150 @@
+//! A sweep file: a run config (every section of [`crate::train::RunConfig`]) plus a `[sweep]`
+//! section with the axes to expand as a grid, and an optional reseed stage (KiteNorm's
+//! protocol: rerun the best learning rate of each recipe with more seeds).
+//!
+//! ```toml
+//! [sweep]
+//! dir = "runs/sweeps/lr"
+//! jobs = 2
+//! target_loss = 2.5                    # report steps and time to reach this validation loss
+//! [sweep.axes]                         # any config key → values; the grid is their product
+//! "model.recipe" = ["post", "pre", "peri"]
+//! "optim.lr" = [1e-3, 3e-3, 1e-2]
+//! [sweep.reseed]
+//! seeds = [8, 9]                       # sets train.seed and train.sampler_seed
+//! [model]                              # … the base run config …
+//! n_layers = 8
+//! ```
+
+use anyhow::{Context, bail, ensure};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepSection {
+    /// Sweep directory: plan, run directories, logs, results and report.
+    pub dir: PathBuf,
+    /// Runs executed at the same time, each a separate process.
+    #[serde(default = "default_jobs")]
+    pub jobs: usize,
+    /// Axis key → values, in order; the grid is their Cartesian product.
+    pub axes: toml::Table,
+    /// The key that names a method (its best learning rate is chosen per value).
+    #[serde(default = "default_group")]
+    pub group_by: String,
+    /// The key tuned per method.
+    #[serde(default = "default_tuned")]
+    pub tuned: String,
+    /// Validation loss for "steps and time to target" (BHyT D.1).
+    pub target_loss: Option<f64>,
+    pub reseed: Option<Reseed>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reseed {
+    /// Extra seeds run at each method's best `tuned` value; each sets `train.seed` and
+    /// `train.sampler_seed`.
+    pub seeds: Vec<u64>,
+}
+
+fn default_jobs() -> usize {
+    1
+}
+fn default_group() -> String {
+    "model.recipe".into()
+}
+fn default_tuned() -> String {
+    "optim.lr".into()
+}
+
+/// One run of the sweep: its name, its axis values and the `--set` edits that make its config.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlannedRun {
+    pub name: String,
+    /// `grid` or `reseed`.
+    pub stage: String,
+    pub axes: Vec<(String, toml::Value)>,
+}
+
+pub struct Sweep {
+    pub section: SweepSection,
+    /// The base run config as a TOML table (without `[sweep]`).
+    pub base: toml::Table,
+}
+
+impl Sweep {
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read sweep config {}", path.display()))?;
+        Self::parse(&text, path, &[])
+    }
+
+    /// Parses a sweep file's text; `sets` edit it first (`sweep.dir=…`, `train.steps=…`).
+    pub fn parse(text: &str, path: &Path, sets: &[String]) -> anyhow::Result<Self> {
+        let mut table: toml::Table = toml::from_str(text).with_context(|| format!("{} is not valid TOML", path.display()))?;
+        for s in sets {
+            crate::train::config::apply_set(&mut table, s)?;
+        }
+        let section = table.remove("sweep").with_context(|| format!("{} has no [sweep] section; see configs/sweeps/", path.display()))?;
+        let section: SweepSection = section.try_into().map_err(|e: toml::de::Error| anyhow::anyhow!("{} [sweep]: {}", path.display(), e.message()))?;
+        ensure!(section.jobs > 0, "sweep.jobs must be > 0");
+        ensure!(!section.axes.is_empty(), "sweep.axes is empty; give at least one key with a list of values");
+        for (k, v) in &section.axes {
+            let Some(vs) = v.as_array() else { bail!("sweep.axes.\"{k}\" must be a list of values") };
+            ensure!(!vs.is_empty(), "sweep.axes.\"{k}\" is an empty list");
+        }
+        let s = Self { section, base: table };
+        for run in s.grid() {
+            s.run_config(&run, Path::new("/tmp/x")).with_context(|| format!("sweep run {}", run.name))?.validate().with_context(|| format!("sweep run {}", run.name))?;
+        }
+        Ok(s)
+    }
+
+    /// The grid, first axis slowest.
+    pub fn grid(&self) -> Vec<PlannedRun> {
+        let axes: Vec<(&String, &Vec<toml::Value>)> = self.section.axes.iter().map(|(k, v)| (k, v.as_array().unwrap())).collect();
+        let mut combos: Vec<Vec<(String, toml::Value)>> = vec![Vec::new()];
+        for (k, vs) in &axes {
+            combos = combos
+                .into_iter()
+                .flat_map(|c| vs.iter().map(move |v| [c.clone(), vec![((*k).clone(), v.clone())]].concat()))
+                .collect();
+        }
+        combos.into_iter().enumerate().map(|(i, axes)| PlannedRun { name: run_name(i, &axes), stage: "grid".into(), axes }).collect()
+    }
+
+    /// The config of one run, with its directory inside the sweep.
+    pub fn run_config(&self, run: &PlannedRun, dir: &Path) -> anyhow::Result<crate::train::RunConfig> {
+        let mut table = self.base.clone();
+        for (k, v) in &run.axes {
+            crate::train::config::apply_set(&mut table, &format!("{k}={}", toml_literal(v)))?;
+        }
+        crate::train::config::apply_set(&mut table, &format!("run.dir={}", toml_literal(&toml::Value::String(dir.display().to_string()))))?;
+        crate::train::RunConfig::from_table(&table)
+    }
+}
+
+/// A value as TOML source (`"pre"`, `0.003`, `true`).
+pub fn toml_literal(v: &toml::Value) -> String {
+    let mut t = toml::Table::new();
+    t.insert("v".into(), v.clone());
+    toml::to_string(&t).unwrap().trim().trim_start_matches("v = ").to_string()
+}
+
+/// `r007-recipe=peri,lr=0.003`: index plus each axis's last key part and value.
+pub fn run_name(i: usize, axes: &[(String, toml::Value)]) -> String {
+    let parts: Vec<String> = axes
+        .iter()
+        .map(|(k, v)| {
+            let key = k.rsplit('.').next().unwrap_or(k);
+            let val = match v {
+                toml::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            format!("{key}={val}")
+        })
+        .collect();
+    let name = format!("r{i:03}-{}", parts.join(","));
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || "=,.-_".contains(c) { c } else { '_' }).collect()
+}

@@ -1,0 +1,84 @@
+//! Sweeps: a grid over any config keys (recipe, learning rate, seed, depth, width, batch,
+//! budget), an optional reseed stage at each method's best learning rate, execution as
+//! separate processes with resumption, and the aggregated results.
+//!
+//! - [`config`]: the sweep file and the grid
+//! - [`runner`]: processes, `jobs` at a time, skipping finished runs and resuming stopped ones
+//! - [`results`]: one row per run (`results.jsonl`, `results.csv`)
+//! - [`aggregate`]: LR*, best/worst over seeds, mean ± std, diverged counts, time to target
+
+pub mod aggregate;
+pub mod config;
+pub mod results;
+pub mod runner;
+
+#[cfg(test)]
+mod tests;
+
+pub use config::{PlannedRun, Sweep};
+
+use std::path::Path;
+
+/// Runs the grid, then the reseed stage, and writes the results; returns them.
+pub fn run(sweep: &Sweep, log: &(dyn Fn(&str) + Sync)) -> anyhow::Result<Vec<results::RunResult>> {
+    let dir = &sweep.section.dir;
+    std::fs::create_dir_all(dir)?;
+    let grid = sweep.grid();
+    log(&format!("sweep {}: {} runs in the grid, {} at a time", dir.display(), grid.len(), sweep.section.jobs));
+    runner::execute(sweep, &grid, log)?;
+    let mut rows = results::collect(dir, &grid, sweep.section.target_loss);
+    let mut all = grid.clone();
+    if let Some(re) = &sweep.section.reseed {
+        let extra = reseed_runs(sweep, &rows, &re.seeds, grid.len());
+        if !extra.is_empty() {
+            log(&format!("reseed stage: {} runs at each method's best {}", extra.len(), sweep.section.tuned));
+            runner::execute(sweep, &extra, log)?;
+            all.extend(extra);
+        }
+        rows = results::collect(dir, &all, sweep.section.target_loss);
+    }
+    crate::io::tensors::write_atomic(&dir.join("plan.json"), serde_json::to_string_pretty(&serde_json::json!({
+        "group_by": sweep.section.group_by,
+        "tuned": sweep.section.tuned,
+        "target_loss": sweep.section.target_loss,
+        "runs": all,
+    }))?.as_bytes())?;
+    results::write(dir, &rows)?;
+    let failed: Vec<&str> = rows.iter().filter(|r| r.state == "missing" || r.state == "running").map(|r| r.name.as_str()).collect();
+    if !failed.is_empty() {
+        log(&format!("{} runs did not finish (see {}): {}; run the sweep again to retry them", failed.len(), dir.join("logs").display(), failed.join(", ")));
+    }
+    Ok(rows)
+}
+
+/// The reseed runs: for each method's LR* (from the grid), one run per extra seed.
+pub fn reseed_runs(sweep: &Sweep, grid_rows: &[results::RunResult], seeds: &[u64], first_index: usize) -> Vec<PlannedRun> {
+    let s = &sweep.section;
+    let summaries = aggregate::summarize(grid_rows, &s.group_by, &s.tuned);
+    let mut out = Vec::new();
+    for m in summaries {
+        let Some(lr) = m.lr_star else { continue };
+        let Some(base) = grid_rows.iter().find(|r| r.axes.get(&s.group_by).map(|v| aggregate_key(v)) == Some(m.method.clone()) && r.axes.get(&s.tuned).and_then(|v| v.as_f64()) == Some(lr)) else { continue };
+        let base_axes: Vec<(String, toml::Value)> = sweep.grid().into_iter().find(|p| p.name == base.name).map(|p| p.axes).unwrap_or_default();
+        for &seed in seeds {
+            let mut axes: Vec<(String, toml::Value)> = base_axes.iter().filter(|(k, _)| k != "train.seed" && k != "train.sampler_seed").cloned().collect();
+            axes.push(("train.seed".into(), toml::Value::Integer(seed as i64)));
+            axes.push(("train.sampler_seed".into(), toml::Value::Integer(seed as i64)));
+            let name = config::run_name(first_index + out.len(), &axes);
+            out.push(PlannedRun { name, stage: "reseed".into(), axes });
+        }
+    }
+    out
+}
+
+fn aggregate_key(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Whether `dir` holds a sweep (rather than a single run).
+pub fn is_sweep(dir: &Path) -> bool {
+    dir.join("results.jsonl").is_file()
+}

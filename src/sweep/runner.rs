@@ -1,0 +1,102 @@
+//! Executes a sweep's runs as separate `normlab train` processes, `jobs` at a time. A run that
+//! finished or diverged is skipped; one that stopped part-way is resumed from its checkpoint;
+//! one never started is started. Children die with the sweep (Linux `PR_SET_PDEATHSIG`), so a
+//! killed sweep leaves no orphan writing into a run directory, and restarting it continues.
+
+use super::config::{PlannedRun, Sweep};
+use crate::train::run_dir::{self, Status};
+use anyhow::Context;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::Instant;
+
+pub fn run_dir_of(sweep_dir: &Path, name: &str) -> PathBuf {
+    sweep_dir.join("runs").join(name)
+}
+
+/// What a run needs.
+#[derive(Debug, PartialEq)]
+pub enum Todo {
+    Done,
+    Resume,
+    Start,
+}
+
+pub fn todo(dir: &Path) -> Todo {
+    match run_dir::read_status(dir).ok().flatten() {
+        Some(Status::Finished { .. } | Status::Diverged { .. }) => Todo::Done,
+        Some(Status::Running { .. }) => Todo::Resume,
+        None => Todo::Start,
+    }
+}
+
+/// Writes each run's config to `DIR/configs/NAME.toml` and runs what is not done.
+pub fn execute(sweep: &Sweep, runs: &[PlannedRun], log: &(dyn Fn(&str) + Sync)) -> anyhow::Result<()> {
+    let dir = &sweep.section.dir;
+    for r in runs {
+        let cfg = sweep.run_config(r, &run_dir_of(dir, &r.name))?;
+        crate::io::tensors::write_atomic(&dir.join("configs").join(format!("{}.toml", r.name)), cfg.to_toml()?.as_bytes())?;
+    }
+    let pending: Vec<&PlannedRun> = runs.iter().filter(|r| todo(&run_dir_of(dir, &r.name)) != Todo::Done).collect();
+    let skipped = runs.len() - pending.len();
+    if skipped > 0 {
+        log(&format!("{skipped} of {} runs already done; running {}", runs.len(), pending.len()));
+    }
+    let total = pending.len();
+    let queue = Mutex::new(pending.into_iter().enumerate());
+    let jobs = sweep.section.jobs.min(total.max(1));
+    let threads = (std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) / jobs).max(1);
+    let exe = std::env::current_exe().context("cannot find the normlab executable")?;
+    std::thread::scope(|s| {
+        for _ in 0..jobs {
+            s.spawn(|| {
+                loop {
+                    let Some((i, r)) = queue.lock().unwrap().next() else { break };
+                    let t0 = Instant::now();
+                    let outcome = run_one(&exe, dir, r, threads).unwrap_or_else(|e| format!("failed to start: {e:#}"));
+                    log(&format!("[{}/{total}] {} {outcome} ({:.0} s)", i + 1, r.name, t0.elapsed().as_secs_f64()));
+                }
+            });
+        }
+    });
+    Ok(())
+}
+
+/// Runs (or resumes) one run to its end; returns how it ended, in words.
+fn run_one(exe: &Path, sweep_dir: &Path, r: &PlannedRun, threads: usize) -> anyhow::Result<String> {
+    let dir = run_dir_of(sweep_dir, &r.name);
+    let mut cmd = Command::new(exe);
+    cmd.arg("train").arg("--quiet");
+    match todo(&dir) {
+        Todo::Done => return Ok("already done".into()),
+        Todo::Resume => cmd.arg("--resume").arg(&dir),
+        Todo::Start => cmd.arg("--config").arg(sweep_dir.join("configs").join(format!("{}.toml", r.name))).arg("--force"),
+    };
+    let log_path = sweep_dir.join("logs").join(format!("{}.log", r.name));
+    std::fs::create_dir_all(log_path.parent().unwrap())?;
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path)?;
+    cmd.stdout(Stdio::from(log.try_clone()?)).stderr(Stdio::from(log)).env("RAYON_NUM_THREADS", threads.to_string());
+    die_with_parent(&mut cmd);
+    let status = cmd.status()?;
+    Ok(match (status.code(), run_dir::read_status(&dir).ok().flatten()) {
+        (Some(0), Some(s)) => run_dir::describe(&s),
+        (Some(3), Some(s)) => run_dir::describe(&s),
+        (code, _) => format!("failed (exit {code:?}); see {}", log_path.display()),
+    })
+}
+
+#[cfg(target_os = "linux")]
+fn die_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_: &mut Command) {}

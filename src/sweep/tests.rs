@@ -1,0 +1,109 @@
+//! Aggregation against hand-built result rows (diverged ones included), grid expansion and
+//! the reseed stage.
+
+use super::aggregate::summarize;
+use super::config::Sweep;
+use super::results::RunResult;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+fn row(name: &str, stage: &str, recipe: &str, lr: f64, seed: i64, val: Option<f64>) -> RunResult {
+    let mut axes = BTreeMap::new();
+    axes.insert("model.recipe".to_string(), serde_json::json!(recipe));
+    axes.insert("optim.lr".to_string(), serde_json::json!(lr));
+    axes.insert("train.seed".to_string(), serde_json::json!(seed));
+    RunResult {
+        name: name.into(),
+        stage: stage.into(),
+        axes,
+        state: if val.is_some() { "finished" } else { "diverged" }.into(),
+        diverged: val.is_none(),
+        diverged_step: val.is_none().then_some(17),
+        diverged_reason: val.is_none().then(|| "loss is NaN".into()),
+        final_val_loss: val,
+        best_val_loss: val,
+        final_val_ppl: val.map(f64::exp),
+        best_val_ppl: val.map(f64::exp),
+        steps: 100,
+        wall_s: 10.0,
+        tokens_per_s: Some(1000.0),
+        steps_to_target: val.filter(|v| *v < 2.5).map(|_| 60),
+        time_to_target_s: val.filter(|v| *v < 2.5).map(|_| 6.0),
+        max_abs_last_layer: None,
+        grad_spikes: None,
+        grad_cv: None,
+        final_tau: None,
+    }
+}
+
+#[test]
+fn aggregation_by_hand() {
+    let rows = vec![
+        row("a1", "grid", "post", 1e-3, 7, Some(2.60)),
+        row("a2", "grid", "post", 3e-3, 7, Some(2.50)),
+        row("a3", "grid", "post", 1e-2, 7, None), // diverged
+        row("b1", "grid", "peri", 1e-3, 7, Some(2.55)),
+        row("b2", "grid", "peri", 3e-3, 7, Some(2.45)),
+        row("b3", "grid", "peri", 1e-2, 7, Some(2.40)),
+        row("b4", "reseed", "peri", 1e-2, 8, Some(2.44)),
+        row("b5", "reseed", "peri", 1e-2, 9, None), // diverged reseed: excluded, counted
+        row("a4", "reseed", "post", 3e-3, 8, Some(2.56)),
+        row("c1", "grid", "keel", 1e-3, 7, None),
+    ];
+    let s = summarize(&rows, "model.recipe", "optim.lr");
+    let names: Vec<&str> = s.iter().map(|m| m.method.as_str()).collect();
+    assert_eq!(names, ["peri", "post", "keel"], "sorted by best; all-diverged last");
+    let peri = &s[0];
+    assert_eq!(peri.lr_star, Some(1e-2));
+    assert_eq!((peri.best, peri.worst), (Some(2.40), Some(2.44)));
+    assert!((peri.mean.unwrap() - 2.42).abs() < 1e-12);
+    assert!((peri.std.unwrap() - 0.02).abs() < 1e-12, "population std of 2.40, 2.44");
+    assert_eq!((peri.seeds_at_lr_star, peri.diverged, peri.runs), (2, 1, 5));
+    assert_eq!(peri.diverged_runs, ["b5 (step 17)"]);
+    assert_eq!(peri.steps_to_target, Some(60));
+    let post = &s[1];
+    assert_eq!(post.lr_star, Some(3e-3), "the diverged 1e-2 run cannot be LR*");
+    assert_eq!((post.best, post.worst), (Some(2.50), Some(2.56)));
+    assert_eq!(post.curve.iter().map(|p| (p.lr, p.val_loss, p.diverged)).collect::<Vec<_>>(), [(1e-3, Some(2.60), 0), (3e-3, Some(2.50), 0), (1e-2, None, 1)]);
+    let keel = &s[2];
+    assert_eq!((keel.lr_star, keel.best, keel.diverged), (None, None, 1));
+}
+
+const SWEEP: &str = r#"
+[sweep]
+dir = "runs/test-sweep"
+jobs = 2
+[sweep.axes]
+"model.recipe" = ["post", "peri"]
+"optim.lr" = [1e-3, 1e-2]
+"model.n_layers" = [2]
+[sweep.reseed]
+seeds = [8, 9]
+[train]
+steps = 10
+"#;
+
+#[test]
+fn the_grid_is_the_product_of_the_axes_and_reseeds_use_lr_star() {
+    let s = Sweep::parse(SWEEP, Path::new("test.toml"), &[]).unwrap();
+    let g = s.grid();
+    let names: Vec<&str> = g.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["r000-recipe=post,lr=0.001,n_layers=2", "r001-recipe=post,lr=0.01,n_layers=2", "r002-recipe=peri,lr=0.001,n_layers=2", "r003-recipe=peri,lr=0.01,n_layers=2"]);
+    let cfg = s.run_config(&g[3], Path::new("runs/x")).unwrap();
+    assert_eq!((cfg.optim.lr, cfg.model.n_layers, cfg.train.steps), (1e-2, 2, Some(10)));
+    assert_eq!(cfg.model.validate().unwrap().0.name, "peri");
+    let rows = vec![
+        row(&g[0].name, "grid", "post", 1e-3, 7, Some(2.4)),
+        row(&g[1].name, "grid", "post", 1e-2, 7, None),
+        row(&g[2].name, "grid", "peri", 1e-3, 7, Some(2.6)),
+        row(&g[3].name, "grid", "peri", 1e-2, 7, Some(2.5)),
+    ];
+    let re = super::reseed_runs(&s, &rows, &[8, 9], 4);
+    assert_eq!(re.len(), 4);
+    let post = s.run_config(&re[0], Path::new("runs/y")).unwrap();
+    assert_eq!((post.optim.lr, post.train.seed, post.train.sampler_seed), (1e-3, 8, 8));
+    let peri = s.run_config(&re[3], Path::new("runs/y")).unwrap();
+    assert_eq!((peri.optim.lr, peri.train.seed, peri.model.n_layers), (1e-2, 9, 2));
+    let e = Sweep::parse("[sweep]\ndir = \"x\"\n[sweep.axes]\n\"optim.lrr\" = [1]\n", Path::new("bad.toml"), &[]).err().unwrap();
+    assert!(format!("{e:#}").contains("unknown field `lrr`"), "{e:#}");
+}

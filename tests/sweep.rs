@@ -1,0 +1,148 @@
+//! Sweeps as a user runs them: a sweep killed mid-run and restarted skips finished runs,
+//! resumes the interrupted one, and ends with the same table as an uninterrupted sweep; the
+//! report renders from a committed fixture sweep with every figure a valid PNG and SVG.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_normlab"))
+}
+
+fn temp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("normlab-sweep-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn sweep_file(root: &Path, dir: &Path) -> PathBuf {
+    let mut text = String::new();
+    for i in 0..3000 {
+        text += &format!("Item {} of the report concerns the {} district. ", i % 97, ["north", "south", "east", "west"][i % 4]);
+    }
+    std::fs::write(root.join("corpus.txt"), text).unwrap();
+    let cfg = format!(
+        "[sweep]\ndir = \"{dir}\"\njobs = 1\ntarget_loss = 3.0\n[sweep.axes]\n\"model.recipe\" = [\"pre\", \"peri\"]\n\"optim.lr\" = [3e-3, 1e-2]\n[sweep.reseed]\nseeds = [8]\n\
+         [run]\neval_every = 20\neval_windows = 4\ncheckpoint_every = 10\n[model]\nd_model = 32\nn_layers = 2\nn_heads = 2\n\
+         [data]\ncorpus = \"{corpus}\"\ncache_dir = \"{cache}\"\n[train]\nbatch_size = 4\nseq_len = 32\nsteps = 120\n[probe]\nevery = 20\n",
+        dir = dir.display(),
+        corpus = root.join("corpus.txt").display(),
+        cache = root.join("cache").display(),
+    );
+    let p = root.join(format!("{}.toml", dir.file_name().unwrap().to_string_lossy()));
+    std::fs::write(&p, cfg).unwrap();
+    p
+}
+
+/// results.jsonl without the timing columns.
+fn table(dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            for k in ["wall_s", "tokens_per_s", "time_to_target_s"] {
+                v.as_object_mut().unwrap().remove(k);
+            }
+            v
+        })
+        .collect()
+}
+
+fn finished(dir: &Path) -> Vec<String> {
+    let runs = dir.join("runs");
+    let mut v: Vec<String> = std::fs::read_dir(&runs)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| std::fs::read_to_string(e.path().join("status.json")).is_ok_and(|s| s.contains("finished")))
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_killed_sweep_restarts_without_rerunning_finished_runs() {
+    let root = temp("kill");
+    let whole = root.join("whole");
+    let o = bin().args(["sweep", "--config"]).arg(sweep_file(&root, &whole)).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(table(&whole).len(), 6, "4 grid runs + 2 reseeds");
+
+    let cut = root.join("cut");
+    let cfg = sweep_file(&root, &cut);
+    let mut child = bin().args(["sweep", "--config"]).arg(&cfg).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let t0 = Instant::now();
+    // Kill once one run has finished and the next has a checkpoint.
+    loop {
+        let done = finished(&cut);
+        let second_ckpt = std::fs::read_dir(cut.join("runs")).ok().is_some_and(|d| {
+            d.flatten().any(|e| !done.contains(&e.file_name().to_string_lossy().into_owned()) && e.path().join("checkpoints/latest.json").is_file())
+        });
+        if !done.is_empty() && second_ckpt {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(120), "the sweep made no progress");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let done_before = finished(&cut);
+    assert!(done_before.len() < 6, "killed before the end");
+    let stamp = |n: &str| std::fs::metadata(cut.join("runs").join(n).join("metrics.jsonl")).unwrap().modified().unwrap();
+    let stamps: Vec<_> = done_before.iter().map(|n| stamp(n)).collect();
+
+    let o = bin().args(["sweep", "--config"]).arg(&cfg).output().unwrap();
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{log}");
+    assert!(log.contains(&format!("{} of 4 runs already done", done_before.len())), "{log}");
+    assert_eq!(stamps, done_before.iter().map(|n| stamp(n)).collect::<Vec<_>>(), "finished runs were not rerun");
+    assert_eq!(table(&whole), table(&cut), "the restarted sweep's table equals the uninterrupted one");
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            copy_dir(&p, &to.join(e.file_name()));
+        } else {
+            std::fs::copy(&p, to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn the_report_renders_from_a_fixture_sweep() {
+    let root = temp("report");
+    let dir = root.join("sweep");
+    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sweep"), &dir);
+    let o = bin().arg("report").arg(&dir).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = dir.join("report");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    let stems: Vec<String> = md.lines().filter_map(|l| l.strip_prefix("![").and_then(|l| l.split(']').next()).map(String::from)).collect();
+    for must in ["lr_curves", "train_loss", "val_loss", "grad_norm", "hidden_var", "mean_abs", "grad_layers", "bhyt_scatter"] {
+        assert!(stems.iter().any(|s| s == must), "missing figure {must}: {stems:?}");
+    }
+    assert!(stems.iter().any(|s| s.starts_with("tau_")) && stems.iter().any(|s| s.starts_with("hidden_var_steps_")));
+    for s in &stems {
+        let png = std::fs::read(out.join(format!("{s}.png"))).unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{s}.png signature");
+        assert_eq!(&png[12..16], b"IHDR");
+        let (w, h) = (u32::from_be_bytes(png[16..20].try_into().unwrap()), u32::from_be_bytes(png[20..24].try_into().unwrap()));
+        assert_eq!((w, h), (900, 540), "{s}.png size");
+        let svg = std::fs::read_to_string(out.join(format!("{s}.svg"))).unwrap();
+        assert!(svg.trim_start().starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "{s}.svg");
+    }
+    assert_eq!(html.matches("<svg").count(), stems.len(), "every figure inlined: the page is self-contained");
+    assert!(html.contains("<table>") && html.contains("Findings"));
+    assert!(md.contains("| rank | recipe | LR*"));
+    // The fixture has a diverged run; the table counts it.
+    assert!(md.contains("| 1 / "), "{md}");
+}
