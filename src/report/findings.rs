@@ -49,6 +49,20 @@ pub fn findings(ms: &[MethodSummary], best_runs: &[RunData]) -> Vec<String> {
     } else {
         format!("Diverged runs (excluded from every value above): {}.", diverged.join("; "))
     });
+    let stalled: Vec<String> = ms
+        .iter()
+        .filter_map(|m| {
+            let (best, star) = (m.best?, m.lr_star?);
+            let lrs: Vec<String> = m.curve.iter().filter(|p| p.lr > star && p.val_loss.is_some_and(|v| v > best + 0.3)).map(|p| format!("{:e} ({:.3})", p.lr, p.val_loss.unwrap())).collect();
+            (!lrs.is_empty()).then(|| format!("{} at LR {}", m.method, lrs.join(", ")))
+        })
+        .collect();
+    if !stalled.is_empty() {
+        f.push(format!(
+            "Above their best learning rate, these runs finished without diverging but stalled (final loss > 0.3 nats above the recipe's best): {}. A stall is a high-learning-rate failure the divergence detector does not flag.",
+            stalled.join("; ")
+        ));
+    }
     let g = |name: &str| best_runs.iter().find(|r| r.label == name).and_then(growth);
     if let Some((pre_growth, pre_last)) = g("pre").or_else(|| g("gpt2-pre")) {
         let bounded: Vec<String> = ["peri", "kitenorm", "post"]
