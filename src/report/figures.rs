@@ -50,7 +50,7 @@ pub fn curves(dir: &Path, runs: &[RunData]) -> anyhow::Result<Vec<Figure>> {
     Ok(vec![
         fig(dir, "train_loss", "Training loss (CE + λ·R) per step of each recipe's best run.".into(), mk("Training loss", "loss", false, &|r| r.train_series("loss")))?,
         fig(dir, "val_loss", "Validation loss over training.".into(), mk("Validation loss", "validation loss", false, &|r| r.eval_series()))?,
-        fig(dir, "grad_norm", "Global gradient norm before clipping, per step (spikes stand out on the log scale).".into(), mk("Gradient norm", "‖g‖ (log)", true, &|r| r.train_series("grad_norm")))?,
+        fig(dir, "grad_norm", "Global gradient norm before clipping, per step (spikes stand out on the log scale).".into(), mk("Gradient norm", "gradient norm (log)", true, &|r| r.train_series("grad_norm")))?,
     ])
 }
 
@@ -76,7 +76,7 @@ pub fn depth_profiles(dir: &Path, runs: &[RunData]) -> anyhow::Result<Vec<Figure
     Ok(vec![
         fig(dir, "hidden_var", "Variance of the hidden state X_l entering each sublayer, at the first probe (step 1, dashed) and the last (solid).".into(), chart("Hidden-state variance vs depth", "Var(X_l) (log)", both(&["x", "var"])))?,
         fig(dir, "mean_abs", "Mean |X_l| at the first probe (dashed) and the last (solid).".into(), chart("Mean |x| vs depth", "mean |X_l| (log)", both(&["x", "mean_abs"])))?,
-        fig(dir, "grad_layers", "Gradient norm of each sublayer's parameters at step 1 (dashed) and at the end (solid) (Peri-LN Fig. 6 style).".into(), chart("Gradient norm vs depth", "‖g_l‖ (log)", both(&["grad_norm"])))?,
+        fig(dir, "grad_layers", "Gradient norm of each sublayer's parameters at step 1 (dashed) and at the end (solid) (Peri-LN Fig. 6 style).".into(), chart("Gradient norm vs depth", "gradient norm of sublayer l (log)", both(&["grad_norm"])))?,
     ])
 }
 
