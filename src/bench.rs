@@ -81,7 +81,7 @@ pub fn bench_recipe(
     let ad = device.clone().autodiff();
     let mut model =
         Transformer::new(&cfg, ParamSource::Seeded(0), &ad).with_context(|| format!("building `{recipe}`"))?;
-    let params: usize = crate::model::params::named_values(&model).iter().map(|(_, d)| d.num_elements()).sum();
+    let params = crate::model::params::count(&model);
     let mut optim = AdamWConfig::new().with_beta_2(0.95).with_epsilon(1e-8).with_weight_decay(0.1).init();
     let (x, y) = lcg_batch(&ad);
     let mut losses = Vec::new();

@@ -1,7 +1,7 @@
 //! A corpus, its tokenizer and both splits as token files: everything training reads.
 
 use super::cache::sha256_parts;
-use super::config::{DataConfig, TokenizerKind};
+use super::config::DataConfig;
 use super::corpus::{Corpus, Document};
 use super::tokenizer::{Tokenizer, bpe_for};
 use super::tokens::TokenFile;
@@ -97,10 +97,6 @@ impl Dataset {
             );
         }
         Ok(())
-    }
-
-    pub fn kind(&self) -> TokenizerKind {
-        self.tokenizer.kind()
     }
 }
 

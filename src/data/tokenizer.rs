@@ -4,7 +4,7 @@
 
 use super::config::TokenizerKind;
 use super::corpus::Document;
-use anyhow::{Context, anyhow, ensure};
+use anyhow::{Context, anyhow};
 use std::path::Path;
 
 pub enum Tokenizer {
@@ -107,13 +107,6 @@ impl Tokenizer {
                 Ok(String::from_utf8_lossy(&bytes).into_owned())
             }
         }
-    }
-
-    /// Validates an id sequence against the vocabulary (a prompt, a checkpoint's data).
-    pub fn check_ids(&self, ids: &[u32]) -> anyhow::Result<()> {
-        let v = self.vocab_size() as u32;
-        ensure!(ids.iter().all(|&i| i < v), "a token id is outside the vocabulary of {v}");
-        Ok(())
     }
 }
 

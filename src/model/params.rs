@@ -74,3 +74,8 @@ impl ModuleVisitor for Table {
         self.out.push(ParamEntry { name: self.path.join("."), id: param.id, shape: param.val().dims().to_vec() });
     }
 }
+
+/// Number of scalar parameters, from the shapes alone (no data leaves the device).
+pub fn count<M: Module>(module: &M) -> usize {
+    param_table(module).iter().map(|p| p.shape.iter().product::<usize>()).sum()
+}

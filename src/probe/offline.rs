@@ -5,7 +5,8 @@
 use super::grads::{block_norms, sublayer_norms};
 use super::snapshot::{ForwardProbe, forward_probe};
 use crate::model::Transformer;
-use crate::model::params::named_grads;
+use crate::train::clip::clip_global;
+use burn::optim::GradientsParams;
 use burn::module::Module;
 use burn::tensor::{Device, Int, Tensor};
 use serde::Serialize;
@@ -31,15 +32,9 @@ pub fn probe_model(model: &Transformer, x: Tensor<2, Int>, y: Tensor<2, Int>, pl
     let mut forward = forward_probe(&model.valid(), x.clone(), top_k);
     let ad = plain.clone().autodiff();
     let (loss, _, _) = model.loss(Tensor::from_data(x.into_data(), &ad), Tensor::from_data(y.into_data(), &ad));
-    let grads = loss.backward();
-    let per_param: Vec<(String, f64)> = named_grads(model, &grads)
-        .into_iter()
-        .map(|(name, g)| {
-            let sq: f64 = g.map(|d| d.convert::<f64>().try_into_vec::<f64>().unwrap().iter().map(|v| v * v).sum()).unwrap_or(0.0);
-            (name, sq.sqrt())
-        })
-        .collect();
-    let subs = sublayer_norms(&per_param, forward.sublayers.len());
+    // The trainer's own per-parameter norms (one transfer), with clipping off.
+    let (_, norms) = clip_global(model, GradientsParams::from_grads(loss.backward(), model), 0.0);
+    let subs = sublayer_norms(&norms.per_param, forward.sublayers.len());
     for (p, g) in forward.sublayers.iter_mut().zip(&subs) {
         p.grad_norm = Some(*g);
     }
@@ -49,7 +44,7 @@ pub fn probe_model(model: &Transformer, x: Tensor<2, Int>, y: Tensor<2, Int>, pl
         windows: n,
         tokens_per_window: t,
         loss: loss.into_scalar::<f32>() as f64,
-        grad_norm: per_param.iter().map(|(_, v)| v * v).sum::<f64>().sqrt(),
+        grad_norm: norms.total,
         block_grad_norms: block_norms(&subs),
         forward,
     }

@@ -2,7 +2,7 @@
 //! against hand-encoded bytes, and the papers' init-time pictures on a 16-layer model.
 
 use super::fit::{fit, ranks};
-use super::grads::{GradTracker, Series, sublayer_of};
+use super::grads::{GradTracker, sublayer_of};
 use super::snapshot::forward_probe;
 use super::stats::{Spread, angular_distance, cosines, hidden_summary, spread, token_alignment};
 use super::tensorboard::{crc32c, event, record};
@@ -66,7 +66,8 @@ fn fit_statistics_by_hand() {
     // SS_res = 1, SS_tot = 2 → R² = 0.5; RMSE = √(1/3).
     assert!((f.r2 - 0.5).abs() < 1e-12 && (f.rmse - (1.0f64 / 3.0).sqrt()).abs() < 1e-12);
     assert!((f.spearman - 1.0).abs() < 1e-12, "monotone");
-    // Pearson of (1,2,4) and (1,2,3): cov 3/... computed directly: r = 0.98198.
+    // Pearson of (1,2,4) and (1,2,3): deviations (−4/3, −1/3, 5/3) and (−1, 0, 1), so
+    // Σ products = 3, Σ squares = 42/9 and 2: r = 3 / √(84/9) = 0.98198….
     assert!((f.pearson - 0.981_980_506_061_965_7).abs() < 1e-12, "{}", f.pearson);
     assert_eq!(ranks(&[10.0, 20.0, 20.0, 30.0]), [1.0, 2.5, 2.5, 4.0]);
     let p = fit(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0]);
@@ -79,7 +80,6 @@ fn gradient_grouping_cv_and_spikes() {
     assert_eq!(sublayer_of("layers.3.ffn.output_norm.gain"), Some(7));
     assert_eq!(sublayer_of("tok_emb"), None);
     assert_eq!(sublayer_of("final_norm.gain"), None);
-    let mut s = Series::default();
     let mut tr = GradTracker::new(2, 3, 128, 6.0);
     for x in [1.0, 2.0, 3.0] {
         tr.observe(0, x, &[("layers.0.attn.f.wq".into(), x)]);
@@ -87,7 +87,6 @@ fn gradient_grouping_cv_and_spikes() {
     // [1, 2, 3]: mean 2, population std √(2/3) → CV 0.4082.
     assert!((tr.sublayers[0].cv_run() - (2.0f64 / 3.0).sqrt() / 2.0).abs() < 1e-12);
     assert!((tr.sublayers[0].cv_window() - tr.sublayers[0].cv_run()).abs() < 1e-12);
-    let _ = &mut s;
     let mut tr = GradTracker::new(2, 10, 128, 6.0);
     for i in 0..40 {
         assert_eq!(tr.observe(i, if i % 2 == 0 { 1.0 } else { 1.1 }, &[]), None, "no spike while the history builds");

@@ -33,7 +33,9 @@ pub struct MethodSummary {
     pub time_to_target_s: Option<f64>,
 }
 
-fn key_str(v: Option<&serde_json::Value>) -> String {
+/// An axis value as a method name: strings as they are, numbers as written, `(base)` when
+/// the run does not vary that key.
+pub fn axis_label(v: Option<&serde_json::Value>) -> String {
     match v {
         Some(serde_json::Value::String(s)) => s.clone(),
         Some(other) => other.to_string(),
@@ -45,7 +47,7 @@ fn key_str(v: Option<&serde_json::Value>) -> String {
 pub fn summarize(rows: &[RunResult], group_by: &str, tuned: &str) -> Vec<MethodSummary> {
     let mut methods: Vec<String> = Vec::new();
     for r in rows {
-        let m = key_str(r.axes.get(group_by));
+        let m = axis_label(r.axes.get(group_by));
         if !methods.contains(&m) {
             methods.push(m);
         }
@@ -61,7 +63,7 @@ pub fn summarize(rows: &[RunResult], group_by: &str, tuned: &str) -> Vec<MethodS
 }
 
 fn summarize_method(rows: &[RunResult], method: &str, group_by: &str, tuned: &str) -> MethodSummary {
-    let mine: Vec<&RunResult> = rows.iter().filter(|r| key_str(r.axes.get(group_by)) == method).collect();
+    let mine: Vec<&RunResult> = rows.iter().filter(|r| axis_label(r.axes.get(group_by)) == method).collect();
     let lr_of = |r: &RunResult| r.axes.get(tuned).and_then(|v| v.as_f64());
     let mut lrs: Vec<f64> = mine.iter().filter_map(|r| lr_of(r)).collect();
     lrs.sort_by(f64::total_cmp);

@@ -58,7 +58,13 @@ pub fn reseed_runs(sweep: &Sweep, grid_rows: &[results::RunResult], seeds: &[u64
     let mut out = Vec::new();
     for m in summaries {
         let Some(lr) = m.lr_star else { continue };
-        let Some(base) = grid_rows.iter().find(|r| r.axes.get(&s.group_by).map(|v| aggregate_key(v)) == Some(m.method.clone()) && r.axes.get(&s.tuned).and_then(|v| v.as_f64()) == Some(lr)) else { continue };
+        let Some(base) = grid_rows.iter().find(|r| {
+            r.axes.contains_key(&s.group_by)
+                && aggregate::axis_label(r.axes.get(&s.group_by)) == m.method
+                && r.axes.get(&s.tuned).and_then(|v| v.as_f64()) == Some(lr)
+        }) else {
+            continue;
+        };
         let base_axes: Vec<(String, toml::Value)> = sweep.grid().into_iter().find(|p| p.name == base.name).map(|p| p.axes).unwrap_or_default();
         for &seed in seeds {
             let mut axes: Vec<(String, toml::Value)> = base_axes.iter().filter(|(k, _)| k != "train.seed" && k != "train.sampler_seed").cloned().collect();
@@ -69,13 +75,6 @@ pub fn reseed_runs(sweep: &Sweep, grid_rows: &[results::RunResult], seeds: &[u64
         }
     }
     out
-}
-
-fn aggregate_key(v: &serde_json::Value) -> String {
-    match v {
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
 }
 
 /// Whether `dir` holds a sweep (rather than a single run).

@@ -8,13 +8,13 @@ use super::metrics::MetricsWriter;
 use super::optimizer;
 use super::run_dir::{self, CONFIG, METRICS, RUN_INFO, STATUS, Status, TOKENIZER};
 use super::trainer::Trainer;
-use crate::data::{Dataset, Sampler, Tokenizer, TokenizerKind};
+use crate::data::{Dataset, Sampler, Tokenizer};
 use crate::model::Transformer;
 use crate::probe::LiveProbe;
 use crate::model::init::ParamSource;
-use crate::model::params::named_values;
 use anyhow::{Context, bail};
-use std::path::Path;
+use crate::data::sampler::validation_starts;
+use std::path::{Path, PathBuf};
 
 /// What `--resume` found.
 pub enum Resumed {
@@ -32,7 +32,7 @@ impl Trainer {
         data.check_seq_len(cfg.train.seq_len)?;
         let ad = device.clone().autodiff();
         let model = Transformer::new(&cfg.model, ParamSource::Seeded(cfg.train.seed), &ad)?;
-        let params = count_params(&model);
+        let params = crate::model::params::count(&model);
         let total_steps = cfg.total_steps(params);
         let optim = optimizer::build(&cfg.optim, &model);
         let state = TrainerState {
@@ -58,25 +58,7 @@ impl Trainer {
             files.push((TOKENIZER, json.into_bytes()));
         }
         run_dir::create(&dir, &files)?;
-        let metrics = MetricsWriter::open(&dir.join(METRICS), 0)?;
-        let probe = LiveProbe::open(&dir, &cfg.probe, 2 * cfg.model.n_layers, None)?;
-        let val_starts = Trainer::fixed_val_starts(&data, &cfg);
-        Ok(Trainer {
-            sampler: Sampler::new(cfg.train.sampler_seed),
-            cfg,
-            dir,
-            data,
-            model,
-            optim,
-            state,
-            params,
-            metrics,
-            device,
-            ad,
-            val_starts,
-            stop_after: None,
-            probe,
-        })
+        Trainer::assemble(cfg, dir, data, model, optim, state, device, ad)
     }
 
     /// Continues the run in `dir` from its latest checkpoint (or from the start if it has none),
@@ -114,15 +96,33 @@ impl Trainer {
         }
         let model = checkpoint::load_weights(&ckpt.join(checkpoint::WEIGHTS), &cfg.model, &state.tokenizer, &ad)?;
         let optim = checkpoint::load_optimizer(&ckpt, optimizer::build(&cfg.optim, &model))?;
-        let metrics = MetricsWriter::open(&dir.join(METRICS), state.metrics_bytes)?;
-        let probe = LiveProbe::open(dir, &cfg.probe, 2 * cfg.model.n_layers, state.probe.clone())?;
         log(&format!("resuming {} at step {}/{}", dir.display(), state.step, state.total_steps));
-        let val_starts = Trainer::fixed_val_starts(&data, &cfg);
-        Ok(Resumed::Trainer(Box::new(Trainer {
+        let trainer = Trainer::assemble(cfg, dir.to_path_buf(), data, model, optim, state, device, ad)?;
+        Ok(Resumed::Trainer(Box::new(trainer)))
+    }
+
+    /// The trainer around a built model and optimizer: opens the metrics and probe outputs
+    /// (truncated to what `state` recorded; empty for a new run) and fixes the validation
+    /// windows. The sampler continues from `state` (a new run's state is its seed).
+    #[allow(clippy::too_many_arguments)]
+    fn assemble(
+        cfg: RunConfig,
+        dir: PathBuf,
+        data: Dataset,
+        model: Transformer,
+        optim: burn::optim::ModuleOptimizer,
+        state: TrainerState,
+        device: burn::tensor::Device,
+        ad: burn::tensor::Device,
+    ) -> anyhow::Result<Self> {
+        let metrics = MetricsWriter::open(&dir.join(METRICS), state.metrics_bytes)?;
+        let probe = LiveProbe::open(&dir, &cfg.probe, 2 * cfg.model.n_layers, state.probe.clone())?;
+        let val_starts = validation_starts(data.val.len(), cfg.train.seq_len, cfg.run.eval_windows);
+        Ok(Trainer {
             sampler: Sampler::from_state(state.sampler_state),
-            params: count_params(&model),
-            dir: dir.to_path_buf(),
+            params: crate::model::params::count(&model),
             cfg,
+            dir,
             data,
             model,
             optim,
@@ -133,7 +133,7 @@ impl Trainer {
             val_starts,
             stop_after: None,
             probe,
-        })))
+        })
     }
 }
 
@@ -155,13 +155,9 @@ pub fn load_run(dir: &Path) -> anyhow::Result<(RunConfig, Tokenizer)> {
             Tokenizer::load_bpe(&p)?
         }
     };
-    debug_assert!(tokenizer.kind() == cfg.data.tokenizer || cfg.data.tokenizer == TokenizerKind::Bpe);
     Ok((cfg, tokenizer))
 }
 
-pub fn count_params(model: &Transformer) -> usize {
-    named_values(model).iter().map(|(_, d)| d.num_elements()).sum()
-}
 
 fn run_info(cfg: &RunConfig, data: &Dataset, params: usize, total_steps: usize) -> serde_json::Value {
     let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);

@@ -9,7 +9,7 @@ use super::eval::evaluate;
 use super::metrics::{EvalRecord, MetricsWriter, TrainRecord};
 use super::progress::Progress;
 use super::run_dir::{self, FINAL_WEIGHTS, Status};
-use crate::data::sampler::{Batch, validation_starts};
+use crate::data::sampler::Batch;
 use crate::data::{Dataset, Sampler};
 use crate::model::Transformer;
 use crate::probe::LiveProbe;
@@ -193,10 +193,6 @@ impl Trainer {
         self.state.probe = Some(self.probe.checkpoint_state()?);
         checkpoint::save(&self.dir, &self.model, &self.optim, &self.state)?;
         run_dir::write_status(&self.dir, &Status::Running { step: self.state.step, total_steps: self.state.total_steps })
-    }
-
-    pub(super) fn fixed_val_starts(data: &Dataset, cfg: &RunConfig) -> Vec<usize> {
-        validation_starts(data.val.len(), cfg.train.seq_len, cfg.run.eval_windows)
     }
 }
 
