@@ -6,13 +6,18 @@
 //! an AdamW step), the same work the PyTorch script times. The PyTorch script can be run in the
 //! same invocation so the ratio is measured on the same machine at the same time.
 
-use crate::model::init::ParamSource;
+use crate::device::Machine;
+use crate::init::ParamSource;
 use crate::model::{FfnKind, ModelConfig, Transformer};
-use crate::recipe::{RecipeConfig, RecipeOverlay};
+use crate::recipe::{PRESET_NAMES, RecipeConfig, RecipeOverlay};
+use crate::stats::median;
+use crate::train::metrics::Metrics;
+use crate::train::run_dir;
 use anyhow::Context;
 use burn::optim::{AdamWConfig, GradientsParams};
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
 use std::time::Instant;
 
 pub const BATCH: usize = 8;
@@ -57,7 +62,7 @@ pub fn lcg_batch(device: &Device) -> (Tensor<2, Int>, Tensor<2, Int>) {
     (all.clone().narrow(1, 0, SEQ), all.narrow(1, 1, SEQ))
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RecipeBench {
     pub recipe: String,
     pub params: usize,
@@ -125,21 +130,19 @@ pub fn bench_recipe(
     })
 }
 
-pub fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    let n = s.len();
-    if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 }
-}
-
 /// Runs the PyTorch reference script and returns its JSON line.
-pub fn run_torch(python: &str, script: &str, threads: usize, extra: &[&str]) -> anyhow::Result<serde_json::Value> {
+pub fn run_torch(python: &str, script: &str, threads: usize, extra: &[&str]) -> anyhow::Result<TorchBench> {
     let out = std::process::Command::new(python)
         .arg(script)
         .args(["--threads", &threads.to_string()])
         .args(extra)
         .output()
-        .with_context(|| format!("cannot run `{python} {script}`; install it with: python3 -m venv ~/.venvs/torchref && ~/.venvs/torchref/bin/pip install torch numpy"))?;
+        .with_context(|| {
+            format!(
+                "cannot run `{python} {script}`; install it with: python3 -m venv ~/.venvs/torchref \
+            && ~/.venvs/torchref/bin/pip install torch numpy"
+            )
+        })?;
     anyhow::ensure!(out.status.success(), "PyTorch reference failed: {}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let line = stdout
@@ -147,26 +150,7 @@ pub fn run_torch(python: &str, script: &str, threads: usize, extra: &[&str]) -> 
         .rev()
         .find_map(|l| l.find('{').map(|i| &l[i..]))
         .context("PyTorch reference printed no JSON line")?;
-    Ok(serde_json::from_str(line)?)
-}
-
-/// A short description of the CPU for the results file.
-pub fn machine() -> serde_json::Value {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo
-        .lines()
-        .find(|l| l.starts_with("model name"))
-        .and_then(|l| l.split(':').nth(1))
-        .unwrap_or("unknown")
-        .trim()
-        .to_string();
-    serde_json::json!({
-        "cpu": model,
-        "threads": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
-        "avx512f": cpuinfo.contains("avx512f"),
-        "os": std::env::consts::OS,
-        "normlab": env!("CARGO_PKG_VERSION"),
-    })
+    serde_json::from_str(line).with_context(|| format!("the PyTorch reference printed an unexpected line: {line}"))
 }
 
 /// The full training loop (sampler, accumulation, global clipping, divergence check, AdamW,
@@ -174,10 +158,15 @@ pub fn machine() -> serde_json::Value {
 /// the steps after `warmup`, from the run's own `metrics.jsonl`.
 /// `probe_every` = 0 turns the activation probes and TensorBoard off; the overall rate
 /// (tokens over wall time, probes included) gives their overhead.
-pub fn bench_trainer(recipe: &str, device: &str, warmup: usize, steps: usize, probe_every: usize) -> anyhow::Result<serde_json::Value> {
-    use crate::train::{RunConfig, Trainer, progress::Progress};
-    let mut cfg = RunConfig::default();
-    cfg.model = reference_config(recipe);
+pub fn bench_trainer(
+    recipe: &str,
+    device: &str,
+    warmup: usize,
+    steps: usize,
+    probe_every: usize,
+) -> anyhow::Result<TrainerBench> {
+    use crate::train::{RunConfig, progress::Progress};
+    let mut cfg = RunConfig { model: reference_config(recipe), ..Default::default() };
     cfg.run.dir = std::env::temp_dir().join(format!("normlab-bench-trainer-{}", std::process::id()));
     cfg.run.device = device.to_string();
     cfg.run.eval_every = 1 << 40;
@@ -189,22 +178,150 @@ pub fn bench_trainer(recipe: &str, device: &str, warmup: usize, steps: usize, pr
     cfg.probe.every = probe_every;
     cfg.probe.tensorboard = probe_every > 0;
     let dir = cfg.run.dir.clone();
-    let mut t = Trainer::start(cfg, true, &|m| eprintln!("{m}"))?;
+    let mut t = crate::train::start(cfg, true, &|m| eprintln!("{m}"))?;
     let mut p = Progress::new(warmup + steps, 0, true);
     t.run(&mut p)?;
-    let recs: Vec<serde_json::Value> = crate::train::metrics::read(&dir.join(crate::train::run_dir::METRICS))?
-        .into_iter()
-        .filter(|r| r["type"] == "train")
-        .collect();
-    let rates: Vec<f64> = recs.iter().skip(warmup).filter_map(|r| r["tokens_per_s"].as_f64()).collect();
-    let wall = |r: &serde_json::Value| r["wall_s"].as_f64().unwrap_or(f64::NAN);
-    let overall = (steps * BATCH * SEQ) as f64 / (wall(&recs[recs.len() - 1]) - wall(&recs[warmup - 1]));
+    let recs = Metrics::read(&run_dir::metrics(&dir))?.train;
+    let rates: Vec<f64> = recs.iter().skip(warmup).map(|r| r.tokens_per_s).collect();
+    let overall = (steps * BATCH * SEQ) as f64 / (recs[recs.len() - 1].wall_s - recs[warmup - 1].wall_s);
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(serde_json::json!({
-        "recipe": recipe,
-        "steps": rates.len(),
-        "probe_every": probe_every,
-        "train_tok_s": median(&rates),
-        "overall_tok_s": overall,
-    }))
+    Ok(TrainerBench {
+        recipe: recipe.into(),
+        steps: rates.len(),
+        probe_every,
+        train_tok_s: median(&rates),
+        overall_tok_s: overall,
+    })
+}
+
+/// The full training loop's throughput.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainerBench {
+    pub recipe: String,
+    pub steps: usize,
+    pub probe_every: usize,
+    /// Median tokens/s of the steps after warm-up.
+    pub train_tok_s: f64,
+    /// Tokens over wall time, probes included.
+    pub overall_tok_s: f64,
+}
+
+/// The training loop with and without the activation probes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainerComparison {
+    pub with_probes: TrainerBench,
+    pub without_probes: TrainerBench,
+    /// `overall(without) / overall(with) − 1`.
+    pub probe_overhead: f64,
+}
+
+/// What the PyTorch reference printed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TorchBench {
+    pub train_tok_s: f64,
+    pub fwd_tok_s: f64,
+    /// Everything else it reported (threads, torch version, …).
+    #[serde(flatten)]
+    pub other: serde_json::Map<String, serde_json::Value>,
+}
+
+/// normlab's `pre` over PyTorch eager, measured in the same invocation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Ratios {
+    pub pre_train_vs_torch_eager: Option<f64>,
+    pub pre_fwd_vs_torch_eager: Option<f64>,
+    pub pre_trainer_vs_torch_eager: Option<f64>,
+}
+
+/// `bench/model.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BenchReport {
+    pub benchmark: String,
+    pub machine: Machine,
+    pub results: Vec<RecipeBench>,
+    pub trainer: Option<TrainerComparison>,
+    pub torch_reference: Option<TorchBench>,
+    pub ratios: Option<Ratios>,
+}
+
+/// What `normlab bench` measures.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    /// Recipes to measure (empty: every preset).
+    pub recipes: Vec<String>,
+    pub warmup: usize,
+    pub steps: usize,
+    pub fwd_steps: usize,
+    pub device: String,
+    /// `(python, script)` of the PyTorch reference, run in the same invocation.
+    pub torch: Option<(String, String)>,
+    /// Steps of the full training loop to time (0: none).
+    pub trainer_steps: usize,
+    pub out: PathBuf,
+}
+
+/// Runs the benchmark, prints a line per measurement, writes `opts.out` and returns the report.
+pub fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
+    let device = crate::device::parse(&opts.device)?;
+    let recipes: Vec<String> = if opts.recipes.is_empty() {
+        PRESET_NAMES.iter().map(|s| s.to_string()).collect()
+    } else {
+        opts.recipes.clone()
+    };
+    let mut results = Vec::new();
+    for r in &recipes {
+        let b = bench_recipe(r, &device, opts.warmup, opts.steps, opts.fwd_steps)?;
+        eprintln!(
+            "{:20} train {:8.0} tok/s ({:6.1} ms/step)   fwd {:8.0} tok/s   loss {:.3} → {:.3}",
+            b.recipe, b.train_tok_s, b.train_ms, b.fwd_tok_s, b.loss_first, b.loss_last
+        );
+        results.push(b);
+    }
+    let trainer = (opts.trainer_steps > 0).then(|| compare_trainer(opts)).transpose()?;
+    let torch = match &opts.torch {
+        Some((py, script)) => Some(run_torch(py, script, crate::device::available_threads(), &[])?),
+        None => None,
+    };
+    let ratios = torch.as_ref().map(|t| ratios(&results, trainer.as_ref(), t));
+    if let Some(r) = &ratios {
+        eprintln!("ratio to PyTorch eager (pre): {}", serde_json::to_string(r)?);
+    }
+    let report = BenchReport {
+        benchmark: "reference model: V=256 d=256 L=6 H=4 GLU688 batch 8x256 f32; train = fwd+bwd+AdamW".into(),
+        machine: crate::device::machine(),
+        results,
+        trainer,
+        torch_reference: torch,
+        ratios,
+    };
+    crate::io::json::write(&opts.out, &report)?;
+    eprintln!("wrote {}", opts.out.display());
+    Ok(report)
+}
+
+fn compare_trainer(opts: &BenchOptions) -> anyhow::Result<TrainerComparison> {
+    let every = crate::probe::ProbeConfig::default().every;
+    let warmup = opts.warmup.max(1);
+    let with = bench_trainer("pre", &opts.device, warmup, opts.trainer_steps, every)?;
+    let without = bench_trainer("pre", &opts.device, warmup, opts.trainer_steps, 0)?;
+    let overhead = without.overall_tok_s / with.overall_tok_s - 1.0;
+    eprintln!(
+        "{:20} full training loop {:8.0} tok/s per step; overall {:8.0} tok/s with probes every {every}, {:8.0} \
+            without: probe overhead {:.1}%",
+        "pre (trainer)",
+        with.train_tok_s,
+        with.overall_tok_s,
+        without.overall_tok_s,
+        100.0 * overhead
+    );
+    Ok(TrainerComparison { with_probes: with, without_probes: without, probe_overhead: overhead })
+}
+
+fn ratios(results: &[RecipeBench], trainer: Option<&TrainerComparison>, t: &TorchBench) -> Ratios {
+    let pre = results.iter().find(|b| b.recipe == "pre");
+    Ratios {
+        pre_train_vs_torch_eager: pre.map(|b| b.train_tok_s / t.train_tok_s),
+        pre_fwd_vs_torch_eager: pre.map(|b| b.fwd_tok_s / t.fwd_tok_s),
+        pre_trainer_vs_torch_eager: trainer.map(|c| c.with_probes.train_tok_s / t.train_tok_s),
+    }
 }

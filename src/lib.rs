@@ -1,21 +1,38 @@
 //! normlab: train decoder-only Transformers with any normalization scheme, and see layer by
 //! layer why it trains stably or not.
 //!
+//! Rooms, top to bottom; a room imports only rooms below it (checked by
+//! `tests/architecture.rs`):
+//!
+//! ```text
+//! bench, report → sweep → train → {probe, data} → model → recipe → norm → {init, io, rng, stats, device}
+//! ```
+//!
 //! - [`norm`]: normalization layers (LayerNorm, RMSNorm, scalarised LN, DyT, BHyT*, BHyT)
 //! - [`recipe`]: placements — which norm sits where, with which scales (every preset in
 //!   [`recipe::presets`])
 //! - [`model`]: the decoder-only Transformer
-//! - [`device`]: backend selection
+//! - [`data`]: corpora, tokenizers, token cache, batch sampler
+//! - [`probe`]: stability probes (hidden-state statistics, gradient norms, spikes)
+//! - [`train`]: the training loop, run directories, checkpoints, evaluation, sampling
+//! - [`sweep`]: grids of runs, their results and aggregation
+//! - [`report`]: figures, findings and the HTML/markdown report
+//! - [`bench`]: throughput against the PyTorch reference
+//! - bottom: [`init`] (named, seeded parameters), [`io`] (file formats), [`rng`], [`stats`],
+//!   [`device`] (backends and the machine)
 
 pub mod bench;
 pub mod data;
 pub mod device;
+pub mod init;
 pub mod io;
 pub mod model;
 pub mod norm;
 pub mod probe;
 pub mod recipe;
 pub mod report;
+pub mod rng;
+pub mod stats;
 pub mod sweep;
 pub mod train;
 

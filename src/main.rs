@@ -2,8 +2,8 @@
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use normlab::bench;
-use normlab::recipe::{PRESET_NAMES, equation, preset};
+use normlab::bench::{self, BenchOptions};
+use normlab::recipe::{PRESET_NAMES, equation, preset, resolve};
 use std::path::PathBuf;
 
 mod cli;
@@ -96,9 +96,7 @@ enum Cmd {
         report: bool,
     },
     /// Write the HTML/markdown report (and PNG/SVG figures) of a sweep or run directory.
-    Report {
-        dir: PathBuf,
-    },
+    Report { dir: PathBuf },
     /// The built-in study: 8 recipes × 4 learning rates on a small deep model on the built-in
     /// corpus, reseeded at each recipe's best rate, then the report (≈10 min on 2 cores).
     Compare {
@@ -197,83 +195,27 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Cmd::Data { cmd: DataCmd::Fetch { tarball } } => cli::data_fetch(tarball).map(|()| 0),
         Cmd::Data { cmd: DataCmd::Stats { config, sets } } => cli::data_stats(config, sets).map(|()| 0),
         Cmd::Recipes { name, config, layers } => recipes(name, config, layers).map(|()| 0),
-        Cmd::Bench { recipes, warmup, steps, fwd_steps, out, device: device_name, torch_python, torch_script, trainer_steps } => {
-            let device = normlab::device::parse(&device_name)?;
-            let recipes =
-                if recipes.is_empty() { PRESET_NAMES.iter().map(|s| s.to_string()).collect() } else { recipes };
-            let mut results = Vec::new();
-            for r in &recipes {
-                let b = bench::bench_recipe(r, &device, warmup, steps, fwd_steps)?;
-                eprintln!(
-                    "{:20} train {:8.0} tok/s ({:6.1} ms/step)   fwd {:8.0} tok/s   loss {:.3} → {:.3}",
-                    b.recipe, b.train_tok_s, b.train_ms, b.fwd_tok_s, b.loss_first, b.loss_last
-                );
-                results.push(b);
-            }
-            let trainer = if trainer_steps > 0 {
-                let every = normlab::probe::ProbeConfig::default().every;
-                let with = bench::bench_trainer("pre", &device_name, warmup.max(1), trainer_steps, every)?;
-                let without = bench::bench_trainer("pre", &device_name, warmup.max(1), trainer_steps, 0)?;
-                let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
-                let overhead = f(&without, "overall_tok_s") / f(&with, "overall_tok_s") - 1.0;
-                eprintln!(
-                    "{:20} full training loop {:8.0} tok/s per step; overall {:8.0} tok/s with probes every {every}, {:8.0} without: probe overhead {:.1}%",
-                    "pre (trainer)",
-                    f(&with, "train_tok_s"),
-                    f(&with, "overall_tok_s"),
-                    f(&without, "overall_tok_s"),
-                    100.0 * overhead
-                );
-                Some(serde_json::json!({"with_probes": with, "without_probes": without, "probe_overhead": overhead}))
-            } else {
-                None
-            };
-            let torch = match torch_python {
-                Some(py) => Some(bench::run_torch(&py, &torch_script, num_threads(), &[])?),
-                None => None,
-            };
-            let ratios = torch.as_ref().map(|t| {
-                let pre = results.iter().find(|b| b.recipe == "pre");
-                serde_json::json!({
-                    "pre_train_vs_torch_eager": pre.map(|b| b.train_tok_s / t["train_tok_s"].as_f64().unwrap_or(f64::NAN)),
-                    "pre_fwd_vs_torch_eager": pre.map(|b| b.fwd_tok_s / t["fwd_tok_s"].as_f64().unwrap_or(f64::NAN)),
-                    "pre_trainer_vs_torch_eager": trainer.as_ref().map(|b| b["with_probes"]["train_tok_s"].as_f64().unwrap_or(f64::NAN) / t["train_tok_s"].as_f64().unwrap_or(f64::NAN)),
-                })
-            });
-            if let Some(r) = &ratios {
-                eprintln!("ratio to PyTorch eager (pre): {r}");
-            }
-            let report = serde_json::json!({
-                "benchmark": "reference model: V=256 d=256 L=6 H=4 GLU688 batch 8x256 f32; train = fwd+bwd+AdamW",
-                "machine": bench::machine(),
-                "results": results,
-                "trainer": trainer,
-                "torch_reference": torch,
-                "ratios": ratios,
-            });
-            normlab::io::tensors::write_atomic(&out, serde_json::to_string_pretty(&report)?.as_bytes())?;
-            eprintln!("wrote {}", out.display());
-            Ok(0)
+        Cmd::Bench { recipes, warmup, steps, fwd_steps, out, device, torch_python, torch_script, trainer_steps } => {
+            let torch = torch_python.map(|py| (py, torch_script));
+            let opts = BenchOptions { recipes, warmup, steps, fwd_steps, device, torch, trainer_steps, out };
+            bench::run(&opts).map(|_| 0)
         }
     }
 }
 
-fn num_threads() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
-}
-
+/// `normlab recipes`: every preset (or one, or a config's) with its equations and, with a
+/// depth, its resolved plan.
 fn recipes(name: Option<String>, config: Option<PathBuf>, layers: Option<usize>) -> anyhow::Result<()> {
     let specs = if let Some(path) = config {
         let cfg = normlab::train::RunConfig::load(Some(&path), &[])?;
         let (spec, _) = cfg.model.validate().with_context(|| format!("{}", path.display()))?;
-        let cfg = cfg.model;
-        vec![(spec, Some(cfg.n_layers))]
+        vec![(spec, Some(cfg.model.n_layers))]
     } else if let Some(n) = name {
         let spec =
             preset(&n).with_context(|| format!("unknown recipe `{n}`; presets are: {}", PRESET_NAMES.join(", ")))?;
         vec![(spec, None)]
     } else {
-        PRESET_NAMES.iter().map(|n| (preset(n).unwrap(), None)).collect()
+        PRESET_NAMES.iter().filter_map(|n| preset(n)).map(|s| (s, None)).collect()
     };
     for (spec, cfg_layers) in specs {
         println!("{} — {}", spec.name, spec.about);
@@ -284,24 +226,8 @@ fn recipes(name: Option<String>, config: Option<PathBuf>, layers: Option<usize>)
             println!("    note: {note}");
         }
         if let Some(l) = layers.or(cfg_layers) {
-            let r = spec.resolve(l, 1e-6)?;
-            for s in &r.sublayers {
-                let n =
-                    |k: &Option<normlab::norm::NormKind>| k.as_ref().map(|k| k.symbol()).unwrap_or_else(|| "·".into());
-                println!(
-                    "      l={:<3} k={:<3} {:?}  in={:<10} out={:<10} outer={:<10} a={:<8.4} c={:<8.4} s={:<8.4} init_out={:<8.4} init_in={:.4}",
-                    s.index,
-                    s.layer,
-                    s.branch,
-                    n(&s.input),
-                    n(&s.output),
-                    n(&s.outer),
-                    s.skip,
-                    s.residual,
-                    s.input_scale,
-                    s.init_out,
-                    s.init_in
-                );
+            for line in equation::plan_lines(&resolve(&spec, l, 1e-6)?) {
+                println!("      {line}");
             }
         }
         println!();

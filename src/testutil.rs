@@ -19,7 +19,7 @@ pub fn values<const D: usize>(t: Tensor<D>) -> Vec<f64> {
 
 /// Deterministic pseudo-random values in (−1, 1).
 pub fn pseudo_random(n: usize, seed: u64) -> Vec<f64> {
-    let mut rng = crate::model::init::SplitMix64::new(seed);
+    let mut rng = crate::rng::SplitMix64::new(seed);
     (0..n).map(|_| rng.uniform() * 2.0 - 1.0).collect()
 }
 
@@ -48,8 +48,15 @@ pub fn rel_err(a: &[f64], b: &[f64], floor: f64) -> f64 {
 pub fn write_tiny_corpus(path: &std::path::Path, n_sentences: usize) {
     let subjects = ["The council", "Our nation", "The treasury", "Congress", "The people", "This government"];
     let verbs = ["has approved", "will consider", "must protect", "shall review", "has reduced", "can improve"];
-    let objects = ["the public debt.", "the common defense.", "our commerce.", "the new treaty.", "the harbors.", "the post roads."];
-    let mut rng = crate::model::init::SplitMix64::new(11);
+    let objects = [
+        "the public debt.",
+        "the common defense.",
+        "our commerce.",
+        "the new treaty.",
+        "the harbors.",
+        "the post roads.",
+    ];
+    let mut rng = crate::rng::SplitMix64::new(11);
     let mut text = String::new();
     for i in 0..n_sentences {
         let mut pick = |xs: &[&str]| xs[(rng.next_u64() % xs.len() as u64) as usize].to_string();
@@ -65,27 +72,4 @@ pub fn temp_dir(name: &str) -> std::path::PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
-}
-
-/// A 2-layer d=32 model on a local synthetic corpus under `root`: a run takes well under a
-/// second.
-pub fn tiny_cfg(root: &std::path::Path, steps: usize) -> crate::train::RunConfig {
-    let corpus = root.join("corpus.txt");
-    if !corpus.exists() {
-        write_tiny_corpus(&corpus, 3000);
-    }
-    let mut c = crate::train::RunConfig::default();
-    c.run.dir = root.join("run");
-    c.run.eval_every = 5;
-    c.run.eval_windows = 4;
-    c.run.checkpoint_every = 5;
-    c.model.d_model = 32;
-    c.model.n_layers = 2;
-    c.model.n_heads = 2;
-    c.data.corpus = corpus.display().to_string();
-    c.data.cache_dir = Some(root.join("cache"));
-    c.train.batch_size = 4;
-    c.train.seq_len = 32;
-    c.train.steps = Some(steps);
-    c
 }

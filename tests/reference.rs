@@ -3,12 +3,12 @@
 //! CE (+ λ·R for recipes with the variance regulariser) within 1e-4 relative.
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
+use normlab::init::ParamSource;
 use normlab::io::tensors;
-use normlab::model::init::ParamSource;
 use normlab::model::params::named_grads;
 use normlab::model::{ModelConfig, Transformer};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 const LOGIT_TOL: f64 = 1e-5;
 const GRAD_TOL: f64 = 1e-4;
@@ -31,7 +31,7 @@ fn max_abs(v: &[f64]) -> f64 {
     v.iter().fold(0.0, |m, x| m.max(x.abs()))
 }
 
-fn check_case(path: &PathBuf) -> Result<(), String> {
+fn check_case(path: &Path) -> Result<(), String> {
     let case = path.file_stem().unwrap().to_string_lossy().to_string();
     let file = tensors::read(path).map_err(|e| e.to_string())?;
     let cfg: ModelConfig = serde_json::from_str(&file.metadata["config"]).map_err(|e| format!("{case}: {e}"))?;

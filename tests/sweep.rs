@@ -20,13 +20,20 @@ fn temp(name: &str) -> PathBuf {
 fn sweep_file(root: &Path, dir: &Path) -> PathBuf {
     let mut text = String::new();
     for i in 0..3000 {
-        text += &format!("Item {} of the report concerns the {} district. ", i % 97, ["north", "south", "east", "west"][i % 4]);
+        text += &format!(
+            "Item {} of the report concerns the {} district. ",
+            i % 97,
+            ["north", "south", "east", "west"][i % 4]
+        );
     }
     std::fs::write(root.join("corpus.txt"), text).unwrap();
     let cfg = format!(
-        "[sweep]\ndir = \"{dir}\"\njobs = 1\ntarget_loss = 3.0\n[sweep.axes]\n\"model.recipe\" = [\"pre\", \"peri\"]\n\"optim.lr\" = [3e-3, 1e-2]\n[sweep.reseed]\nseeds = [8]\n\
-         [run]\neval_every = 20\neval_windows = 4\ncheckpoint_every = 10\n[model]\nd_model = 32\nn_layers = 2\nn_heads = 2\n\
-         [data]\ncorpus = \"{corpus}\"\ncache_dir = \"{cache}\"\n[train]\nbatch_size = 4\nseq_len = 32\nsteps = 120\n[probe]\nevery = 20\n",
+        "[sweep]\ndir = \"{dir}\"\njobs = 1\ntarget_loss = 3.0\n[sweep.axes]\n\"model.recipe\" = [\"pre\", \"peri\"]\n\
+         \"optim.lr\" = [3e-3, 1e-2]\n[sweep.reseed]\nseeds = [8]\n\
+         [run]\neval_every = 20\neval_windows = 4\ncheckpoint_every = 10\n\
+         [model]\nd_model = 32\nn_layers = 2\nn_heads = 2\n\
+         [data]\ncorpus = \"{corpus}\"\ncache_dir = \"{cache}\"\n[train]\nbatch_size = 4\nseq_len = 32\nsteps = \
+             120\n[probe]\nevery = 20\n",
         dir = dir.display(),
         corpus = root.join("corpus.txt").display(),
         cache = root.join("cache").display(),
@@ -49,6 +56,39 @@ fn table(dir: &Path) -> Vec<serde_json::Value> {
             v
         })
         .collect()
+}
+
+/// Reads `results.csv` with a real CSV reader and checks every cell against `results.jsonl`:
+/// run names contain commas, so unquoted fields would shift every column after `name`.
+fn check_csv_against_jsonl(dir: &Path) {
+    let rows: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut reader = csv::Reader::from_path(dir.join("results.csv")).unwrap();
+    let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
+    let records: Vec<csv::StringRecord> = reader.records().map(|r| r.unwrap()).collect();
+    assert_eq!(records.len(), rows.len(), "one CSV row per run");
+    for (rec, row) in records.iter().zip(&rows) {
+        assert_eq!(rec.len(), header.len(), "every row has the header's {} fields: {rec:?}", header.len());
+        for (col, cell) in header.iter().zip(rec.iter()) {
+            let want = match col.as_str() {
+                "name" | "stage" | "state" => row[col.as_str()].clone(),
+                axis if axis.contains('.') => row["axes"].get(axis).cloned().unwrap_or(serde_json::Value::Null),
+                other => row[other].clone(),
+            };
+            match want {
+                serde_json::Value::Null => assert_eq!(cell, "", "{col} of {}", row["name"]),
+                serde_json::Value::String(s) => assert_eq!(cell, s, "{col}"),
+                // serde_json's float parser may differ from Rust's in the last bit.
+                v => {
+                    let (a, b) = (cell.parse::<f64>().unwrap(), v.as_f64().unwrap());
+                    assert!((a - b).abs() <= 1e-12 * b.abs(), "{col} of {}: {a} vs {b}", row["name"]);
+                }
+            }
+        }
+    }
 }
 
 fn finished(dir: &Path) -> Vec<String> {
@@ -81,7 +121,10 @@ fn a_killed_sweep_restarts_without_rerunning_finished_runs() {
     loop {
         let done = finished(&cut);
         let second_ckpt = std::fs::read_dir(cut.join("runs")).ok().is_some_and(|d| {
-            d.flatten().any(|e| !done.contains(&e.file_name().to_string_lossy().into_owned()) && e.path().join("checkpoints/latest.json").is_file())
+            d.flatten().any(|e| {
+                !done.contains(&e.file_name().to_string_lossy().into_owned())
+                    && e.path().join("checkpoints/latest.json").is_file()
+            })
         });
         if !done.is_empty() && second_ckpt {
             break;
@@ -93,7 +136,8 @@ fn a_killed_sweep_restarts_without_rerunning_finished_runs() {
     child.wait().unwrap();
     let done_before = finished(&cut);
     assert!(done_before.len() < 6, "killed before the end");
-    let stamp = |n: &str| std::fs::metadata(cut.join("runs").join(n).join("metrics.jsonl")).unwrap().modified().unwrap();
+    let stamp =
+        |n: &str| std::fs::metadata(cut.join("runs").join(n).join("metrics.jsonl")).unwrap().modified().unwrap();
     let stamps: Vec<_> = done_before.iter().map(|n| stamp(n)).collect();
 
     let o = bin().args(["sweep", "--config"]).arg(&cfg).output().unwrap();
@@ -102,6 +146,12 @@ fn a_killed_sweep_restarts_without_rerunning_finished_runs() {
     assert!(log.contains(&format!("{} of 4 runs already done", done_before.len())), "{log}");
     assert_eq!(stamps, done_before.iter().map(|n| stamp(n)).collect::<Vec<_>>(), "finished runs were not rerun");
     assert_eq!(table(&whole), table(&cut), "the restarted sweep's table equals the uninterrupted one");
+    check_csv_against_jsonl(&cut);
+}
+
+#[test]
+fn the_committed_fixture_csv_reads_back_as_its_jsonl() {
+    check_csv_against_jsonl(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sweep"));
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -126,8 +176,11 @@ fn the_report_renders_from_a_fixture_sweep() {
     let out = dir.join("report");
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
-    let stems: Vec<String> = md.lines().filter_map(|l| l.strip_prefix("![").and_then(|l| l.split(']').next()).map(String::from)).collect();
-    for must in ["lr_curves", "train_loss", "val_loss", "grad_norm", "hidden_var", "mean_abs", "grad_layers", "bhyt_scatter"] {
+    let stems: Vec<String> =
+        md.lines().filter_map(|l| l.strip_prefix("![").and_then(|l| l.split(']').next()).map(String::from)).collect();
+    for must in
+        ["lr_curves", "train_loss", "val_loss", "grad_norm", "hidden_var", "mean_abs", "grad_layers", "bhyt_scatter"]
+    {
         assert!(stems.iter().any(|s| s == must), "missing figure {must}: {stems:?}");
     }
     assert!(stems.iter().any(|s| s.starts_with("tau_")) && stems.iter().any(|s| s.starts_with("hidden_var_steps_")));
@@ -135,7 +188,8 @@ fn the_report_renders_from_a_fixture_sweep() {
         let png = std::fs::read(out.join(format!("{s}.png"))).unwrap();
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{s}.png signature");
         assert_eq!(&png[12..16], b"IHDR");
-        let (w, h) = (u32::from_be_bytes(png[16..20].try_into().unwrap()), u32::from_be_bytes(png[20..24].try_into().unwrap()));
+        let (w, h) =
+            (u32::from_be_bytes(png[16..20].try_into().unwrap()), u32::from_be_bytes(png[20..24].try_into().unwrap()));
         assert_eq!((w, h), (900, 540), "{s}.png size");
         let svg = std::fs::read_to_string(out.join(format!("{s}.svg"))).unwrap();
         assert!(svg.trim_start().starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "{s}.svg");

@@ -81,8 +81,15 @@ impl DataConfig {
     }
 
     pub fn validate(&self) -> anyhow::Result<()> {
-        anyhow::ensure!(!self.corpus.trim().is_empty(), "data.corpus is empty; set it to `sotu` or a path to your text");
-        anyhow::ensure!(self.val_every >= 2, "data.val_every must be ≥ 2 (got {}); 10 holds out every 10th document", self.val_every);
+        anyhow::ensure!(
+            !self.corpus.trim().is_empty(),
+            "data.corpus is empty; set it to `sotu` or a path to your text"
+        );
+        anyhow::ensure!(
+            self.val_every >= 2,
+            "data.val_every must be ≥ 2 (got {}); 10 holds out every 10th document",
+            self.val_every
+        );
         anyhow::ensure!(
             self.val_fraction > 0.0 && self.val_fraction < 0.5,
             "data.val_fraction must be in (0, 0.5) (got {})",

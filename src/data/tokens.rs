@@ -35,7 +35,7 @@ impl std::ops::Deref for Store {
 impl TokenFile {
     /// Writes `tokens` atomically; 2 bytes per token when every id fits.
     pub fn write(path: &Path, tokens: &[u32]) -> anyhow::Result<()> {
-        crate::io::tensors::write_atomic(path, &encode(tokens))
+        crate::io::write_atomic(path, &encode(tokens))
     }
 
     /// An in-memory token file (e.g. `normlab eval --data` on text that is not cached).
@@ -83,17 +83,17 @@ impl TokenFile {
 /// The file's bytes: header then tokens.
 fn encode(tokens: &[u32]) -> Vec<u8> {
     let width = if tokens.iter().all(|&t| t <= u16::MAX as u32) { 2 } else { 4 };
-        let mut bytes = Vec::with_capacity(HEADER + tokens.len() * width);
-        bytes.extend_from_slice(MAGIC);
-        bytes.extend_from_slice(&(width as u32).to_le_bytes());
-        bytes.extend_from_slice(&0u32.to_le_bytes());
-        bytes.extend_from_slice(&(tokens.len() as u64).to_le_bytes());
-        for &t in tokens {
-            if width == 2 {
-                bytes.extend_from_slice(&(t as u16).to_le_bytes());
-            } else {
-                bytes.extend_from_slice(&t.to_le_bytes());
-            }
+    let mut bytes = Vec::with_capacity(HEADER + tokens.len() * width);
+    bytes.extend_from_slice(MAGIC);
+    bytes.extend_from_slice(&(width as u32).to_le_bytes());
+    bytes.extend_from_slice(&0u32.to_le_bytes());
+    bytes.extend_from_slice(&(tokens.len() as u64).to_le_bytes());
+    for &t in tokens {
+        if width == 2 {
+            bytes.extend_from_slice(&(t as u16).to_le_bytes());
+        } else {
+            bytes.extend_from_slice(&t.to_le_bytes());
         }
-        bytes
+    }
+    bytes
 }

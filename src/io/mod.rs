@@ -1,3 +1,15 @@
-//! File formats.
+//! Files: every format normlab reads or writes, with no knowledge of what the records mean.
+//!
+//! - [`atomic`]: writes that appear whole or not at all
+//! - [`json`]: one typed JSON document per file (read back through the same type)
+//! - [`jsonl`]: append-only typed JSON lines, truncatable to a checkpointed length
+//! - [`tensors`]: named tensors as safetensors
+//! - [`tensorboard`]: TensorBoard scalar event files
 
+pub mod atomic;
+pub mod json;
+pub mod jsonl;
+pub mod tensorboard;
 pub mod tensors;
+
+pub use atomic::write_atomic;

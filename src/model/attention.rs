@@ -3,9 +3,10 @@
 //! `softmax(q kᵀ/√h + M) v` written out with matmul, an additive causal mask and softmax,
 //! not burn's fused attention op, so the gradient is plain autodiff (checked against PyTorch).
 
-use super::init::{Init, ParamBuilder};
 use super::linear::project;
+use super::names::child;
 use super::rope;
+use crate::init::{Init, ParamBuilder};
 use crate::norm::{Norm, NormKind};
 use burn::module::{Module, Param};
 use burn::tensor::activation::softmax;
@@ -74,20 +75,17 @@ impl Attention {
         let head_dim = d / s.n_heads;
         let qk = |b: &mut ParamBuilder<'_>, name: &str| -> anyhow::Result<Option<Norm>> {
             match s.qk_norm {
-                Some(eps) => Ok(Some(Norm::new(
-                    NormKind::RmsNorm { gain: true, eps },
-                    head_dim,
-                    b,
-                    &format!("{prefix}.{name}"),
-                )?)),
+                Some(eps) => {
+                    Ok(Some(Norm::new(NormKind::RmsNorm { gain: true, eps }, head_dim, b, &child(prefix, name))?))
+                }
                 None => Ok(None),
             }
         };
         Ok(Self {
-            wq: b.matrix(&format!("{prefix}.wq"), [d, d], normal(1.0))?,
-            wk: b.matrix(&format!("{prefix}.wk"), [d, d], normal(1.0))?,
-            wv: b.matrix(&format!("{prefix}.wv"), [d, d], normal(s.init_in))?,
-            wo: b.matrix(&format!("{prefix}.wo"), [d, d], normal(s.init_out))?,
+            wq: b.matrix(&child(prefix, "wq"), [d, d], normal(1.0))?,
+            wk: b.matrix(&child(prefix, "wk"), [d, d], normal(1.0))?,
+            wv: b.matrix(&child(prefix, "wv"), [d, d], normal(s.init_in))?,
+            wo: b.matrix(&child(prefix, "wo"), [d, d], normal(s.init_out))?,
             q_norm: qk(b, "q_norm")?,
             k_norm: qk(b, "k_norm")?,
             n_heads: s.n_heads,

@@ -79,17 +79,21 @@ impl ModelConfig {
         ensure!(self.n_layers > 0, "model.n_layers must be > 0");
         ensure!(self.n_heads > 0, "model.n_heads must be > 0");
         ensure!(
-            self.d_model % self.n_heads == 0,
+            self.d_model.is_multiple_of(self.n_heads),
             "model.d_model = {} is not divisible by model.n_heads = {}; pick n_heads that divides d_model",
             self.d_model,
             self.n_heads
         );
-        ensure!(self.head_dim() % 2 == 0, "head size d_model/n_heads = {} must be even for RoPE", self.head_dim());
+        ensure!(
+            self.head_dim().is_multiple_of(2),
+            "head size d_model/n_heads = {} must be even for RoPE",
+            self.head_dim()
+        );
         ensure!(self.d_glu != Some(0), "model.d_glu must be > 0");
         ensure!(self.rope_base > 1.0, "model.rope_base must be > 1");
         ensure!(self.init_std > 0.0 && self.init_std.is_finite(), "model.init_std must be > 0");
         let spec = self.recipe.spec()?;
-        let resolved = spec.resolve(self.n_layers, self.norm_eps)?;
+        let resolved = crate::recipe::resolve(&spec, self.n_layers, self.norm_eps)?;
         Ok((spec, resolved))
     }
 }

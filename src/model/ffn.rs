@@ -1,8 +1,9 @@
 //! Feed-forward branch: GLU with SiLU gate (default) or GELU MLP. No biases.
 
 use super::config::FfnKind;
-use super::init::{Init, ParamBuilder};
 use super::linear::project;
+use super::names::child;
+use crate::init::{Init, ParamBuilder};
 use burn::module::{Module, Param};
 use burn::tensor::Tensor;
 use burn::tensor::activation::{gelu, silu};
@@ -31,12 +32,12 @@ impl FeedForward {
     pub fn new(s: &FfnShape, b: &mut ParamBuilder<'_>, prefix: &str) -> anyhow::Result<Self> {
         let n_in = Init::Normal { std: s.std * s.init_in };
         let n_out = Init::Normal { std: s.std * s.init_out };
-        let w1 = b.matrix(&format!("{prefix}.w1"), [s.d_model, s.d_ff], n_in)?;
+        let w1 = b.matrix(&child(prefix, "w1"), [s.d_model, s.d_ff], n_in)?;
         let w3 = match s.kind {
-            FfnKind::Glu => Some(b.matrix(&format!("{prefix}.w3"), [s.d_model, s.d_ff], n_in)?),
+            FfnKind::Glu => Some(b.matrix(&child(prefix, "w3"), [s.d_model, s.d_ff], n_in)?),
             FfnKind::Mlp => None,
         };
-        let w2 = b.matrix(&format!("{prefix}.w2"), [s.d_ff, s.d_model], n_out)?;
+        let w2 = b.matrix(&child(prefix, "w2"), [s.d_ff, s.d_model], n_out)?;
         Ok(Self { w1, w3, w2 })
     }
 

@@ -1,21 +1,25 @@
 //! The decoder-only Transformer.
 //!
 //! - [`config`]: model size and options
-//! - [`init`]: seeded initialisation / loading by name
+//! - [`names`]: the parameter naming scheme
 //! - [`linear`]: bias-free projection
 //! - [`rope`]: rotary position embeddings
 //! - [`attention`]: causal multi-head self-attention (RoPE, optional QK-norm)
 //! - [`ffn`]: GLU (SiLU gate) and GELU MLP
 //! - [`sublayer`]: the generic sublayer equation every recipe instantiates
+//! - [`layer`]: attention sublayer then FFN sublayer
+//! - [`bhyt`]: BHyT's approximated FFN-input statistic (one statistic per block)
 //! - [`transformer`]: embedding → 2L sublayers → final norm → logits
 //! - [`params`]: parameters by name (checkpoints, fixtures, gradient tests)
 //! - [`regularizer`]: KiteNorm's variance regulariser (seed 000 eq. 24)
 
 pub mod attention;
+pub mod bhyt;
 pub mod config;
 pub mod ffn;
-pub mod init;
+pub mod layer;
 pub mod linear;
+pub mod names;
 pub mod params;
 pub mod regularizer;
 pub mod rope;

@@ -1,78 +1,95 @@
-//! Parameters by their dotted names (`layers.0.attn.f.wq`), the same names the constructor
-//! used. Used for checkpoints, PyTorch fixtures and per-parameter gradient tests.
+//! Parameters by their dotted names (`layers.0.attn.f.wq`), the names the constructor gave them
+//! (see [`super::names`]). One visitor tracks the module path; checkpoints, PyTorch fixtures,
+//! the optimizer's decay groups, gradient norms and the probes all read parameters through it.
 
-use burn::module::{Module, ModuleVisitor, Param};
+use burn::module::{Module, ModuleVisitor, Param, ParamId};
 use burn::tensor::{Gradients, Tensor, TensorData};
+
+/// A parameter's name, optimizer id and shape.
+#[derive(Clone, Debug)]
+pub struct ParamEntry {
+    pub name: String,
+    pub id: ParamId,
+    pub shape: Vec<usize>,
+}
+
+/// What the visitor takes from each parameter besides its entry.
+enum Take<'a> {
+    Nothing,
+    /// The value flattened to rank 1, left on the device.
+    Tensor,
+    /// The value on the host.
+    Value,
+    /// The gradient on the host.
+    Grad(&'a Gradients),
+}
+
+/// One parameter as visited: its entry and what was taken.
+struct Visited {
+    entry: ParamEntry,
+    tensor: Option<Tensor<1>>,
+    data: Option<TensorData>,
+}
+
+struct Walk<'a> {
+    path: Vec<String>,
+    take: Take<'a>,
+    out: Vec<Visited>,
+}
+
+impl ModuleVisitor for Walk<'_> {
+    fn enter_module(&mut self, name: &str, _: &str) {
+        self.path.push(name.to_string());
+    }
+    fn exit_module(&mut self, _: &str, _: &str) {
+        self.path.pop();
+    }
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let value = param.val();
+        let shape = value.dims().to_vec();
+        let n = shape.iter().product::<usize>();
+        let (tensor, data) = match self.take {
+            Take::Nothing => (None, None),
+            Take::Tensor => (Some(value.reshape([n])), None),
+            Take::Value => (None, Some(value.into_data())),
+            Take::Grad(g) => (None, value.grad(g).map(|t| t.into_data())),
+        };
+        let entry = ParamEntry { name: self.path.join("."), id: param.id, shape };
+        self.out.push(Visited { entry, tensor, data });
+    }
+}
+
+fn walk<M: Module>(module: &M, take: Take<'_>) -> Vec<Visited> {
+    let mut w = Walk { path: Vec::new(), take, out: Vec::new() };
+    module.visit(&mut w);
+    w.out
+}
+
+/// Every float parameter's name, optimizer id and shape, in module order.
+pub fn param_table<M: Module>(module: &M) -> Vec<ParamEntry> {
+    walk(module, Take::Nothing).into_iter().map(|v| v.entry).collect()
+}
 
 /// Every float parameter as `(name, value)`, in module order.
 pub fn named_values<M: Module>(module: &M) -> Vec<(String, TensorData)> {
-    visit_named(module, None).into_iter().map(|(n, v)| (n, v.expect("a parameter always has a value"))).collect()
+    walk(module, Take::Value)
+        .into_iter()
+        .map(|v| (v.entry.name, v.data.expect("a parameter always has a value")))
+        .collect()
+}
+
+/// Every float parameter's value flattened to rank 1, on its device (no transfer).
+pub fn named_tensors<M: Module>(module: &M) -> Vec<(String, Tensor<1>)> {
+    walk(module, Take::Tensor)
+        .into_iter()
+        .map(|v| (v.entry.name, v.tensor.expect("a parameter always has a value")))
+        .collect()
 }
 
 /// Every float parameter's gradient as `(name, gradient)`; a parameter absent from `grads`
 /// (it did not influence the loss) is reported with `None`.
 pub fn named_grads<M: Module>(module: &M, grads: &Gradients) -> Vec<(String, Option<TensorData>)> {
-    visit_named(module, Some(grads))
-}
-
-/// With `grads`: each parameter's gradient; without: its value.
-fn visit_named<M: Module>(module: &M, grads: Option<&Gradients>) -> Vec<(String, Option<TensorData>)> {
-    let mut v = Named { path: Vec::new(), out: Vec::new(), grads };
-    module.visit(&mut v);
-    v.out
-}
-
-struct Named<'a> {
-    path: Vec<String>,
-    out: Vec<(String, Option<TensorData>)>,
-    grads: Option<&'a Gradients>,
-}
-
-impl ModuleVisitor for Named<'_> {
-    fn enter_module(&mut self, name: &str, _: &str) {
-        self.path.push(name.to_string());
-    }
-    fn exit_module(&mut self, _: &str, _: &str) {
-        self.path.pop();
-    }
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-        let data = match self.grads {
-            Some(g) => param.val().grad(g).map(|t| t.into_data()),
-            None => Some(param.val().into_data()),
-        };
-        self.out.push((self.path.join("."), data));
-    }
-}
-
-/// Every float parameter's name, optimizer id and shape, in module order.
-pub fn param_table<M: Module>(module: &M) -> Vec<ParamEntry> {
-    let mut v = Table { path: Vec::new(), out: Vec::new() };
-    module.visit(&mut v);
-    v.out
-}
-
-#[derive(Clone, Debug)]
-pub struct ParamEntry {
-    pub name: String,
-    pub id: burn::module::ParamId,
-    pub shape: Vec<usize>,
-}
-
-struct Table {
-    path: Vec<String>,
-    out: Vec<ParamEntry>,
-}
-
-impl ModuleVisitor for Table {
-    fn enter_module(&mut self, name: &str, _: &str) {
-        self.path.push(name.to_string());
-    }
-    fn exit_module(&mut self, _: &str, _: &str) {
-        self.path.pop();
-    }
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-        self.out.push(ParamEntry { name: self.path.join("."), id: param.id, shape: param.val().dims().to_vec() });
-    }
+    walk(module, Take::Grad(grads)).into_iter().map(|v| (v.entry.name, v.data)).collect()
 }
 
 /// Number of scalar parameters, from the shapes alone (no data leaves the device).

@@ -9,12 +9,12 @@
 //! `N_in = N_outer = LN` with skip / residual scales; LNS: `s = k^{-1/2}` (see
 //! [`crate::recipe::presets`] for every preset).
 
+use super::names::child;
+use crate::init::ParamBuilder;
 use crate::norm::{Norm, NormKind};
 use crate::recipe::SublayerPlan;
 use burn::module::Module;
 use burn::tensor::Tensor;
-
-use super::init::ParamBuilder;
 
 /// The runtime scales of one sublayer.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -51,7 +51,8 @@ fn scaled(x: Tensor<3>, s: f64) -> Tensor<3> {
     if s == 1.0 { x } else { x * s }
 }
 
-fn maybe_norm(norm: &Option<Norm>, x: Tensor<3>) -> Tensor<3> {
+/// A norm slot applied exactly: the norm when the slot has one, the identity when it is empty.
+pub fn maybe_norm(norm: &Option<Norm>, x: Tensor<3>) -> Tensor<3> {
     match norm {
         Some(n) => n.forward(x),
         None => x,
@@ -61,7 +62,7 @@ fn maybe_norm(norm: &Option<Norm>, x: Tensor<3>) -> Tensor<3> {
 impl<F> Sublayer<F> {
     pub fn new(plan: &SublayerPlan, d: usize, f: F, b: &mut ParamBuilder<'_>, prefix: &str) -> anyhow::Result<Self> {
         let norm = |b: &mut ParamBuilder<'_>, kind: &Option<NormKind>, name: &str| -> anyhow::Result<Option<Norm>> {
-            kind.clone().map(|k| Norm::new(k, d, b, &format!("{prefix}.{name}"))).transpose()
+            kind.clone().map(|k| Norm::new(k, d, b, &child(prefix, name))).transpose()
         };
         Ok(Self {
             input_norm: norm(b, &plan.input, "input_norm")?,
@@ -74,19 +75,16 @@ impl<F> Sublayer<F> {
 
     /// `X_{l+1} = N_outer(a·X_l + c·N_out(F_l(s·N_in(X_l))))`.
     ///
-    /// `variance`: BHyT's approximated input variance for this sublayer's input norm (Algorithm
-    /// 1); `None` computes the norm's statistics exactly.
+    /// `n_in` applies the input norm slot: [`maybe_norm`] computes its statistics exactly;
+    /// BHyT's FFN norm supplies an approximated one instead (see [`super::bhyt`]).
     pub fn forward(
         &self,
         x: Tensor<3>,
+        n_in: impl FnOnce(&Option<Norm>, Tensor<3>) -> Tensor<3>,
         f: impl FnOnce(&F, Tensor<3>) -> Tensor<3>,
-        variance: Option<Tensor<3>>,
     ) -> SublayerOut {
-        let normed = match (&self.input_norm, variance) {
-            (Some(n), Some(v)) => n.forward_with_variance(x.clone(), v),
-            (norm, _) => maybe_norm(norm, x.clone()),
-        };
-        let branch = maybe_norm(&self.output_norm, f(&self.f, scaled(normed, self.scales.input)));
+        let branch =
+            maybe_norm(&self.output_norm, f(&self.f, scaled(n_in(&self.input_norm, x.clone()), self.scales.input)));
         let sum = scaled(x, self.scales.skip) + scaled(branch.clone(), self.scales.residual);
         let next = maybe_norm(&self.outer_norm, sum.clone());
         SublayerOut { next, sum, branch }

@@ -1,10 +1,10 @@
 //! Model-level tests: gradient flow for every recipe, parameter names, trace invariance, the
 //! variance regulariser and BHyT's approximation term by hand, and init scales.
 
-use super::init::ParamSource;
 use super::params::{named_grads, named_values};
 use super::regularizer::variance_penalty;
 use super::*;
+use crate::init::ParamSource;
 use crate::recipe::{PRESET_NAMES, RecipeConfig};
 use crate::testutil::{cpu, f64_tensor, values};
 use burn::tensor::{Device, Int, Tensor, TensorData};
@@ -14,7 +14,7 @@ fn tiny(recipe: RecipeConfig, n_layers: usize) -> ModelConfig {
 }
 
 fn tokens(device: &Device, seed: u64) -> (Tensor<2, Int>, Tensor<2, Int>) {
-    let mut rng = init::SplitMix64::new(seed);
+    let mut rng = crate::rng::SplitMix64::new(seed);
     let ids: Vec<i64> = (0..2 * 9).map(|_| (rng.next_u64() % 32) as i64).collect();
     let all = Tensor::<2, Int>::from_data(TensorData::new(ids, [2, 9]), device);
     (all.clone().narrow(1, 0, 8), all.narrow(1, 1, 8))

@@ -5,20 +5,15 @@
 use super::attention::{Attention, AttnContext, AttnShape};
 use super::config::ModelConfig;
 use super::ffn::{FeedForward, FfnShape};
-use super::init::{Init, ParamBuilder, ParamSource};
+use super::layer::Layer;
+use super::names;
 use super::regularizer::variance_penalty;
 use super::sublayer::{Sublayer, SublayerOut};
-use crate::norm::{Norm, kappa};
+use crate::init::{Init, ParamBuilder, ParamSource};
+use crate::norm::Norm;
 use crate::recipe::{ResolvedRecipe, SublayerPlan};
 use burn::module::{Module, Param};
 use burn::tensor::{Device, Int, Tensor};
-
-/// One Transformer layer: an attention sublayer, then a feed-forward sublayer.
-#[derive(Module, Debug)]
-pub struct Layer {
-    pub attn: Sublayer<Attention>,
-    pub ffn: Sublayer<FeedForward>,
-}
 
 #[derive(Module, Debug)]
 pub struct Transformer {
@@ -75,14 +70,14 @@ impl Transformer {
 
     fn build(cfg: &ModelConfig, recipe: &ResolvedRecipe, b: &mut ParamBuilder<'_>) -> anyhow::Result<Self> {
         let (d, std) = (cfg.d_model, cfg.init_std);
-        let tok_emb = b.matrix("tok_emb", [cfg.vocab_size, d], Init::Normal { std })?;
-        let emb_norm = recipe.embedding_norm.clone().map(|k| Norm::new(k, d, b, "emb_norm")).transpose()?;
+        let tok_emb = b.matrix(names::TOKEN_EMBEDDING, [cfg.vocab_size, d], Init::Normal { std })?;
+        let emb_norm = recipe.embedding_norm.clone().map(|k| Norm::new(k, d, b, names::EMBEDDING_NORM)).transpose()?;
         let mut layers = Vec::with_capacity(cfg.n_layers);
         for (i, pair) in recipe.sublayers.chunks(2).enumerate() {
-            layers.push(Self::layer(cfg, recipe, &pair[0], &pair[1], b, &format!("layers.{i}"))?);
+            layers.push(Self::layer(cfg, recipe, &pair[0], &pair[1], b, i)?);
         }
-        let final_norm = recipe.final_norm.clone().map(|k| Norm::new(k, d, b, "final_norm")).transpose()?;
-        let lm_head = b.matrix("lm_head", [d, cfg.vocab_size], Init::Normal { std })?;
+        let final_norm = recipe.final_norm.clone().map(|k| Norm::new(k, d, b, names::FINAL_NORM)).transpose()?;
+        let lm_head = b.matrix(names::OUTPUT_PROJECTION, [d, cfg.vocab_size], Init::Normal { std })?;
         let meta = ModelMeta {
             head_dim: cfg.head_dim(),
             rope_base: cfg.rope_base,
@@ -98,7 +93,7 @@ impl Transformer {
         attn: &SublayerPlan,
         ffn: &SublayerPlan,
         b: &mut ParamBuilder<'_>,
-        prefix: &str,
+        i: usize,
     ) -> anyhow::Result<Layer> {
         let attn_shape = AttnShape {
             d_model: cfg.d_model,
@@ -116,10 +111,9 @@ impl Transformer {
             init_in: ffn.init_in,
             init_out: ffn.init_out,
         };
-        let a = format!("{prefix}.attn");
-        let f = format!("{prefix}.ffn");
-        let attn_f = Attention::new(&attn_shape, b, &format!("{a}.f"))?;
-        let ffn_f = FeedForward::new(&ffn_shape, b, &format!("{f}.f"))?;
+        let (a, f) = (names::sublayer(i, 0), names::sublayer(i, 1));
+        let attn_f = Attention::new(&attn_shape, b, &names::child(&a, names::BRANCH_FUNCTION))?;
+        let ffn_f = FeedForward::new(&ffn_shape, b, &names::child(&f, names::BRANCH_FUNCTION))?;
         Ok(Layer {
             attn: Sublayer::new(attn, cfg.d_model, attn_f, b, &a)?,
             ffn: Sublayer::new(ffn, cfg.d_model, ffn_f, b, &f)?,
@@ -149,15 +143,11 @@ impl Transformer {
         let mut traces = trace.then(Vec::new);
         for layer in &self.layers {
             let input = x.clone();
-            // BHyT (Algorithm 1): one exact statistic per block, reused by the FFN norm.
-            let exact = layer.attn.bhyt_input().map(|_| x.clone().square().mean_dim(2));
-            let a = layer.attn.forward(x, |f, h| f.forward(h, &ctx), exact.clone());
-            let approx = self.bhyt_ffn_variance(layer, exact, t, d);
-            record(&mut sums, &mut traces, keep_sums, input, &a, None);
-            let input = a.next.clone();
-            let out = layer.ffn.forward(a.next, |f, h| f.forward(h), approx.clone());
-            record(&mut sums, &mut traces, keep_sums, input, &out, approx);
-            x = out.next;
+            let out = layer.forward(x, &ctx);
+            let ffn_input = out.attn.next.clone();
+            record(&mut sums, &mut traces, keep_sums, input, &out.attn, None);
+            record(&mut sums, &mut traces, keep_sums, ffn_input, &out.ffn, out.ffn_variance);
+            x = out.ffn.next;
         }
         let last_hidden = trace.then(|| x.clone());
         if let Some(n) = &self.final_norm {
@@ -167,18 +157,6 @@ impl Transformer {
         let logits = x.reshape([bsz * t, d]).matmul(self.lm_head.val()).reshape([bsz, t, v]);
         let attention = ctx.stats.map(|s| s.into_inner()).unwrap_or_default();
         ForwardOutput { logits, sums, traces, attention, last_hidden }
-    }
-
-    /// `ŝ² = s_x² + ‖W_V W_O‖²_F/(T d) · (λ_attn/κ)²` (seed 003 Theorem 3.5, Algorithm 1 line
-    /// 4A) when the FFN input norm is BHyT; `None` otherwise.
-    fn bhyt_ffn_variance(&self, layer: &Layer, exact: Option<Tensor<3>>, t: usize, d: usize) -> Option<Tensor<3>> {
-        layer.ffn.bhyt_input()?;
-        let attn_norm = layer.attn.bhyt_input().expect("validated: BHyT FFN norm needs a BHyT attention norm");
-        let crate::norm::NormKind::Bhyt { p, .. } = attn_norm.kind else { unreachable!() };
-        let lambda = attn_norm.lambda_val().expect("BHyT has λ");
-        let gain = layer.attn.f.value_output_frobenius_sq() / ((t * d) as f64);
-        let added = gain * (lambda / kappa(p)).square();
-        Some(exact.expect("exact variance computed for BHyT") + added.unsqueeze::<3>())
     }
 
     /// Cross-entropy plus λ·R (seed 000 eq. 24) when the recipe declares a regulariser.

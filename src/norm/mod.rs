@@ -12,7 +12,7 @@
 //! | scalarised LayerNorm (KiteNorm eq. 4) | `γ′ (x − μ)/√(σ² + ε) + β′` | `γ′, β′ ∈ ℝ` |
 //! | DyT | `γ ⊙ tanh(α x) + β` | `α ∈ ℝ`, `γ, β ∈ ℝ^d` |
 //! | BHyT* (seed 003 eq. 1) | `γ ⊙ tanh(λ x / (κ s_x + |μ_x|))` | `λ ∈ ℝ`, `γ ∈ ℝ^d` |
-//! | BHyT (seed 003 Alg. 1) | as BHyT*, with the second norm of a block using an approximated variance | `λ ∈ ℝ`, `γ ∈ ℝ^d` |
+//! | BHyT (seed 003 Alg. 1) | as BHyT*; a block's second norm uses an approximated variance | `λ ∈ ℝ`, `γ ∈ ℝ^d` |
 
 mod bhyt;
 mod dyt;

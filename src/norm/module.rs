@@ -4,7 +4,7 @@ use super::{
     BhytDenominator, NormKind, bhyt_rms_denominator, bhyt_star, bhyt_std_denominator, bhyt_with_variance, dyt, kappa,
     layer_norm, rms_norm,
 };
-use crate::model::init::{Init, ParamBuilder};
+use crate::init::{Init, ParamBuilder};
 use burn::module::{Module, Param};
 use burn::tensor::Tensor;
 

@@ -124,7 +124,8 @@ fn check_grads(name: &str, param_values: &[Vec<f64>], f: &NormFn) {
         let what = if i == 0 { "input".to_string() } else { format!("param {}", i - 1) };
         assert!(
             err < 1e-6,
-            "{name}: gradient of {what} differs from finite differences: rel err {err:.2e}\n analytic {a:?}\n numeric {numeric:?}"
+            "{name}: gradient of {what} differs from finite differences: rel err {err:.2e}\n analytic {a:?}\n numeric \
+                {numeric:?}"
         );
     }
 }

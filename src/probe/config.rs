@@ -55,6 +55,6 @@ impl ProbeConfig {
 
     /// Whether step `s` (1-based) of `total` is an activation-probe step.
     pub fn is_probe_step(&self, s: usize, total: usize) -> bool {
-        self.every > 0 && (s == 1 || s % self.every == 0 || s == total)
+        self.every > 0 && (s == 1 || s.is_multiple_of(self.every) || s == total)
     }
 }

@@ -2,14 +2,19 @@
 //! variance, seed 003 Table 7 / D.3): RMSE, R² (1 − SS_res/SS_tot), Pearson r and Spearman ρ
 //! (Pearson on ranks, ties averaged).
 
-use serde::Serialize;
+use crate::io::json::nan;
+use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Fit {
     pub n: usize,
+    #[serde(deserialize_with = "nan")]
     pub rmse: f64,
+    #[serde(deserialize_with = "nan")]
     pub r2: f64,
+    #[serde(deserialize_with = "nan")]
     pub pearson: f64,
+    #[serde(deserialize_with = "nan")]
     pub spearman: f64,
 }
 

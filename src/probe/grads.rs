@@ -2,21 +2,52 @@
 //! (std/mean, seed 004) over a recent window and over the whole run, and gradient-norm spikes:
 //! a global norm above mean + 6σ of the previous 128 steps (OLMo-core's rule).
 
+use crate::model::names::sublayer_of;
+use crate::model::params::param_table;
+use crate::stats::mean_std;
+use burn::module::Module;
+use burn::optim::GradientsParams;
+use burn::tensor::Tensor;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
-/// Which sublayer (0-based, 2 per layer) a parameter belongs to, from its name
-/// (`layers.{i}.attn.…` → 2i, `layers.{i}.ffn.…` → 2i + 1); `None` for embedding, head and
-/// embedding/final norms.
-pub fn sublayer_of(name: &str) -> Option<usize> {
-    let rest = name.strip_prefix("layers.")?;
-    let (i, rest) = rest.split_once('.')?;
-    let i: usize = i.parse().ok()?;
-    match rest.split('.').next()? {
-        "attn" => Some(2 * i),
-        "ffn" => Some(2 * i + 1),
-        _ => None,
+/// Gradient norms of one backward pass.
+#[derive(Clone, Debug)]
+pub struct GradNorms {
+    /// `‖g‖₂` over every parameter.
+    pub total: f64,
+    /// `(name, ‖g_p‖₂)` per parameter, in module order (0 for a parameter without gradient).
+    pub per_param: Vec<(String, f64)>,
+}
+
+/// Measures every parameter's gradient norm on the device and brings them to the host in one
+/// transfer (the trainer's clipping, the live and the offline probes all use this).
+pub fn measure<M: Module>(model: &M, grads: &GradientsParams) -> GradNorms {
+    let table = param_table(model);
+    let mut squares: Vec<Tensor<1>> = Vec::with_capacity(table.len());
+    let mut present = Vec::with_capacity(table.len());
+    for p in &table {
+        let sq = match p.shape.len() {
+            1 => grads.get::<1>(p.id).map(|g| g.square().sum()),
+            2 => grads.get::<2>(p.id).map(|g| g.square().sum()),
+            r => unreachable!("parameters are vectors or matrices, found rank {r}"),
+        };
+        present.push(sq.is_some());
+        squares.extend(sq);
     }
+    let values: Vec<f32> = if squares.is_empty() {
+        Vec::new()
+    } else {
+        Tensor::cat(squares, 0).into_data().convert::<f32>().try_into_vec::<f32>().expect("f32 data")
+    };
+    let mut it = values.into_iter();
+    let per_param: Vec<(String, f64)> = table
+        .iter()
+        .zip(&present)
+        .map(|(p, &has)| (p.name.clone(), if has { (it.next().unwrap_or(0.0) as f64).sqrt() } else { 0.0 }))
+        .collect();
+    let total = per_param.iter().map(|(_, n)| n * n).sum::<f64>().sqrt();
+    GradNorms { total, per_param }
 }
 
 /// `√Σ‖g_p‖²` over the parameters of each sublayer (`n_sublayers` values).
@@ -59,7 +90,7 @@ impl Series {
 
     /// Coefficient of variation over the window.
     pub fn cv_window(&self) -> f64 {
-        let (m, s) = mean_std(self.recent.iter().copied());
+        let (m, s) = mean_std(&self.recent.iter().copied().collect::<Vec<_>>());
         s / m
     }
 
@@ -67,14 +98,6 @@ impl Series {
     pub fn cv_run(&self) -> f64 {
         (self.m2 / self.n as f64).sqrt() / self.mean
     }
-}
-
-/// Population mean and standard deviation.
-pub fn mean_std(xs: impl Iterator<Item = f64> + Clone) -> (f64, f64) {
-    let n = xs.clone().count() as f64;
-    let m = xs.clone().sum::<f64>() / n;
-    let v = xs.map(|x| (x - m).powi(2)).sum::<f64>() / n;
-    (m, v.sqrt())
 }
 
 /// A gradient-norm spike.
@@ -135,7 +158,7 @@ impl GradTracker {
         self.last_blocks = blocks;
         let spike = (self.history.len() >= self.spike_min_history)
             .then(|| {
-                let (m, s) = mean_std(self.history.iter().copied());
+                let (m, s) = mean_std(&self.history.iter().copied().collect::<Vec<_>>());
                 Spike { step, grad_norm: global, threshold: m + self.spike_sigma * s }
             })
             .filter(|sp| global > sp.threshold);

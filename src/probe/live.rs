@@ -2,18 +2,15 @@
 //! `probe.every` steps, written to `probes.jsonl` and TensorBoard, with early warnings.
 
 use super::config::ProbeConfig;
-use super::grads::GradTracker;
+use super::grads::{GradNorms, GradTracker};
 use super::snapshot::{ForwardProbe, forward_probe};
-use super::tensorboard::EventWriter;
+use crate::io::json::nan;
+use crate::io::jsonl::JsonlWriter;
+use crate::io::tensorboard::EventWriter;
 use crate::model::Transformer;
-use crate::train::clip::GradNorms;
-use crate::train::metrics::{EvalRecord, MetricsWriter, TrainRecord};
 use burn::tensor::{Int, Tensor};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
-
-pub const PROBES: &str = "probes.jsonl";
-pub const TB_DIR: &str = "tb";
 
 /// What a checkpoint keeps of the probes, so a resumed run's probes continue exactly.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -26,53 +23,88 @@ pub struct ProbeState {
 pub struct LiveProbe {
     pub cfg: ProbeConfig,
     pub state: ProbeState,
-    out: MetricsWriter,
+    out: JsonlWriter,
     tb: Option<EventWriter>,
 }
 
-/// One probe step's record (a line of `probes.jsonl`).
-#[derive(Serialize)]
-struct ProbeRecord<'a> {
-    step: usize,
-    grad_norm: f64,
-    spikes_total: usize,
-    blocks: Vec<serde_json::Value>,
-    warnings: &'a [String],
+/// One Transformer block's gradient statistics at a probe step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BlockGrad {
+    /// 1-based layer.
+    pub layer: usize,
+    #[serde(deserialize_with = "nan")]
+    pub grad_norm: f64,
+    #[serde(deserialize_with = "nan")]
+    pub cv_window: f64,
+    #[serde(deserialize_with = "nan")]
+    pub cv_run: f64,
+}
+
+/// One probe step's record: a line of `probes.jsonl`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProbeRecord {
+    pub step: usize,
+    #[serde(deserialize_with = "nan")]
+    pub grad_norm: f64,
+    pub spikes_total: usize,
+    pub blocks: Vec<BlockGrad>,
+    pub warnings: Vec<String>,
     #[serde(flatten)]
-    forward: &'a ForwardProbe,
+    pub forward: ForwardProbe,
 }
 
 impl LiveProbe {
-    pub fn open(run: &Path, cfg: &ProbeConfig, n_sublayers: usize, resumed: Option<ProbeState>) -> anyhow::Result<Self> {
+    /// Opens the probe outputs: records appended to `records` (truncated to what `resumed`
+    /// recorded), TensorBoard event files in `tensorboard` when the config asks for them.
+    pub fn open(
+        records: &Path,
+        tensorboard: &Path,
+        cfg: &ProbeConfig,
+        n_sublayers: usize,
+        resumed: Option<ProbeState>,
+    ) -> anyhow::Result<Self> {
         let state = resumed.unwrap_or_else(|| ProbeState {
             tracker: GradTracker::new(n_sublayers, cfg.cv_window, cfg.spike_window, cfg.spike_sigma),
             probes_bytes: 0,
             last_max_abs: None,
         });
-        let out = MetricsWriter::open(&run.join(PROBES), state.probes_bytes)?;
-        let tb = if cfg.tensorboard { Some(EventWriter::create(&run.join(TB_DIR))?) } else { None };
+        let out = JsonlWriter::open(records, state.probes_bytes)?;
+        let tb = if cfg.tensorboard { Some(EventWriter::create(tensorboard)?) } else { None };
         Ok(Self { cfg: cfg.clone(), state, out, tb })
     }
 
-    /// Every step: gradient statistics, spike detection, TensorBoard training scalars.
-    pub fn observe_step(&mut self, r: &TrainRecord, norms: &GradNorms) -> anyhow::Result<Vec<String>> {
-        let spike = self.state.tracker.observe(r.step, norms.total, &norms.per_param);
+    /// Every step: gradient statistics, spike detection, the step's training `scalars` to
+    /// TensorBoard.
+    pub fn observe_step(
+        &mut self,
+        step: usize,
+        norms: &GradNorms,
+        scalars: &[(&str, f32)],
+    ) -> anyhow::Result<Vec<String>> {
+        let spike = self.state.tracker.observe(step, norms.total, &norms.per_param);
         if let Some(tb) = &mut self.tb {
-            let mut v = vec![("train/loss", r.loss as f32), ("train/ce", r.ce as f32), ("train/lr", r.lr as f32), ("train/grad_norm", r.grad_norm as f32)];
-            if let Some(reg) = r.reg {
-                v.push(("train/reg", reg as f32));
-            }
-            tb.scalars(r.step, &v)?;
+            tb.scalars(step, scalars)?;
         }
         Ok(spike
-            .map(|s| format!("gradient-norm spike at step {}: {:.3} > mean + {}σ = {:.3}", s.step, s.grad_norm, self.cfg.spike_sigma, s.threshold))
+            .map(|s| {
+                format!(
+                    "gradient-norm spike at step {}: {:.3} > mean + {}σ = {:.3}",
+                    s.step, s.grad_norm, self.cfg.spike_sigma, s.threshold
+                )
+            })
             .into_iter()
             .collect())
     }
 
     /// An activation probe of `model` (no autodiff) on `tokens`, with the gradient statistics
     /// of the step; writes the record and returns its warnings.
-    pub fn probe(&mut self, step: usize, model: &Transformer, tokens: Tensor<2, Int>, mut warnings: Vec<String>) -> anyhow::Result<Vec<String>> {
+    pub fn probe(
+        &mut self,
+        step: usize,
+        model: &Transformer,
+        tokens: Tensor<2, Int>,
+        mut warnings: Vec<String>,
+    ) -> anyhow::Result<Vec<String>> {
         let mut fwd = forward_probe(model, tokens, self.cfg.top_k);
         warnings.extend(self.warnings(step, &fwd));
         let t = &self.state.tracker;
@@ -86,25 +118,14 @@ impl LiveProbe {
             .iter()
             .zip(&t.blocks)
             .enumerate()
-            .map(|(i, (g, s))| serde_json::json!({"layer": i + 1, "grad_norm": g, "cv_window": s.cv_window(), "cv_run": s.cv_run()}))
+            .map(|(i, (g, s))| BlockGrad { layer: i + 1, grad_norm: *g, cv_window: s.cv_window(), cv_run: s.cv_run() })
             .collect();
-        let rec = ProbeRecord { step, grad_norm: t.global.recent.back().copied().unwrap_or(f64::NAN), spikes_total: t.spikes.len(), blocks, warnings: &warnings, forward: &fwd };
+        let grad_norm = t.global.recent.back().copied().unwrap_or(f64::NAN);
+        let spikes_total = t.spikes.len();
+        let rec = ProbeRecord { step, grad_norm, spikes_total, blocks, warnings: warnings.clone(), forward: fwd };
         self.out.write(&rec)?;
         if let Some(tb) = &mut self.tb {
-            let mut tags: Vec<(String, f32)> = Vec::new();
-            for p in &fwd.sublayers {
-                let l = p.l;
-                tags.push((format!("hidden_var/x/l{l:03}"), p.x.var as f32));
-                tags.push((format!("hidden_var/z/l{l:03}"), p.z.var as f32));
-                tags.push((format!("max_abs/z/l{l:03}"), p.z.max_abs as f32));
-                tags.push((format!("tau/l{l:03}"), p.tau as f32));
-                tags.push((format!("angular_distance/l{l:03}"), p.angular_distance as f32));
-                tags.extend(p.grad_norm.map(|g| (format!("grad_norm/l{l:03}"), g as f32)));
-                tags.extend(p.jacobian_bound.map(|j| (format!("ln_jacobian_bound/l{l:03}"), j as f32)));
-                tags.extend(p.attn_max_logit.map(|v| (format!("attn_max_logit/l{l:03}"), v as f32)));
-                tags.extend(p.attn_entropy.map(|v| (format!("attn_entropy/l{l:03}"), v as f32)));
-            }
-            tags.push(("grad/spikes_total".into(), t.spikes.len() as f32));
+            let tags = tensorboard_tags(&rec);
             let refs: Vec<(&str, f32)> = tags.iter().map(|(k, v)| (k.as_str(), *v)).collect();
             tb.scalars(step, &refs)?;
             tb.flush()?;
@@ -114,15 +135,25 @@ impl LiveProbe {
 
     fn warnings(&mut self, step: usize, fwd: &ForwardProbe) -> Vec<String> {
         let mut w = Vec::new();
-        if let Some(p) = fwd.sublayers.iter().skip(1).filter(|p| p.tau > self.cfg.warn_tau).max_by(|a, b| a.tau.total_cmp(&b.tau)) {
-            w.push(format!("token alignment τ = {:.3} at sublayer {} (rank collapse: tokens point the same way)", p.tau, p.l));
+        if let Some(p) =
+            fwd.sublayers.iter().skip(1).filter(|p| p.tau > self.cfg.warn_tau).max_by(|a, b| a.tau.total_cmp(&b.tau))
+        {
+            w.push(format!(
+                "token alignment τ = {:.3} at sublayer {} (rank collapse: tokens point the same way)",
+                p.tau, p.l
+            ));
         }
         if let Some(p) = fwd.sublayers.iter().max_by(|a, b| a.z.max_abs.total_cmp(&b.z.max_abs)) {
             if let Some((at, prev)) = self.state.last_max_abs
                 && p.z.max_abs > self.cfg.warn_growth * prev
                 && p.z.max_abs > self.cfg.warn_max_abs
             {
-                w.push(format!("max |z| grew {:.0}× since step {at}: {:.3e} at sublayer {} (exploding activations)", p.z.max_abs / prev, p.z.max_abs, p.l));
+                w.push(format!(
+                    "max |z| grew {:.0}× since step {at}: {:.3e} at sublayer {} (exploding activations)",
+                    p.z.max_abs / prev,
+                    p.z.max_abs,
+                    p.l
+                ));
             }
             // Step 1 sees the initialisation's tiny activations; compare from the next probe on.
             if step > 1 {
@@ -132,9 +163,10 @@ impl LiveProbe {
         w
     }
 
-    pub fn eval(&mut self, r: &EvalRecord) -> anyhow::Result<()> {
+    /// Writes `scalars` (validation results) to TensorBoard now.
+    pub fn scalars(&mut self, step: usize, scalars: &[(&str, f32)]) -> anyhow::Result<()> {
         if let Some(tb) = &mut self.tb {
-            tb.scalars(r.step, &[("val/loss", r.val_loss as f32), ("val/ppl", r.val_ppl as f32)])?;
+            tb.scalars(step, scalars)?;
             tb.flush()?;
         }
         Ok(())
@@ -142,10 +174,29 @@ impl LiveProbe {
 
     /// The state to save in a checkpoint.
     pub fn checkpoint_state(&mut self) -> anyhow::Result<ProbeState> {
-        self.state.probes_bytes = self.out.len()?;
+        self.state.probes_bytes = self.out.bytes_written()?;
         if let Some(tb) = &mut self.tb {
             tb.flush()?;
         }
         Ok(self.state.clone())
     }
+}
+
+/// The TensorBoard scalars of a probe record, tagged per sublayer (`tau/l007`).
+fn tensorboard_tags(rec: &ProbeRecord) -> Vec<(String, f32)> {
+    let mut tags: Vec<(String, f32)> = Vec::new();
+    for p in &rec.forward.sublayers {
+        let l = p.l;
+        tags.push((format!("hidden_var/x/l{l:03}"), p.x.var as f32));
+        tags.push((format!("hidden_var/z/l{l:03}"), p.z.var as f32));
+        tags.push((format!("max_abs/z/l{l:03}"), p.z.max_abs as f32));
+        tags.push((format!("tau/l{l:03}"), p.tau as f32));
+        tags.push((format!("angular_distance/l{l:03}"), p.angular_distance as f32));
+        tags.extend(p.grad_norm.map(|g| (format!("grad_norm/l{l:03}"), g as f32)));
+        tags.extend(p.jacobian_bound.map(|j| (format!("ln_jacobian_bound/l{l:03}"), j as f32)));
+        tags.extend(p.attn_max_logit.map(|v| (format!("attn_max_logit/l{l:03}"), v as f32)));
+        tags.extend(p.attn_entropy.map(|v| (format!("attn_entropy/l{l:03}"), v as f32)));
+    }
+    tags.push(("grad/spikes_total".into(), rec.spikes_total as f32));
+    tags
 }

@@ -6,7 +6,7 @@
 //! - [`grads`]: per-sublayer and per-block gradient norms, their CV, spikes
 //! - [`snapshot`]: one probe of a model on a batch
 //! - [`live`]: probes during training (`probes.jsonl`, TensorBoard, warnings)
-//! - [`tensorboard`]: the event-file writer
+//! - [`offline`]: `normlab probe` on a checkpoint (`probes/*.json`)
 
 pub mod config;
 pub mod fit;
@@ -15,10 +15,9 @@ pub mod live;
 pub mod offline;
 pub mod snapshot;
 pub mod stats;
-pub mod tensorboard;
 
 pub use config::ProbeConfig;
-pub use live::{LiveProbe, ProbeState};
+pub use live::{LiveProbe, ProbeRecord, ProbeState};
 pub use snapshot::{ForwardProbe, forward_probe};
 
 #[cfg(test)]

@@ -2,16 +2,17 @@
 //! its config) over held-out windows, with per-sublayer gradient norms from one backward pass,
 //! as JSON and as a table.
 
-use super::grads::{block_norms, sublayer_norms};
+use super::grads::{block_norms, measure, sublayer_norms};
 use super::snapshot::{ForwardProbe, forward_probe};
+use crate::io::json::{nan, nan_vec};
 use crate::model::Transformer;
-use crate::train::clip::clip_global;
-use burn::optim::GradientsParams;
 use burn::module::Module;
+use burn::optim::GradientsParams;
 use burn::tensor::{Device, Int, Tensor};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Serialize)]
+/// `RUN/probes/{init,step-N}.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OfflineProbe {
     /// `init` or the checkpoint's step.
     pub at: String,
@@ -19,21 +20,31 @@ pub struct OfflineProbe {
     pub windows: usize,
     pub tokens_per_window: usize,
     /// Cross-entropy (+ λ·R) on these windows.
+    #[serde(deserialize_with = "nan")]
     pub loss: f64,
+    #[serde(deserialize_with = "nan")]
     pub grad_norm: f64,
+    #[serde(deserialize_with = "nan_vec")]
     pub block_grad_norms: Vec<f64>,
     #[serde(flatten)]
     pub forward: ForwardProbe,
 }
 
 /// Probes `model` (on an autodiff device) on `x`, `y` `[N, T]` given on `plain`.
-pub fn probe_model(model: &Transformer, x: Tensor<2, Int>, y: Tensor<2, Int>, plain: &Device, top_k: usize, at: String) -> OfflineProbe {
+pub fn probe_model(
+    model: &Transformer,
+    x: Tensor<2, Int>,
+    y: Tensor<2, Int>,
+    plain: &Device,
+    top_k: usize,
+    at: String,
+) -> OfflineProbe {
     let [n, t] = x.dims();
     let mut forward = forward_probe(&model.valid(), x.clone(), top_k);
     let ad = plain.clone().autodiff();
     let (loss, _, _) = model.loss(Tensor::from_data(x.into_data(), &ad), Tensor::from_data(y.into_data(), &ad));
-    // The trainer's own per-parameter norms (one transfer), with clipping off.
-    let (_, norms) = clip_global(model, GradientsParams::from_grads(loss.backward(), model), 0.0);
+    // The trainer's own per-parameter norms (one transfer).
+    let norms = measure(model, &GradientsParams::from_grads(loss.backward(), model));
     let subs = sublayer_norms(&norms.per_param, forward.sublayers.len());
     for (p, g) in forward.sublayers.iter_mut().zip(&subs) {
         p.grad_norm = Some(*g);
@@ -56,8 +67,11 @@ pub fn table(p: &OfflineProbe) -> String {
         "{} at {}: {} windows × {} tokens, loss {:.4}, ‖g‖ {:.4}, τ(final) {:.3}\n",
         p.recipe, p.at, p.windows, p.tokens_per_window, p.loss, p.grad_norm, p.forward.final_tau
     );
-    s += "    l   k branch    var(X)     var(z)    mean|z|    max|z|   ‖γ‖∞/σ(z)   τ(X)   angle    ‖g‖     max-logit  H(attn)\n";
-    let opt = |v: Option<f64>, w: usize, prec: usize| v.map(|x| format!("{x:>w$.prec$}")).unwrap_or_else(|| format!("{:>w$}", "·"));
+    s += "    l   k branch    var(X)     var(z)    mean|z|    max|z|   ‖γ‖∞/σ(z)   τ(X)   angle    ‖g‖     max-logit  \
+        H(attn)\n";
+    let opt = |v: Option<f64>, w: usize, prec: usize| {
+        v.map(|x| format!("{x:>w$.prec$}")).unwrap_or_else(|| format!("{:>w$}", "·"))
+    };
     for q in &p.forward.sublayers {
         s += &format!(
             "  {:>3} {:>3} {:<5} {:>10.3e} {:>10.3e} {:>10.3e} {:>9.3e} {} {:>7.3} {:>7.3} {:>9.3e} {} {}\n",
@@ -77,20 +91,29 @@ pub fn table(p: &OfflineProbe) -> String {
         );
     }
     if let Some(f) = &p.forward.bhyt_fit {
-        s += &format!("BHyT ŝ² vs exact: RMSE {:.3e}, R² {:.4}, Pearson r {:.4}, Spearman ρ {:.4} (n = {})\n", f.rmse, f.r2, f.pearson, f.spearman, f.n);
+        s += &format!(
+            "BHyT ŝ² vs exact: RMSE {:.3e}, R² {:.4}, Pearson r {:.4}, Spearman ρ {:.4} (n = {})\n",
+            f.rmse, f.r2, f.pearson, f.spearman, f.n
+        );
     }
     let scalars: Vec<String> = p
         .forward
         .scales
         .iter()
         .filter(|(n, _)| {
-            [".alpha", ".lambda", "output_norm.gain", "outer_norm.gain", "outer_norm.shift"].iter().any(|s| n.ends_with(s))
+            [".alpha", ".lambda", "output_norm.gain", "outer_norm.gain", "outer_norm.shift"]
+                .iter()
+                .any(|s| n.ends_with(s))
         })
         .take(12)
         .map(|(n, v)| format!("{n} {:.3}", v.mean))
         .collect();
     if !scalars.is_empty() {
-        s += &format!("learned scales (mean): {}{}\n", scalars.join(", "), if p.forward.scales.len() > 12 { ", … (all in the JSON)" } else { "" });
+        s += &format!(
+            "learned scales (mean): {}{}\n",
+            scalars.join(", "),
+            if p.forward.scales.len() > 12 { ", … (all in the JSON)" } else { "" }
+        );
     }
     s
 }

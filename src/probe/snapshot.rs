@@ -6,30 +6,39 @@
 
 use super::fit::{Fit, fit};
 use super::stats::{Gather, Slot, Spread, angular_distance, cosines, hidden_summary, spread, token_alignment};
+use crate::io::json::{nan, nan_pairs, nan_vec};
 use crate::model::Transformer;
+use crate::model::names::is_stream_norm;
+use crate::model::params::named_tensors;
 use crate::norm::{Norm, NormKind};
+use crate::stats::{mean, min_max};
 use burn::tensor::{Int, Tensor};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Statistics of one hidden-state tensor.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HiddenStats {
     /// Variance over the hidden dimension, mean over batch and tokens.
+    #[serde(deserialize_with = "nan")]
     pub var: f64,
+    #[serde(deserialize_with = "nan")]
     pub mean_abs: f64,
+    #[serde(deserialize_with = "nan")]
     pub max_abs: f64,
     /// The largest |x| values, decreasing.
+    #[serde(deserialize_with = "nan_vec")]
     pub top_abs: Vec<f64>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SublayerProbe {
     /// 1-based sublayer index l (2L in all).
     pub l: usize,
     /// 1-based Transformer layer k.
     pub layer: usize,
-    pub branch: &'static str,
+    /// `attn` or `ffn`.
+    pub branch: String,
     /// `X_l`, entering the sublayer.
     pub x: HiddenStats,
     /// `z_l`, after the residual addition and before any outer norm.
@@ -38,8 +47,10 @@ pub struct SublayerProbe {
     /// or RMSNorm follows the sum.
     pub jacobian_bound: Option<f64>,
     /// Token alignment τ(X_l) (seed 000 eq. 6, over the batch).
+    #[serde(deserialize_with = "nan")]
     pub tau: f64,
     /// Mean over all (batch, token) positions of arccos(cos(X_l, X_{l+1}))/π.
+    #[serde(deserialize_with = "nan")]
     pub angular_distance: f64,
     pub attn_max_logit: Option<f64>,
     pub attn_entropy: Option<f64>,
@@ -52,24 +63,28 @@ pub struct SublayerProbe {
 }
 
 /// A learned norm scale: mean, min and max over its entries (one entry for scalars).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ScaleStats {
+    #[serde(deserialize_with = "nan")]
     pub mean: f64,
+    #[serde(deserialize_with = "nan")]
     pub min: f64,
+    #[serde(deserialize_with = "nan")]
     pub max: f64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ForwardProbe {
     pub sublayers: Vec<SublayerProbe>,
     /// τ of the last hidden state `X_{2L+1}`.
+    #[serde(deserialize_with = "nan")]
     pub final_tau: f64,
     /// Every learned norm parameter, by name (`layers.3.ffn.output_norm.gain`).
     pub scales: BTreeMap<String, ScaleStats>,
     /// BHyT: the fit pooled over all FFN sublayers.
     pub bhyt_fit: Option<Fit>,
     /// BHyT: up to 500 evenly spaced `[ŝ², exact]` pairs of that fit, for scatter plots.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "nan_pairs")]
     pub bhyt_sample: Vec<[f64; 2]>,
 }
 
@@ -99,7 +114,10 @@ pub fn forward_probe(model: &Transformer, tokens: Tensor<2, Int>, top_k: usize) 
             cos: g.push(cosines(tr.input.clone(), next)),
             bound: outer.and_then(|n| {
                 let (how, eps) = spread_of(&n.kind)?;
-                Some((g.push(spread(tr.sum.clone(), how, eps)), n.gain.as_ref().map(|p| g.push(p.val().abs().max().reshape([1])))))
+                Some((
+                    g.push(spread(tr.sum.clone(), how, eps)),
+                    n.gain.as_ref().map(|p| g.push(p.val().abs().max().reshape([1]))),
+                ))
             }),
             bhyt: tr.approx_variance.as_ref().map(|a| {
                 let exact = tr.input.clone().square().mean_dim(2);
@@ -109,7 +127,8 @@ pub fn forward_probe(model: &Transformer, tokens: Tensor<2, Int>, top_k: usize) 
         });
     }
     let final_tau = g.push(token_alignment(last));
-    let attn: Vec<(Slot, Slot)> = out.attention.iter().map(|a| (g.push(a.max_logit.clone()), g.push(a.entropy.clone()))).collect();
+    let attn: Vec<(Slot, Slot)> =
+        out.attention.iter().map(|a| (g.push(a.max_logit.clone()), g.push(a.entropy.clone()))).collect();
     let scale_slots: Vec<(String, Slot)> = norm_params(model).into_iter().map(|(n, t)| (n, g.push(t))).collect();
     let f = g.fetch();
     let hidden = |s: Slot| {
@@ -130,7 +149,7 @@ pub fn forward_probe(model: &Transformer, tokens: Tensor<2, Int>, top_k: usize) 
             SublayerProbe {
                 l: i + 1,
                 layer: i / 2 + 1,
-                branch: if is_attn { "attn" } else { "ffn" },
+                branch: if is_attn { "attn" } else { "ffn" }.into(),
                 x: hidden(p.x),
                 z: hidden(p.z),
                 jacobian_bound: p.bound.map(|(sigma, gain)| {
@@ -153,9 +172,8 @@ pub fn forward_probe(model: &Transformer, tokens: Tensor<2, Int>, top_k: usize) 
         .into_iter()
         .map(|(n, s)| {
             let v = f.get(s);
-            let mean = v.iter().sum::<f64>() / v.len() as f64;
-            let (min, max) = v.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| (a.min(x), b.max(x)));
-            (n, ScaleStats { mean, min, max })
+            let (min, max) = min_max(v);
+            (n, ScaleStats { mean: mean(v), min, max })
         })
         .collect();
     let bhyt_fit = (!all_a.is_empty()).then(|| fit(&all_a, &all_e));
@@ -167,7 +185,7 @@ pub fn forward_probe(model: &Transformer, tokens: Tensor<2, Int>, top_k: usize) 
 /// The outer norm (on the residual path) of 0-based sublayer `i`.
 fn outer_norm(model: &Transformer, i: usize) -> Option<&Norm> {
     let layer = &model.layers[i / 2];
-    if i % 2 == 0 { layer.attn.outer_norm.as_ref() } else { layer.ffn.outer_norm.as_ref() }
+    if i.is_multiple_of(2) { layer.attn.outer_norm.as_ref() } else { layer.ffn.outer_norm.as_ref() }
 }
 
 fn spread_of(kind: &NormKind) -> Option<(Spread, f64)> {
@@ -178,26 +196,7 @@ fn spread_of(kind: &NormKind) -> Option<(Spread, f64)> {
     }
 }
 
-/// Every learned norm parameter with its name.
+/// Every learned norm parameter on the residual stream, with its name.
 fn norm_params(model: &Transformer) -> Vec<(String, Tensor<1>)> {
-    let mut out = Vec::new();
-    let mut add = |prefix: String, n: &Option<Norm>| {
-        if let Some(n) = n {
-            for (field, p) in [("gain", &n.gain), ("shift", &n.shift), ("alpha", &n.alpha), ("lambda", &n.lambda)] {
-                if let Some(p) = p {
-                    out.push((format!("{prefix}.{field}"), p.val()));
-                }
-            }
-        }
-    };
-    add("emb_norm".into(), &model.emb_norm);
-    for (i, layer) in model.layers.iter().enumerate() {
-        for (b, s) in [("attn", (&layer.attn.input_norm, &layer.attn.output_norm, &layer.attn.outer_norm)), ("ffn", (&layer.ffn.input_norm, &layer.ffn.output_norm, &layer.ffn.outer_norm))] {
-            add(format!("layers.{i}.{b}.input_norm"), s.0);
-            add(format!("layers.{i}.{b}.output_norm"), s.1);
-            add(format!("layers.{i}.{b}.outer_norm"), s.2);
-        }
-    }
-    add("final_norm".into(), &model.final_norm);
-    out
+    named_tensors(model).into_iter().filter(|(n, _)| is_stream_norm(n)).collect()
 }

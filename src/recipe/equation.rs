@@ -1,6 +1,8 @@
 //! Human-readable sublayer equations, as `normlab recipes` prints them.
 
+use super::resolve::{ResolvedRecipe, norm_kind};
 use super::spec::{NormSpec, RecipeSpec, Scale, SublayerSpec, Which};
+use crate::norm::NormKind;
 
 /// The recipe as equations, one line each: embedding, every sublayer group, readout, loss.
 pub fn describe(spec: &RecipeSpec) -> Vec<String> {
@@ -94,7 +96,7 @@ pub fn sublayer_equation(spec: &RecipeSpec, s: &SublayerSpec) -> String {
 }
 
 fn symbol(spec: &RecipeSpec, n: &NormSpec) -> Option<String> {
-    match spec.norm(n, 1e-6) {
+    match norm_kind(spec, n, 1e-6) {
         Ok(Some(kind)) => Some(kind.symbol()),
         Ok(None) => None,
         Err(_) => Some(format!("<invalid norm {:?}>", n.table().kind)),
@@ -105,4 +107,29 @@ fn factor(s: &Scale) -> String {
     let t = s.text();
     let simple = t.parse::<f64>().is_ok() || t.chars().all(|c| c.is_alphanumeric() || c == '_');
     if simple { t } else { format!("({t})") }
+}
+
+/// The resolved per-sublayer plan, one line per sublayer: norms, scales and init scales.
+pub fn plan_lines(r: &ResolvedRecipe) -> Vec<String> {
+    let n = |k: &Option<NormKind>| k.as_ref().map(|k| k.symbol()).unwrap_or_else(|| "·".into());
+    r.sublayers
+        .iter()
+        .map(|s| {
+            format!(
+                "l={:<3} k={:<3} {:?}  in={:<10} out={:<10} outer={:<10} a={:<8.4} c={:<8.4} s={:<8.4} \
+                    init_out={:<8.4} init_in={:.4}",
+                s.index,
+                s.layer,
+                s.branch,
+                n(&s.input),
+                n(&s.output),
+                n(&s.outer),
+                s.skip,
+                s.residual,
+                s.input_scale,
+                s.init_out,
+                s.init_in
+            )
+        })
+        .collect()
 }

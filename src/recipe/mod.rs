@@ -10,13 +10,15 @@
 pub mod config;
 pub mod equation;
 pub mod expr;
+pub mod placement;
 pub mod presets;
 pub mod resolve;
 pub mod spec;
 
 pub use config::{RecipeConfig, RecipeOverlay};
+pub use placement::Placement;
 pub use presets::{PRESET_NAMES, preset};
-pub use resolve::{Branch, ResolvedRecipe, SublayerPlan};
+pub use resolve::{Branch, ResolvedRecipe, SublayerPlan, norm_kind, resolve};
 pub use spec::{BaseNorm, NormSpec, NormTable, RecipeSpec, Scale, SublayerSpec, Which};
 
 #[cfg(test)]

@@ -158,7 +158,8 @@ pub fn mix() -> RecipeSpec {
 pub fn keel() -> RecipeSpec {
     let mut r = blank(
         "keel",
-        "KEEL: X = LN(a·X + F(LN(X))), a = 1 in layer 1 and 2L after, no outer LN after sublayer 1, LN without shift (seed 000 Table 2)",
+        "KEEL: X = LN(a·X + F(LN(X))), a = 1 in layer 1 and 2L after, no outer LN after sublayer 1, LN without shift \
+            (seed 000 Table 2)",
     );
     let ln0 = || Some(norm_with("ln", |t| t.shift = Some(false)));
     r.sublayer.input = ln0();
@@ -177,14 +178,18 @@ pub fn keel() -> RecipeSpec {
 pub fn kitenorm() -> RecipeSpec {
     let mut r = blank(
         "kitenorm",
-        "KiteNorm: X = sLN(X + 1/(2L)·F(sLN(X))), scalar γ′, β′; no final norm; variance regulariser λ = 1 (seed 000 Table 2)",
+        "KiteNorm: X = sLN(X + 1/(2L)·F(sLN(X))), scalar γ′, β′; no final norm; variance regulariser λ = 1 (seed 000 \
+            Table 2)",
     );
     r.sublayer.input = Some(NormSpec::kind("scalar-ln"));
     r.sublayer.outer = Some(NormSpec::kind("scalar-ln"));
     r.sublayer.residual = expr("1/(2*L)");
     r.regularizer = 1.0;
     r.notes.push(
-        "The outer norm's scalar shift β′ of every sublayer but the last cannot learn: it adds a constant along the all-ones direction, which the next sublayer's inner and outer scalarised LayerNorms both remove by mean-centring, so its gradient is exactly zero.".into(),
+        "The outer norm's scalar shift β′ of every sublayer but the last cannot learn: it adds a constant along the \
+            all-ones direction, which the next sublayer's inner and outer scalarised LayerNorms both remove by \
+            mean-centring, so its gradient is exactly zero."
+            .into(),
     );
     r
 }
@@ -261,7 +266,8 @@ pub fn bhyt() -> RecipeSpec {
     bhyt_family(
         "bhyt",
         "bhyt",
-        "BHyT: BHyT* with one exact statistic per block and the Theorem 3.5 variance approximation before the FFN (seed 003 Alg. 1)",
+        "BHyT: BHyT* with one exact statistic per block and the Theorem 3.5 variance approximation before the FFN \
+            (seed 003 Alg. 1)",
     )
 }
 

@@ -44,9 +44,28 @@ pub struct ResolvedRecipe {
     pub regularizer: f64,
 }
 
-impl RecipeSpec {
-    /// Resolves the recipe for `n_layers` Transformer layers with norm epsilon `eps`.
-    pub fn resolve(&self, n_layers: usize, eps: f64) -> anyhow::Result<ResolvedRecipe> {
+/// Resolves `spec` for `n_layers` Transformer layers with norm epsilon `eps`.
+pub fn resolve(spec: &RecipeSpec, n_layers: usize, eps: f64) -> anyhow::Result<ResolvedRecipe> {
+    Resolver(spec).resolve(n_layers, eps)
+}
+
+/// Turns a written norm slot of `spec` into a [`NormKind`], rejecting options the kind lacks.
+pub fn norm_kind(spec: &RecipeSpec, slot: &NormSpec, eps: f64) -> anyhow::Result<Option<NormKind>> {
+    Resolver(spec).norm(slot, eps)
+}
+
+/// The resolution logic, as a view of the spec (the spec's own type stays plain data).
+struct Resolver<'a>(&'a RecipeSpec);
+
+impl std::ops::Deref for Resolver<'_> {
+    type Target = RecipeSpec;
+    fn deref(&self) -> &RecipeSpec {
+        self.0
+    }
+}
+
+impl Resolver<'_> {
+    fn resolve(&self, n_layers: usize, eps: f64) -> anyhow::Result<ResolvedRecipe> {
         self.resolve_inner(n_layers, eps).with_context(|| format!("recipe `{}`", self.name))
     }
 
@@ -163,7 +182,8 @@ impl RecipeSpec {
         for (slot, kind) in [("output", &plan.output), ("outer", &plan.outer)] {
             if matches!(kind, Some(NormKind::Bhyt { .. })) {
                 bail!(
-                    "{}: `{slot}` = bhyt: the variance approximation (Algorithm 1) is defined for sublayer inputs and the final norm; use bhyt-star here",
+                    "{}: `{slot}` = bhyt: the variance approximation (Algorithm 1) is defined for sublayer inputs and \
+                        the final norm; use bhyt-star here",
                     where_()
                 );
             }
@@ -171,8 +191,7 @@ impl RecipeSpec {
         Ok(plan)
     }
 
-    /// Turns a written norm slot into a [`NormKind`], rejecting options the kind lacks.
-    pub fn norm(&self, spec: &NormSpec, eps: f64) -> anyhow::Result<Option<NormKind>> {
+    fn norm(&self, spec: &NormSpec, eps: f64) -> anyhow::Result<Option<NormKind>> {
         let t = spec.table();
         let allowed: &[&str] = match t.kind.as_str() {
             "none" => &[],
@@ -236,7 +255,8 @@ fn check_bhyt_pairs(plans: &[SublayerPlan]) -> anyhow::Result<()> {
         let [attn, ffn] = pair else { continue };
         if matches!(ffn.input, Some(NormKind::Bhyt { .. })) && !matches!(attn.input, Some(NormKind::Bhyt { .. })) {
             bail!(
-                "layer {}: the FFN input norm is bhyt (variance approximation), which reuses the attention input norm's statistics, so that one must be bhyt too",
+                "layer {}: the FFN input norm is bhyt (variance approximation), which reuses the attention input \
+                    norm's statistics, so that one must be bhyt too",
                 attn.layer
             );
         }

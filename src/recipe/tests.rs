@@ -8,7 +8,7 @@ use crate::norm::{BhytDenominator, NormKind};
 const EPS: f64 = 1e-6;
 
 fn resolve(name: &str, l: usize) -> ResolvedRecipe {
-    preset(name).unwrap().resolve(l, EPS).unwrap()
+    super::resolve(&preset(name).unwrap(), l, EPS).unwrap()
 }
 
 fn ln() -> Option<NormKind> {
@@ -182,7 +182,7 @@ fn every_preset_resolves_and_prints_equations() {
         let spec = preset(name).unwrap();
         assert_eq!(&spec.name, name);
         for l in [1, 2, 3, 12, 48] {
-            spec.resolve(l, EPS).unwrap_or_else(|e| panic!("{name} at L = {l}: {e:#}"));
+            super::resolve(&spec, l, EPS).unwrap_or_else(|e| panic!("{name} at L = {l}: {e:#}"));
         }
         let lines = equation::describe(&spec);
         assert!(lines.iter().any(|l| l.contains("X_{l+1} =")), "{name}: {lines:?}");
@@ -200,7 +200,7 @@ fn from_toml(src: &str) -> anyhow::Result<ResolvedRecipe> {
         recipe: RecipeConfig,
     }
     let w: Wrapper = toml::from_str(src)?;
-    w.recipe.spec()?.resolve(12, EPS)
+    super::resolve(&w.recipe.spec()?, 12, EPS)
 }
 
 fn err(src: &str) -> String {
@@ -214,12 +214,17 @@ fn custom_recipes_compose_in_a_config_file() {
     assert_eq!((r.embedding_norm, r.final_norm), (None, None));
     assert_eq!(r.name, "peri*", "a changed preset is marked");
     // Seed 001: RMSNorm, output gain frozen at 1.
-    let r = from_toml("[recipe]\npreset = \"peri\"\nnorm = \"rmsnorm\"\n[recipe.sublayer]\noutput = { kind = \"ln\", gain = false }\n").unwrap();
+    let r = from_toml(
+        "[recipe]\npreset = \"peri\"\nnorm = \"rmsnorm\"\n[recipe.sublayer]\noutput = { kind = \"ln\", \
+        gain = false }\n",
+    )
+    .unwrap();
     assert_eq!(r.sublayers[0].output, Some(NormKind::RmsNorm { gain: false, eps: EPS }));
     assert_eq!(r.sublayers[0].input, rms());
     // From scratch: a sandwich with an expression-valued residual scale on the last 4 layers.
     let r = from_toml(
-        "[recipe]\nname = \"mine\"\nfinal_norm = \"rmsnorm\"\n[recipe.sublayer]\ninput = \"ln\"\n[[recipe.layers]]\nrange = \"L-3..=L\"\nresidual = \"1/sqrt(k)\"\n",
+        "[recipe]\nname = \"mine\"\nfinal_norm = \"rmsnorm\"\n[recipe.sublayer]\ninput = \
+            \"ln\"\n[[recipe.layers]]\nrange = \"L-3..=L\"\nresidual = \"1/sqrt(k)\"\n",
     )
     .unwrap();
     assert_eq!(r.name, "mine");
@@ -253,7 +258,8 @@ fn malformed_recipes_are_rejected_naming_the_field() {
     let e = err("[recipe]\npreset = \"pre\"\n[recipe.sublayer]\nskip = \"2*Q\"\n");
     assert!(e.contains("unknown name `Q`"), "{e}");
     let e = err(
-        "[recipe]\npreset = \"pre\"\n[[recipe.layers]]\nsublayers = \"ffn\"\ninput = { kind = \"bhyt\" }\nrange = \"1..=L\"\n",
+        "[recipe]\npreset = \"pre\"\n[[recipe.layers]]\nsublayers = \"ffn\"\ninput = { kind = \"bhyt\" }\nrange = \
+            \"1..=L\"\n",
     );
     assert!(e.contains("layer 1: the FFN input norm is bhyt") && e.contains("must be bhyt too"), "{e}");
     let e = err("[recipe]\npreset = \"pre\"\n[recipe.sublayer]\nouter = { kind = \"bhyt-star\", p = 1.0 }\n");

@@ -1,69 +1,72 @@
-//! What a report reads from a run directory.
+//! What a report reads from a run directory, through the records' own types.
 
+use crate::io::jsonl;
+use crate::probe::ProbeRecord;
+use crate::probe::snapshot::SublayerProbe;
+use crate::recipe::Placement;
+use crate::recipe::placement::bounds_stream;
+use crate::train::RunConfig;
+use crate::train::metrics::{EvalRecord, Metrics, TrainRecord};
 use crate::train::run_dir::{self, Status};
-use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 pub struct RunData {
     pub label: String,
     pub dir: PathBuf,
-    pub train: Vec<Value>,
-    pub eval: Vec<Value>,
-    pub probes: Vec<Value>,
+    pub train: Vec<TrainRecord>,
+    pub eval: Vec<EvalRecord>,
+    pub probes: Vec<ProbeRecord>,
     pub status: Option<Status>,
-}
-
-fn jsonl(p: &Path) -> Vec<Value> {
-    std::fs::read_to_string(p).map(|t| t.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()).unwrap_or_default()
+    /// The run's recipe as one of the papers' plain placements, if it is one.
+    pub placement: Option<Placement>,
+    /// Whether the run's recipe normalises every sublayer's contribution to the stream.
+    pub bounds_stream: bool,
 }
 
 impl RunData {
+    /// Reads what there is; a missing or unreadable file leaves its part empty.
     pub fn load(dir: &Path, label: &str) -> Self {
-        let metrics = jsonl(&dir.join(run_dir::METRICS));
+        let m = Metrics::read(&run_dir::metrics(dir)).unwrap_or_default();
+        let recipe = RunConfig::load(Some(&run_dir::config(dir)), &[])
+            .ok()
+            .and_then(|c| c.model.validate().ok())
+            .map(|(_, r)| r);
         Self {
             label: label.to_string(),
             dir: dir.to_path_buf(),
-            train: metrics.iter().filter(|r| r["type"] == "train").cloned().collect(),
-            eval: metrics.iter().filter(|r| r["type"] == "eval").cloned().collect(),
-            probes: jsonl(&dir.join(crate::probe::live::PROBES)),
+            train: m.train,
+            eval: m.eval,
+            probes: jsonl::read(&run_dir::probes(dir)).unwrap_or_default(),
             status: run_dir::read_status(dir).ok().flatten(),
+            placement: recipe.as_ref().and_then(Placement::of),
+            bounds_stream: recipe.as_ref().is_some_and(bounds_stream),
         }
     }
 
     /// `(step, value)` of a field of the train records.
-    pub fn train_series(&self, field: &str) -> Vec<(f64, f64)> {
-        self.train.iter().filter_map(|r| Some((r["step"].as_f64()?, r[field].as_f64()?))).collect()
+    pub fn train_series(&self, field: impl Fn(&TrainRecord) -> f64) -> Vec<(f64, f64)> {
+        self.train.iter().map(|r| (r.step as f64, field(r))).collect()
     }
 
     pub fn eval_series(&self) -> Vec<(f64, f64)> {
-        self.eval.iter().filter_map(|r| Some((r["step"].as_f64()?, r["val_loss"].as_f64()?))).collect()
+        self.eval.iter().map(|r| (r.step as f64, r.val_loss)).collect()
     }
 
-    /// `(l, value)` over sublayers of one probe record, for a path like `["x", "var"]`.
-    pub fn per_layer(probe: &Value, path: &[&str]) -> Vec<(f64, f64)> {
-        probe["sublayers"]
-            .as_array()
-            .map(|subs| {
-                subs.iter()
-                    .filter_map(|s| {
-                        let v = path.iter().fold(s, |v, k| &v[*k]);
-                        Some((s["l"].as_f64()?, v.as_f64()?))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
+    /// `(l, value)` over the sublayers of one probe record.
+    pub fn per_layer(probe: &ProbeRecord, value: impl Fn(&SublayerProbe) -> Option<f64>) -> Vec<(f64, f64)> {
+        probe.forward.sublayers.iter().filter_map(|s| Some((s.l as f64, value(s)?))).collect()
     }
 
-    pub fn first_probe(&self) -> Option<&Value> {
+    pub fn first_probe(&self) -> Option<&ProbeRecord> {
         self.probes.first()
     }
 
-    pub fn last_probe(&self) -> Option<&Value> {
+    pub fn last_probe(&self) -> Option<&ProbeRecord> {
         self.probes.last()
     }
 
     /// Up to `n` probe records evenly spread over training (first and last included).
-    pub fn probe_steps(&self, n: usize) -> Vec<&Value> {
+    pub fn probe_steps(&self, n: usize) -> Vec<&ProbeRecord> {
         let k = self.probes.len();
         if k <= n {
             return self.probes.iter().collect();

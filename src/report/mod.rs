@@ -11,8 +11,11 @@ pub mod figures;
 pub mod findings;
 pub mod plot;
 
-use crate::sweep::aggregate::{MethodSummary, summarize};
+use crate::io::json;
+use crate::sweep::aggregate::{MethodSummary, axis_label, summarize};
 use crate::sweep::results::{self, RunResult};
+use crate::sweep::{Plan, layout};
+use crate::train::run_dir::{self, RunInfo};
 use data::RunData;
 use figures::Figure;
 use std::path::{Path, PathBuf};
@@ -24,16 +27,21 @@ pub struct Report {
     pub markdown: PathBuf,
     pub figures: Vec<String>,
     pub table: String,
+    /// The findings, in words (markdown emphasis with `**`).
+    pub findings: Vec<String>,
 }
 
 /// Writes the report of a sweep (a directory with `results.jsonl`) or of one run.
 pub fn generate(dir: &Path) -> anyhow::Result<Report> {
-    if crate::sweep::is_sweep(dir) {
+    if layout::is_sweep(dir) {
         sweep_report(dir)
-    } else if dir.join(crate::train::run_dir::STATUS).is_file() {
+    } else if run_dir::status(dir).is_file() {
         run_report(dir)
     } else {
-        anyhow::bail!("{} is neither a sweep (no results.jsonl) nor a run (no status.json); give a sweep or run directory", dir.display())
+        anyhow::bail!(
+            "{} is neither a sweep (no results.jsonl) nor a run (no status.json); give a sweep or run directory",
+            dir.display()
+        )
     }
 }
 
@@ -43,13 +51,15 @@ fn slug(s: &str) -> String {
 
 fn sweep_report(dir: &Path) -> anyhow::Result<Report> {
     let rows = results::read(dir)?;
-    let plan: serde_json::Value = std::fs::read_to_string(dir.join("plan.json")).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
-    let group = plan["group_by"].as_str().unwrap_or("model.recipe").to_string();
-    let tuned = plan["tuned"].as_str().unwrap_or("optim.lr").to_string();
-    let ms = summarize(&rows, &group, &tuned);
-    let out = dir.join("report");
+    let plan: Plan = json::read(&layout::plan(dir))?;
+    let (group, tuned) = (&plan.group_by, &plan.tuned);
+    let ms = summarize(&rows, group, tuned);
+    let out = layout::report(dir);
     std::fs::create_dir_all(&out)?;
-    let best_runs: Vec<RunData> = ms.iter().filter_map(|m| best_run(&rows, m, &group, &tuned).map(|r| RunData::load(&dir.join("runs").join(&r.name), &m.method))).collect();
+    let best_runs: Vec<RunData> = ms
+        .iter()
+        .filter_map(|m| best_run(&rows, m, group, tuned).map(|r| RunData::load(&layout::run(dir, &r.name), &m.method)))
+        .collect();
     let mut figs = Vec::new();
     if ms.iter().any(|m| m.curve.len() > 1) {
         figs.push(figures::lr_curves(&out, &ms)?);
@@ -69,15 +79,15 @@ fn sweep_report(dir: &Path) -> anyhow::Result<Report> {
 
 fn best_run<'a>(rows: &'a [RunResult], m: &MethodSummary, group: &str, tuned: &str) -> Option<&'a RunResult> {
     rows.iter()
-        .filter(|r| crate::sweep::aggregate::axis_label(r.axes.get(group)) == m.method && !r.diverged && r.final_val_loss.is_some())
+        .filter(|r| axis_label(r.axes.get(group)) == m.method && !r.diverged && r.final_val_loss.is_some())
         .filter(|r| m.lr_star.is_none() || r.axes.get(tuned).and_then(|v| v.as_f64()) == m.lr_star)
         .min_by(|a, b| a.final_val_loss.unwrap().total_cmp(&b.final_val_loss.unwrap()))
 }
 
 fn run_report(dir: &Path) -> anyhow::Result<Report> {
-    let label = std::fs::read_to_string(dir.join("run.json")).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok()).and_then(|v| v["recipe"].as_str().map(String::from)).unwrap_or_else(|| "run".into());
+    let label = json::read::<RunInfo>(&run_dir::info(dir)).map(|i| i.recipe).unwrap_or_else(|_| "run".into());
     let r = RunData::load(dir, &label);
-    let out = dir.join("report");
+    let out = run_dir::report(dir);
     std::fs::create_dir_all(&out)?;
     let runs = vec![r];
     let mut figs = figures::curves(&out, &runs)?;
@@ -86,7 +96,7 @@ fn run_report(dir: &Path) -> anyhow::Result<Report> {
     if let Some(f) = figures::bhyt_scatter(&out, &runs[0])? {
         figs.push(f);
     }
-    let status = runs[0].status.as_ref().map(crate::train::run_dir::describe).unwrap_or_else(|| "no status".into());
+    let status = runs[0].status.as_ref().map(run_dir::describe).unwrap_or_else(|| "no status".into());
     let table = format!("| run | status |\n|---|---|\n| {label} | {status} |\n");
     write(dir, &out, &format!("Run report: {label}"), &table, &[], &figs, &[])
 }
@@ -94,7 +104,10 @@ fn run_report(dir: &Path) -> anyhow::Result<Report> {
 /// The per-method results table in markdown, sorted by best final validation loss.
 pub fn summary_table(ms: &[MethodSummary]) -> String {
     let o = |v: Option<f64>| v.map(|x| format!("{x:.4}")).unwrap_or_else(|| "–".into());
-    let mut t = String::from("| rank | recipe | LR* | best val loss | worst | mean ± std | best ppl | seeds at LR* | diverged / runs | steps to target |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    let mut t = String::from(
+        "| rank | recipe | LR* | best val loss | worst | mean ± std | best ppl | seeds at LR* | diverged / runs | \
+            steps to target |\n|---|---|---|---|---|---|---|---|---|---|\n",
+    );
     for (i, m) in ms.iter().enumerate() {
         t += &format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} |\n",
@@ -143,7 +156,15 @@ fn bold(s: &str) -> String {
     out
 }
 
-fn write(dir: &Path, out: &Path, title: &str, table: &str, notes: &[String], figs: &[Figure], rows: &[RunResult]) -> anyhow::Result<Report> {
+fn write(
+    dir: &Path,
+    out: &Path,
+    title: &str,
+    table: &str,
+    notes: &[String],
+    figs: &[Figure],
+    rows: &[RunResult],
+) -> anyhow::Result<Report> {
     let mut md = format!("# {title}\n\n{}\n\n{table}\n", dir.display());
     if !notes.is_empty() {
         md += "\n## Findings\n\n";
@@ -156,7 +177,11 @@ fn write(dir: &Path, out: &Path, title: &str, table: &str, notes: &[String], fig
         md += &format!("![{}]({}.png)\n\n{}\n\n", f.stem, f.stem, f.caption);
     }
     let mut html = format!(
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title><style>body{{font-family:sans-serif;max-width:960px;margin:2em auto;color:#222}}table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}th{{background:#f4f4f4}}figure{{margin:2em 0}}figcaption{{color:#555;font-size:0.9em}}</style></head><body>\n<h1>{t}</h1>\n<p>{d}</p>\n",
+        "<!doctype html>\n<html><head><meta \
+            charset=\"utf-8\"><title>{t}</title><style>body{{font-family:sans-serif;max-width:960px;margin:2em \
+            auto;color:#222}}table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:4px \
+            8px;text-align:right}}th{{background:#f4f4f4}}figure{{margin:2em \
+            0}}figcaption{{color:#555;font-size:0.9em}}</style></head><body>\n<h1>{t}</h1>\n<p>{d}</p>\n",
         t = html_escape(title),
         d = html_escape(&dir.display().to_string())
     );
@@ -170,15 +195,28 @@ fn write(dir: &Path, out: &Path, title: &str, table: &str, notes: &[String], fig
     }
     html += "<h2>Figures</h2>\n";
     for f in figs {
-        html += &format!("<figure id=\"{}\">{}<figcaption>{}</figcaption></figure>\n", f.stem, f.svg, html_escape(&f.caption));
+        html += &format!(
+            "<figure id=\"{}\">{}<figcaption>{}</figcaption></figure>\n",
+            f.stem,
+            f.svg,
+            html_escape(&f.caption)
+        );
     }
     if !rows.is_empty() {
-        html += &format!("<h2>All runs</h2>\n<p>{} runs; one row each in results.jsonl / results.csv.</p>\n", rows.len());
+        html +=
+            &format!("<h2>All runs</h2>\n<p>{} runs; one row each in results.jsonl / results.csv.</p>\n", rows.len());
     }
     html += "</body></html>\n";
     let html_path = out.join("report.html");
     let md_path = out.join("report.md");
-    crate::io::tensors::write_atomic(&html_path, html.as_bytes())?;
-    crate::io::tensors::write_atomic(&md_path, md.as_bytes())?;
-    Ok(Report { dir: out.to_path_buf(), html: html_path, markdown: md_path, figures: figs.iter().map(|f| f.stem.clone()).collect(), table: table.to_string() })
+    crate::io::write_atomic(&html_path, html.as_bytes())?;
+    crate::io::write_atomic(&md_path, md.as_bytes())?;
+    Ok(Report {
+        dir: out.to_path_buf(),
+        html: html_path,
+        markdown: md_path,
+        figures: figs.iter().map(|f| f.stem.clone()).collect(),
+        table: table.to_string(),
+        findings: notes.to_vec(),
+    })
 }

@@ -70,7 +70,7 @@ pub fn draw(chart: &Chart<'_>, stem: &Path) -> anyhow::Result<String> {
         render(chart, &root)?;
         root.present().map_err(|e| anyhow!("{e:?}"))?;
     }
-    crate::io::tensors::write_atomic(&svg_path, svg.as_bytes())?;
+    crate::io::write_atomic(&svg_path, svg.as_bytes())?;
     Ok(svg)
 }
 
@@ -115,26 +115,35 @@ where
                 .map_err(e)?;
             for s in &c.series {
                 let col = color(s.color);
-                let pts: Vec<(f64, f64)> = s.points.iter().copied().filter(|(x, y)| x.is_finite() && y.is_finite() && (!c.log_x || *x > 0.0) && (!c.log_y || *y > 0.0)).collect();
+                let pts: Vec<(f64, f64)> = s
+                    .points
+                    .iter()
+                    .copied()
+                    .filter(|(x, y)| x.is_finite() && y.is_finite() && (!c.log_x || *x > 0.0) && (!c.log_y || *y > 0.0))
+                    .collect();
                 if s.scatter {
-                    ch.draw_series(pts.iter().map(|&p| Circle::new(p, 2, col.mix(0.5).filled()))).map_err(e)?
+                    ch.draw_series(pts.iter().map(|&p| Circle::new(p, 2, col.mix(0.5).filled())))
+                        .map_err(e)?
                         .label(&s.name)
                         .legend(move |(x, y)| Circle::new((x + 10, y), 4, col.filled()));
                     continue;
                 }
-                let style = ShapeStyle { color: col.to_rgba(), filled: false, stroke_width: if s.dashed { 1 } else { 2 } };
+                let style =
+                    ShapeStyle { color: col.to_rgba(), filled: false, stroke_width: if s.dashed { 1 } else { 2 } };
                 let anno = if s.dashed {
                     ch.draw_series(DashedLineSeries::new(pts.clone(), 6, 4, style)).map_err(e)?
                 } else {
                     ch.draw_series(LineSeries::new(pts.clone(), style)).map_err(e)?
                 };
                 if !s.name.is_empty() {
-                    anno.label(&s.name).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(2)));
+                    anno.label(&s.name)
+                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(2)));
                 }
                 ch.draw_series(pts.iter().map(|&p| Circle::new(p, 2, col.filled()))).map_err(e)?;
             }
             let top = yr.1;
-            ch.draw_series(c.top_marks.iter().map(|&(x, ci)| Cross::new((x, top), 6, color(ci).stroke_width(2)))).map_err(e)?;
+            ch.draw_series(c.top_marks.iter().map(|&(x, ci)| Cross::new((x, top), 6, color(ci).stroke_width(2))))
+                .map_err(e)?;
             if c.series.iter().any(|s| !s.name.is_empty()) {
                 ch.configure_series_labels()
                     .label_font(("sans-serif", 14))

@@ -52,7 +52,8 @@ pub fn summarize(rows: &[RunResult], group_by: &str, tuned: &str) -> Vec<MethodS
             methods.push(m);
         }
     }
-    let mut out: Vec<MethodSummary> = methods.into_iter().map(|m| summarize_method(rows, &m, group_by, tuned)).collect();
+    let mut out: Vec<MethodSummary> =
+        methods.into_iter().map(|m| summarize_method(rows, &m, group_by, tuned)).collect();
     out.sort_by(|a, b| match (a.best, b.best) {
         (Some(x), Some(y)) => x.total_cmp(&y),
         (Some(_), None) => std::cmp::Ordering::Less,
@@ -74,19 +75,34 @@ fn summarize_method(rows: &[RunResult], method: &str, group_by: &str, tuned: &st
             let at: Vec<&&RunResult> = mine.iter().filter(|r| r.stage == "grid" && lr_of(r) == Some(lr)).collect();
             LrPoint {
                 lr,
-                val_loss: at.iter().filter(|r| !r.diverged).filter_map(|r| r.final_val_loss).fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.min(v)))),
+                val_loss: at
+                    .iter()
+                    .filter(|r| !r.diverged)
+                    .filter_map(|r| r.final_val_loss)
+                    .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.min(v)))),
                 runs: at.len(),
                 diverged: at.iter().filter(|r| r.diverged).count(),
             }
         })
         .collect();
-    let lr_star = curve.iter().filter(|p| p.val_loss.is_some()).min_by(|a, b| a.val_loss.unwrap().total_cmp(&b.val_loss.unwrap())).map(|p| p.lr);
-    let at_star: Vec<&&RunResult> = mine.iter().filter(|r| !r.diverged && r.final_val_loss.is_some() && (lr_star.is_none() || lr_of(r) == lr_star)).collect();
-    let vals: Vec<f64> = if lr_star.is_some() { at_star.iter().filter_map(|r| r.final_val_loss).collect() } else { Vec::new() };
+    let lr_star = curve
+        .iter()
+        .filter(|p| p.val_loss.is_some())
+        .min_by(|a, b| a.val_loss.unwrap().total_cmp(&b.val_loss.unwrap()))
+        .map(|p| p.lr);
+    let at_star: Vec<&&RunResult> = mine
+        .iter()
+        .filter(|r| !r.diverged && r.final_val_loss.is_some() && (lr_star.is_none() || lr_of(r) == lr_star))
+        .collect();
+    let vals: Vec<f64> =
+        if lr_star.is_some() { at_star.iter().filter_map(|r| r.final_val_loss).collect() } else { Vec::new() };
     let n = vals.len();
     let mean = (n > 0).then(|| vals.iter().sum::<f64>() / n as f64);
     let std = mean.map(|m| (vals.iter().map(|v| (v - m).powi(2)).sum::<f64>() / n as f64).sqrt());
-    let best_run = at_star.iter().filter(|_| lr_star.is_some()).min_by(|a, b| a.final_val_loss.unwrap().total_cmp(&b.final_val_loss.unwrap()));
+    let best_run = at_star
+        .iter()
+        .filter(|_| lr_star.is_some())
+        .min_by(|a, b| a.final_val_loss.unwrap().total_cmp(&b.final_val_loss.unwrap()));
     MethodSummary {
         method: method.to_string(),
         lr_star,
@@ -97,7 +113,11 @@ fn summarize_method(rows: &[RunResult], method: &str, group_by: &str, tuned: &st
         seeds_at_lr_star: n,
         runs: mine.len(),
         diverged: mine.iter().filter(|r| r.diverged).count(),
-        diverged_runs: mine.iter().filter(|r| r.diverged).map(|r| format!("{} (step {})", r.name, r.diverged_step.unwrap_or(0))).collect(),
+        diverged_runs: mine
+            .iter()
+            .filter(|r| r.diverged)
+            .map(|r| format!("{} (step {})", r.name, r.diverged_step.unwrap_or(0)))
+            .collect(),
         curve,
         steps_to_target: best_run.and_then(|r| r.steps_to_target),
         time_to_target_s: best_run.and_then(|r| r.time_to_target_s),

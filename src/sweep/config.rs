@@ -59,6 +59,15 @@ fn default_tuned() -> String {
     "optim.lr".into()
 }
 
+/// `plan.json`: every run of the sweep and how its results are grouped.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub group_by: String,
+    pub tuned: String,
+    pub target_loss: Option<f64>,
+    pub runs: Vec<PlannedRun>,
+}
+
 /// One run of the sweep: its name, its axis values and the `--set` edits that make its config.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PlannedRun {
@@ -75,19 +84,39 @@ pub struct Sweep {
 }
 
 impl Sweep {
-    pub fn load(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read sweep config {}", path.display()))?;
-        Self::parse(&text, path, &[])
+    /// Reads a sweep file; `sets` edit it first.
+    pub fn load(path: &Path, sets: &[String]) -> anyhow::Result<Self> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("cannot read sweep config {}", path.display()))?;
+        Self::parse(&text, path, sets)
+    }
+
+    /// The built-in study (`normlab compare`): `configs/sweeps/compare.toml`, or with `full`
+    /// the GPU-scale `compare-full.toml`; both are compiled in.
+    pub fn compare(full: bool, sets: &[String]) -> anyhow::Result<Self> {
+        const COMPARE: &str = include_str!("../../configs/sweeps/compare.toml");
+        const COMPARE_FULL: &str = include_str!("../../configs/sweeps/compare-full.toml");
+        let (text, name) = if full {
+            (COMPARE_FULL, "configs/sweeps/compare-full.toml")
+        } else {
+            (COMPARE, "configs/sweeps/compare.toml")
+        };
+        Self::parse(text, Path::new(name), sets)
     }
 
     /// Parses a sweep file's text; `sets` edit it first (`sweep.dir=…`, `train.steps=…`).
     pub fn parse(text: &str, path: &Path, sets: &[String]) -> anyhow::Result<Self> {
-        let mut table: toml::Table = toml::from_str(text).with_context(|| format!("{} is not valid TOML", path.display()))?;
+        let mut table: toml::Table =
+            toml::from_str(text).with_context(|| format!("{} is not valid TOML", path.display()))?;
         for s in sets {
             crate::train::config::apply_set(&mut table, s)?;
         }
-        let section = table.remove("sweep").with_context(|| format!("{} has no [sweep] section; see configs/sweeps/", path.display()))?;
-        let section: SweepSection = section.try_into().map_err(|e: toml::de::Error| anyhow::anyhow!("{} [sweep]: {}", path.display(), e.message()))?;
+        let section = table
+            .remove("sweep")
+            .with_context(|| format!("{} has no [sweep] section; see configs/sweeps/", path.display()))?;
+        let section: SweepSection = section
+            .try_into()
+            .map_err(|e: toml::de::Error| anyhow::anyhow!("{} [sweep]: {}", path.display(), e.message()))?;
         ensure!(section.jobs > 0, "sweep.jobs must be > 0");
         ensure!(!section.axes.is_empty(), "sweep.axes is empty; give at least one key with a list of values");
         for (k, v) in &section.axes {
@@ -96,14 +125,15 @@ impl Sweep {
         }
         let s = Self { section, base: table };
         for run in s.grid() {
-            s.run_config(&run, Path::new("/tmp/x")).with_context(|| format!("sweep run {}", run.name))?.validate().with_context(|| format!("sweep run {}", run.name))?;
+            s.run_config(&run).and_then(|c| c.validate()).with_context(|| format!("sweep run {}", run.name))?;
         }
         Ok(s)
     }
 
     /// The grid, first axis slowest.
     pub fn grid(&self) -> Vec<PlannedRun> {
-        let axes: Vec<(&String, &Vec<toml::Value>)> = self.section.axes.iter().map(|(k, v)| (k, v.as_array().unwrap())).collect();
+        let axes: Vec<(&String, &Vec<toml::Value>)> =
+            self.section.axes.iter().map(|(k, v)| (k, v.as_array().unwrap())).collect();
         let mut combos: Vec<Vec<(String, toml::Value)>> = vec![Vec::new()];
         for (k, vs) in &axes {
             combos = combos
@@ -111,16 +141,24 @@ impl Sweep {
                 .flat_map(|c| vs.iter().map(move |v| [c.clone(), vec![((*k).clone(), v.clone())]].concat()))
                 .collect();
         }
-        combos.into_iter().enumerate().map(|(i, axes)| PlannedRun { name: run_name(i, &axes), stage: "grid".into(), axes }).collect()
+        combos
+            .into_iter()
+            .enumerate()
+            .map(|(i, axes)| PlannedRun { name: run_name(i, &axes), stage: "grid".into(), axes })
+            .collect()
     }
 
     /// The config of one run, with its directory inside the sweep.
-    pub fn run_config(&self, run: &PlannedRun, dir: &Path) -> anyhow::Result<crate::train::RunConfig> {
+    pub fn run_config(&self, run: &PlannedRun) -> anyhow::Result<crate::train::RunConfig> {
+        let dir = super::layout::run(&self.section.dir, &run.name);
         let mut table = self.base.clone();
         for (k, v) in &run.axes {
             crate::train::config::apply_set(&mut table, &format!("{k}={}", toml_literal(v)))?;
         }
-        crate::train::config::apply_set(&mut table, &format!("run.dir={}", toml_literal(&toml::Value::String(dir.display().to_string()))))?;
+        crate::train::config::apply_set(
+            &mut table,
+            &format!("run.dir={}", toml_literal(&toml::Value::String(dir.display().to_string()))),
+        )?;
         crate::train::RunConfig::from_table(&table)
     }
 }

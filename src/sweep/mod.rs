@@ -2,22 +2,23 @@
 //! budget), an optional reseed stage at each method's best learning rate, execution as
 //! separate processes with resumption, and the aggregated results.
 //!
-//! - [`config`]: the sweep file and the grid
+//! - [`config`]: the sweep file, the grid and the plan
+//! - [`layout`]: the sweep directory
 //! - [`runner`]: processes, `jobs` at a time, skipping finished runs and resuming stopped ones
 //! - [`results`]: one row per run (`results.jsonl`, `results.csv`)
 //! - [`aggregate`]: LR*, best/worst over seeds, mean ± std, diverged counts, time to target
 
 pub mod aggregate;
 pub mod config;
+pub mod layout;
 pub mod results;
 pub mod runner;
 
 #[cfg(test)]
 mod tests;
 
-pub use config::{PlannedRun, Sweep};
-
-use std::path::Path;
+pub use config::{Plan, PlannedRun, Sweep};
+pub use layout::is_sweep;
 
 /// Runs the grid, then the reseed stage, and writes the results; returns them.
 pub fn run(sweep: &Sweep, log: &(dyn Fn(&str) + Sync)) -> anyhow::Result<Vec<results::RunResult>> {
@@ -37,22 +38,30 @@ pub fn run(sweep: &Sweep, log: &(dyn Fn(&str) + Sync)) -> anyhow::Result<Vec<res
         }
         rows = results::collect(dir, &all, sweep.section.target_loss);
     }
-    crate::io::tensors::write_atomic(&dir.join("plan.json"), serde_json::to_string_pretty(&serde_json::json!({
-        "group_by": sweep.section.group_by,
-        "tuned": sweep.section.tuned,
-        "target_loss": sweep.section.target_loss,
-        "runs": all,
-    }))?.as_bytes())?;
+    let s = &sweep.section;
+    let plan = Plan { group_by: s.group_by.clone(), tuned: s.tuned.clone(), target_loss: s.target_loss, runs: all };
+    crate::io::json::write(&layout::plan(dir), &plan)?;
     results::write(dir, &rows)?;
-    let failed: Vec<&str> = rows.iter().filter(|r| r.state == "missing" || r.state == "running").map(|r| r.name.as_str()).collect();
+    let failed: Vec<&str> =
+        rows.iter().filter(|r| r.state == "missing" || r.state == "running").map(|r| r.name.as_str()).collect();
     if !failed.is_empty() {
-        log(&format!("{} runs did not finish (see {}): {}; run the sweep again to retry them", failed.len(), dir.join("logs").display(), failed.join(", ")));
+        log(&format!(
+            "{} runs did not finish (see {}): {}; run the sweep again to retry them",
+            failed.len(),
+            layout::logs(dir).display(),
+            failed.join(", ")
+        ));
     }
     Ok(rows)
 }
 
 /// The reseed runs: for each method's LR* (from the grid), one run per extra seed.
-pub fn reseed_runs(sweep: &Sweep, grid_rows: &[results::RunResult], seeds: &[u64], first_index: usize) -> Vec<PlannedRun> {
+pub fn reseed_runs(
+    sweep: &Sweep,
+    grid_rows: &[results::RunResult],
+    seeds: &[u64],
+    first_index: usize,
+) -> Vec<PlannedRun> {
     let s = &sweep.section;
     let summaries = aggregate::summarize(grid_rows, &s.group_by, &s.tuned);
     let mut out = Vec::new();
@@ -65,9 +74,11 @@ pub fn reseed_runs(sweep: &Sweep, grid_rows: &[results::RunResult], seeds: &[u64
         }) else {
             continue;
         };
-        let base_axes: Vec<(String, toml::Value)> = sweep.grid().into_iter().find(|p| p.name == base.name).map(|p| p.axes).unwrap_or_default();
+        let base_axes: Vec<(String, toml::Value)> =
+            sweep.grid().into_iter().find(|p| p.name == base.name).map(|p| p.axes).unwrap_or_default();
         for &seed in seeds {
-            let mut axes: Vec<(String, toml::Value)> = base_axes.iter().filter(|(k, _)| k != "train.seed" && k != "train.sampler_seed").cloned().collect();
+            let mut axes: Vec<(String, toml::Value)> =
+                base_axes.iter().filter(|(k, _)| k != "train.seed" && k != "train.sampler_seed").cloned().collect();
             axes.push(("train.seed".into(), toml::Value::Integer(seed as i64)));
             axes.push(("train.sampler_seed".into(), toml::Value::Integer(seed as i64)));
             let name = config::run_name(first_index + out.len(), &axes);
@@ -75,9 +86,4 @@ pub fn reseed_runs(sweep: &Sweep, grid_rows: &[results::RunResult], seeds: &[u64
         }
     }
     out
-}
-
-/// Whether `dir` holds a sweep (rather than a single run).
-pub fn is_sweep(dir: &Path) -> bool {
-    dir.join("results.jsonl").is_file()
 }

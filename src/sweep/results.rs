@@ -3,8 +3,10 @@
 //! `results.jsonl` and `results.csv`.
 
 use super::config::PlannedRun;
-use super::runner::run_dir_of;
-use crate::train::metrics;
+use super::layout;
+use crate::io::jsonl;
+use crate::probe::ProbeRecord;
+use crate::train::metrics::Metrics;
 use crate::train::run_dir::{self, Status};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -41,32 +43,44 @@ pub struct RunResult {
 }
 
 pub fn collect(sweep_dir: &Path, runs: &[PlannedRun], target: Option<f64>) -> Vec<RunResult> {
-    runs.iter().map(|r| collect_one(&run_dir_of(sweep_dir, &r.name), r, target)).collect()
+    runs.iter().map(|r| collect_one(&layout::run(sweep_dir, &r.name), r, target)).collect()
+}
+
+/// The last record of a run's `probes.jsonl`, if it has one.
+fn last_probe(run: &Path) -> Option<ProbeRecord> {
+    let text = std::fs::read_to_string(run_dir::probes(run)).ok()?;
+    serde_json::from_str(text.lines().last()?).ok()
+}
+
+/// A value that may be NaN (written as null) as an option.
+fn finite_or_none(v: f64) -> Option<f64> {
+    (!v.is_nan()).then_some(v)
 }
 
 fn collect_one(dir: &Path, r: &PlannedRun, target: Option<f64>) -> RunResult {
     let axes = r.axes.iter().map(|(k, v)| (k.clone(), serde_json::to_value(v).unwrap_or_default())).collect();
     let status = run_dir::read_status(dir).ok().flatten();
-    let recs = metrics::read(&dir.join(run_dir::METRICS)).unwrap_or_default();
-    let evals: Vec<&serde_json::Value> = recs.iter().filter(|x| x["type"] == "eval").collect();
-    let train: Vec<&serde_json::Value> = recs.iter().filter(|x| x["type"] == "train").collect();
-    let f = |v: &serde_json::Value, k: &str| v[k].as_f64();
-    let best = evals.iter().filter_map(|e| f(e, "val_loss")).filter(|v| v.is_finite()).fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.min(v))));
-    let hit = target.and_then(|t| evals.iter().find(|e| f(e, "val_loss").is_some_and(|v| v <= t)));
-    let mut rates: Vec<f64> = train.iter().filter_map(|x| f(x, "tokens_per_s")).collect();
+    let m = Metrics::read(&run_dir::metrics(dir)).unwrap_or_default();
+    let best = m
+        .eval
+        .iter()
+        .map(|e| e.val_loss)
+        .filter(|v| v.is_finite())
+        .fold(None, |b: Option<f64>, v| Some(b.map_or(v, |b| b.min(v))));
+    let hit = target.and_then(|t| m.eval.iter().find(|e| e.val_loss <= t));
+    let mut rates: Vec<f64> = m.train.iter().map(|x| x.tokens_per_s).filter(|v| v.is_finite()).collect();
     rates.sort_by(f64::total_cmp);
-    let last_probe = std::fs::read_to_string(dir.join(crate::probe::live::PROBES))
-        .ok()
-        .and_then(|t| t.lines().last().and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok()));
-    let subs = last_probe.as_ref().and_then(|p| p["sublayers"].as_array().cloned()).unwrap_or_default();
-    let cvs: Vec<f64> = subs.iter().filter_map(|s| s["grad_cv_run"].as_f64()).filter(|v| v.is_finite()).collect();
+    let probe = last_probe(dir);
+    let subs = probe.as_ref().map(|p| p.forward.sublayers.as_slice()).unwrap_or_default();
+    let cvs: Vec<f64> = subs.iter().filter_map(|s| s.grad_cv_run).filter(|v| v.is_finite()).collect();
     let (state, diverged_step, diverged_reason) = match &status {
         Some(Status::Finished { .. }) => ("finished", None, None),
         Some(Status::Diverged { step, reason }) => ("diverged", Some(*step), Some(reason.clone())),
         Some(Status::Running { .. }) => ("running", None, None),
         None => ("missing", None, None),
     };
-    let final_val = if state == "finished" { evals.last().and_then(|e| f(e, "val_loss")) } else { None };
+    let final_val = if state == "finished" { m.eval.last().and_then(|e| finite_or_none(e.val_loss)) } else { None };
+    let last = m.train.last();
     RunResult {
         name: r.name.clone(),
         stage: r.stage.clone(),
@@ -79,48 +93,77 @@ fn collect_one(dir: &Path, r: &PlannedRun, target: Option<f64>) -> RunResult {
         best_val_loss: best,
         final_val_ppl: final_val.map(f64::exp),
         best_val_ppl: best.map(f64::exp),
-        steps: train.last().and_then(|x| x["step"].as_u64()).unwrap_or(0) as usize,
-        wall_s: train.last().and_then(|x| f(x, "wall_s")).unwrap_or(0.0),
+        steps: last.map(|x| x.step).unwrap_or(0),
+        wall_s: last.map(|x| x.wall_s).unwrap_or(0.0),
         tokens_per_s: (!rates.is_empty()).then(|| rates[rates.len() / 2]),
-        steps_to_target: hit.and_then(|e| e["step"].as_u64()).map(|s| s as usize),
-        time_to_target_s: hit.and_then(|e| f(e, "wall_s")),
-        max_abs_last_layer: subs.last().and_then(|s| s["z"]["max_abs"].as_f64()),
-        grad_spikes: last_probe.as_ref().and_then(|p| p["spikes_total"].as_u64()).map(|v| v as usize),
+        steps_to_target: hit.map(|e| e.step),
+        time_to_target_s: hit.map(|e| e.wall_s),
+        max_abs_last_layer: subs.last().and_then(|s| finite_or_none(s.z.max_abs)),
+        grad_spikes: probe.as_ref().map(|p| p.spikes_total),
         grad_cv: (!cvs.is_empty()).then(|| cvs.iter().sum::<f64>() / cvs.len() as f64),
-        final_tau: last_probe.as_ref().and_then(|p| p["final_tau"].as_f64()),
+        final_tau: probe.as_ref().and_then(|p| finite_or_none(p.forward.final_tau)),
     }
+}
+
+/// The columns of `results.csv` after `name`, `stage` and the axes.
+const CSV_COLUMNS: [&str; 15] = [
+    "state",
+    "diverged_step",
+    "final_val_loss",
+    "best_val_loss",
+    "final_val_ppl",
+    "best_val_ppl",
+    "steps",
+    "wall_s",
+    "tokens_per_s",
+    "steps_to_target",
+    "time_to_target_s",
+    "max_abs_last_layer",
+    "grad_spikes",
+    "grad_cv",
+    "final_tau",
+];
+
+/// A JSON value as a CSV cell: empty for null, strings as they are, numbers as JSON writes them.
+fn cell(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Null => String::new(),
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// `results.csv`: a header, then one row per run (quoted as RFC 4180 requires: run names
+/// contain commas).
+pub fn to_csv(rows: &[RunResult]) -> anyhow::Result<Vec<u8>> {
+    let axis_keys: Vec<String> = rows
+        .iter()
+        .flat_map(|r| r.axes.keys().cloned())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let header: Vec<&str> =
+        ["name", "stage"].into_iter().chain(axis_keys.iter().map(String::as_str)).chain(CSV_COLUMNS).collect();
+    w.write_record(&header)?;
+    for r in rows {
+        let v = serde_json::to_value(r)?;
+        let axes = axis_keys.iter().map(|k| cell(r.axes.get(k).unwrap_or(&serde_json::Value::Null)));
+        let rest = CSV_COLUMNS.iter().map(|c| cell(&v[*c]));
+        let record: Vec<String> = [r.name.clone(), r.stage.clone()].into_iter().chain(axes).chain(rest).collect();
+        w.write_record(&record)?;
+    }
+    w.into_inner().map_err(|e| anyhow::anyhow!("cannot write CSV: {e}"))
 }
 
 /// Writes `results.jsonl` and `results.csv` atomically.
 pub fn write(sweep_dir: &Path, rows: &[RunResult]) -> anyhow::Result<()> {
-    let mut jsonl = String::new();
-    for r in rows {
-        jsonl += &serde_json::to_string(r)?;
-        jsonl.push('\n');
-    }
-    crate::io::tensors::write_atomic(&sweep_dir.join("results.jsonl"), jsonl.as_bytes())?;
-    let axis_keys: Vec<String> = rows.iter().flat_map(|r| r.axes.keys().cloned()).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
-    let cols = [
-        "state", "diverged_step", "final_val_loss", "best_val_loss", "final_val_ppl", "best_val_ppl", "steps", "wall_s", "tokens_per_s",
-        "steps_to_target", "time_to_target_s", "max_abs_last_layer", "grad_spikes", "grad_cv", "final_tau",
-    ];
-    let mut csv = format!("name,stage,{},{}\n", axis_keys.join(","), cols.join(","));
-    for r in rows {
-        let v = serde_json::to_value(r)?;
-        let cell = |x: &serde_json::Value| match x {
-            serde_json::Value::Null => String::new(),
-            serde_json::Value::String(s) => s.replace(',', ";"),
-            other => other.to_string(),
-        };
-        let axes: Vec<String> = axis_keys.iter().map(|k| cell(r.axes.get(k).unwrap_or(&serde_json::Value::Null))).collect();
-        let rest: Vec<String> = cols.iter().map(|c| cell(&v[*c])).collect();
-        csv += &format!("{},{},{},{}\n", r.name, r.stage, axes.join(","), rest.join(","));
-    }
-    crate::io::tensors::write_atomic(&sweep_dir.join("results.csv"), csv.as_bytes())
+    jsonl::write_all(&layout::results_jsonl(sweep_dir), rows)?;
+    crate::io::write_atomic(&layout::results_csv(sweep_dir), &to_csv(rows)?)
 }
 
 pub fn read(sweep_dir: &Path) -> anyhow::Result<Vec<RunResult>> {
-    let p = sweep_dir.join("results.jsonl");
-    let text = std::fs::read_to_string(&p).map_err(|e| anyhow::anyhow!("cannot read {}: {e}; run the sweep first", p.display()))?;
-    text.lines().map(|l| Ok(serde_json::from_str(l)?)).collect()
+    let p = layout::results_jsonl(sweep_dir);
+    anyhow::ensure!(p.is_file(), "cannot read {}: run the sweep first", p.display());
+    jsonl::read(&p)
 }

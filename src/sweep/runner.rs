@@ -4,16 +4,13 @@
 //! killed sweep leaves no orphan writing into a run directory, and restarting it continues.
 
 use super::config::{PlannedRun, Sweep};
+use super::layout;
 use crate::train::run_dir::{self, Status};
 use anyhow::Context;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::Instant;
-
-pub fn run_dir_of(sweep_dir: &Path, name: &str) -> PathBuf {
-    sweep_dir.join("runs").join(name)
-}
 
 /// What a run needs.
 #[derive(Debug, PartialEq)]
@@ -35,10 +32,10 @@ pub fn todo(dir: &Path) -> Todo {
 pub fn execute(sweep: &Sweep, runs: &[PlannedRun], log: &(dyn Fn(&str) + Sync)) -> anyhow::Result<()> {
     let dir = &sweep.section.dir;
     for r in runs {
-        let cfg = sweep.run_config(r, &run_dir_of(dir, &r.name))?;
-        crate::io::tensors::write_atomic(&dir.join("configs").join(format!("{}.toml", r.name)), cfg.to_toml()?.as_bytes())?;
+        let cfg = sweep.run_config(r)?;
+        crate::io::write_atomic(&layout::run_config(dir, &r.name), cfg.to_toml()?.as_bytes())?;
     }
-    let pending: Vec<&PlannedRun> = runs.iter().filter(|r| todo(&run_dir_of(dir, &r.name)) != Todo::Done).collect();
+    let pending: Vec<&PlannedRun> = runs.iter().filter(|r| todo(&layout::run(dir, &r.name)) != Todo::Done).collect();
     let skipped = runs.len() - pending.len();
     if skipped > 0 {
         log(&format!("{skipped} of {} runs already done; running {}", runs.len(), pending.len()));
@@ -46,7 +43,7 @@ pub fn execute(sweep: &Sweep, runs: &[PlannedRun], log: &(dyn Fn(&str) + Sync)) 
     let total = pending.len();
     let queue = Mutex::new(pending.into_iter().enumerate());
     let jobs = sweep.section.jobs.min(total.max(1));
-    let threads = (std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) / jobs).max(1);
+    let threads = (crate::device::available_threads() / jobs).max(1);
     let exe = std::env::current_exe().context("cannot find the normlab executable")?;
     std::thread::scope(|s| {
         for _ in 0..jobs {
@@ -65,15 +62,15 @@ pub fn execute(sweep: &Sweep, runs: &[PlannedRun], log: &(dyn Fn(&str) + Sync)) 
 
 /// Runs (or resumes) one run to its end; returns how it ended, in words.
 fn run_one(exe: &Path, sweep_dir: &Path, r: &PlannedRun, threads: usize) -> anyhow::Result<String> {
-    let dir = run_dir_of(sweep_dir, &r.name);
+    let dir = layout::run(sweep_dir, &r.name);
     let mut cmd = Command::new(exe);
     cmd.arg("train").arg("--quiet");
     match todo(&dir) {
         Todo::Done => return Ok("already done".into()),
         Todo::Resume => cmd.arg("--resume").arg(&dir),
-        Todo::Start => cmd.arg("--config").arg(sweep_dir.join("configs").join(format!("{}.toml", r.name))).arg("--force"),
+        Todo::Start => cmd.arg("--config").arg(layout::run_config(sweep_dir, &r.name)).arg("--force"),
     };
-    let log_path = sweep_dir.join("logs").join(format!("{}.log", r.name));
+    let log_path = layout::log(sweep_dir, &r.name);
     std::fs::create_dir_all(log_path.parent().unwrap())?;
     let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path)?;
     cmd.stdout(Stdio::from(log.try_clone()?)).stderr(Stdio::from(log)).env("RAYON_NUM_THREADS", threads.to_string());
@@ -81,7 +78,7 @@ fn run_one(exe: &Path, sweep_dir: &Path, r: &PlannedRun, threads: usize) -> anyh
     let status = cmd.status()?;
     Ok(match (status.code(), run_dir::read_status(&dir).ok().flatten()) {
         (Some(0), Some(s)) => run_dir::describe(&s),
-        (Some(3), Some(s)) => run_dir::describe(&s),
+        (Some(crate::train::EXIT_DIVERGED), Some(s)) => run_dir::describe(&s),
         (code, _) => format!("failed (exit {code:?}); see {}", log_path.display()),
     })
 }

@@ -64,7 +64,10 @@ fn aggregation_by_hand() {
     let post = &s[1];
     assert_eq!(post.lr_star, Some(3e-3), "the diverged 1e-2 run cannot be LR*");
     assert_eq!((post.best, post.worst), (Some(2.50), Some(2.56)));
-    assert_eq!(post.curve.iter().map(|p| (p.lr, p.val_loss, p.diverged)).collect::<Vec<_>>(), [(1e-3, Some(2.60), 0), (3e-3, Some(2.50), 0), (1e-2, None, 1)]);
+    assert_eq!(
+        post.curve.iter().map(|p| (p.lr, p.val_loss, p.diverged)).collect::<Vec<_>>(),
+        [(1e-3, Some(2.60), 0), (3e-3, Some(2.50), 0), (1e-2, None, 1)]
+    );
     let keel = &s[2];
     assert_eq!((keel.lr_star, keel.best, keel.diverged), (None, None, 1));
 }
@@ -88,8 +91,16 @@ fn the_grid_is_the_product_of_the_axes_and_reseeds_use_lr_star() {
     let s = Sweep::parse(SWEEP, Path::new("test.toml"), &[]).unwrap();
     let g = s.grid();
     let names: Vec<&str> = g.iter().map(|r| r.name.as_str()).collect();
-    assert_eq!(names, ["r000-recipe=post,lr=0.001,n_layers=2", "r001-recipe=post,lr=0.01,n_layers=2", "r002-recipe=peri,lr=0.001,n_layers=2", "r003-recipe=peri,lr=0.01,n_layers=2"]);
-    let cfg = s.run_config(&g[3], Path::new("runs/x")).unwrap();
+    assert_eq!(
+        names,
+        [
+            "r000-recipe=post,lr=0.001,n_layers=2",
+            "r001-recipe=post,lr=0.01,n_layers=2",
+            "r002-recipe=peri,lr=0.001,n_layers=2",
+            "r003-recipe=peri,lr=0.01,n_layers=2"
+        ]
+    );
+    let cfg = s.run_config(&g[3]).unwrap();
     assert_eq!((cfg.optim.lr, cfg.model.n_layers, cfg.train.steps), (1e-2, 2, Some(10)));
     assert_eq!(cfg.model.validate().unwrap().0.name, "peri");
     let rows = vec![
@@ -100,10 +111,12 @@ fn the_grid_is_the_product_of_the_axes_and_reseeds_use_lr_star() {
     ];
     let re = super::reseed_runs(&s, &rows, &[8, 9], 4);
     assert_eq!(re.len(), 4);
-    let post = s.run_config(&re[0], Path::new("runs/y")).unwrap();
+    let post = s.run_config(&re[0]).unwrap();
     assert_eq!((post.optim.lr, post.train.seed, post.train.sampler_seed), (1e-3, 8, 8));
-    let peri = s.run_config(&re[3], Path::new("runs/y")).unwrap();
+    let peri = s.run_config(&re[3]).unwrap();
     assert_eq!((peri.optim.lr, peri.train.seed, peri.model.n_layers), (1e-2, 9, 2));
-    let e = Sweep::parse("[sweep]\ndir = \"x\"\n[sweep.axes]\n\"optim.lrr\" = [1]\n", Path::new("bad.toml"), &[]).err().unwrap();
+    let e = Sweep::parse("[sweep]\ndir = \"x\"\n[sweep.axes]\n\"optim.lrr\" = [1]\n", Path::new("bad.toml"), &[])
+        .err()
+        .unwrap();
     assert!(format!("{e:#}").contains("unknown field `lrr`"), "{e:#}");
 }

@@ -5,9 +5,11 @@
 //! published by rewriting `latest.json` atomically; older checkpoints are removed after.
 
 use super::divergence::DivergenceMonitor;
-use super::run_dir::CHECKPOINTS;
-use crate::io::tensors::{self, write_atomic};
-use crate::model::init::ParamSource;
+use super::run_dir;
+use crate::init::ParamSource;
+use crate::io::json;
+use crate::io::tensors;
+use crate::io::write_atomic;
 use crate::model::params::named_values;
 use crate::model::{ModelConfig, Transformer};
 use anyhow::{Context, bail, ensure};
@@ -16,11 +18,6 @@ use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-
-pub const WEIGHTS: &str = "model.safetensors";
-pub const OPTIMIZER: &str = "optimizer.bpk";
-pub const STATE: &str = "state.json";
-const LATEST: &str = "latest.json";
 
 /// Everything besides weights and optimizer moments that a resumed run needs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -41,6 +38,7 @@ pub struct TrainerState {
     pub probe: Option<crate::probe::ProbeState>,
 }
 
+/// `checkpoints/latest.json`: the checkpoint to resume from.
 #[derive(Serialize, Deserialize)]
 struct Latest {
     step: usize,
@@ -49,21 +47,24 @@ struct Latest {
 
 /// Saves a checkpoint of `state.step` under `run/checkpoints/`.
 pub fn save(run: &Path, model: &Transformer, optim: &ModuleOptimizer, state: &TrainerState) -> anyhow::Result<()> {
-    let root = run.join(CHECKPOINTS);
-    let name = format!("step-{:06}", state.step);
+    let root = run_dir::checkpoints(run);
+    let name = run_dir::checkpoint_name(state.step);
     let tmp = root.join(format!(".{name}.tmp"));
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-    save_weights(&tmp.join(WEIGHTS), model, state.step, &state.tokenizer)?;
+    save_weights(&run_dir::checkpoint_weights(&tmp), model, state.step, &state.tokenizer)?;
     let optim_bytes = optim.into_bytes().map_err(|e| anyhow::anyhow!("cannot serialise the optimizer state: {e:?}"))?;
-    write_atomic(&tmp.join(OPTIMIZER), &optim_bytes)?;
-    write_atomic(&tmp.join(STATE), serde_json::to_string_pretty(state)?.as_bytes())?;
+    write_atomic(&run_dir::checkpoint_optimizer(&tmp), &optim_bytes)?;
+    json::write(&run_dir::checkpoint_state(&tmp), state)?;
     let dest = root.join(&name);
     if dest.exists() {
         std::fs::remove_dir_all(&dest)?;
     }
     std::fs::rename(&tmp, &dest)?;
-    write_atomic(&root.join(LATEST), serde_json::to_string(&Latest { step: state.step, dir: name.clone() })?.as_bytes())?;
+    write_atomic(
+        &run_dir::latest_checkpoint(run),
+        serde_json::to_string(&Latest { step: state.step, dir: name.clone() })?.as_bytes(),
+    )?;
     for e in std::fs::read_dir(&root)?.flatten() {
         let n = e.file_name().to_string_lossy().into_owned();
         if n.starts_with("step-") && n != name {
@@ -75,24 +76,27 @@ pub fn save(run: &Path, model: &Transformer, optim: &ModuleOptimizer, state: &Tr
 
 /// The latest complete checkpoint directory of a run, if any.
 pub fn latest(run: &Path) -> anyhow::Result<Option<PathBuf>> {
-    let p = run.join(CHECKPOINTS).join(LATEST);
+    let p = run_dir::latest_checkpoint(run);
     if !p.is_file() {
         return Ok(None);
     }
-    let l: Latest = serde_json::from_str(&std::fs::read_to_string(&p)?).with_context(|| format!("{} is corrupt", p.display()))?;
-    let dir = run.join(CHECKPOINTS).join(&l.dir);
-    ensure!(dir.join(STATE).is_file(), "{} names {}, which is missing; the checkpoint was deleted", p.display(), dir.display());
+    let l: Latest = json::read(&p)?;
+    let dir = run_dir::checkpoints(run).join(&l.dir);
+    ensure!(
+        run_dir::checkpoint_state(&dir).is_file(),
+        "{} names {}, which is missing; the checkpoint was deleted",
+        p.display(),
+        dir.display()
+    );
     Ok(Some(dir))
 }
 
 pub fn load_state(ckpt: &Path) -> anyhow::Result<TrainerState> {
-    let p = ckpt.join(STATE);
-    serde_json::from_str(&std::fs::read_to_string(&p).with_context(|| format!("cannot read {}", p.display()))?)
-        .with_context(|| format!("{} is corrupt", p.display()))
+    json::read(&run_dir::checkpoint_state(ckpt))
 }
 
 pub fn load_optimizer(ckpt: &Path, optim: ModuleOptimizer) -> anyhow::Result<ModuleOptimizer> {
-    let p = ckpt.join(OPTIMIZER);
+    let p = run_dir::checkpoint_optimizer(ckpt);
     let bytes = std::fs::read(&p).with_context(|| format!("cannot read {}", p.display()))?;
     optim
         .from_bytes(burn::tensor::Bytes::from_bytes_vec(bytes))
@@ -124,7 +128,8 @@ pub fn load_weights(path: &Path, cfg: &ModelConfig, tokenizer: &str, device: &De
             && have != want
         {
             bail!(
-                "{} was saved with {key} `{have}` but the config asks for `{want}`; use the config the weights were trained with (the run's config.toml)",
+                "{} was saved with {key} `{have}` but the config asks for `{want}`; use the config the weights were \
+                    trained with (the run's config.toml)",
                 path.display()
             );
         }
@@ -133,5 +138,6 @@ pub fn load_weights(path: &Path, cfg: &ModelConfig, tokenizer: &str, device: &De
     check("recipe", &spec.name)?;
     check("n_layers", &cfg.n_layers.to_string())?;
     check("tokenizer", tokenizer)?;
-    Transformer::new(cfg, ParamSource::Loaded(file.tensors), device).with_context(|| format!("loading {}", path.display()))
+    Transformer::new(cfg, ParamSource::Loaded(file.tensors), device)
+        .with_context(|| format!("loading {}", path.display()))
 }

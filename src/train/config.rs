@@ -43,7 +43,13 @@ pub struct RunSection {
 
 impl Default for RunSection {
     fn default() -> Self {
-        Self { dir: "runs/default".into(), device: "cpu".into(), eval_every: 50, eval_windows: 64, checkpoint_every: 100 }
+        Self {
+            dir: "runs/default".into(),
+            device: "cpu".into(),
+            eval_every: 50,
+            eval_windows: 64,
+            checkpoint_every: 100,
+        }
     }
 }
 
@@ -136,11 +142,10 @@ impl RunConfig {
             apply_set(&mut table, s)?;
         }
         let merged = toml::to_string(&table)?;
-        let mut cfg: RunConfig = toml::from_str(if sets.is_empty() { text } else { &merged })
-            .map_err(|e| {
-                let src = if sets.is_empty() { text } else { merged.as_str() };
-                anyhow::anyhow!("{origin}{}: {}", describe_error(&e, src, sets), e.message().trim())
-            })?;
+        let mut cfg: RunConfig = toml::from_str(if sets.is_empty() { text } else { &merged }).map_err(|e| {
+            let src = if sets.is_empty() { text } else { merged.as_str() };
+            anyhow::anyhow!("{origin}{}: {}", describe_error(&e, src, sets), e.message().trim())
+        })?;
         cfg.vocab_size_given = table.get("model").and_then(|m| m.get("vocab_size")).is_some();
         // A token budget given as a ratio replaces the default step count.
         let train = table.get("train");
@@ -154,7 +159,8 @@ impl RunConfig {
     pub fn fit_vocab(&mut self, tokenizer_vocab: usize, tokenizer: &str) -> anyhow::Result<()> {
         if self.vocab_size_given && self.model.vocab_size != tokenizer_vocab {
             bail!(
-                "model.vocab_size = {} but the {tokenizer} tokenizer has {tokenizer_vocab} tokens; remove model.vocab_size (it follows the tokenizer) or set it to {tokenizer_vocab}",
+                "model.vocab_size = {} but the {tokenizer} tokenizer has {tokenizer_vocab} tokens; remove \
+                    model.vocab_size (it follows the tokenizer) or set it to {tokenizer_vocab}",
                 self.model.vocab_size
             );
         }
@@ -171,12 +177,14 @@ impl RunConfig {
         ensure!(t.seq_len > 0, "train.seq_len must be > 0");
         let micro = self.micro_batch_size();
         ensure!(
-            micro > 0 && t.batch_size % micro == 0,
+            micro > 0 && t.batch_size.is_multiple_of(micro),
             "train.micro_batch_size = {micro} must be > 0 and divide train.batch_size = {}",
             t.batch_size
         );
         match (t.steps, t.tokens_per_param) {
-            (Some(_), Some(_)) => bail!("give train.steps or train.tokens_per_param, not both (set the other to nothing by leaving it out)"),
+            (Some(_), Some(_)) => bail!(
+                "give train.steps or train.tokens_per_param, not both (set the other to nothing by leaving it out)"
+            ),
             (None, None) => bail!("give a budget: train.steps or train.tokens_per_param (20 is Chinchilla)"),
             (Some(0), _) => bail!("train.steps must be > 0"),
             (_, Some(r)) if !(r > 0.0 && r.is_finite()) => bail!("train.tokens_per_param must be > 0"),

@@ -3,7 +3,7 @@
 
 use crate::data::Tokenizer;
 use crate::model::Transformer;
-use crate::model::init::SplitMix64;
+use crate::rng::SplitMix64;
 use anyhow::ensure;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
@@ -43,7 +43,12 @@ pub fn generate(
         );
         let logits = model.forward(x, false, false).logits;
         let v = logits.dims()[2];
-        let last: Vec<f32> = logits.slice([0..1, ctx.len() - 1..ctx.len(), 0..v]).into_data().convert::<f32>().try_into_vec::<f32>().unwrap();
+        let last: Vec<f32> = logits
+            .slice([0..1, ctx.len() - 1..ctx.len(), 0..v])
+            .into_data()
+            .convert::<f32>()
+            .try_into_vec::<f32>()
+            .unwrap();
         ids.push(sample(&last, opts.temperature, opts.top_k, &mut rng) as u32);
         let text = tok.decode(&ids[start..])?;
         // Hold back a trailing partial UTF-8 sequence until its remaining bytes arrive.

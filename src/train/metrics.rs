@@ -1,80 +1,85 @@
-//! `metrics.jsonl`: one JSON object per line, `"type": "train"` for each step and
-//! `"type": "eval"` for each validation pass. A resumed run truncates the file to the length
-//! recorded in its checkpoint, so the file always matches the checkpointed state.
+//! `metrics.jsonl`: one [`MetricsRecord`] per line — `"type": "train"` for each step,
+//! `"type": "eval"` for each validation pass, `"type": "diverged"` when a run stops on
+//! divergence. A resumed run truncates the file to the length recorded in its checkpoint, so
+//! the file always matches the checkpointed state.
 
-use anyhow::Context;
-use serde::Serialize;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use crate::io::json::nan;
+use crate::io::jsonl;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrainRecord {
-    #[serde(rename = "type")]
-    pub kind: &'static str,
     /// 1-based: the number of optimizer steps taken after this one.
     pub step: usize,
     /// Cross-entropy + λ·R, mean over the batch.
+    #[serde(deserialize_with = "nan")]
     pub loss: f64,
+    #[serde(deserialize_with = "nan")]
     pub ce: f64,
     /// The variance regulariser R (seed 000 eq. 24), before λ; null without a regulariser.
     pub reg: Option<f64>,
+    #[serde(deserialize_with = "nan")]
     pub lr: f64,
     /// Global gradient norm before clipping.
+    #[serde(deserialize_with = "nan")]
     pub grad_norm: f64,
     pub clipped: bool,
     pub tokens: u64,
+    #[serde(deserialize_with = "nan")]
     pub tokens_per_s: f64,
     /// Seconds since the run started (summed over resumed sessions).
+    #[serde(deserialize_with = "nan")]
     pub wall_s: f64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EvalRecord {
-    #[serde(rename = "type")]
-    pub kind: &'static str,
     pub step: usize,
+    #[serde(deserialize_with = "nan")]
     pub val_loss: f64,
+    #[serde(deserialize_with = "nan")]
     pub val_ppl: f64,
     pub val_tokens: usize,
+    #[serde(deserialize_with = "nan")]
     pub wall_s: f64,
 }
 
-pub struct MetricsWriter {
-    path: PathBuf,
-    file: std::fs::File,
+/// The step whose update was refused, and why.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DivergedRecord {
+    pub step: usize,
+    pub reason: String,
 }
 
-impl MetricsWriter {
-    /// Opens for appending after truncating to `keep_bytes` (0 for a fresh run).
-    pub fn open(path: &Path, keep_bytes: u64) -> anyhow::Result<Self> {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
-            .with_context(|| format!("cannot open {}", path.display()))?;
-        file.set_len(keep_bytes)?;
-        let mut w = Self { path: path.to_path_buf(), file };
-        use std::io::Seek;
-        w.file.seek(std::io::SeekFrom::End(0))?;
-        Ok(w)
-    }
-
-    pub fn write<T: Serialize>(&mut self, record: &T) -> anyhow::Result<()> {
-        let mut line = serde_json::to_vec(record)?;
-        line.push(b'\n');
-        self.file.write_all(&line).with_context(|| format!("cannot write {}", self.path.display()))
-    }
-
-    /// Current length; saved in checkpoints.
-    pub fn len(&mut self) -> anyhow::Result<u64> {
-        self.file.flush()?;
-        Ok(self.file.metadata()?.len())
-    }
+/// One line of `metrics.jsonl`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum MetricsRecord {
+    Train(TrainRecord),
+    Eval(EvalRecord),
+    Diverged(DivergedRecord),
 }
 
-/// Reads every record of a metrics file (for tests, reports and `eval`).
-pub fn read(path: &Path) -> anyhow::Result<Vec<serde_json::Value>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    text.lines().map(|l| Ok(serde_json::from_str(l)?)).collect()
+/// A run's metrics, split by kind.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Metrics {
+    pub train: Vec<TrainRecord>,
+    pub eval: Vec<EvalRecord>,
+    pub diverged: Option<DivergedRecord>,
+}
+
+impl Metrics {
+    /// Reads `metrics.jsonl`.
+    pub fn read(path: &Path) -> anyhow::Result<Self> {
+        let mut m = Self::default();
+        for r in jsonl::read::<MetricsRecord>(path)? {
+            match r {
+                MetricsRecord::Train(t) => m.train.push(t),
+                MetricsRecord::Eval(e) => m.eval.push(e),
+                MetricsRecord::Diverged(d) => m.diverged = Some(d),
+            }
+        }
+        Ok(m)
+    }
 }

@@ -1,6 +1,6 @@
 //! Training: config, AdamW with decay groups, LR schedules, global-norm clipping, gradient
 //! accumulation, the variance regulariser's logging, divergence detection, checkpoints and
-//! resumption, evaluation and sampling.
+//! resumption, evaluation, sampling and probing saved runs.
 
 pub mod checkpoint;
 pub mod clip;
@@ -12,13 +12,14 @@ pub mod metrics;
 pub mod optimizer;
 pub mod progress;
 pub mod run_dir;
+pub mod saved;
 pub mod schedule;
 pub mod setup;
 pub mod trainer;
 
 pub use config::{OptimConfig, RunConfig, RunSection, TrainSection};
 pub use schedule::{ScheduleConfig, ScheduleKind};
-pub use setup::Resumed;
+pub use setup::{Resumed, load_run, resume, start};
 pub use trainer::{Outcome, Trainer};
 
 /// Exit status of `normlab train` when the run diverged (errors exit with 2).

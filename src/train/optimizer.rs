@@ -3,7 +3,7 @@
 //! scalar norm parameters (DyT α, BHyT λ, scalarised LN γ′, β′) or any other vector.
 //!
 //! Built on burn's `AdamW` and `ModuleOptimizer::with_group`, keyed by parameter id. Ids are
-//! derived from parameter names ([`crate::model::init`]), so a saved optimizer state finds its
+//! derived from parameter names ([`crate::init`]), so a saved optimizer state finds its
 //! parameters again in a model rebuilt from a checkpoint.
 
 use super::config::OptimConfig;

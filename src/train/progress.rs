@@ -54,7 +54,7 @@ impl Progress {
                 b.set_position(r.step as u64);
                 b.set_message(msg);
             }
-            None if r.step % self.log_every == 0 || r.step == 1 => eprintln!("step {:>6}  {msg}", r.step),
+            None if r.step.is_multiple_of(self.log_every) || r.step == 1 => eprintln!("step {:>6}  {msg}", r.step),
             None => {}
         }
     }

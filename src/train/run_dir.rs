@@ -1,51 +1,134 @@
-//! The run directory:
+//! The run directory, the one place its layout is known:
 //!
 //! ```text
 //! RUN/config.toml          the full config, every default filled in (reused by --resume)
 //! RUN/run.json             version, machine, seeds, parameter count, steps, data summary
 //! RUN/tokenizer.json       BPE runs: the tokenizer (byte and GPT-2 need no file)
 //! RUN/metrics.jsonl        per-step and per-validation records
+//! RUN/probes.jsonl         live probe records
+//! RUN/tb/                  TensorBoard event files
 //! RUN/status.json          running / finished / diverged (with step and reason)
 //! RUN/checkpoints/latest.json, RUN/checkpoints/step-NNNNNN/{model.safetensors,optimizer.bpk,state.json}
 //! RUN/model.safetensors    the final weights
+//! RUN/probes/{init,step-N}.json   `normlab probe` results
+//! RUN/report/              `normlab report RUN`
 //! ```
 //!
 //! The directory appears by one rename once its first files are complete, so a run that fails
 //! during set-up leaves nothing behind that looks like a run.
 
-use crate::io::tensors::write_atomic;
+use crate::data::DataInfo;
+use crate::device::Machine;
+use crate::io::json;
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-pub const CONFIG: &str = "config.toml";
-pub const RUN_INFO: &str = "run.json";
-pub const TOKENIZER: &str = "tokenizer.json";
-pub const METRICS: &str = "metrics.jsonl";
-pub const STATUS: &str = "status.json";
-pub const CHECKPOINTS: &str = "checkpoints";
-pub const FINAL_WEIGHTS: &str = "model.safetensors";
+/// Weights, in a run's root (final) and in each checkpoint.
+const WEIGHTS: &str = "model.safetensors";
+
+pub fn config(run: &Path) -> PathBuf {
+    run.join("config.toml")
+}
+pub fn info(run: &Path) -> PathBuf {
+    run.join("run.json")
+}
+pub fn tokenizer(run: &Path) -> PathBuf {
+    run.join("tokenizer.json")
+}
+pub fn metrics(run: &Path) -> PathBuf {
+    run.join("metrics.jsonl")
+}
+pub fn status(run: &Path) -> PathBuf {
+    run.join("status.json")
+}
+pub fn probes(run: &Path) -> PathBuf {
+    run.join("probes.jsonl")
+}
+pub fn tensorboard(run: &Path) -> PathBuf {
+    run.join("tb")
+}
+/// `normlab probe`'s result at `at` (`init` or `step-N`).
+pub fn probe_snapshot(run: &Path, at: &str) -> PathBuf {
+    run.join("probes").join(format!("{at}.json"))
+}
+pub fn final_weights(run: &Path) -> PathBuf {
+    run.join(WEIGHTS)
+}
+pub fn report(run: &Path) -> PathBuf {
+    run.join("report")
+}
+pub fn checkpoints(run: &Path) -> PathBuf {
+    run.join("checkpoints")
+}
+/// The pointer to the latest complete checkpoint.
+pub fn latest_checkpoint(run: &Path) -> PathBuf {
+    checkpoints(run).join("latest.json")
+}
+/// The directory name of the checkpoint at `step`.
+pub fn checkpoint_name(step: usize) -> String {
+    format!("step-{step:06}")
+}
+pub fn checkpoint_weights(ckpt: &Path) -> PathBuf {
+    ckpt.join(WEIGHTS)
+}
+pub fn checkpoint_optimizer(ckpt: &Path) -> PathBuf {
+    ckpt.join("optimizer.bpk")
+}
+pub fn checkpoint_state(ckpt: &Path) -> PathBuf {
+    ckpt.join("state.json")
+}
+
+/// `run.json`: what was run, where, with which seeds and sizes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunInfo {
+    pub normlab_version: String,
+    pub command: Vec<String>,
+    pub started_unix: u64,
+    pub machine: Machine,
+    pub device: String,
+    pub seed: u64,
+    pub sampler_seed: u64,
+    pub params: usize,
+    pub total_steps: usize,
+    pub tokens_per_step: usize,
+    pub tokens_per_param: f64,
+    pub recipe: String,
+    pub data: DataInfo,
+}
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "lowercase")]
 pub enum Status {
-    Running { step: usize, total_steps: usize },
-    Finished { step: usize, val_loss: f64, val_ppl: f64, wall_s: f64 },
-    Diverged { step: usize, reason: String },
+    Running {
+        step: usize,
+        total_steps: usize,
+    },
+    Finished {
+        step: usize,
+        #[serde(deserialize_with = "json::nan")]
+        val_loss: f64,
+        #[serde(deserialize_with = "json::nan")]
+        val_ppl: f64,
+        wall_s: f64,
+    },
+    Diverged {
+        step: usize,
+        reason: String,
+    },
 }
 
 pub fn write_status(dir: &Path, s: &Status) -> anyhow::Result<()> {
-    write_atomic(&dir.join(STATUS), serde_json::to_string_pretty(s)?.as_bytes())
+    json::write(&status(dir), s)
 }
 
 /// `None` when the directory holds no run.
 pub fn read_status(dir: &Path) -> anyhow::Result<Option<Status>> {
-    let p = dir.join(STATUS);
+    let p = status(dir);
     if !p.is_file() {
         return Ok(None);
     }
-    let text = std::fs::read_to_string(&p)?;
-    Ok(Some(serde_json::from_str(&text).with_context(|| format!("{} is corrupt", p.display()))?))
+    json::read(&p).map(Some)
 }
 
 /// A new run may use `dir` when it does not exist, is empty, or `force` is set (then it is
@@ -59,18 +142,21 @@ pub fn claim(dir: &Path, force: bool) -> anyhow::Result<()> {
         std::fs::remove_dir(dir)?;
         return Ok(());
     }
-    if force && dir.join(CONFIG).is_file() {
+    if force && config(dir).is_file() {
         std::fs::remove_dir_all(dir).with_context(|| format!("cannot remove {}", dir.display()))?;
         return Ok(());
     }
     match read_status(dir).ok().flatten() {
         Some(s) => bail!(
-            "run.dir {} already holds a run ({}); continue it with `normlab train --resume {}`, choose another run.dir (--set run.dir=...), or pass --force to replace it",
+            "run.dir {} already holds a run ({}); continue it with `normlab train --resume {}`, choose another \
+                run.dir (--set run.dir=...), or pass --force to replace it",
             dir.display(),
             describe(&s),
             dir.display()
         ),
-        None if force => bail!("{} exists and is not a normlab run; refusing to delete it — choose another run.dir", dir.display()),
+        None if force => {
+            bail!("{} exists and is not a normlab run; refusing to delete it — choose another run.dir", dir.display())
+        }
         None => bail!("{} exists and is not empty; choose another run.dir (--set run.dir=...)", dir.display()),
     }
 }
@@ -83,8 +169,9 @@ pub fn describe(s: &Status) -> String {
     }
 }
 
-/// Writes `files` into a temporary sibling of `dir` and renames it to `dir`.
-pub fn create(dir: &Path, files: &[(&str, Vec<u8>)]) -> anyhow::Result<()> {
+/// Lets `write` fill a temporary sibling of `dir` (laid out as a run directory), then renames
+/// it to `dir`.
+pub fn create(dir: &Path, write: impl FnOnce(&Path) -> anyhow::Result<()>) -> anyhow::Result<()> {
     let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
     let name = dir.file_name().context("run.dir has no final component")?.to_string_lossy();
@@ -92,9 +179,7 @@ pub fn create(dir: &Path, files: &[(&str, Vec<u8>)]) -> anyhow::Result<()> {
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
     let result = (|| {
-        for (f, bytes) in files {
-            write_atomic(&tmp.join(f), bytes)?;
-        }
+        write(&tmp)?;
         std::fs::rename(&tmp, dir).with_context(|| format!("cannot create {}", dir.display()))
     })();
     if result.is_err() {

@@ -39,7 +39,13 @@ pub struct ScheduleConfig {
 
 impl Default for ScheduleConfig {
     fn default() -> Self {
-        Self { kind: ScheduleKind::Cosine, warmup_fraction: 0.06, warmup_start_lr: 1e-10, end_lr: 0.0, decay_fraction: 0.2 }
+        Self {
+            kind: ScheduleKind::Cosine,
+            warmup_fraction: 0.06,
+            warmup_start_lr: 1e-10,
+            end_lr: 0.0,
+            decay_fraction: 0.2,
+        }
     }
 }
 
@@ -51,7 +57,10 @@ impl ScheduleConfig {
             self.kind != ScheduleKind::Wsd || self.warmup_fraction + self.decay_fraction <= 1.0,
             "schedule.warmup_fraction + schedule.decay_fraction must be ≤ 1 for wsd"
         );
-        ensure!(self.warmup_start_lr >= 0.0 && self.warmup_start_lr <= peak, "schedule.warmup_start_lr must be in [0, optim.lr]");
+        ensure!(
+            self.warmup_start_lr >= 0.0 && self.warmup_start_lr <= peak,
+            "schedule.warmup_start_lr must be in [0, optim.lr]"
+        );
         ensure!(self.end_lr >= 0.0 && self.end_lr <= peak, "schedule.end_lr must be in [0, optim.lr]");
         Ok(())
     }

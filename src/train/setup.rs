@@ -4,17 +4,15 @@
 use super::checkpoint::{self, TrainerState};
 use super::config::RunConfig;
 use super::divergence::DivergenceMonitor;
-use super::metrics::MetricsWriter;
 use super::optimizer;
-use super::run_dir::{self, CONFIG, METRICS, RUN_INFO, STATUS, Status, TOKENIZER};
+use super::run_dir::{self, RunInfo, Status};
 use super::trainer::Trainer;
-use crate::data::{Dataset, Sampler, Tokenizer};
+use crate::data::{Dataset, Tokenizer};
+use crate::init::ParamSource;
+use crate::io::{json, write_atomic};
 use crate::model::Transformer;
-use crate::probe::LiveProbe;
-use crate::model::init::ParamSource;
 use anyhow::{Context, bail};
-use crate::data::sampler::validation_starts;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// What `--resume` found.
 pub enum Resumed {
@@ -22,135 +20,118 @@ pub enum Resumed {
     AlreadyFinished(Status),
 }
 
-impl Trainer {
-    /// Validates the config, prepares the data and the model, then creates the run directory.
-    pub fn start(mut cfg: RunConfig, force: bool, log: &dyn Fn(&str)) -> anyhow::Result<Self> {
-        cfg.validate()?;
-        let device = crate::device::parse(&cfg.run.device)?;
-        let data = Dataset::prepare(&cfg.data, None, log)?;
-        cfg.fit_vocab(data.tokenizer.vocab_size(), &data.info.tokenizer)?;
-        data.check_seq_len(cfg.train.seq_len)?;
-        let ad = device.clone().autodiff();
-        let model = Transformer::new(&cfg.model, ParamSource::Seeded(cfg.train.seed), &ad)?;
-        let params = crate::model::params::count(&model);
-        let total_steps = cfg.total_steps(params);
-        let optim = optimizer::build(&cfg.optim, &model);
-        let state = TrainerState {
-            step: 0,
-            total_steps,
-            sampler_state: cfg.train.sampler_seed,
-            divergence: DivergenceMonitor::new(cfg.train.divergence_factor),
-            metrics_bytes: 0,
-            wall_s: 0.0,
-            tokens: 0,
-            tokenizer: data.info.tokenizer.clone(),
-            recipe: model.meta.recipe.clone(),
-            probe: None,
-        };
-        let dir = cfg.run.dir.clone();
-        run_dir::claim(&dir, force)?;
-        let mut files = vec![
-            (CONFIG, cfg.to_toml()?.into_bytes()),
-            (RUN_INFO, serde_json::to_vec_pretty(&run_info(&cfg, &data, params, total_steps))?),
-            (STATUS, serde_json::to_vec_pretty(&Status::Running { step: 0, total_steps })?),
-        ];
-        if let Some(json) = data.tokenizer.to_json()? {
-            files.push((TOKENIZER, json.into_bytes()));
-        }
-        run_dir::create(&dir, &files)?;
-        Trainer::assemble(cfg, dir, data, model, optim, state, device, ad)
-    }
+/// Validates the config, prepares the data and the model, then creates the run directory.
+pub fn start(mut cfg: RunConfig, force: bool, log: &dyn Fn(&str)) -> anyhow::Result<Trainer> {
+    cfg.validate()?;
+    let device = crate::device::parse(&cfg.run.device)?;
+    let data = Dataset::prepare(&cfg.data, None, log)?;
+    cfg.fit_vocab(data.tokenizer.vocab_size(), &data.info.tokenizer)?;
+    data.check_seq_len(cfg.train.seq_len)?;
+    let ad = device.clone().autodiff();
+    let model = Transformer::new(&cfg.model, ParamSource::Seeded(cfg.train.seed), &ad)?;
+    let params = crate::model::params::count(&model);
+    let total_steps = cfg.total_steps(params);
+    let optim = optimizer::build(&cfg.optim, &model);
+    let state = TrainerState {
+        step: 0,
+        total_steps,
+        sampler_state: cfg.train.sampler_seed,
+        divergence: DivergenceMonitor::new(cfg.train.divergence_factor),
+        metrics_bytes: 0,
+        wall_s: 0.0,
+        tokens: 0,
+        tokenizer: data.info.tokenizer.clone(),
+        recipe: model.meta.recipe.clone(),
+        probe: None,
+    };
+    let dir = cfg.run.dir.clone();
+    run_dir::claim(&dir, force)?;
+    create_run_dir(&dir, &cfg, &data, params, total_steps)?;
+    Trainer::assemble(cfg, dir, data, model, optim, state, device, ad)
+}
 
-    /// Continues the run in `dir` from its latest checkpoint (or from the start if it has none),
-    /// with the config, tokenizer, sampler and optimizer state it was saved with.
-    pub fn resume(dir: &Path, log: &dyn Fn(&str)) -> anyhow::Result<Resumed> {
-        let status = run_dir::read_status(dir)?.with_context(|| {
-            format!("{} is not a normlab run directory (no {STATUS}); give the run.dir of a run", dir.display())
-        })?;
-        match &status {
-            Status::Finished { .. } => return Ok(Resumed::AlreadyFinished(status)),
-            Status::Diverged { step, reason } => bail!(
-                "the run in {} diverged at step {step} ({reason}); there is nothing to resume — start a new run with a lower optim.lr",
-                dir.display()
-            ),
-            Status::Running { .. } => {}
+/// Writes a new run's first files (config, run.json, status, tokenizer) and publishes the
+/// directory in one rename.
+fn create_run_dir(
+    dir: &Path,
+    cfg: &RunConfig,
+    data: &Dataset,
+    params: usize,
+    total_steps: usize,
+) -> anyhow::Result<()> {
+    let info = run_info(cfg, data, params, total_steps);
+    let tokenizer = data.tokenizer.to_json()?;
+    run_dir::create(dir, |tmp| {
+        write_atomic(&run_dir::config(tmp), cfg.to_toml()?.as_bytes())?;
+        json::write(&run_dir::info(tmp), &info)?;
+        run_dir::write_status(tmp, &Status::Running { step: 0, total_steps })?;
+        if let Some(t) = &tokenizer {
+            write_atomic(&run_dir::tokenizer(tmp), t.as_bytes())?;
         }
-        let (mut cfg, tokenizer) = load_run(dir)?;
-        let device = crate::device::parse(&cfg.run.device)?;
-        let data = Dataset::prepare(&cfg.data, Some(tokenizer), log)?;
-        cfg.fit_vocab(data.tokenizer.vocab_size(), &data.info.tokenizer)?;
-        let ad = device.clone().autodiff();
-        let Some(ckpt) = checkpoint::latest(dir)? else {
-            log("no checkpoint yet: starting the run again from step 0");
-            cfg.run.dir = dir.to_path_buf();
-            std::fs::remove_dir_all(dir)?;
-            return Ok(Resumed::Trainer(Box::new(Trainer::start(cfg, false, log)?)));
-        };
-        let state = checkpoint::load_state(&ckpt)?;
-        if state.tokenizer != data.info.tokenizer {
-            bail!(
-                "the checkpoint was trained with tokenizer `{}` but the run now has `{}`; restore the run's {TOKENIZER} or start a new run",
-                state.tokenizer,
-                data.info.tokenizer
-            );
-        }
-        let model = checkpoint::load_weights(&ckpt.join(checkpoint::WEIGHTS), &cfg.model, &state.tokenizer, &ad)?;
-        let optim = checkpoint::load_optimizer(&ckpt, optimizer::build(&cfg.optim, &model))?;
-        log(&format!("resuming {} at step {}/{}", dir.display(), state.step, state.total_steps));
-        let trainer = Trainer::assemble(cfg, dir.to_path_buf(), data, model, optim, state, device, ad)?;
-        Ok(Resumed::Trainer(Box::new(trainer)))
-    }
+        Ok(())
+    })
+}
 
-    /// The trainer around a built model and optimizer: opens the metrics and probe outputs
-    /// (truncated to what `state` recorded; empty for a new run) and fixes the validation
-    /// windows. The sampler continues from `state` (a new run's state is its seed).
-    #[allow(clippy::too_many_arguments)]
-    fn assemble(
-        cfg: RunConfig,
-        dir: PathBuf,
-        data: Dataset,
-        model: Transformer,
-        optim: burn::optim::ModuleOptimizer,
-        state: TrainerState,
-        device: burn::tensor::Device,
-        ad: burn::tensor::Device,
-    ) -> anyhow::Result<Self> {
-        let metrics = MetricsWriter::open(&dir.join(METRICS), state.metrics_bytes)?;
-        let probe = LiveProbe::open(&dir, &cfg.probe, 2 * cfg.model.n_layers, state.probe.clone())?;
-        let val_starts = validation_starts(data.val.len(), cfg.train.seq_len, cfg.run.eval_windows);
-        Ok(Trainer {
-            sampler: Sampler::from_state(state.sampler_state),
-            params: crate::model::params::count(&model),
-            cfg,
-            dir,
-            data,
-            model,
-            optim,
-            state,
-            metrics,
-            device,
-            ad,
-            val_starts,
-            stop_after: None,
-            probe,
-        })
+/// Continues the run in `dir` from its latest checkpoint (or from the start if it has none),
+/// with the config, tokenizer, sampler and optimizer state it was saved with.
+pub fn resume(dir: &Path, log: &dyn Fn(&str)) -> anyhow::Result<Resumed> {
+    let status = run_dir::read_status(dir)?.with_context(|| {
+        format!("{} is not a normlab run directory (no status.json); give the run.dir of a run", dir.display())
+    })?;
+    match &status {
+        Status::Finished { .. } => return Ok(Resumed::AlreadyFinished(status)),
+        Status::Diverged { step, reason } => bail!(
+            "the run in {} diverged at step {step} ({reason}); there is nothing to resume — start a new run with a \
+                lower optim.lr",
+            dir.display()
+        ),
+        Status::Running { .. } => {}
     }
+    let (mut cfg, tokenizer) = load_run(dir)?;
+    let device = crate::device::parse(&cfg.run.device)?;
+    let data = Dataset::prepare(&cfg.data, Some(tokenizer), log)?;
+    cfg.fit_vocab(data.tokenizer.vocab_size(), &data.info.tokenizer)?;
+    let ad = device.clone().autodiff();
+    let Some(ckpt) = checkpoint::latest(dir)? else {
+        log("no checkpoint yet: starting the run again from step 0");
+        cfg.run.dir = dir.to_path_buf();
+        std::fs::remove_dir_all(dir)?;
+        return Ok(Resumed::Trainer(Box::new(start(cfg, false, log)?)));
+    };
+    let state = checkpoint::load_state(&ckpt)?;
+    if state.tokenizer != data.info.tokenizer {
+        bail!(
+            "the checkpoint was trained with tokenizer `{}` but the run now has `{}`; restore the run's \
+                tokenizer.json or start a new run",
+            state.tokenizer,
+            data.info.tokenizer
+        );
+    }
+    let model = checkpoint::load_weights(&run_dir::checkpoint_weights(&ckpt), &cfg.model, &state.tokenizer, &ad)?;
+    let optim = checkpoint::load_optimizer(&ckpt, optimizer::build(&cfg.optim, &model))?;
+    log(&format!("resuming {} at step {}/{}", dir.display(), state.step, state.total_steps));
+    let trainer = Trainer::assemble(cfg, dir.to_path_buf(), data, model, optim, state, device, ad)?;
+    Ok(Resumed::Trainer(Box::new(trainer)))
 }
 
 /// A run's config and tokenizer, as saved in its directory.
 pub fn load_run(dir: &Path) -> anyhow::Result<(RunConfig, Tokenizer)> {
-    let cfg_path = dir.join(CONFIG);
+    let cfg_path = run_dir::config(dir);
     if !cfg_path.is_file() {
-        bail!("{} is not a normlab run directory (no {CONFIG})", dir.display());
+        bail!("{} is not a normlab run directory (no config.toml)", dir.display());
     }
     let cfg = RunConfig::load(Some(&cfg_path), &[])?;
     cfg.validate()?;
     let tokenizer = match Tokenizer::fixed(cfg.data.tokenizer) {
         Some(t) => t,
         None => {
-            let p = dir.join(TOKENIZER);
+            let p = run_dir::tokenizer(dir);
             if !p.is_file() {
-                bail!("{} uses a BPE tokenizer but {} is missing; it cannot be evaluated or resumed without it", dir.display(), p.display());
+                bail!(
+                    "{} uses a BPE tokenizer but {} is missing; it cannot be evaluated or resumed without it",
+                    dir.display(),
+                    p.display()
+                );
             }
             Tokenizer::load_bpe(&p)?
         }
@@ -158,22 +139,22 @@ pub fn load_run(dir: &Path) -> anyhow::Result<(RunConfig, Tokenizer)> {
     Ok((cfg, tokenizer))
 }
 
-
-fn run_info(cfg: &RunConfig, data: &Dataset, params: usize, total_steps: usize) -> serde_json::Value {
+fn run_info(cfg: &RunConfig, data: &Dataset, params: usize, total_steps: usize) -> RunInfo {
     let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    serde_json::json!({
-        "normlab_version": env!("CARGO_PKG_VERSION"),
-        "command": std::env::args().collect::<Vec<_>>(),
-        "started_unix": started,
-        "machine": crate::bench::machine(),
-        "device": cfg.run.device,
-        "seed": cfg.train.seed,
-        "sampler_seed": cfg.train.sampler_seed,
-        "params": params,
-        "total_steps": total_steps,
-        "tokens_per_step": cfg.train.batch_size * cfg.train.seq_len,
-        "tokens_per_param": (total_steps * cfg.train.batch_size * cfg.train.seq_len) as f64 / params as f64,
-        "recipe": cfg.model.recipe.spec().map(|s| s.name).unwrap_or_default(),
-        "data": data.info,
-    })
+    let tokens_per_step = cfg.train.batch_size * cfg.train.seq_len;
+    RunInfo {
+        normlab_version: env!("CARGO_PKG_VERSION").into(),
+        command: std::env::args().collect(),
+        started_unix: started,
+        machine: crate::device::machine(),
+        device: cfg.run.device.clone(),
+        seed: cfg.train.seed,
+        sampler_seed: cfg.train.sampler_seed,
+        params,
+        total_steps,
+        tokens_per_step,
+        tokens_per_param: (total_steps * tokens_per_step) as f64 / params as f64,
+        recipe: cfg.model.recipe.spec().map(|s| s.name).unwrap_or_default(),
+        data: data.info.clone(),
+    }
 }

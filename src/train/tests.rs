@@ -4,12 +4,12 @@
 
 use super::clip::clip_global;
 use super::config::RunConfig;
-use super::metrics;
+use super::metrics::{Metrics, MetricsRecord};
 use super::optimizer;
 use super::run_dir::{self, Status};
 use super::schedule::{ScheduleConfig, ScheduleKind};
-use super::{Outcome, Resumed, Trainer};
-use crate::model::init::ParamSource;
+use super::{Outcome, Resumed, Trainer, resume, start};
+use crate::init::ParamSource;
 use crate::model::params::{named_grads, named_values, param_table};
 use crate::model::{ModelConfig, Transformer};
 use crate::recipe::RecipeConfig;
@@ -20,19 +20,35 @@ use std::path::Path;
 
 fn quiet(_: &str) {}
 
-use crate::testutil::tiny_cfg;
+/// A 2-layer d=32 model on a local synthetic corpus under `root`: a run takes well under a
+/// second.
+pub(crate) fn tiny_cfg(root: &std::path::Path, steps: usize) -> RunConfig {
+    let corpus = root.join("corpus.txt");
+    if !corpus.exists() {
+        crate::testutil::write_tiny_corpus(&corpus, 3000);
+    }
+    let mut c = RunConfig::default();
+    c.run.dir = root.join("run");
+    c.run.eval_every = 5;
+    c.run.eval_windows = 4;
+    c.run.checkpoint_every = 5;
+    c.model.d_model = 32;
+    c.model.n_layers = 2;
+    c.model.n_heads = 2;
+    c.data.corpus = corpus.display().to_string();
+    c.data.cache_dir = Some(root.join("cache"));
+    c.train.batch_size = 4;
+    c.train.seq_len = 32;
+    c.train.steps = Some(steps);
+    c
+}
 
 fn train_losses(dir: &Path) -> Vec<f64> {
-    metrics::read(&dir.join(run_dir::METRICS))
-        .unwrap()
-        .iter()
-        .filter(|r| r["type"] == "train")
-        .map(|r| r["loss"].as_f64().unwrap())
-        .collect()
+    Metrics::read(&run_dir::metrics(dir)).unwrap().train.iter().map(|r| r.loss).collect()
 }
 
 fn run(cfg: RunConfig) -> (Trainer, Outcome) {
-    let mut t = Trainer::start(cfg, false, &quiet).unwrap();
+    let mut t = start(cfg, false, &quiet).unwrap();
     let mut p = super::progress::Progress::new(t.state.total_steps, 0, true);
     let o = t.run(&mut p).unwrap();
     (t, o)
@@ -77,7 +93,13 @@ fn weight_decay_reaches_matrices_only() {
     // With all-zero gradients AdamW's adaptive update is 0/(0 + ε) = 0, so one step changes a
     // parameter only by decoupled decay: θ ← θ·(1 − lr·wd) for decayed ones, θ for the rest.
     for recipe in ["pre", "kitenorm", "dyt", "bhyt", "lns"] {
-        let cfg = ModelConfig { d_model: 16, n_layers: 2, n_heads: 2, recipe: RecipeConfig::Preset(recipe.into()), ..Default::default() };
+        let cfg = ModelConfig {
+            d_model: 16,
+            n_layers: 2,
+            n_heads: 2,
+            recipe: RecipeConfig::Preset(recipe.into()),
+            ..Default::default()
+        };
         let device = crate::testutil::cpu().autodiff();
         let model = Transformer::new(&cfg, ParamSource::Seeded(1), &device).unwrap();
         let before = named_values(&model);
@@ -98,7 +120,10 @@ fn weight_decay_reaches_matrices_only() {
             let factor = if is_matrix { 1.0 - 0.5 * 0.1 } else { 1.0 };
             n_decayed += is_matrix as usize;
             for (x, y) in b.iter().zip(&a) {
-                assert!((y - x * factor).abs() <= 1e-6 * x.abs().max(1e-3), "{recipe}: {name}: {x} → {y}, want ×{factor}");
+                assert!(
+                    (y - x * factor).abs() <= 1e-6 * x.abs().max(1e-3),
+                    "{recipe}: {name}: {x} → {y}, want ×{factor}"
+                );
             }
         }
         // Embedding, output head, and W_Q, W_K, W_V, W_O, W_1, W_2, W_3 in each of 2 layers.
@@ -124,17 +149,20 @@ fn global_clipping_scales_by_the_norm_over_all_parameters() {
         .map(|v| (v as f64).powi(2))
         .sum::<f64>()
         .sqrt();
-    let (_, norms) = clip_global(&model, GradientsParams::from_grads(grads(), &model), 0.0);
+    let (_, norms, scale) = clip_global(&model, GradientsParams::from_grads(grads(), &model), 0.0);
     assert!((norms.total - direct).abs() < 1e-5 * direct, "{} vs {direct}", norms.total);
-    assert_eq!(norms.scale, 1.0, "threshold 0 disables clipping");
+    assert_eq!(scale, 1.0, "threshold 0 disables clipping");
     let max = direct / 4.0;
     let gp = GradientsParams::from_grads(grads(), &model);
-    let (clipped, norms) = clip_global(&model, gp, max);
-    assert!((norms.scale - 0.25).abs() < 1e-5);
-    let (_, after) = clip_global(&model, clipped, 0.0);
+    let (clipped, norms, scale) = clip_global(&model, gp, max);
+    assert!((scale - 0.25).abs() < 1e-5);
+    let (_, after, _) = clip_global(&model, clipped, 0.0);
     assert!((after.total - max).abs() < 1e-4 * max, "clipped norm {} vs threshold {max}", after.total);
     for ((n, a), (_, b)) in after.per_param.iter().zip(&norms.per_param) {
-        assert!((a - b * 0.25).abs() <= 1e-5 * b.max(1e-12), "{n}: every tensor keeps its direction and shrinks by the same factor");
+        assert!(
+            (a - b * 0.25).abs() <= 1e-5 * b.max(1e-12),
+            "{n}: every tensor keeps its direction and shrinks by the same factor"
+        );
     }
 }
 
@@ -184,31 +212,33 @@ fn an_interrupted_run_resumes_to_the_identical_curve() {
     let (_, o) = run(whole);
     assert!(matches!(o, Outcome::Finished { .. }));
     // Stop at step 8: the checkpoint is at 5, so steps 6–8 in metrics.jsonl must be replayed.
-    let mut t = Trainer::start(cut, false, &quiet).unwrap();
+    let mut t = start(cut, false, &quiet).unwrap();
     t.stop_after = Some(8);
     let mut p = super::progress::Progress::new(14, 0, true);
     assert_eq!(t.run(&mut p).unwrap(), Outcome::Stopped { step: 8 });
     drop(t);
-    let Resumed::Trainer(mut t) = Trainer::resume(&root.join("cut"), &quiet).unwrap() else { panic!("not finished yet") };
+    let Resumed::Trainer(mut t) = resume(&root.join("cut"), &quiet).unwrap() else { panic!("not finished yet") };
     assert_eq!(t.state.step, 5);
     assert!(matches!(t.run(&mut p).unwrap(), Outcome::Finished { .. }));
-    let read = |d: &str| metrics::read(&root.join(d).join(run_dir::METRICS)).unwrap();
-    let strip = |rs: Vec<serde_json::Value>| -> Vec<serde_json::Value> {
+    let read = |d: &str| crate::io::jsonl::read::<MetricsRecord>(&run_dir::metrics(&root.join(d))).unwrap();
+    // Timings differ between sessions; every other field must not.
+    let strip = |rs: Vec<MetricsRecord>| -> Vec<MetricsRecord> {
         rs.into_iter()
-            .map(|mut r| {
-                for k in ["tokens_per_s", "wall_s"] {
-                    r.as_object_mut().unwrap().remove(k);
+            .map(|r| match r {
+                MetricsRecord::Train(t) => {
+                    MetricsRecord::Train(super::metrics::TrainRecord { tokens_per_s: 0.0, wall_s: 0.0, ..t })
                 }
-                r
+                MetricsRecord::Eval(e) => MetricsRecord::Eval(super::metrics::EvalRecord { wall_s: 0.0, ..e }),
+                other => other,
             })
             .collect()
     };
     assert_eq!(strip(read("whole")), strip(read("cut")), "every train and eval record, bit for bit");
-    let w = |d: &str| crate::io::tensors::read(&root.join(d).join(run_dir::FINAL_WEIGHTS)).unwrap().tensors;
+    let w = |d: &str| crate::io::tensors::read(&run_dir::final_weights(&root.join(d))).unwrap().tensors;
     assert_eq!(w("whole"), w("cut"), "identical final weights");
-    let probes = |d: &str| std::fs::read_to_string(root.join(d).join(crate::probe::live::PROBES)).unwrap();
+    let probes = |d: &str| std::fs::read_to_string(run_dir::probes(&root.join(d))).unwrap();
     assert_eq!(probes("whole"), probes("cut"), "the probes (gradient CV, spikes included) continue exactly");
-    assert!(matches!(Trainer::resume(&root.join("cut"), &quiet).unwrap(), Resumed::AlreadyFinished(_)));
+    assert!(matches!(resume(&root.join("cut"), &quiet).unwrap(), Resumed::AlreadyFinished(_)));
 }
 
 #[test]
@@ -228,7 +258,7 @@ fn training_lowers_the_validation_loss() {
     let n = text.len() as f64;
     let unigram: f64 = counts.iter().filter(|&&c| c > 0.0).map(|&c| -(c / n) * (c / n).ln()).sum();
     assert!(val_loss < unigram - 0.3, "val loss {val_loss} vs unigram entropy {unigram}");
-    assert!(t.dir.join(run_dir::FINAL_WEIGHTS).is_file());
+    assert!(run_dir::final_weights(&t.dir).is_file());
 }
 
 #[test]
@@ -251,15 +281,15 @@ fn a_failed_start_leaves_no_run_directory() {
     let root = temp_dir("badstart");
     let mut cfg = tiny_cfg(&root, 5);
     cfg.train.seq_len = 10_000_000;
-    let e = Trainer::start(cfg.clone(), false, &quiet).err().expect("seq_len longer than the corpus");
+    let e = start(cfg.clone(), false, &quiet).err().expect("seq_len longer than the corpus");
     assert!(format!("{e:#}").contains("lower train.seq_len"), "{e:#}");
     assert!(!cfg.run.dir.exists());
     let mut ok = tiny_cfg(&root, 2);
     ok.run.checkpoint_every = 0;
     run(ok.clone());
-    let e = Trainer::start(ok.clone(), false, &quiet).err().expect("run dir taken");
+    let e = start(ok.clone(), false, &quiet).err().expect("run dir taken");
     assert!(format!("{e:#}").contains("--resume"), "{e:#}");
-    assert!(Trainer::start(ok, true, &quiet).is_ok(), "--force replaces it");
+    assert!(start(ok, true, &quiet).is_ok(), "--force replaces it");
 }
 
 #[test]
@@ -292,7 +322,11 @@ fn config_errors_name_the_key_and_the_fix() {
     let e = err(&write(""), &["optim.lr"]);
     assert!(e.contains("key=value"), "{e}");
     // --set reaches nested recipe fields and turns a preset name into an overlay.
-    let c = RunConfig::load(Some(&write("[model]\nrecipe = \"peri\"\n")), &["model.recipe.norm=rmsnorm".into(), "optim.lr=2e-3".into()]).unwrap();
+    let c = RunConfig::load(
+        Some(&write("[model]\nrecipe = \"peri\"\n")),
+        &["model.recipe.norm=rmsnorm".into(), "optim.lr=2e-3".into()],
+    )
+    .unwrap();
     assert_eq!(c.optim.lr, 2e-3);
     assert_eq!(c.model.validate().unwrap().0.name, "peri*");
     let c = RunConfig::load(None, &["train.tokens_per_param=20".into()]).unwrap();
@@ -311,15 +345,72 @@ fn the_regulariser_is_logged_apart_from_the_cross_entropy() {
     let mut cfg = tiny_cfg(&root, 3);
     cfg.model.recipe = RecipeConfig::Preset("kitenorm".into()); // λ = 1 (seed 000 Table 2)
     let (t, _) = run(cfg);
-    let recs: Vec<serde_json::Value> =
-        metrics::read(&t.dir.join(run_dir::METRICS)).unwrap().into_iter().filter(|r| r["type"] == "train").collect();
+    let recs = Metrics::read(&run_dir::metrics(&t.dir)).unwrap().train;
     for r in &recs {
-        let (loss, ce, reg) = (r["loss"].as_f64().unwrap(), r["ce"].as_f64().unwrap(), r["reg"].as_f64().unwrap());
+        let (loss, ce, reg) = (r.loss, r.ce, r.reg.unwrap());
         assert!(reg >= 0.0);
-        assert!((loss - (ce + 1.0 * reg)).abs() < 1e-5, "loss = CE + λ·R: {r}");
+        assert!((loss - (ce + 1.0 * reg)).abs() < 1e-5, "loss = CE + λ·R: {r:?}");
     }
     let root = temp_dir("noreg");
     let (t, _) = run(tiny_cfg(&root, 2));
-    let r = &metrics::read(&t.dir.join(run_dir::METRICS)).unwrap()[0];
-    assert!(r["reg"].is_null() && r["loss"] == r["ce"], "pre-norm has no regulariser: {r}");
+    let r = &Metrics::read(&run_dir::metrics(&t.dir)).unwrap().train[0];
+    assert!(r.reg.is_none() && r.loss == r.ce, "pre-norm has no regulariser: {r:?}");
+}
+
+// Probes during training (the probe statistics themselves are tested in `probe/tests.rs`).
+
+#[test]
+fn probes_never_change_training() {
+    let root = temp_dir("probe-invariance");
+    let losses = |every: usize, dir: &str| {
+        let mut c = tiny_cfg(&root, 6);
+        c.run.dir = root.join(dir);
+        c.probe.every = every;
+        c.probe.tensorboard = every > 0;
+        let mut t = start(c, false, &|_| {}).unwrap();
+        t.run(&mut super::progress::Progress::new(6, 0, true)).unwrap();
+        crate::io::jsonl::read::<MetricsRecord>(&run_dir::metrics(&root.join(dir)))
+            .unwrap()
+            .into_iter()
+            .map(|r| match r {
+                MetricsRecord::Train(t) => t.loss,
+                MetricsRecord::Eval(e) => e.val_loss,
+                MetricsRecord::Diverged(d) => panic!("diverged: {d:?}"),
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(losses(1, "probed"), losses(0, "plain"));
+    let probes = std::fs::read_to_string(root.join("probed/probes.jsonl")).unwrap();
+    assert_eq!(probes.lines().count(), 6, "a probe record per step at probe.every = 1");
+    assert!(std::fs::read_dir(root.join("probed/tb")).unwrap().next().is_some());
+}
+
+#[test]
+fn after_training_at_a_high_learning_rate_pre_norm_variance_escalates_beyond_peri() {
+    // Seed 001 §4.4.2: at init pre and peri both grow linearly; with training at a high
+    // learning rate pre-norm's deep hidden states grow far more, while Peri-LN's output norm
+    // caps what each sublayer adds. configs/probe-deep.toml shrunk to 30 steps of 8 × 64 bytes
+    // of the built-in corpus: 16 layers, d = 64, lr 1e-2, fixed seeds.
+    let root = temp_dir("ordering");
+    let deep_var = |recipe: &str| {
+        let mut c = tiny_cfg(&root, 30);
+        c.data = crate::data::DataConfig::default();
+        c.run.dir = root.join(recipe);
+        c.model.n_layers = 16;
+        c.model.d_model = 64;
+        c.model.n_heads = 4;
+        c.train.batch_size = 8;
+        c.train.seq_len = 64;
+        c.model.recipe = RecipeConfig::Preset(recipe.into());
+        c.optim.lr = 1e-2;
+        c.probe.every = 30;
+        c.probe.tensorboard = false;
+        let mut t = start(c, false, &|_| {}).unwrap();
+        t.run(&mut super::progress::Progress::new(30, 0, true)).unwrap();
+        let probes = crate::io::jsonl::read::<crate::probe::ProbeRecord>(&run_dir::probes(&root.join(recipe))).unwrap();
+        probes.last().unwrap().forward.sublayers[31].x.var
+    };
+    let (pre, peri) = (deep_var("pre"), deep_var("peri"));
+    eprintln!("Var(X_32) after 30 steps: pre {pre:.3e}, peri {peri:.3e}");
+    assert!(pre > 10.0 * peri, "pre {pre} vs peri {peri}");
 }

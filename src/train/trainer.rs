@@ -6,11 +6,12 @@ use super::checkpoint::{self, TrainerState};
 use super::clip::clip_global;
 use super::config::RunConfig;
 use super::eval::evaluate;
-use super::metrics::{EvalRecord, MetricsWriter, TrainRecord};
+use super::metrics::{DivergedRecord, EvalRecord, MetricsRecord, TrainRecord};
 use super::progress::Progress;
-use super::run_dir::{self, FINAL_WEIGHTS, Status};
-use crate::data::sampler::Batch;
+use super::run_dir::{self, Status};
+use crate::data::sampler::{Batch, validation_starts};
 use crate::data::{Dataset, Sampler};
+use crate::io::jsonl::JsonlWriter;
 use crate::model::Transformer;
 use crate::probe::LiveProbe;
 use burn::module::Module;
@@ -22,11 +23,19 @@ use std::time::Instant;
 /// How a run ended.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {
-    Finished { val_loss: f64, val_ppl: f64 },
-    Diverged { step: usize, reason: String },
+    Finished {
+        val_loss: f64,
+        val_ppl: f64,
+    },
+    Diverged {
+        step: usize,
+        reason: String,
+    },
     /// `stop_after` was reached: the run stops as if killed (nothing final is written) and can
     /// be resumed from its last checkpoint.
-    Stopped { step: usize },
+    Stopped {
+        step: usize,
+    },
 }
 
 pub struct Trainer {
@@ -38,7 +47,7 @@ pub struct Trainer {
     pub sampler: Sampler,
     pub state: TrainerState,
     pub params: usize,
-    pub(super) metrics: MetricsWriter,
+    pub(super) metrics: JsonlWriter,
     /// The plain (no autodiff) device: inputs for evaluation.
     pub(super) device: Device,
     /// The autodiff device the model trains on.
@@ -57,6 +66,61 @@ enum StepResult {
 }
 
 impl Trainer {
+    /// The trainer around a built model and optimizer: opens the metrics and probe outputs
+    /// (truncated to what `state` recorded; empty for a new run) and fixes the validation
+    /// windows. The sampler continues from `state` (a new run's state is its seed).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn assemble(
+        cfg: RunConfig,
+        dir: PathBuf,
+        data: Dataset,
+        model: Transformer,
+        optim: ModuleOptimizer,
+        state: TrainerState,
+        device: Device,
+        ad: Device,
+    ) -> anyhow::Result<Self> {
+        let metrics = JsonlWriter::open(&run_dir::metrics(&dir), state.metrics_bytes)?;
+        let (records, tb) = (run_dir::probes(&dir), run_dir::tensorboard(&dir));
+        let probe = LiveProbe::open(&records, &tb, &cfg.probe, 2 * cfg.model.n_layers, state.probe.clone())?;
+        let val_starts = validation_starts(data.val.len(), cfg.train.seq_len, cfg.run.eval_windows);
+        Ok(Trainer {
+            sampler: Sampler::from_state(state.sampler_state),
+            params: crate::model::params::count(&model),
+            cfg,
+            dir,
+            data,
+            model,
+            optim,
+            state,
+            metrics,
+            device,
+            ad,
+            val_starts,
+            stop_after: None,
+            probe,
+        })
+    }
+
+    /// One line describing the run: recipe, size, budget and data.
+    pub fn summary(&self) -> String {
+        let (t, s, info) = (&self.state, &self.cfg.train, &self.data.info);
+        format!(
+            "{}: recipe {}, {} parameters, {} steps × {} sequences × {} tokens ({:.1} tokens/parameter), {} ({} train \
+                / {} val tokens)",
+            self.dir.display(),
+            t.recipe,
+            self.params,
+            t.total_steps,
+            s.batch_size,
+            s.seq_len,
+            (t.total_steps * s.batch_size * s.seq_len) as f64 / self.params as f64,
+            info.tokenizer,
+            info.train_tokens,
+            info.val_tokens,
+        )
+    }
+
     /// Trains to the step budget. Divergence is an outcome, not an error.
     pub fn run(&mut self, progress: &mut Progress) -> anyhow::Result<Outcome> {
         let session = Instant::now();
@@ -77,15 +141,15 @@ impl Trainer {
                 }
                 StepResult::Diverged(reason) => return self.diverged(reason, progress),
             };
-            self.metrics.write(&record)?;
+            self.metrics.write(&MetricsRecord::Train(record.clone()))?;
             progress.step(&record);
             let step = self.state.step;
-            if step % self.cfg.run.eval_every.max(1) == 0 || step == total {
+            if step.is_multiple_of(self.cfg.run.eval_every.max(1)) || step == total {
                 let e = self.validate(wall0 + session.elapsed().as_secs_f64())?;
                 progress.eval(&e);
                 last_eval = Some(e);
             }
-            if self.cfg.run.checkpoint_every > 0 && step % self.cfg.run.checkpoint_every == 0 && step < total {
+            if self.cfg.run.checkpoint_every > 0 && step.is_multiple_of(self.cfg.run.checkpoint_every) && step < total {
                 self.checkpoint(wall0 + session.elapsed().as_secs_f64())?;
             }
         }
@@ -95,7 +159,12 @@ impl Trainer {
         };
         let wall = wall0 + session.elapsed().as_secs_f64();
         self.checkpoint(wall)?;
-        checkpoint::save_weights(&self.dir.join(FINAL_WEIGHTS), &self.model, self.state.step, &self.state.tokenizer)?;
+        checkpoint::save_weights(
+            &run_dir::final_weights(&self.dir),
+            &self.model,
+            self.state.step,
+            &self.state.tokenizer,
+        )?;
         run_dir::write_status(
             &self.dir,
             &Status::Finished { step: self.state.step, val_loss: e.val_loss, val_ppl: e.val_ppl, wall_s: wall },
@@ -106,7 +175,7 @@ impl Trainer {
 
     fn diverged(&mut self, reason: String, progress: &Progress) -> anyhow::Result<Outcome> {
         let step = self.state.step + 1;
-        self.metrics.write(&serde_json::json!({"type": "diverged", "step": step, "reason": reason}))?;
+        self.metrics.write(&MetricsRecord::Diverged(DivergedRecord { step, reason: reason.clone() }))?;
         run_dir::write_status(&self.dir, &Status::Diverged { step, reason: reason.clone() })?;
         progress.println(&format!("diverged at step {step}: {reason}"));
         progress.finish();
@@ -135,7 +204,7 @@ impl Trainer {
             let reg = reg.unwrap_or_else(|| ce.zeros_like());
             values.push(Tensor::cat(vec![loss.detach(), ce.detach(), reg.detach()], 0));
         }
-        let (grads, norms) = clip_global(&self.model, acc.grads(), self.cfg.optim.grad_clip);
+        let (grads, norms, scale) = clip_global(&self.model, acc.grads(), self.cfg.optim.grad_clip);
         let v: Vec<f32> = Tensor::cat(values, 0).into_data().convert::<f32>().try_into_vec::<f32>().unwrap();
         let mean = |k: usize| v.iter().skip(k).step_by(3).map(|&x| x as f64).sum::<f64>() / n_micro as f64;
         let (loss, ce, reg) = (mean(0), mean(1), mean(2));
@@ -150,19 +219,18 @@ impl Trainer {
         let tokens = (batch * seq) as u64;
         self.state.tokens += tokens;
         let record = TrainRecord {
-            kind: "train",
             step: self.state.step,
             loss,
             ce,
             reg: (self.model.meta.regularizer > 0.0).then_some(reg),
             lr,
             grad_norm: norms.total,
-            clipped: norms.scale < 1.0,
+            clipped: scale < 1.0,
             tokens: self.state.tokens,
             tokens_per_s: tokens as f64 / t0.elapsed().as_secs_f64(),
             wall_s: wall0 + session.elapsed().as_secs_f64(),
         };
-        let mut warnings = self.probe.observe_step(&record, &norms)?;
+        let mut warnings = self.probe.observe_step(record.step, &norms, &tensorboard_scalars(&record))?;
         if let (Some(m), Some(b)) = (probe_model, probe_batch) {
             let (x, _) = to_tensors(b, &self.device);
             warnings = self.probe.probe(record.step, &m, x, warnings)?;
@@ -181,18 +249,21 @@ impl Trainer {
             self.cfg.micro_batch_size(),
             &self.device,
         );
-        let r = EvalRecord { kind: "eval", step: self.state.step, val_loss, val_ppl, val_tokens: n, wall_s };
-        self.metrics.write(&r)?;
-        self.probe.eval(&r)?;
+        let r = EvalRecord { step: self.state.step, val_loss, val_ppl, val_tokens: n, wall_s };
+        self.metrics.write(&MetricsRecord::Eval(r.clone()))?;
+        self.probe.scalars(r.step, &[("val/loss", r.val_loss as f32), ("val/ppl", r.val_ppl as f32)])?;
         Ok(r)
     }
 
     fn checkpoint(&mut self, wall_s: f64) -> anyhow::Result<()> {
         self.state.wall_s = wall_s;
-        self.state.metrics_bytes = self.metrics.len()?;
+        self.state.metrics_bytes = self.metrics.bytes_written()?;
         self.state.probe = Some(self.probe.checkpoint_state()?);
         checkpoint::save(&self.dir, &self.model, &self.optim, &self.state)?;
-        run_dir::write_status(&self.dir, &Status::Running { step: self.state.step, total_steps: self.state.total_steps })
+        run_dir::write_status(
+            &self.dir,
+            &Status::Running { step: self.state.step, total_steps: self.state.total_steps },
+        )
     }
 }
 
@@ -202,4 +273,16 @@ fn to_tensors(b: Batch, device: &Device) -> (Tensor<2, Int>, Tensor<2, Int>) {
         Tensor::from_data(TensorData::new(b.inputs, shape), device),
         Tensor::from_data(TensorData::new(b.targets, shape), device),
     )
+}
+
+/// A step's training scalars as TensorBoard tags.
+fn tensorboard_scalars(r: &TrainRecord) -> Vec<(&'static str, f32)> {
+    let mut v = vec![
+        ("train/loss", r.loss as f32),
+        ("train/ce", r.ce as f32),
+        ("train/lr", r.lr as f32),
+        ("train/grad_norm", r.grad_norm as f32),
+    ];
+    v.extend(r.reg.map(|reg| ("train/reg", reg as f32)));
+    v
 }

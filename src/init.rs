@@ -8,6 +8,7 @@
 //! a name → tensor map (checkpoints, PyTorch fixtures), with clear errors on a missing tensor
 //! or a shape mismatch.
 
+use crate::rng::{SplitMix64, fnv1a};
 use anyhow::{Context, bail};
 use burn::module::{Param, ParamId};
 use burn::tensor::{Device, Tensor, TensorData};
@@ -73,11 +74,15 @@ impl<'a> ParamBuilder<'a> {
             ParamSource::Seeded(seed) => Ok(seeded(*seed, name, shape, init)),
             ParamSource::Loaded(map) => {
                 let data = map.get(name).with_context(|| {
-                    format!("tensor `{name}` is missing from the weights; they were saved from a model of another recipe or shape — use the config the weights were trained with")
+                    format!(
+                        "tensor `{name}` is missing from the weights; they were saved from a model of another \
+                        recipe or shape — use the config the weights were trained with"
+                    )
                 })?;
                 if data.shape().as_slice() != shape.as_slice() {
                     bail!(
-                        "tensor `{name}` has shape {:?} in the weights but this model needs {:?}; the weights come from a model of another size — use the config they were trained with",
+                        "tensor `{name}` has shape {:?} in the weights but this model needs {:?}; the weights come \
+                            from a model of another size — use the config they were trained with",
                         data.shape(),
                         shape
                     );
@@ -93,7 +98,8 @@ impl<'a> ParamBuilder<'a> {
             let unused: Vec<&String> = map.keys().filter(|k| !self.created.contains(*k)).collect();
             if !unused.is_empty() {
                 bail!(
-                    "the weights contain {} tensor(s) this model does not have (first: `{}`); they were saved from a model of another recipe — use the config they were trained with",
+                    "the weights contain {} tensor(s) this model does not have (first: `{}`); they were saved from a \
+                        model of another recipe — use the config they were trained with",
                     unused.len(),
                     unused[0]
                 );
@@ -117,70 +123,9 @@ fn seeded(seed: u64, name: &str, shape: Vec<usize>, init: Init) -> TensorData {
     TensorData::new(values, shape)
 }
 
-/// FNV-1a over the name: a fixed, platform-independent hash (std's hasher is randomised).
-pub(crate) fn fnv1a(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3))
-}
-
-/// SplitMix64 (Steele et al., 2014) with Box–Muller normals: small, fast and reproducible on
-/// every platform, which is all initialisation needs.
-pub struct SplitMix64 {
-    state: u64,
-    spare: Option<f64>,
-}
-
-impl SplitMix64 {
-    pub fn new(seed: u64) -> Self {
-        Self { state: seed, spare: None }
-    }
-
-    /// The generator's position; `SplitMix64::new(state)` continues from it (when no spare
-    /// normal is pending).
-    pub fn state(&self) -> u64 {
-        self.state
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in the open interval (0, 1).
-    pub fn uniform(&mut self) -> f64 {
-        ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-
-    /// Standard normal.
-    pub fn normal(&mut self) -> f64 {
-        if let Some(z) = self.spare.take() {
-            return z;
-        }
-        let (u1, u2) = (self.uniform(), self.uniform());
-        let r = (-2.0 * u1.ln()).sqrt();
-        let theta = std::f64::consts::TAU * u2;
-        self.spare = Some(r * theta.sin());
-        r * theta.cos()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn normal_draws_have_unit_moments() {
-        let mut rng = SplitMix64::new(7);
-        let n = 200_000;
-        let xs: Vec<f64> = (0..n).map(|_| rng.normal()).collect();
-        let mean = xs.iter().sum::<f64>() / n as f64;
-        let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n as f64;
-        // Standard errors: 1/√n ≈ 0.0022 for the mean, √(2/n) ≈ 0.0032 for the variance.
-        assert!(mean.abs() < 0.01, "mean {mean}");
-        assert!((var - 1.0).abs() < 0.015, "var {var}");
-    }
 
     #[test]
     fn seeded_init_depends_on_name_and_seed_only() {

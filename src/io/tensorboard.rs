@@ -103,3 +103,21 @@ impl EventWriter {
         Ok(self.file.flush()?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_records_match_hand_encoding_and_crc32c() {
+        assert_eq!(crc32c(b"123456789"), 0xE306_9283, "the CRC-32C check value");
+        let e = event(1.0, 5, None, &[("a", 1.0)]);
+        let mut want = vec![0x09];
+        want.extend_from_slice(&1.0f64.to_le_bytes());
+        want.extend_from_slice(&[0x10, 0x05, 0x2a, 0x0a, 0x0a, 0x08, 0x0a, 0x01, b'a', 0x15, 0x00, 0x00, 0x80, 0x3f]);
+        assert_eq!(e, want);
+        let r = record(&e);
+        assert_eq!(&r[..8], &(e.len() as u64).to_le_bytes());
+        assert_eq!(r.len(), e.len() + 16);
+    }
+}

@@ -1,0 +1,66 @@
+//! The parameter naming scheme, in one place: the constructor names parameters with these
+//! functions, and the probes and gradient statistics parse names with them.
+//!
+//! ```text
+//! tok_emb  emb_norm.*  layers.{i}.{attn|ffn}.{input_norm|output_norm|outer_norm}.{gain|shift|alpha|lambda}
+//! layers.{i}.attn.f.{wq,wk,wv,wo,q_norm.*,k_norm.*}  layers.{i}.ffn.f.{w1,w3,w2}  final_norm.*  lm_head
+//! ```
+
+pub const TOKEN_EMBEDDING: &str = "tok_emb";
+pub const EMBEDDING_NORM: &str = "emb_norm";
+pub const FINAL_NORM: &str = "final_norm";
+pub const OUTPUT_PROJECTION: &str = "lm_head";
+/// The branch function inside a sublayer.
+pub const BRANCH_FUNCTION: &str = "f";
+/// A sublayer's norm slots, in the order of the sublayer equation.
+pub const SUBLAYER_NORMS: [&str; 3] = ["input_norm", "output_norm", "outer_norm"];
+
+/// `attn` (sublayer 2i) or `ffn` (sublayer 2i + 1) of layer i.
+pub const BRANCHES: [&str; 2] = ["attn", "ffn"];
+
+/// `layers.{i}`.
+pub fn layer(i: usize) -> String {
+    format!("layers.{i}")
+}
+
+/// `layers.{i}.{attn|ffn}` for 0-based sublayer `2i + b`.
+pub fn sublayer(i: usize, branch: usize) -> String {
+    format!("{}.{}", layer(i), BRANCHES[branch])
+}
+
+/// `prefix.name`.
+pub fn child(prefix: &str, name: &str) -> String {
+    format!("{prefix}.{name}")
+}
+
+/// Which sublayer (0-based, 2 per layer) a parameter belongs to (`layers.{i}.attn.…` → 2i,
+/// `layers.{i}.ffn.…` → 2i + 1); `None` for embedding, head and embedding/final norms.
+pub fn sublayer_of(name: &str) -> Option<usize> {
+    let (i, rest) = name.strip_prefix("layers.")?.split_once('.')?;
+    let i: usize = i.parse().ok()?;
+    let b = BRANCHES.iter().position(|b| rest.split('.').next() == Some(*b))?;
+    Some(2 * i + b)
+}
+
+/// Whether a parameter belongs to a norm slot on the residual stream (embedding, sublayer or
+/// final norm), not to the branch function (QK-norm).
+pub fn is_stream_norm(name: &str) -> bool {
+    let Some((owner, _field)) = name.rsplit_once('.') else { return false };
+    let slot = owner.rsplit('.').next().unwrap_or(owner);
+    owner == EMBEDDING_NORM || owner == FINAL_NORM || (SUBLAYER_NORMS.contains(&slot) && sublayer_of(owner).is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_back() {
+        assert_eq!(sublayer_of("layers.3.attn.f.wq"), Some(6));
+        assert_eq!(sublayer_of("layers.3.ffn.output_norm.gain"), Some(7));
+        assert_eq!(sublayer_of("final_norm.gain"), None);
+        assert_eq!(sublayer_of(&child(&sublayer(5, 1), "f.w2")), Some(11));
+        assert!(is_stream_norm("emb_norm.gain") && is_stream_norm("layers.0.attn.outer_norm.shift"));
+        assert!(!is_stream_norm("layers.0.attn.f.q_norm.gain") && !is_stream_norm("layers.0.ffn.f.w1"));
+    }
+}

@@ -1,0 +1,74 @@
+//! Which of the papers' canonical placements a resolved recipe is, read from its structure
+//! rather than its name, so that a custom recipe equal to Peri-LN counts as Peri-LN and the
+//! report's findings never depend on preset names.
+
+use super::resolve::{ResolvedRecipe, SublayerPlan};
+use crate::norm::NormKind;
+
+/// The plain placements (every scale and init scale 1, LayerNorm or RMSNorm in every slot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// `X_{l+1} = LN(X_l + F(X_l))`, no final norm (seed 000 Table 2, post).
+    Post,
+    /// `X_{l+1} = X_l + F(LN(X_l))` with a final norm (pre).
+    Pre,
+    /// `X_{l+1} = X_l + LN(F(LN(X_l)))` (seed 001, Peri-LN).
+    Peri,
+}
+
+fn is_ln(k: &Option<NormKind>) -> bool {
+    matches!(k, Some(NormKind::LayerNorm { .. } | NormKind::RmsNorm { .. }))
+}
+
+fn plain(s: &SublayerPlan) -> bool {
+    [s.skip, s.residual, s.input_scale, s.init_out, s.init_in].iter().all(|v| *v == 1.0)
+}
+
+impl Placement {
+    /// The placement `r` is, or `None` for any other recipe (scaled, hybrid, DyT, BHyT, …).
+    pub fn of(r: &ResolvedRecipe) -> Option<Self> {
+        let slots = |s: &SublayerPlan| (is_ln(&s.input), is_ln(&s.output), is_ln(&s.outer));
+        let first = r.sublayers.first()?;
+        let uniform = r.sublayers.iter().all(|s| plain(s) && slots(s) == slots(first));
+        let no_others =
+            r.sublayers.iter().all(|s| [&s.input, &s.output, &s.outer].iter().all(|k| k.is_none() || is_ln(k)));
+        if !uniform || !no_others || r.regularizer != 0.0 {
+            return None;
+        }
+        match (slots(first), r.final_norm.is_some()) {
+            ((false, false, true), false) => Some(Placement::Post),
+            ((true, false, false), true) => Some(Placement::Pre),
+            ((true, true, false), _) => Some(Placement::Peri),
+            _ => None,
+        }
+    }
+}
+
+/// Whether every sublayer normalises what it adds to the stream (an output norm) or the stream
+/// itself (an outer norm), so the hidden-state variance cannot grow without bound with depth.
+pub fn bounds_stream(r: &ResolvedRecipe) -> bool {
+    r.sublayers.iter().all(|s| s.output.is_some() || s.outer.is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recipe::{preset, resolve};
+
+    fn of(name: &str) -> (Option<Placement>, bool) {
+        let r = resolve(&preset(name).unwrap(), 6, 1e-5).unwrap();
+        (Placement::of(&r), bounds_stream(&r))
+    }
+
+    #[test]
+    fn the_papers_placements_by_structure() {
+        assert_eq!(of("post"), (Some(Placement::Post), true));
+        assert_eq!(of("pre"), (Some(Placement::Pre), false));
+        assert_eq!(of("peri"), (Some(Placement::Peri), true));
+        // Scaled or other-norm variants are not the plain placements (Table 2).
+        for name in ["gpt2-pre", "lns", "dyt", "bhyt", "deepnorm", "mix", "keel"] {
+            assert_eq!(of(name).0, None, "{name}");
+        }
+        assert!(of("kitenorm").1 && !of("mix").1 && !of("dyt").1);
+    }
+}

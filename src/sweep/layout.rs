@@ -1,0 +1,42 @@
+//! The sweep directory, the one place its layout is known:
+//!
+//! ```text
+//! DIR/plan.json            every planned run (grid and reseed stage), grouping and target
+//! DIR/configs/NAME.toml    each run's full config
+//! DIR/runs/NAME/           each run's directory (see crate::train::run_dir)
+//! DIR/logs/NAME.log        each run's output
+//! DIR/results.jsonl        one row per run; results.csv the same table for spreadsheets
+//! DIR/report/              `normlab report DIR`
+//! ```
+
+use std::path::{Path, PathBuf};
+
+pub fn plan(dir: &Path) -> PathBuf {
+    dir.join("plan.json")
+}
+pub fn run_config(dir: &Path, name: &str) -> PathBuf {
+    dir.join("configs").join(format!("{name}.toml"))
+}
+pub fn run(dir: &Path, name: &str) -> PathBuf {
+    dir.join("runs").join(name)
+}
+pub fn logs(dir: &Path) -> PathBuf {
+    dir.join("logs")
+}
+pub fn log(dir: &Path, name: &str) -> PathBuf {
+    logs(dir).join(format!("{name}.log"))
+}
+pub fn results_jsonl(dir: &Path) -> PathBuf {
+    dir.join("results.jsonl")
+}
+pub fn results_csv(dir: &Path) -> PathBuf {
+    dir.join("results.csv")
+}
+pub fn report(dir: &Path) -> PathBuf {
+    dir.join("report")
+}
+
+/// Whether `dir` holds a sweep (rather than a single run).
+pub fn is_sweep(dir: &Path) -> bool {
+    results_jsonl(dir).is_file()
+}

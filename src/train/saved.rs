@@ -1,0 +1,173 @@
+//! What the commands that read a finished (or running) run do: find its weights, rebuild its
+//! model, and evaluate, probe or sample it (`normlab eval`, `probe`, `generate`).
+
+use super::checkpoint::{self, load_weights};
+use super::config::RunConfig;
+use super::eval::{evaluate, tiling_starts};
+use super::generate::{SampleOptions, generate};
+use super::run_dir;
+use super::setup::load_run;
+use crate::data::sampler::{validation_starts, windows};
+use crate::data::{DataConfig, Dataset, TokenFile, Tokenizer, corpus, dataset};
+use crate::init::ParamSource;
+use crate::io::json;
+use crate::model::Transformer;
+use crate::probe::offline::{OfflineProbe, probe_model};
+use anyhow::{bail, ensure};
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use std::path::{Path, PathBuf};
+
+/// A run and the weights to use: the final weights, else the latest checkpoint; a
+/// `checkpoints/step-N` directory selects that checkpoint.
+pub struct SavedRun {
+    pub run: PathBuf,
+    pub weights: PathBuf,
+    pub cfg: RunConfig,
+    pub tokenizer: Tokenizer,
+}
+
+impl SavedRun {
+    pub fn open(path: &Path) -> anyhow::Result<Self> {
+        let (run, weights) = resolve_weights(path)?;
+        let (cfg, tokenizer) = load_run(&run)?;
+        Ok(Self { run, weights, cfg, tokenizer })
+    }
+
+    /// The run's model with the saved weights, on `device`.
+    pub fn model(&self, device: &Device) -> anyhow::Result<Transformer> {
+        load_weights(&self.weights, &self.cfg.model, &self.tokenizer.fingerprint()?, device)
+    }
+}
+
+fn resolve_weights(path: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
+    if run_dir::checkpoint_state(path).is_file() {
+        let run = path.parent().and_then(|p| p.parent()).map(Path::to_path_buf).unwrap_or_default();
+        return Ok((run, run_dir::checkpoint_weights(path)));
+    }
+    if run_dir::final_weights(path).is_file() {
+        return Ok((path.to_path_buf(), run_dir::final_weights(path)));
+    }
+    match checkpoint::latest(path)? {
+        Some(c) => Ok((path.to_path_buf(), run_dir::checkpoint_weights(&c))),
+        None if run_dir::config(path).is_file() => {
+            bail!(
+                "{} has no weights yet (no checkpoint); train longer or wait for the first checkpoint",
+                path.display()
+            )
+        }
+        None => bail!("{} is not a normlab run directory; give the run.dir of a run", path.display()),
+    }
+}
+
+/// Token windows to evaluate or probe on, and where they come from in words.
+pub struct Windows {
+    pub tokens: TokenFile,
+    pub starts: Vec<usize>,
+    pub source: String,
+}
+
+/// The run's fixed validation windows, or all of `data` tiled (at most `limit` windows).
+pub fn eval_windows(
+    cfg: &RunConfig,
+    tokenizer: Tokenizer,
+    data: Option<&Path>,
+    limit: Option<usize>,
+    log: &dyn Fn(&str),
+) -> anyhow::Result<Windows> {
+    let seq = cfg.train.seq_len;
+    let Some(p) = data else {
+        let ds = Dataset::prepare(&cfg.data, Some(tokenizer), log)?;
+        let starts = validation_starts(ds.val.len(), seq, limit.unwrap_or(cfg.run.eval_windows));
+        return Ok(Windows {
+            tokens: ds.val,
+            starts,
+            source: format!("the run's validation split ({})", ds.info.split_rule),
+        });
+    };
+    ensure!(p.exists(), "--data {} does not exist", p.display());
+    let dcfg = DataConfig { corpus: p.display().to_string(), ..cfg.data.clone() };
+    let docs = corpus::read_documents(p, &dcfg)?;
+    let ids = dataset::tokenize(&tokenizer, &docs)?;
+    ensure!(
+        ids.len() > seq + 1,
+        "{} has {} tokens, fewer than one window of {} tokens",
+        p.display(),
+        ids.len(),
+        seq + 1
+    );
+    let starts = tiling_starts(ids.len(), seq, limit);
+    Ok(Windows {
+        tokens: TokenFile::from_tokens(&ids),
+        starts,
+        source: format!("{} ({} documents)", p.display(), docs.len()),
+    })
+}
+
+/// `normlab eval`'s result.
+pub struct EvalSummary {
+    pub weights: PathBuf,
+    pub source: String,
+    pub val_loss: f64,
+    pub val_ppl: f64,
+    pub tokens: usize,
+    pub windows: usize,
+    pub seq_len: usize,
+}
+
+/// Validation loss and perplexity of a saved run on its validation windows or on `data`.
+pub fn eval(path: &Path, data: Option<&Path>, limit: Option<usize>, log: &dyn Fn(&str)) -> anyhow::Result<EvalSummary> {
+    let saved = SavedRun::open(path)?;
+    let device = crate::device::parse(&saved.cfg.run.device)?;
+    let model = saved.model(&device)?;
+    let SavedRun { weights, cfg, tokenizer, .. } = saved;
+    let seq_len = cfg.train.seq_len;
+    let w = eval_windows(&cfg, tokenizer, data, limit, log)?;
+    let (val_loss, val_ppl, tokens) = evaluate(&model, &w.tokens, &w.starts, seq_len, cfg.micro_batch_size(), &device);
+    Ok(EvalSummary { weights, source: w.source, val_loss, val_ppl, tokens, windows: w.starts.len(), seq_len })
+}
+
+/// Samples a continuation of `prompt` from a saved run; `on_text` receives the text as it grows.
+pub fn sample(path: &Path, prompt: &str, opts: SampleOptions, on_text: &mut dyn FnMut(&str)) -> anyhow::Result<String> {
+    let saved = SavedRun::open(path)?;
+    let device = crate::device::parse(&saved.cfg.run.device)?;
+    let model = saved.model(&device)?;
+    let opts = SampleOptions { context: saved.cfg.train.seq_len, ..opts };
+    generate(&model, &saved.tokenizer, prompt, &opts, &device, on_text)
+}
+
+/// `normlab probe`: the probes of a saved run (or, with `init`, of the freshly initialised model
+/// of its config and seed) on `batches` micro-batches of windows; written to
+/// `RUN/probes/{at}.json`. Returns the probe, where it was written and the windows' source.
+pub fn probe(
+    path: &Path,
+    data: Option<&Path>,
+    batches: usize,
+    init: bool,
+    log: &dyn Fn(&str),
+) -> anyhow::Result<(OfflineProbe, PathBuf, String)> {
+    ensure!(batches > 0, "--batches must be > 0");
+    let saved = if init {
+        let (cfg, tokenizer) = load_run(path)?;
+        SavedRun { run: path.to_path_buf(), weights: PathBuf::new(), cfg, tokenizer }
+    } else {
+        SavedRun::open(path)?
+    };
+    let device = crate::device::parse(&saved.cfg.run.device)?;
+    let ad = device.clone().autodiff();
+    let (model, at) = if init {
+        (Transformer::new(&saved.cfg.model, ParamSource::Seeded(saved.cfg.train.seed), &ad)?, "init".to_string())
+    } else {
+        let step = crate::io::tensors::read(&saved.weights)?.metadata.get("step").cloned().unwrap_or_default();
+        (saved.model(&ad)?, format!("step-{step}"))
+    };
+    let SavedRun { run, cfg, tokenizer, .. } = saved;
+    let w = eval_windows(&cfg, tokenizer, data, Some(batches * cfg.micro_batch_size()), log)?;
+    let seq = cfg.train.seq_len;
+    let b = windows(&w.tokens, &w.starts, seq);
+    let x = Tensor::<2, Int>::from_data(TensorData::new(b.inputs, [b.batch, seq]), &device);
+    let y = Tensor::<2, Int>::from_data(TensorData::new(b.targets, [b.batch, seq]), &device);
+    let p = probe_model(&model, x, y, &device, cfg.probe.top_k, at.clone());
+    let out = run_dir::probe_snapshot(&run, &at);
+    json::write(&out, &p)?;
+    Ok((p, out, w.source))
+}
