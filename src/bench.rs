@@ -169,7 +169,7 @@ pub fn bench_trainer(
     let mut cfg = RunConfig { model: reference_config(recipe), ..Default::default() };
     cfg.run.dir = std::env::temp_dir().join(format!("normlab-bench-trainer-{}", std::process::id()));
     cfg.run.device = device.to_string();
-    cfg.run.eval_every = 1 << 40;
+    cfg.run.eval_every = 0;
     cfg.run.checkpoint_every = 0;
     cfg.train.batch_size = BATCH;
     cfg.train.seq_len = SEQ;

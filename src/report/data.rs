@@ -24,23 +24,24 @@ pub struct RunData {
 }
 
 impl RunData {
-    /// Reads what there is; a missing or unreadable file leaves its part empty.
-    pub fn load(dir: &Path, label: &str) -> Self {
-        let m = Metrics::read(&run_dir::metrics(dir)).unwrap_or_default();
+    /// Reads what there is (a missing file leaves its part empty); a corrupt record is an
+    /// error that names its file and line.
+    pub fn load(dir: &Path, label: &str) -> anyhow::Result<Self> {
+        let m = Metrics::read(&run_dir::metrics(dir))?;
         let recipe = RunConfig::load(Some(&run_dir::config(dir)), &[])
             .ok()
             .and_then(|c| c.model.validate().ok())
             .map(|(_, r)| r);
-        Self {
+        Ok(Self {
             label: label.to_string(),
             dir: dir.to_path_buf(),
             train: m.train,
             eval: m.eval,
-            probes: jsonl::read(&run_dir::probes(dir)).unwrap_or_default(),
+            probes: jsonl::read_if_exists(&run_dir::probes(dir))?,
             status: run_dir::read_status(dir).ok().flatten(),
             placement: recipe.as_ref().and_then(Placement::of),
             bounds_stream: recipe.as_ref().is_some_and(bounds_stream),
-        }
+        })
     }
 
     /// `(step, value)` of a field of the train records.

@@ -59,7 +59,7 @@ fn sweep_report(dir: &Path) -> anyhow::Result<Report> {
     let best_runs: Vec<RunData> = ms
         .iter()
         .filter_map(|m| best_run(&rows, m, group, tuned).map(|r| RunData::load(&layout::run(dir, &r.name), &m.method)))
-        .collect();
+        .collect::<anyhow::Result<_>>()?;
     let mut figs = Vec::new();
     if ms.iter().any(|m| m.curve.len() > 1) {
         figs.push(figures::lr_curves(&out, &ms)?);
@@ -86,7 +86,7 @@ fn best_run<'a>(rows: &'a [RunResult], m: &MethodSummary, group: &str, tuned: &s
 
 fn run_report(dir: &Path) -> anyhow::Result<Report> {
     let label = json::read::<RunInfo>(&run_dir::info(dir)).map(|i| i.recipe).unwrap_or_else(|_| "run".into());
-    let r = RunData::load(dir, &label);
+    let r = RunData::load(dir, &label)?;
     let out = run_dir::report(dir);
     std::fs::create_dir_all(&out)?;
     let runs = vec![r];

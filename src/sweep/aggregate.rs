@@ -38,6 +38,10 @@ pub struct MethodSummary {
 pub fn axis_label(v: Option<&serde_json::Value>) -> String {
     match v {
         Some(serde_json::Value::String(s)) => s.clone(),
+        // A recipe table: its fields, as the run name writes them.
+        Some(serde_json::Value::Object(o)) => {
+            o.iter().map(|(k, v)| format!("{k}-{}", axis_label(Some(v)))).collect::<Vec<_>>().join("+")
+        }
         Some(other) => other.to_string(),
         None => "(base)".into(),
     }

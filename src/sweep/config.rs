@@ -16,6 +16,7 @@
 //! n_layers = 8
 //! ```
 
+use crate::train::config::set_value;
 use anyhow::{Context, bail, ensure};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -123,6 +124,8 @@ impl Sweep {
             let Some(vs) = v.as_array() else { bail!("sweep.axes.\"{k}\" must be a list of values") };
             ensure!(!vs.is_empty(), "sweep.axes.\"{k}\" is an empty list");
         }
+        let origin = format!("{}", path.display());
+        crate::train::RunConfig::from_table(&table, &origin)?;
         let s = Self { section, base: table };
         for run in s.grid() {
             s.run_config(&run).and_then(|c| c.validate()).with_context(|| format!("sweep run {}", run.name))?;
@@ -153,21 +156,22 @@ impl Sweep {
         let dir = super::layout::run(&self.section.dir, &run.name);
         let mut table = self.base.clone();
         for (k, v) in &run.axes {
-            crate::train::config::apply_set(&mut table, &format!("{k}={}", toml_literal(v)))?;
+            set_value(&mut table, k, v.clone());
         }
-        crate::train::config::apply_set(
-            &mut table,
-            &format!("run.dir={}", toml_literal(&toml::Value::String(dir.display().to_string()))),
-        )?;
-        crate::train::RunConfig::from_table(&table)
+        set_value(&mut table, "run.dir", toml::Value::String(dir.display().to_string()));
+        let axes: Vec<String> = run.axes.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+        crate::train::RunConfig::from_table(&table, &format!("the sweep's run with {}", axes.join(", ")))
     }
 }
 
-/// A value as TOML source (`"pre"`, `0.003`, `true`).
-pub fn toml_literal(v: &toml::Value) -> String {
-    let mut t = toml::Table::new();
-    t.insert("v".into(), v.clone());
-    toml::to_string(&t).unwrap().trim().trim_start_matches("v = ").to_string()
+/// An axis value in a run name: strings as they are, tables as `key-value` pairs joined by
+/// `+` (a recipe table), other values as TOML writes them.
+fn value_label(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s.clone(),
+        toml::Value::Table(t) => t.iter().map(|(k, v)| format!("{k}-{}", value_label(v))).collect::<Vec<_>>().join("+"),
+        other => other.to_string(),
+    }
 }
 
 /// `r007-recipe=peri,lr=0.003`: index plus each axis's last key part and value.
@@ -176,13 +180,9 @@ pub fn run_name(i: usize, axes: &[(String, toml::Value)]) -> String {
         .iter()
         .map(|(k, v)| {
             let key = k.rsplit('.').next().unwrap_or(k);
-            let val = match v {
-                toml::Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            format!("{key}={val}")
+            format!("{key}={}", value_label(v))
         })
         .collect();
     let name = format!("r{i:03}-{}", parts.join(","));
-    name.chars().map(|c| if c.is_ascii_alphanumeric() || "=,.-_".contains(c) { c } else { '_' }).collect()
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || "=,.-_+".contains(c) { c } else { '_' }).collect()
 }

@@ -27,7 +27,7 @@ pub fn run(sweep: &Sweep, log: &(dyn Fn(&str) + Sync)) -> anyhow::Result<Vec<res
     let grid = sweep.grid();
     log(&format!("sweep {}: {} runs in the grid, {} at a time", dir.display(), grid.len(), sweep.section.jobs));
     runner::execute(sweep, &grid, log)?;
-    let mut rows = results::collect(dir, &grid, sweep.section.target_loss);
+    let mut rows = results::collect(dir, &grid, sweep.section.target_loss)?;
     let mut all = grid.clone();
     if let Some(re) = &sweep.section.reseed {
         let extra = reseed_runs(sweep, &rows, &re.seeds, grid.len());
@@ -36,7 +36,7 @@ pub fn run(sweep: &Sweep, log: &(dyn Fn(&str) + Sync)) -> anyhow::Result<Vec<res
             runner::execute(sweep, &extra, log)?;
             all.extend(extra);
         }
-        rows = results::collect(dir, &all, sweep.section.target_loss);
+        rows = results::collect(dir, &all, sweep.section.target_loss)?;
     }
     let s = &sweep.section;
     let plan = Plan { group_by: s.group_by.clone(), tuned: s.tuned.clone(), target_loss: s.target_loss, runs: all };

@@ -42,14 +42,14 @@ pub struct RunResult {
     pub final_tau: Option<f64>,
 }
 
-pub fn collect(sweep_dir: &Path, runs: &[PlannedRun], target: Option<f64>) -> Vec<RunResult> {
+/// One row per run; a corrupt record in any run is an error naming its file and line.
+pub fn collect(sweep_dir: &Path, runs: &[PlannedRun], target: Option<f64>) -> anyhow::Result<Vec<RunResult>> {
     runs.iter().map(|r| collect_one(&layout::run(sweep_dir, &r.name), r, target)).collect()
 }
 
 /// The last record of a run's `probes.jsonl`, if it has one.
-fn last_probe(run: &Path) -> Option<ProbeRecord> {
-    let text = std::fs::read_to_string(run_dir::probes(run)).ok()?;
-    serde_json::from_str(text.lines().last()?).ok()
+fn last_probe(run: &Path) -> anyhow::Result<Option<ProbeRecord>> {
+    Ok(jsonl::read_if_exists::<ProbeRecord>(&run_dir::probes(run))?.pop())
 }
 
 /// A value that may be NaN (written as null) as an option.
@@ -57,10 +57,10 @@ fn finite_or_none(v: f64) -> Option<f64> {
     (!v.is_nan()).then_some(v)
 }
 
-fn collect_one(dir: &Path, r: &PlannedRun, target: Option<f64>) -> RunResult {
+fn collect_one(dir: &Path, r: &PlannedRun, target: Option<f64>) -> anyhow::Result<RunResult> {
     let axes = r.axes.iter().map(|(k, v)| (k.clone(), serde_json::to_value(v).unwrap_or_default())).collect();
     let status = run_dir::read_status(dir).ok().flatten();
-    let m = Metrics::read(&run_dir::metrics(dir)).unwrap_or_default();
+    let m = Metrics::read(&run_dir::metrics(dir))?;
     let best = m
         .eval
         .iter()
@@ -70,7 +70,7 @@ fn collect_one(dir: &Path, r: &PlannedRun, target: Option<f64>) -> RunResult {
     let hit = target.and_then(|t| m.eval.iter().find(|e| e.val_loss <= t));
     let mut rates: Vec<f64> = m.train.iter().map(|x| x.tokens_per_s).filter(|v| v.is_finite()).collect();
     rates.sort_by(f64::total_cmp);
-    let probe = last_probe(dir);
+    let probe = last_probe(dir)?;
     let subs = probe.as_ref().map(|p| p.forward.sublayers.as_slice()).unwrap_or_default();
     let cvs: Vec<f64> = subs.iter().filter_map(|s| s.grad_cv_run).filter(|v| v.is_finite()).collect();
     let (state, diverged_step, diverged_reason) = match &status {
@@ -81,7 +81,7 @@ fn collect_one(dir: &Path, r: &PlannedRun, target: Option<f64>) -> RunResult {
     };
     let final_val = if state == "finished" { m.eval.last().and_then(|e| finite_or_none(e.val_loss)) } else { None };
     let last = m.train.last();
-    RunResult {
+    Ok(RunResult {
         name: r.name.clone(),
         stage: r.stage.clone(),
         axes,
@@ -102,7 +102,7 @@ fn collect_one(dir: &Path, r: &PlannedRun, target: Option<f64>) -> RunResult {
         grad_spikes: probe.as_ref().map(|p| p.spikes_total),
         grad_cv: (!cvs.is_empty()).then(|| cvs.iter().sum::<f64>() / cvs.len() as f64),
         final_tau: probe.as_ref().and_then(|p| finite_or_none(p.forward.final_tau)),
-    }
+    })
 }
 
 /// The columns of `results.csv` after `name`, `stage` and the axes.

@@ -1,8 +1,10 @@
 //! Checkpoints: weights as safetensors (names as in [`crate::model::params`]; linear weights
 //! are `[d_in, d_out]`, the transpose of `torch.nn.Linear.weight`), burn's AdamW state as a
 //! burnpack file, and the trainer state (step, sampler, divergence monitor, metrics length) as
-//! JSON. A checkpoint is written into a temporary directory, renamed into place, and only then
-//! published by rewriting `latest.json` atomically; older checkpoints are removed after.
+//! JSON with the SHA-256 of the other two files. A checkpoint is written into a temporary
+//! directory, renamed into place, and only then published by rewriting `latest.json`
+//! atomically; the newest `run.keep_checkpoints` are kept. Resuming does not trust
+//! `latest.json`: it verifies the checkpoints newest first and takes the first intact one.
 
 use super::divergence::DivergenceMonitor;
 use super::run_dir;
@@ -12,7 +14,7 @@ use crate::io::tensors;
 use crate::io::write_atomic;
 use crate::model::params::named_values;
 use crate::model::{ModelConfig, Transformer};
-use anyhow::{Context, bail, ensure};
+use anyhow::{Context, bail};
 use burn::optim::ModuleOptimizer;
 use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
@@ -38,61 +40,152 @@ pub struct TrainerState {
     pub probe: Option<crate::probe::ProbeState>,
 }
 
-/// `checkpoints/latest.json`: the checkpoint to resume from.
+/// `checkpoints/latest.json`: the newest checkpoint, for people and tools (resuming scans).
 #[derive(Serialize, Deserialize)]
 struct Latest {
     step: usize,
     dir: String,
 }
 
-/// Saves a checkpoint of `state.step` under `run/checkpoints/`.
-pub fn save(run: &Path, model: &Transformer, optim: &ModuleOptimizer, state: &TrainerState) -> anyhow::Result<()> {
+/// SHA-256 of a checkpoint's weights and optimizer files.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Checksums {
+    pub weights: String,
+    pub optimizer: String,
+}
+
+/// `state.json`: the trainer state and the checksums that verify the checkpoint. (Files
+/// written before checksums existed have none and are accepted if complete.)
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct StateFile {
+    #[serde(flatten)]
+    state: TrainerState,
+    #[serde(default)]
+    sha256: Option<Checksums>,
+}
+
+fn sha256_of(path: &Path) -> anyhow::Result<String> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(crate::data::cache::sha256_hex(&bytes))
+}
+
+/// Saves a checkpoint of `state.step` under `run/checkpoints/`, keeping the newest `keep`.
+/// On failure nothing half-written is left and the previous checkpoints stay as they were.
+pub fn save(
+    run: &Path,
+    model: &Transformer,
+    optim: &ModuleOptimizer,
+    state: &TrainerState,
+    keep: usize,
+) -> anyhow::Result<()> {
     let root = run_dir::checkpoints(run);
     let name = run_dir::checkpoint_name(state.step);
     let tmp = root.join(format!(".{name}.tmp"));
     let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-    save_weights(&run_dir::checkpoint_weights(&tmp), model, state.step, &state.tokenizer)?;
-    let optim_bytes = optim.into_bytes().map_err(|e| anyhow::anyhow!("cannot serialise the optimizer state: {e:?}"))?;
-    write_atomic(&run_dir::checkpoint_optimizer(&tmp), &optim_bytes)?;
-    json::write(&run_dir::checkpoint_state(&tmp), state)?;
+    let written = write_checkpoint(&tmp, model, optim, state);
+    if written.is_err() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    written?;
     let dest = root.join(&name);
     if dest.exists() {
-        std::fs::remove_dir_all(&dest)?;
+        std::fs::remove_dir_all(&dest).with_context(|| format!("cannot remove the old {}", dest.display()))?;
     }
-    std::fs::rename(&tmp, &dest)?;
-    write_atomic(
-        &run_dir::latest_checkpoint(run),
-        serde_json::to_string(&Latest { step: state.step, dir: name.clone() })?.as_bytes(),
-    )?;
-    for e in std::fs::read_dir(&root)?.flatten() {
-        let n = e.file_name().to_string_lossy().into_owned();
-        if n.starts_with("step-") && n != name {
-            let _ = std::fs::remove_dir_all(e.path());
-        }
+    std::fs::rename(&tmp, &dest).with_context(|| format!("cannot rename {} to {}", tmp.display(), dest.display()))?;
+    let latest = Latest { step: state.step, dir: name };
+    write_atomic(&run_dir::latest_checkpoint(run), serde_json::to_string(&latest)?.as_bytes())?;
+    for (_, old) in checkpoint_dirs(run)?.into_iter().skip(keep.max(1)) {
+        let _ = std::fs::remove_dir_all(old);
     }
     Ok(())
 }
 
-/// The latest complete checkpoint directory of a run, if any.
-pub fn latest(run: &Path) -> anyhow::Result<Option<PathBuf>> {
-    let p = run_dir::latest_checkpoint(run);
-    if !p.is_file() {
+fn write_checkpoint(
+    dir: &Path,
+    model: &Transformer,
+    optim: &ModuleOptimizer,
+    state: &TrainerState,
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let weights = run_dir::checkpoint_weights(dir);
+    save_weights(&weights, model, state.step, &state.tokenizer)?;
+    let optim_bytes = optim.into_bytes().map_err(|e| anyhow::anyhow!("cannot serialise the optimizer state: {e:?}"))?;
+    write_atomic(&run_dir::checkpoint_optimizer(dir), &optim_bytes)?;
+    let sha256 = Checksums { weights: sha256_of(&weights)?, optimizer: crate::data::cache::sha256_hex(&optim_bytes) };
+    json::write(&run_dir::checkpoint_state(dir), &StateFile { state: state.clone(), sha256: Some(sha256) })
+}
+
+/// The run's checkpoint directories, newest first.
+fn checkpoint_dirs(run: &Path) -> anyhow::Result<Vec<(usize, PathBuf)>> {
+    let root = run_dir::checkpoints(run);
+    if !root.is_dir() {
+        return Ok(Vec::new());
+    }
+    let mut dirs: Vec<(usize, PathBuf)> = std::fs::read_dir(&root)
+        .with_context(|| format!("cannot list {}", root.display()))?
+        .flatten()
+        .filter_map(|e| {
+            let step = e.file_name().to_str()?.strip_prefix("step-")?.parse().ok()?;
+            Some((step, e.path()))
+        })
+        .collect();
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.0));
+    Ok(dirs)
+}
+
+/// Why a checkpoint cannot be used, or `None` when it is intact.
+fn damage(ckpt: &Path) -> Option<String> {
+    let state: StateFile = match json::read(&run_dir::checkpoint_state(ckpt)) {
+        Ok(s) => s,
+        Err(e) => return Some(format!("{e:#}")),
+    };
+    let files = [(run_dir::checkpoint_weights(ckpt), "weights"), (run_dir::checkpoint_optimizer(ckpt), "optimizer")];
+    let want = state.sha256.map(|c| [c.weights, c.optimizer]);
+    for (i, (path, what)) in files.iter().enumerate() {
+        let have = match sha256_of(path) {
+            Ok(h) => h,
+            Err(_) => return Some(format!("its {what} file {} is missing", path.display())),
+        };
+        if want.as_ref().is_some_and(|w| w[i] != have) {
+            return Some(format!(
+                "its {what} file {} does not match its checksum (truncated or corrupt)",
+                path.display()
+            ));
+        }
+    }
+    None
+}
+
+/// The newest intact checkpoint of a run (verified against its checksums), whatever
+/// `latest.json` says; damaged newer ones are named through `log`. `None` when the run has no
+/// checkpoint at all; an error when it has some and none is intact.
+pub fn latest(run: &Path, log: &dyn Fn(&str)) -> anyhow::Result<Option<PathBuf>> {
+    let dirs = checkpoint_dirs(run)?;
+    let mut damaged = Vec::new();
+    for (_, dir) in &dirs {
+        match damage(dir) {
+            None => {
+                if !damaged.is_empty() {
+                    log(&format!("skipping damaged checkpoints ({}); using {}", damaged.join("; "), dir.display()));
+                }
+                return Ok(Some(dir.clone()));
+            }
+            Some(why) => damaged.push(format!("{}: {why}", dir.display())),
+        }
+    }
+    if damaged.is_empty() {
         return Ok(None);
     }
-    let l: Latest = json::read(&p)?;
-    let dir = run_dir::checkpoints(run).join(&l.dir);
-    ensure!(
-        run_dir::checkpoint_state(&dir).is_file(),
-        "{} names {}, which is missing; the checkpoint was deleted",
-        p.display(),
-        dir.display()
-    );
-    Ok(Some(dir))
+    bail!(
+        "every checkpoint of {} is damaged ({}); nothing was deleted — restore a checkpoint from a backup or start a \
+            new run",
+        run.display(),
+        damaged.join("; ")
+    )
 }
 
 pub fn load_state(ckpt: &Path) -> anyhow::Result<TrainerState> {
-    json::read(&run_dir::checkpoint_state(ckpt))
+    json::read::<StateFile>(&run_dir::checkpoint_state(ckpt)).map(|f| f.state)
 }
 
 pub fn load_optimizer(ckpt: &Path, optim: ModuleOptimizer) -> anyhow::Result<ModuleOptimizer> {

@@ -33,12 +33,16 @@ pub struct RunSection {
     pub dir: PathBuf,
     /// `cpu`, or `wgpu` / `cuda:N` when built with those features.
     pub device: String,
-    /// Validation loss and perplexity every this many steps (and at the end).
+    /// Validation loss and perplexity every this many steps (and at the end); 0 = only at the
+    /// end.
     pub eval_every: usize,
     /// Number of fixed validation windows of `seq_len + 1` tokens.
     pub eval_windows: usize,
     /// A checkpoint every this many steps (and at the end); 0 = only at the end.
     pub checkpoint_every: usize,
+    /// How many of the newest checkpoints to keep (≥ 1): a damaged newest one falls back to
+    /// the one before.
+    pub keep_checkpoints: usize,
 }
 
 impl Default for RunSection {
@@ -49,6 +53,7 @@ impl Default for RunSection {
             eval_every: 50,
             eval_windows: 64,
             checkpoint_every: 100,
+            keep_checkpoints: 2,
         }
     }
 }
@@ -128,15 +133,16 @@ impl RunConfig {
             ),
             None => (String::new(), "the defaults".to_string()),
         };
-        Self::parse(&text, &origin, sets)
+        Self::parse(&text, &origin, sets, if sets.is_empty() { Cite::Lines } else { Cite::Keys })
     }
 
-    /// A config from an in-memory table (a sweep's run).
-    pub fn from_table(table: &toml::Table) -> anyhow::Result<Self> {
-        Self::parse(&toml::to_string(table)?, "the run config", &[])
+    /// A config from an in-memory table (a sweep's run); `origin` names where the table came
+    /// from. Errors cite the dotted key, since the table's text exists nowhere on disk.
+    pub fn from_table(table: &toml::Table, origin: &str) -> anyhow::Result<Self> {
+        Self::parse(&toml::to_string(table)?, origin, &[], Cite::Keys)
     }
 
-    fn parse(text: &str, origin: &str, sets: &[String]) -> anyhow::Result<Self> {
+    fn parse(text: &str, origin: &str, sets: &[String], cite: Cite) -> anyhow::Result<Self> {
         let mut table: toml::Table = toml::from_str(text).with_context(|| format!("{origin} is not valid TOML"))?;
         for s in sets {
             apply_set(&mut table, s)?;
@@ -144,7 +150,7 @@ impl RunConfig {
         let merged = toml::to_string(&table)?;
         let mut cfg: RunConfig = toml::from_str(if sets.is_empty() { text } else { &merged }).map_err(|e| {
             let src = if sets.is_empty() { text } else { merged.as_str() };
-            anyhow::anyhow!("{origin}{}: {}", describe_error(&e, src, sets), e.message().trim())
+            anyhow::anyhow!("{origin}{}: {}", describe_error(&e, src, cite), e.message().trim())
         })?;
         cfg.vocab_size_given = table.get("model").and_then(|m| m.get("vocab_size")).is_some();
         // A token budget given as a ratio replaces the default step count.
@@ -173,6 +179,11 @@ impl RunConfig {
         self.model.validate()?;
         self.data.validate()?;
         let t = &self.train;
+        ensure!(
+            self.run.keep_checkpoints >= 1,
+            "run.keep_checkpoints must be ≥ 1 (the newest checkpoint is always kept)"
+        );
+        ensure!(self.run.eval_windows >= 1, "run.eval_windows must be ≥ 1");
         ensure!(t.batch_size > 0, "train.batch_size must be > 0");
         ensure!(t.seq_len > 0, "train.seq_len must be > 0");
         let micro = self.micro_batch_size();
@@ -229,6 +240,19 @@ impl RunConfig {
 /// `a.b.c=value`: parsed as the TOML line `a.b.c = value` (quoted key parts allowed:
 /// `sweep.axes."optim.lr"=[1e-3, 3e-3]`), or with the value as a bare string if that fails
 /// (`model.recipe=peri`), then merged into `table`.
+/// Sets the dotted `key` of `table` to `value` (a preset name under a table becomes an
+/// overlay on that preset, as with `--set`).
+pub fn set_value(table: &mut toml::Table, key: &str, value: toml::Value) {
+    let doc = key.rsplit('.').fold(value, |v, part| {
+        let mut t = toml::Table::new();
+        t.insert(part.trim().trim_matches('"').to_string(), v);
+        toml::Value::Table(t)
+    });
+    if let toml::Value::Table(doc) = doc {
+        merge(table, doc);
+    }
+}
+
 pub fn apply_set(table: &mut toml::Table, set: &str) -> anyhow::Result<()> {
     let Some((key, raw)) = set.split_once('=') else {
         bail!("--set `{set}` is not key=value; e.g. --set optim.lr=1e-3");
@@ -262,14 +286,28 @@ fn merge(dst: &mut toml::Table, src: toml::Table) {
     }
 }
 
-fn describe_error(e: &toml::de::Error, text: &str, sets: &[String]) -> String {
-    let after = if sets.is_empty() { "" } else { ", after applying --set" };
-    match e.span() {
-        Some(span) => {
-            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-            let shown = text.lines().nth(line - 1).unwrap_or("").trim();
-            if sets.is_empty() { format!(" (line {line}: `{shown}`)") } else { format!(" (`{shown}`{after})") }
-        }
-        None => format!(" ({})", after.trim_start_matches(", ")),
+/// How a parse error says where it is.
+#[derive(Clone, Copy, PartialEq)]
+enum Cite {
+    /// The line of the user's own file.
+    Lines,
+    /// The dotted key: the text was put together (after `--set`, or a sweep's run) and exists
+    /// nowhere the user could look up a line number.
+    Keys,
+}
+
+fn describe_error(e: &toml::de::Error, text: &str, cite: Cite) -> String {
+    let Some(span) = e.span() else { return String::new() };
+    let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+    let shown = text.lines().nth(line - 1).unwrap_or("").trim();
+    if cite == Cite::Lines {
+        return format!(" (line {line}: `{shown}`)");
+    }
+    let section =
+        text.lines().take(line).filter_map(|l| l.trim().strip_prefix('[')).last().map(|h| h.trim_end_matches(']'));
+    let key = shown.split('=').next().unwrap_or("").trim();
+    match section {
+        Some(sec) if !key.is_empty() && !shown.starts_with('[') => format!(" (at `{sec}.{key}`)"),
+        _ => format!(" (`{shown}`)"),
     }
 }

@@ -19,6 +19,15 @@ pub struct SampleOptions {
     pub context: usize,
 }
 
+impl SampleOptions {
+    /// Refuses options that cannot sample (checked before anything is printed).
+    pub fn validate(&self) -> anyhow::Result<()> {
+        ensure!(self.temperature >= 0.0 && self.temperature.is_finite(), "--temperature must be ≥ 0");
+        ensure!(self.top_k != Some(0), "--top-k must be ≥ 1");
+        Ok(())
+    }
+}
+
 /// Generates a continuation of `prompt`; `on_text` receives the decoded text as it grows.
 pub fn generate(
     model: &Transformer,
@@ -28,8 +37,7 @@ pub fn generate(
     device: &Device,
     on_text: &mut dyn FnMut(&str),
 ) -> anyhow::Result<String> {
-    ensure!(opts.temperature >= 0.0 && opts.temperature.is_finite(), "--temperature must be ≥ 0");
-    ensure!(opts.top_k != Some(0), "--top-k must be ≥ 1");
+    opts.validate()?;
     let prompt = if prompt.is_empty() { crate::data::dataset::DOC_SEPARATOR } else { prompt };
     let mut ids = tok.encode(prompt)?;
     let start = ids.len();

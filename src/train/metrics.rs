@@ -70,10 +70,11 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Reads `metrics.jsonl`.
+    /// Reads `metrics.jsonl`; a missing file reads as no records, a corrupt line is an error
+    /// naming it.
     pub fn read(path: &Path) -> anyhow::Result<Self> {
         let mut m = Self::default();
-        for r in jsonl::read::<MetricsRecord>(path)? {
+        for r in jsonl::read_if_exists::<MetricsRecord>(path)? {
             match r {
                 MetricsRecord::Train(t) => m.train.push(t),
                 MetricsRecord::Eval(e) => m.eval.push(e),

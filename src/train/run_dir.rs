@@ -12,6 +12,7 @@
 //! RUN/model.safetensors    the final weights
 //! RUN/probes/{init,step-N}.json   `normlab probe` results
 //! RUN/report/              `normlab report RUN`
+//! RUN/.lock                held (advisory lock) by the one process training the run
 //! ```
 //!
 //! The directory appears by one rename once its first files are complete, so a run that fails
@@ -79,6 +80,78 @@ pub fn checkpoint_state(ckpt: &Path) -> PathBuf {
     ckpt.join("state.json")
 }
 
+/// An exclusive, advisory lock on a run directory, held while a process trains the run and
+/// released by the kernel when the process ends however it ends (kill -9 included).
+#[derive(Debug)]
+pub struct RunLock {
+    _file: std::fs::File,
+}
+
+fn lock_path(run: &Path) -> PathBuf {
+    run.join(".lock")
+}
+
+/// Takes the run's lock, or says which process holds it.
+pub fn lock(run: &Path) -> anyhow::Result<RunLock> {
+    use std::io::{Read, Seek, Write};
+    let p = lock_path(run);
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&p)
+        .with_context(|| format!("cannot open the lock file {}", p.display()))?;
+    if !try_lock(&file) {
+        let mut pid = String::new();
+        let _ = file.read_to_string(&mut pid);
+        bail!(
+            "the run in {} is being trained right now by another normlab process (pid {}); wait for it to finish or \
+                stop it, then resume",
+            run.display(),
+            pid.trim()
+        );
+    }
+    file.set_len(0)
+        .and_then(|_| file.rewind())
+        .and_then(|_| write!(file, "{}", std::process::id()))
+        .with_context(|| format!("cannot write {}", p.display()))?;
+    Ok(RunLock { _file: file })
+}
+
+/// Whether another process holds the run's lock now.
+pub fn is_locked(run: &Path) -> bool {
+    let Ok(file) = std::fs::File::open(lock_path(run)) else { return false };
+    !try_lock(&file)
+}
+
+#[cfg(unix)]
+fn try_lock(file: &std::fs::File) -> bool {
+    use std::os::unix::io::AsRawFd;
+    // SAFETY: flock on a file descriptor we own; no memory is shared.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+}
+
+#[cfg(not(unix))]
+fn try_lock(_: &std::fs::File) -> bool {
+    true
+}
+
+/// Removes what an interrupted writer left: `.NAME.*.tmp` files and `.step-N.tmp` directories
+/// in the run directory and its `checkpoints/`.
+pub fn remove_temporaries(run: &Path) {
+    for dir in [run.to_path_buf(), checkpoints(run)] {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') && name.ends_with(".tmp") {
+                let p = e.path();
+                let _ = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+            }
+        }
+    }
+}
+
 /// `run.json`: what was run, where, with which seeds and sizes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunInfo {
@@ -142,6 +215,13 @@ pub fn claim(dir: &Path, force: bool) -> anyhow::Result<()> {
         std::fs::remove_dir(dir)?;
         return Ok(());
     }
+    if is_locked(dir) {
+        bail!(
+            "run.dir {} is being trained right now by another normlab process; choose another run.dir (--set \
+                run.dir=...)",
+            dir.display()
+        );
+    }
     if force && config(dir).is_file() {
         std::fs::remove_dir_all(dir).with_context(|| format!("cannot remove {}", dir.display()))?;
         return Ok(());
@@ -163,7 +243,9 @@ pub fn claim(dir: &Path, force: bool) -> anyhow::Result<()> {
 
 pub fn describe(s: &Status) -> String {
     match s {
-        Status::Running { step, total_steps } => format!("stopped at step {step}/{total_steps}"),
+        Status::Running { step, total_steps } => {
+            format!("interrupted after the checkpoint at step {step}/{total_steps}")
+        }
         Status::Finished { step, val_loss, .. } => format!("finished {step} steps, val loss {val_loss:.4}"),
         Status::Diverged { step, reason } => format!("diverged at step {step}: {reason}"),
     }

@@ -47,7 +47,7 @@ fn resolve_weights(path: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
     if run_dir::final_weights(path).is_file() {
         return Ok((path.to_path_buf(), run_dir::final_weights(path)));
     }
-    match checkpoint::latest(path)? {
+    match checkpoint::latest(path, &|m| eprintln!("{m}"))? {
         Some(c) => Ok((path.to_path_buf(), run_dir::checkpoint_weights(&c))),
         None if run_dir::config(path).is_file() => {
             bail!(
@@ -75,6 +75,7 @@ pub fn eval_windows(
     log: &dyn Fn(&str),
 ) -> anyhow::Result<Windows> {
     let seq = cfg.train.seq_len;
+    ensure!(limit != Some(0), "--windows must be ≥ 1");
     let Some(p) = data else {
         let ds = Dataset::prepare(&cfg.data, Some(tokenizer), log)?;
         let starts = validation_starts(ds.val.len(), seq, limit.unwrap_or(cfg.run.eval_windows));

@@ -47,7 +47,8 @@ pub fn start(mut cfg: RunConfig, force: bool, log: &dyn Fn(&str)) -> anyhow::Res
     let dir = cfg.run.dir.clone();
     run_dir::claim(&dir, force)?;
     create_run_dir(&dir, &cfg, &data, params, total_steps)?;
-    Trainer::assemble(cfg, dir, data, model, optim, state, device, ad)
+    let lock = run_dir::lock(&dir)?;
+    Trainer::assemble(cfg, dir, data, model, optim, state, device, ad, lock)
 }
 
 /// Writes a new run's first files (config, run.json, status, tokenizer) and publishes the
@@ -72,8 +73,9 @@ fn create_run_dir(
     })
 }
 
-/// Continues the run in `dir` from its latest checkpoint (or from the start if it has none),
-/// with the config, tokenizer, sampler and optimizer state it was saved with.
+/// Continues the run in `dir` from its newest intact checkpoint (or from the start if it has
+/// none), with the config, tokenizer, sampler and optimizer state it was saved with. Refuses a
+/// run another process is training, and clears what an interrupted writer left behind.
 pub fn resume(dir: &Path, log: &dyn Fn(&str)) -> anyhow::Result<Resumed> {
     let status = run_dir::read_status(dir)?.with_context(|| {
         format!("{} is not a normlab run directory (no status.json); give the run.dir of a run", dir.display())
@@ -87,18 +89,34 @@ pub fn resume(dir: &Path, log: &dyn Fn(&str)) -> anyhow::Result<Resumed> {
         ),
         Status::Running { .. } => {}
     }
+    let lock = run_dir::lock(dir)?;
+    run_dir::remove_temporaries(dir);
     let (mut cfg, tokenizer) = load_run(dir)?;
+    let Some(ckpt) = checkpoint::latest(dir, log)? else {
+        log("no checkpoint yet: starting the run again from step 0");
+        cfg.run.dir = dir.to_path_buf();
+        std::fs::remove_dir_all(dir).with_context(|| format!("cannot remove {} to start it again", dir.display()))?;
+        drop(lock);
+        return Ok(Resumed::Trainer(Box::new(start(cfg, false, log)?)));
+    };
+    let trainer = restore(cfg, tokenizer, dir, &ckpt, lock, log)?;
+    Ok(Resumed::Trainer(Box::new(trainer)))
+}
+
+/// The trainer of `dir` as checkpoint `ckpt` saved it.
+fn restore(
+    mut cfg: RunConfig,
+    tokenizer: Tokenizer,
+    dir: &Path,
+    ckpt: &Path,
+    lock: run_dir::RunLock,
+    log: &dyn Fn(&str),
+) -> anyhow::Result<Trainer> {
     let device = crate::device::parse(&cfg.run.device)?;
     let data = Dataset::prepare(&cfg.data, Some(tokenizer), log)?;
     cfg.fit_vocab(data.tokenizer.vocab_size(), &data.info.tokenizer)?;
     let ad = device.clone().autodiff();
-    let Some(ckpt) = checkpoint::latest(dir)? else {
-        log("no checkpoint yet: starting the run again from step 0");
-        cfg.run.dir = dir.to_path_buf();
-        std::fs::remove_dir_all(dir)?;
-        return Ok(Resumed::Trainer(Box::new(start(cfg, false, log)?)));
-    };
-    let state = checkpoint::load_state(&ckpt)?;
+    let state = checkpoint::load_state(ckpt)?;
     if state.tokenizer != data.info.tokenizer {
         bail!(
             "the checkpoint was trained with tokenizer `{}` but the run now has `{}`; restore the run's \
@@ -107,11 +125,10 @@ pub fn resume(dir: &Path, log: &dyn Fn(&str)) -> anyhow::Result<Resumed> {
             data.info.tokenizer
         );
     }
-    let model = checkpoint::load_weights(&run_dir::checkpoint_weights(&ckpt), &cfg.model, &state.tokenizer, &ad)?;
-    let optim = checkpoint::load_optimizer(&ckpt, optimizer::build(&cfg.optim, &model))?;
-    log(&format!("resuming {} at step {}/{}", dir.display(), state.step, state.total_steps));
-    let trainer = Trainer::assemble(cfg, dir.to_path_buf(), data, model, optim, state, device, ad)?;
-    Ok(Resumed::Trainer(Box::new(trainer)))
+    let model = checkpoint::load_weights(&run_dir::checkpoint_weights(ckpt), &cfg.model, &state.tokenizer, &ad)?;
+    let optim = checkpoint::load_optimizer(ckpt, optimizer::build(&cfg.optim, &model))?;
+    log(&format!("resuming {} at step {}/{} from {}", dir.display(), state.step, state.total_steps, ckpt.display()));
+    Trainer::assemble(cfg, dir.to_path_buf(), data, model, optim, state, device, ad, lock)
 }
 
 /// A run's config and tokenizer, as saved in its directory.

@@ -414,3 +414,135 @@ fn after_training_at_a_high_learning_rate_pre_norm_variance_escalates_beyond_per
     eprintln!("Var(X_32) after 30 steps: pre {pre:.3e}, peri {peri:.3e}");
     assert!(pre > 10.0 * peri, "pre {pre} vs peri {peri}");
 }
+
+// Faults: lost or damaged checkpoints, two writers, unwritable files, leftovers.
+
+/// Runs `dir` (config `cfg`) until `stop` steps, as if killed there.
+fn run_until(mut cfg: RunConfig, dir: &str, root: &Path, stop: usize) {
+    cfg.run.dir = root.join(dir);
+    let mut t = start(cfg, false, &quiet).unwrap();
+    t.stop_after = Some(stop);
+    let mut p = super::progress::Progress::new(14, 0, true);
+    assert_eq!(t.run(&mut p).unwrap(), Outcome::Stopped { step: stop });
+}
+
+fn finish(dir: &Path, log: &dyn Fn(&str)) {
+    let Resumed::Trainer(mut t) = resume(dir, log).unwrap() else { panic!("not finished yet") };
+    t.run(&mut super::progress::Progress::new(14, 0, true)).unwrap();
+}
+
+/// metrics.jsonl without its timings.
+fn records_without_timings(dir: &Path) -> Vec<MetricsRecord> {
+    crate::io::jsonl::read::<MetricsRecord>(&run_dir::metrics(dir))
+        .unwrap()
+        .into_iter()
+        .map(|r| match r {
+            MetricsRecord::Train(t) => {
+                MetricsRecord::Train(super::metrics::TrainRecord { tokens_per_s: 0.0, wall_s: 0.0, ..t })
+            }
+            MetricsRecord::Eval(e) => MetricsRecord::Eval(super::metrics::EvalRecord { wall_s: 0.0, ..e }),
+            other => other,
+        })
+        .collect()
+}
+
+#[test]
+fn a_lost_latest_json_or_a_damaged_checkpoint_still_resumes_to_the_same_curve() {
+    let root = temp_dir("damaged");
+    let cfg = tiny_cfg(&root, 14); // checkpoints every 5 steps, the newest 2 kept
+    let mut whole = cfg.clone();
+    whole.run.dir = root.join("whole");
+    run(whole);
+    let want = records_without_timings(&root.join("whole"));
+
+    // latest.json deleted: the newest checkpoint (step 10) is found by scanning.
+    run_until(cfg.clone(), "lost", &root, 12);
+    std::fs::remove_file(run_dir::latest_checkpoint(&root.join("lost"))).unwrap();
+    let used = std::cell::RefCell::new(Vec::new());
+    finish(&root.join("lost"), &|m| used.borrow_mut().push(m.to_string()));
+    assert!(used.borrow().iter().any(|m| m.contains("step-000010")), "{:?}", used.borrow());
+    assert_eq!(records_without_timings(&root.join("lost")), want);
+
+    // The newest checkpoint truncated: the one before it is used, and the log says so.
+    run_until(cfg.clone(), "torn", &root, 12);
+    let w = run_dir::checkpoint_weights(&run_dir::checkpoints(&root.join("torn")).join("step-000010"));
+    let bytes = std::fs::read(&w).unwrap();
+    std::fs::write(&w, &bytes[..bytes.len() / 2]).unwrap();
+    let used = std::cell::RefCell::new(Vec::new());
+    finish(&root.join("torn"), &|m| used.borrow_mut().push(m.to_string()));
+    let log = used.borrow().join("\n");
+    assert!(log.contains("step-000010") && log.contains("checksum") && log.contains("using"), "{log}");
+    assert!(log.contains("step-000005"), "{log}");
+    assert_eq!(records_without_timings(&root.join("torn")), want);
+
+    // Every checkpoint damaged: a clear error, and nothing is deleted.
+    run_until(cfg, "gone", &root, 12);
+    for step in ["step-000005", "step-000010"] {
+        std::fs::remove_file(run_dir::checkpoint_optimizer(&run_dir::checkpoints(&root.join("gone")).join(step)))
+            .unwrap();
+    }
+    let e = format!("{:#}", resume(&root.join("gone"), &quiet).err().unwrap());
+    assert!(e.contains("every checkpoint") && e.contains("nothing was deleted"), "{e}");
+    assert!(run_dir::checkpoint_state(&run_dir::checkpoints(&root.join("gone")).join("step-000010")).is_file());
+}
+
+#[test]
+fn a_second_writer_is_refused_while_the_first_trains() {
+    let root = temp_dir("lock");
+    let cfg = tiny_cfg(&root, 6);
+    let first = start(cfg.clone(), false, &quiet).unwrap();
+    let e = format!("{:#}", resume(&first.dir, &quiet).err().unwrap());
+    assert!(e.contains("being trained right now") && !e.contains("stopped"), "{e}");
+    let e = format!("{:#}", start(cfg.clone(), true, &quiet).err().unwrap());
+    assert!(e.contains("being trained right now"), "--force does not take a run from its writer: {e}");
+    drop(first);
+    finish(&cfg.run.dir, &quiet);
+    assert!(matches!(run_dir::read_status(&cfg.run.dir).unwrap(), Some(Status::Finished { .. })));
+}
+
+#[test]
+fn an_unwritable_checkpoint_names_the_file_stops_cleanly_and_stays_resumable() {
+    let root = temp_dir("unwritable");
+    let cfg = tiny_cfg(&root, 8);
+    let mut t = start(cfg.clone(), false, &quiet).unwrap();
+    // A file where the checkpoints directory must go: creating it fails, as on a full disk.
+    let blocker = run_dir::checkpoints(&t.dir);
+    std::fs::write(&blocker, b"not a directory").unwrap();
+    let e = format!("{:#}", t.run(&mut super::progress::Progress::new(8, 0, true)).err().unwrap());
+    assert!(e.contains("cannot create") && e.contains(&blocker.display().to_string()), "{e}");
+    drop(t);
+    assert_eq!(run_dir::read_status(&cfg.run.dir).unwrap(), Some(Status::Running { step: 0, total_steps: 8 }));
+    std::fs::remove_file(&blocker).unwrap();
+    // What a killed writer leaves behind is cleared at the next start.
+    std::fs::create_dir_all(run_dir::checkpoints(&cfg.run.dir).join(".step-000099.tmp")).unwrap();
+    std::fs::write(run_dir::checkpoints(&cfg.run.dir).join(".latest.json.4242.0.tmp"), b"{").unwrap();
+    finish(&cfg.run.dir, &quiet);
+    let left: Vec<String> = std::fs::read_dir(run_dir::checkpoints(&cfg.run.dir))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    assert!(matches!(run_dir::read_status(&cfg.run.dir).unwrap(), Some(Status::Finished { .. })));
+}
+
+#[test]
+fn eval_every_zero_means_only_at_the_end_and_keep_checkpoints_is_honoured() {
+    let root = temp_dir("eval0");
+    let mut cfg = tiny_cfg(&root, 12);
+    cfg.run.eval_every = 0;
+    cfg.run.checkpoint_every = 2;
+    cfg.run.keep_checkpoints = 3;
+    let (t, _) = run(cfg);
+    let m = Metrics::read(&run_dir::metrics(&t.dir)).unwrap();
+    assert_eq!(m.eval.iter().map(|e| e.step).collect::<Vec<_>>(), [12]);
+    let mut kept: Vec<String> = std::fs::read_dir(run_dir::checkpoints(&t.dir))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("step-"))
+        .collect();
+    kept.sort();
+    assert_eq!(kept, ["step-000008", "step-000010", "step-000012"]);
+}

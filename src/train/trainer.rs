@@ -56,6 +56,8 @@ pub struct Trainer {
     /// Stop (as if interrupted) once this many steps are done.
     pub stop_after: Option<usize>,
     pub(super) probe: LiveProbe,
+    /// Held for the trainer's life: no second process writes this run.
+    _lock: run_dir::RunLock,
 }
 
 /// One optimizer step's measurements, or the divergence that stopped it.
@@ -79,6 +81,7 @@ impl Trainer {
         state: TrainerState,
         device: Device,
         ad: Device,
+        lock: run_dir::RunLock,
     ) -> anyhow::Result<Self> {
         let metrics = JsonlWriter::open(&run_dir::metrics(&dir), state.metrics_bytes)?;
         let (records, tb) = (run_dir::probes(&dir), run_dir::tensorboard(&dir));
@@ -99,6 +102,7 @@ impl Trainer {
             val_starts,
             stop_after: None,
             probe,
+            _lock: lock,
         })
     }
 
@@ -144,7 +148,8 @@ impl Trainer {
             self.metrics.write(&MetricsRecord::Train(record.clone()))?;
             progress.step(&record);
             let step = self.state.step;
-            if step.is_multiple_of(self.cfg.run.eval_every.max(1)) || step == total {
+            let every = self.cfg.run.eval_every;
+            if (every > 0 && step.is_multiple_of(every)) || step == total {
                 let e = self.validate(wall0 + session.elapsed().as_secs_f64())?;
                 progress.eval(&e);
                 last_eval = Some(e);
@@ -259,7 +264,7 @@ impl Trainer {
         self.state.wall_s = wall_s;
         self.state.metrics_bytes = self.metrics.bytes_written()?;
         self.state.probe = Some(self.probe.checkpoint_state()?);
-        checkpoint::save(&self.dir, &self.model, &self.optim, &self.state)?;
+        checkpoint::save(&self.dir, &self.model, &self.optim, &self.state, self.cfg.run.keep_checkpoints)?;
         run_dir::write_status(
             &self.dir,
             &Status::Running { step: self.state.step, total_steps: self.state.total_steps },
