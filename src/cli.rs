@@ -2,6 +2,8 @@
 
 use normlab::data::{Dataset, sotu};
 use normlab::report;
+use normlab::sweep::config::Executor;
+use normlab::sweep::slurm::{self, SubmitOptions};
 use normlab::sweep::{self, Sweep, layout};
 use normlab::train::generate::SampleOptions;
 use normlab::train::progress::Progress;
@@ -123,15 +125,51 @@ fn run_sweep(s: &mut Sweep, jobs: Option<usize>) -> anyhow::Result<Vec<sweep::re
     Ok(rows)
 }
 
-pub fn sweep(config: &Path, sets: &[String], jobs: Option<usize>, report: bool) -> anyhow::Result<()> {
+/// How `normlab sweep` runs, from its flags.
+pub struct SweepHow {
+    pub jobs: Option<usize>,
+    pub report: bool,
+    pub executor: Option<Executor>,
+    pub submit: SubmitOptions,
+}
+
+pub fn sweep(config: &Path, sets: &[String], how: SweepHow) -> anyhow::Result<()> {
     let mut s = Sweep::load(config, sets)?;
-    let rows = run_sweep(&mut s, jobs)?;
+    if let Some(e) = how.executor {
+        s.section.executor = e;
+    }
+    let rows = match s.section.executor {
+        Executor::Local => run_sweep(&mut s, how.jobs)?,
+        Executor::Slurm => {
+            if let Some(j) = how.jobs {
+                s.section.slurm.max_parallel = Some(j);
+            }
+            match slurm::submit(&mut s, how.submit, &log)? {
+                Some(rows) => rows,
+                None => return Ok(()),
+            }
+        }
+    };
     let ms = sweep::aggregate::summarize(&rows, &s.section.group_by, &s.section.tuned);
     println!("{}", report::summary_table(&ms));
-    if report {
+    if how.report {
         self::report(&s.section.dir)?;
     }
     Ok(())
+}
+
+pub fn sweep_status(dir: &Path) -> anyhow::Result<()> {
+    println!("{}", slurm::status(dir)?);
+    Ok(())
+}
+
+pub fn sweep_run_one(dir: &Path, index: usize) -> anyhow::Result<()> {
+    eprintln!("{}", slurm::run_one(dir, index)?);
+    Ok(())
+}
+
+pub fn sweep_next_stage(dir: &Path) -> anyhow::Result<()> {
+    slurm::next_stage(dir, &log)
 }
 
 pub fn report(dir: &Path) -> anyhow::Result<()> {

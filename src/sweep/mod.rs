@@ -5,6 +5,7 @@
 //! - [`config`]: the sweep file, the grid and the plan
 //! - [`layout`]: the sweep directory
 //! - [`runner`]: processes, `jobs` at a time, skipping finished runs and resuming stopped ones
+//! - [`slurm`]: the same runs as Slurm job arrays on a cluster
 //! - [`results`]: one row per run (`results.jsonl`, `results.csv`)
 //! - [`aggregate`]: LR*, best/worst over seeds, mean ± std, diverged counts, time to target
 
@@ -13,6 +14,7 @@ pub mod config;
 pub mod layout;
 pub mod results;
 pub mod runner;
+pub mod slurm;
 
 #[cfg(test)]
 mod tests;
@@ -20,27 +22,60 @@ mod tests;
 pub use config::{Plan, PlannedRun, Sweep};
 pub use layout::is_sweep;
 
-/// Runs the grid, then the reseed stage, and writes the results; returns them.
+use anyhow::Context;
+
+/// Runs the grid, then the reseed stage, on this machine, and writes the results; returns them.
 pub fn run(sweep: &Sweep, log: &(dyn Fn(&str) + Sync)) -> anyhow::Result<Vec<results::RunResult>> {
     let dir = &sweep.section.dir;
-    std::fs::create_dir_all(dir)?;
     let grid = sweep.grid();
+    prepare(sweep, &grid)?;
     log(&format!("sweep {}: {} runs in the grid, {} at a time", dir.display(), grid.len(), sweep.section.jobs));
     runner::execute(sweep, &grid, log)?;
-    let mut rows = results::collect(dir, &grid, sweep.section.target_loss)?;
     let mut all = grid.clone();
-    if let Some(re) = &sweep.section.reseed {
-        let extra = reseed_runs(sweep, &rows, &re.seeds, grid.len());
+    if sweep.section.reseed.is_some() {
+        let extra = plan_reseed(sweep, &grid)?;
         if !extra.is_empty() {
             log(&format!("reseed stage: {} runs at each method's best {}", extra.len(), sweep.section.tuned));
             runner::execute(sweep, &extra, log)?;
-            all.extend(extra);
         }
-        rows = results::collect(dir, &all, sweep.section.target_loss)?;
+        all.extend(extra);
     }
+    finish(sweep, &all, log)
+}
+
+/// Before any run: the sweep directory, the sweep file as run, the plan and every run's config.
+pub fn prepare(sweep: &Sweep, runs: &[PlannedRun]) -> anyhow::Result<()> {
+    let dir = &sweep.section.dir;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    crate::io::write_atomic(&layout::sweep_file(dir), sweep.to_toml()?.as_bytes())?;
+    write_plan(sweep, runs)?;
+    runner::write_configs(sweep, runs)
+}
+
+fn write_plan(sweep: &Sweep, runs: &[PlannedRun]) -> anyhow::Result<()> {
     let s = &sweep.section;
-    let plan = Plan { group_by: s.group_by.clone(), tuned: s.tuned.clone(), target_loss: s.target_loss, runs: all };
-    crate::io::json::write(&layout::plan(dir), &plan)?;
+    let plan =
+        Plan { group_by: s.group_by.clone(), tuned: s.tuned.clone(), target_loss: s.target_loss, runs: runs.to_vec() };
+    crate::io::json::write(&layout::plan(&s.dir), &plan)
+}
+
+/// The reseed runs from the finished grid, added to the plan with their configs.
+pub fn plan_reseed(sweep: &Sweep, grid: &[PlannedRun]) -> anyhow::Result<Vec<PlannedRun>> {
+    let Some(re) = &sweep.section.reseed else { return Ok(Vec::new()) };
+    let rows = results::collect(&sweep.section.dir, grid, sweep.section.target_loss)?;
+    let extra = reseed_runs(sweep, &rows, &re.seeds, grid.len());
+    let all: Vec<PlannedRun> = grid.iter().chain(&extra).cloned().collect();
+    write_plan(sweep, &all)?;
+    runner::write_configs(sweep, &extra)?;
+    Ok(extra)
+}
+
+/// Collects and writes the results of `runs` (the same for every executor) and names the runs
+/// that did not finish.
+pub fn finish(sweep: &Sweep, runs: &[PlannedRun], log: &dyn Fn(&str)) -> anyhow::Result<Vec<results::RunResult>> {
+    let dir = &sweep.section.dir;
+    let rows = results::collect(dir, runs, sweep.section.target_loss)?;
+    write_plan(sweep, runs)?;
     results::write(dir, &rows)?;
     let failed: Vec<&str> =
         rows.iter().filter(|r| r.state == "missing" || r.state == "running").map(|r| r.name.as_str()).collect();

@@ -28,13 +28,18 @@ pub fn todo(dir: &Path) -> Todo {
     }
 }
 
-/// Writes each run's config to `DIR/configs/NAME.toml` and runs what is not done.
-pub fn execute(sweep: &Sweep, runs: &[PlannedRun], log: &(dyn Fn(&str) + Sync)) -> anyhow::Result<()> {
-    let dir = &sweep.section.dir;
+/// Writes each run's full config to `DIR/configs/NAME.toml`.
+pub fn write_configs(sweep: &Sweep, runs: &[PlannedRun]) -> anyhow::Result<()> {
     for r in runs {
         let cfg = sweep.run_config(r)?;
-        crate::io::write_atomic(&layout::run_config(dir, &r.name), cfg.to_toml()?.as_bytes())?;
+        crate::io::write_atomic(&layout::run_config(&sweep.section.dir, &r.name), cfg.to_toml()?.as_bytes())?;
     }
+    Ok(())
+}
+
+/// Runs what is not done of `runs` (their configs written), `jobs` at a time.
+pub fn execute(sweep: &Sweep, runs: &[PlannedRun], log: &(dyn Fn(&str) + Sync)) -> anyhow::Result<()> {
+    let dir = &sweep.section.dir;
     let pending: Vec<&PlannedRun> = runs.iter().filter(|r| todo(&layout::run(dir, &r.name)) != Todo::Done).collect();
     let skipped = runs.len() - pending.len();
     if skipped > 0 {
@@ -60,8 +65,9 @@ pub fn execute(sweep: &Sweep, runs: &[PlannedRun], log: &(dyn Fn(&str) + Sync)) 
     Ok(())
 }
 
-/// Runs (or resumes) one run to its end; returns how it ended, in words.
-fn run_one(exe: &Path, sweep_dir: &Path, r: &PlannedRun, threads: usize) -> anyhow::Result<String> {
+/// Runs (or resumes) one run to its end as a child `normlab train` process with `threads`
+/// threads, its output appended to `DIR/logs/NAME.log`; returns how it ended, in words.
+pub fn run_one(exe: &Path, sweep_dir: &Path, r: &PlannedRun, threads: usize) -> anyhow::Result<String> {
     let dir = layout::run(sweep_dir, &r.name);
     let mut cmd = Command::new(exe);
     cmd.arg("train").arg("--quiet");
