@@ -24,6 +24,9 @@
 pub mod bench;
 pub mod data;
 pub mod device;
+#[doc(hidden)]
+pub mod fuzzing;
+pub mod guard;
 pub mod init;
 pub mod io;
 pub mod model;

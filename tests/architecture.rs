@@ -11,11 +11,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Each room's floor; a room may import only rooms on a lower floor.
-const FLOORS: [(&str, u32); 16] = [
+const FLOORS: [(&str, u32); 18] = [
     ("io", 0),
     ("rng", 0),
     ("stats", 0),
     ("device", 0),
+    ("guard", 0),
     ("init", 1),
     ("testutil", 1),
     ("norm", 2),
@@ -27,6 +28,7 @@ const FLOORS: [(&str, u32); 16] = [
     ("sweep", 7),
     ("report", 8),
     ("bench", 8),
+    ("fuzzing", 8),
     ("lib", 9),
 ];
 

@@ -86,20 +86,23 @@ fn read_text(path: &Path) -> anyhow::Result<String> {
 }
 
 fn read_jsonl(path: &Path, field: &str) -> anyhow::Result<Vec<Document>> {
-    let text = read_text(path)?;
+    parse_jsonl(&read_text(path)?, field, &path.display().to_string())
+}
+
+/// The documents of a JSONL text (`field` holds each one's text); `name` is for messages.
+pub fn parse_jsonl(text: &str, field: &str, name: &str) -> anyhow::Result<Vec<Document>> {
     let mut docs = Vec::new();
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let v: serde_json::Value = serde_json::from_str(line).with_context(|| {
-            format!("{} line {}: not valid JSON; each line must be one JSON object", path.display(), i + 1)
-        })?;
+        let v: serde_json::Value = serde_json::from_str(line)
+            .with_context(|| format!("{} line {}: not valid JSON; each line must be one JSON object", name, i + 1))?;
         let Some(t) = v.get(field).and_then(|t| t.as_str()) else {
             bail!(
                 "{} line {}: no string field `{field}`; set data.text_field to the field that holds the text",
-                path.display(),
+                name,
                 i + 1
             );
         };
-        docs.push(Document { name: format!("{}:{}", path.display(), i + 1), text: t.to_string() });
+        docs.push(Document { name: format!("{}:{}", name, i + 1), text: t.to_string() });
     }
     Ok(docs)
 }

@@ -46,11 +46,19 @@ impl Tokenizer {
         Ok(Self::Bpe(Box::new(tok)))
     }
 
-    /// Loads a `tokenizer.json` written by [`Tokenizer::save`].
+    /// Loads a `tokenizer.json` written by [`Tokenizer::to_json`].
     pub fn load_bpe(path: &Path) -> anyhow::Result<Self> {
-        let tok = tokenizers::Tokenizer::from_file(path).map_err(|e| {
-            anyhow!("{} is not a valid tokenizer.json ({e}); delete it to retrain the BPE", path.display())
-        })?;
+        let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        Self::bpe_from_json(&bytes, &path.display().to_string())
+    }
+
+    /// A BPE tokenizer from `tokenizer.json` bytes; `name` is for messages.
+    pub fn bpe_from_json(bytes: &[u8], name: &str) -> anyhow::Result<Self> {
+        let invalid = |e: String| anyhow!("{name} is not a valid tokenizer.json ({e}); delete it to retrain the BPE");
+        // The tokenizers crate panics on some malformed files instead of returning an error.
+        let tok = crate::guard::catch(|| tokenizers::Tokenizer::from_bytes(bytes))
+            .map_err(invalid)?
+            .map_err(|e| invalid(e.to_string()))?;
         Ok(Self::Bpe(Box::new(tok)))
     }
 

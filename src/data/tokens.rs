@@ -49,13 +49,14 @@ impl TokenFile {
         let f = std::fs::File::open(path).with_context(|| format!("cannot open token file {}", path.display()))?;
         // SAFETY: token files are written once by rename and never modified in place.
         let map = unsafe { memmap2::Mmap::map(&f) }.with_context(|| format!("cannot map {}", path.display()))?;
-        ensure!(map.len() >= HEADER && &map[..8] == MAGIC, "{} is not a normlab token file; delete it", path.display());
-        let width = u32::from_le_bytes(map[8..12].try_into().unwrap()) as usize;
-        let len = u64::from_le_bytes(map[16..24].try_into().unwrap()) as usize;
-        if !(width == 2 || width == 4) || map.len() != HEADER + len * width {
-            bail!("token file {} is truncated or corrupt; delete it and it will be rebuilt", path.display());
-        }
+        let (width, len) = check(&map, &path.display().to_string())?;
         Ok(Self { map: Store::Map(map), width, len })
+    }
+
+    /// A token file held in memory (as read from anywhere); checked like [`TokenFile::open`].
+    pub fn from_bytes(bytes: Vec<u8>, name: &str) -> anyhow::Result<Self> {
+        let (width, len) = check(&bytes, name)?;
+        Ok(Self { map: Store::Mem(bytes), width, len })
     }
 
     pub fn len(&self) -> usize {
@@ -78,6 +79,19 @@ impl TokenFile {
     pub fn extend_window(&self, start: usize, n: usize, out: &mut Vec<i64>) {
         out.extend((start..start + n).map(|i| self.get(i) as i64));
     }
+}
+
+/// The header's token width and count, refusing a file whose size does not match them exactly
+/// (the count comes from the file: the size is computed without overflow).
+fn check(bytes: &[u8], name: &str) -> anyhow::Result<(usize, usize)> {
+    ensure!(bytes.len() >= HEADER && &bytes[..8] == MAGIC, "{name} is not a normlab token file; delete it");
+    let width = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes")) as usize;
+    let len = u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes"));
+    let size = usize::try_from(len).ok().and_then(|n| n.checked_mul(width)).and_then(|b| b.checked_add(HEADER));
+    if !(width == 2 || width == 4) || size != Some(bytes.len()) {
+        bail!("token file {name} is truncated or corrupt; delete it and it will be rebuilt");
+    }
+    Ok((width, len as usize))
 }
 
 /// The file's bytes: header then tokens.

@@ -18,17 +18,22 @@ pub struct TensorFile {
 /// Reads every tensor (f32, f64, i64, i32) of a safetensors file.
 pub fn read(path: &Path) -> anyhow::Result<TensorFile> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    parse(&bytes, &path.display().to_string())
+}
+
+/// Every tensor of safetensors `bytes`; `name` is for messages.
+pub fn parse(bytes: &[u8], name: &str) -> anyhow::Result<TensorFile> {
     // The library's error is a bare variant name (`MetadataIncompleteBuffer`): say it in words.
-    let st = SafeTensors::deserialize(&bytes).map_err(|e| {
+    let st = SafeTensors::deserialize(bytes).map_err(|e| {
         anyhow::anyhow!(
             "{} cannot be read as safetensors ({} bytes; {}): the file is truncated or corrupt — use an intact copy or \
              an earlier checkpoint",
-            path.display(),
+            name,
             bytes.len(),
             describe(&e)
         )
     })?;
-    let (_, meta) = SafeTensors::read_metadata(&bytes)?;
+    let (_, meta) = SafeTensors::read_metadata(bytes)?;
     let metadata = meta.metadata().clone().unwrap_or_default().into_iter().collect();
     let mut tensors = BTreeMap::new();
     for (name, view) in st.tensors() {

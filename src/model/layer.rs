@@ -4,7 +4,7 @@
 use super::attention::{Attention, AttnContext};
 use super::bhyt;
 use super::ffn::FeedForward;
-use super::sublayer::{Sublayer, SublayerOut, maybe_norm};
+use super::sublayer::{Sublayer, SublayerOut};
 use burn::module::Module;
 use burn::tensor::Tensor;
 
@@ -23,10 +23,13 @@ pub struct LayerOut {
 
 impl Layer {
     pub fn forward(&self, x: Tensor<3>, ctx: &AttnContext) -> LayerOut {
-        let ffn_variance = bhyt::ffn_variance(&self.attn, &self.ffn, &x);
-        let attn = self.attn.forward(x, maybe_norm, |f, h| f.forward(h, ctx));
+        let [_, t, d] = x.dims();
+        let exact = bhyt::block_statistic(&self.attn, &x);
+        let e = exact.clone();
+        let attn = self.attn.forward(x, |n, h| bhyt::input_norm(n, h, e), |f, h| f.forward(h, ctx));
+        let ffn_variance = bhyt::ffn_variance(&self.attn, &self.ffn, exact, t, d);
         let v = ffn_variance.clone();
-        let ffn = self.ffn.forward(attn.next.clone(), |n, h| bhyt::ffn_input(n, h, v), |f, h| f.forward(h));
+        let ffn = self.ffn.forward(attn.next.clone(), |n, h| bhyt::input_norm(n, h, v), |f, h| f.forward(h));
         LayerOut { attn, ffn, ffn_variance }
     }
 }

@@ -184,6 +184,18 @@ pub fn latest(run: &Path, log: &dyn Fn(&str)) -> anyhow::Result<Option<PathBuf>>
     )
 }
 
+/// The trainer state and checksums of `state.json` bytes (as [`load_state`] reads them).
+pub fn parse_state(bytes: &[u8]) -> anyhow::Result<(TrainerState, Option<Checksums>)> {
+    let f: StateFile = serde_json::from_slice(bytes).context("state.json is corrupt")?;
+    Ok((f.state, f.sha256))
+}
+
+/// The step and directory named by `latest.json` bytes.
+pub fn parse_latest(bytes: &[u8]) -> anyhow::Result<(usize, String)> {
+    let l: Latest = serde_json::from_slice(bytes).context("latest.json is corrupt")?;
+    Ok((l.step, l.dir))
+}
+
 pub fn load_state(ckpt: &Path) -> anyhow::Result<TrainerState> {
     json::read::<StateFile>(&run_dir::checkpoint_state(ckpt)).map(|f| f.state)
 }

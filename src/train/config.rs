@@ -133,7 +133,12 @@ impl RunConfig {
             ),
             None => (String::new(), "the defaults".to_string()),
         };
-        Self::parse(&text, &origin, sets, if sets.is_empty() { Cite::Lines } else { Cite::Keys })
+        Self::from_text(&text, &origin, sets)
+    }
+
+    /// A config from TOML text (`origin` names it in messages), with `--set` edits applied.
+    pub fn from_text(text: &str, origin: &str, sets: &[String]) -> anyhow::Result<Self> {
+        Self::parse(text, origin, sets, if sets.is_empty() { Cite::Lines } else { Cite::Keys })
     }
 
     /// A config from an in-memory table (a sweep's run); `origin` names where the table came

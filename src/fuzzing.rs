@@ -1,0 +1,173 @@
+//! Entry points for the fuzz targets: each takes arbitrary bytes, runs one parser or loader of
+//! normlab's inputs on them, and must return — an error is the right answer to bad bytes, a
+//! panic is a bug. `fuzz/` drives them with AFL++ (`tools/fuzz.sh`, coverage-guided, stable
+//! Rust); the tests below replay the seed inputs, every input that ever crashed a target, and
+//! seeded random mutations, so CI runs a short smoke of each.
+
+use crate::data::{TokenFile, Tokenizer, corpus};
+use crate::init::ParamSource;
+use crate::model::{ModelConfig, Transformer};
+use crate::recipe::expr;
+use crate::train::{RunConfig, checkpoint};
+use std::collections::BTreeMap;
+
+/// A target: its name (the seed and regression folder under `fuzz/`) and its function.
+pub type Target = (&'static str, fn(&[u8]));
+
+/// Every target.
+pub const TARGETS: [Target; 10] = [
+    ("run_config", run_config),
+    ("set_edits", set_edits),
+    ("recipe", recipe),
+    ("scale_expr", scale_expr),
+    ("safetensors", safetensors),
+    ("checkpoint_state", checkpoint_state),
+    ("latest_json", latest_json),
+    ("token_file", token_file),
+    ("tokenizer_json", tokenizer_json),
+    ("jsonl_corpus", jsonl_corpus),
+];
+
+fn text(data: &[u8]) -> Option<&str> {
+    std::str::from_utf8(data).ok()
+}
+
+/// A run config file, validated.
+pub fn run_config(data: &[u8]) {
+    if let Some(t) = text(data) {
+        let _ = RunConfig::from_text(t, "fuzz", &[]).and_then(|c| c.validate());
+    }
+}
+
+/// `--set` edits, one per line, on the defaults.
+pub fn set_edits(data: &[u8]) {
+    if let Some(t) = text(data) {
+        let sets: Vec<String> = t.lines().map(String::from).collect();
+        let _ = RunConfig::from_text("", "fuzz", &sets).and_then(|c| c.validate());
+    }
+}
+
+/// A `[model.recipe]` table, resolved at several depths.
+pub fn recipe(data: &[u8]) {
+    let Some(t) = text(data) else { return };
+    let Ok(cfg) = RunConfig::from_text(&format!("[model.recipe]\n{t}"), "fuzz", &[]) else { return };
+    let Ok(spec) = cfg.model.recipe.spec() else { return };
+    for layers in [1, 2, 3, 12] {
+        let _ = crate::recipe::resolve(&spec, layers, 1e-5);
+    }
+}
+
+/// A scale expression in `L`, `k`, `l` and a parameter.
+pub fn scale_expr(data: &[u8]) {
+    if let Some(t) = text(data) {
+        let vars: BTreeMap<String, f64> =
+            [("L", 12.0), ("k", 3.0), ("l", 5.0), ("ratio", 0.25)].iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        let _ = expr::eval(t, &vars);
+    }
+}
+
+/// Weights: parsed, then loaded into a small model of every recipe slot kind.
+pub fn safetensors(data: &[u8]) {
+    let Ok(file) = crate::io::tensors::parse(data, "fuzz") else { return };
+    let cfg =
+        ModelConfig { vocab_size: 256, d_model: 4, n_layers: 1, n_heads: 1, d_glu: Some(4), ..Default::default() };
+    let _ = Transformer::new(&cfg, ParamSource::Loaded(file.tensors), &burn::tensor::Device::flex());
+}
+
+/// A checkpoint's `state.json`.
+pub fn checkpoint_state(data: &[u8]) {
+    let _ = checkpoint::parse_state(data);
+}
+
+/// `checkpoints/latest.json`.
+pub fn latest_json(data: &[u8]) {
+    let _ = checkpoint::parse_latest(data);
+}
+
+/// A token cache file: checked, then every token read.
+pub fn token_file(data: &[u8]) {
+    if let Ok(f) = TokenFile::from_bytes(data.to_vec(), "fuzz") {
+        let mut out = Vec::new();
+        f.extend_window(0, f.len(), &mut out);
+    }
+}
+
+/// A `tokenizer.json`, then a round trip through it.
+pub fn tokenizer_json(data: &[u8]) {
+    if let Ok(t) = Tokenizer::bpe_from_json(data, "fuzz")
+        && let Ok(ids) = t.encode("Fellow-Citizens of the Senate, 1790: ünïcödé")
+    {
+        let _ = t.decode(&ids);
+        let _ = t.vocab_size();
+    }
+}
+
+/// A JSONL corpus file.
+pub fn jsonl_corpus(data: &[u8]) {
+    if let Some(t) = text(data) {
+        let _ = corpus::parse_jsonl(t, "text", "fuzz");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TARGETS;
+    use crate::rng::SplitMix64;
+    use std::path::Path;
+
+    /// The files under `fuzz/{seeds,regressions}/TARGET/`.
+    fn inputs(target: &str) -> Vec<Vec<u8>> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
+        let mut out = Vec::new();
+        for kind in ["seeds", "regressions"] {
+            let Ok(dir) = std::fs::read_dir(root.join(kind).join(target)) else { continue };
+            out.extend(dir.flatten().filter_map(|e| std::fs::read(e.path()).ok()));
+        }
+        out
+    }
+
+    /// Byte flips, insertions, deletions and splices of a seed.
+    fn mutate(seed: &[u8], rng: &mut SplitMix64) -> Vec<u8> {
+        let mut v = seed.to_vec();
+        for _ in 0..1 + rng.next_u64() % 8 {
+            let at = if v.is_empty() { 0 } else { (rng.next_u64() as usize) % v.len() };
+            match rng.next_u64() % 4 {
+                0 if !v.is_empty() => v[at] = rng.next_u64() as u8,
+                1 => v.insert(at, b"{}[]\"=.,:0123456789eE-+\n\\"[(rng.next_u64() % 25) as usize]),
+                2 if !v.is_empty() => {
+                    v.remove(at);
+                }
+                _ => v.truncate(at),
+            }
+        }
+        v
+    }
+
+    /// Runs `target` on `input`; a panic saves the input for a regression file and fails.
+    fn survive(name: &str, target: fn(&[u8]), input: &[u8]) {
+        if let Err(msg) = crate::guard::catch(|| target(input)) {
+            let keep = std::env::temp_dir()
+                .join(format!("normlab-fuzz-crash-{name}-{:016x}", crate::rng::fnv1a(&format!("{input:?}"))));
+            std::fs::write(&keep, input).unwrap();
+            panic!(
+                "target {name} panicked ({msg}); the input is in {} — add it to fuzz/regressions/{name}/",
+                keep.display()
+            );
+        }
+    }
+
+    #[test]
+    fn every_target_survives_its_seeds_its_regressions_and_mutations() {
+        let mut rng = SplitMix64::new(2026);
+        for (name, target) in TARGETS {
+            let inputs = inputs(name);
+            assert!(!inputs.is_empty(), "fuzz/seeds/{name}/ has no seed");
+            for input in &inputs {
+                survive(name, target, input);
+                for _ in 0..300 {
+                    survive(name, target, &mutate(input, &mut rng));
+                }
+            }
+        }
+    }
+}
