@@ -4,6 +4,8 @@
 //! results equal the local runner's. Without `NORMLAB_SLURM_TEST=1` (no Slurm here) the test
 //! says so and does nothing.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -45,21 +47,6 @@ fn sweep_file(root: &Path, name: &str) -> PathBuf {
     let p = root.join(format!("{name}.toml"));
     std::fs::write(&p, cfg).unwrap();
     p
-}
-
-/// results.jsonl without timings.
-fn table(dir: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(dir.join("results.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
-            for k in ["wall_s", "tokens_per_s", "time_to_target_s"] {
-                v.as_object_mut().unwrap().remove(k);
-            }
-            v
-        })
-        .collect()
 }
 
 fn squeue(job: &str) -> Vec<(String, String)> {
@@ -127,6 +114,10 @@ fn a_sweep_through_slurm_survives_scancel_and_equals_the_local_runner() {
     let o = ok(bin().args(["sweep", "--executor", "slurm", "--config"]).arg(&cfg).output().unwrap());
     let log = String::from_utf8_lossy(&o.stderr);
     assert!(log.contains("submitted grid array") && log.contains(", 1 runs"), "{log}");
-    assert_eq!(table(&dir), table(&root.join("local")), "Slurm's results equal the local runner's");
+    assert_eq!(
+        common::results_without_timings(&dir),
+        common::results_without_timings(&root.join("local")),
+        "Slurm's results equal the local runner's"
+    );
     let _ = std::fs::remove_dir_all(&root);
 }

@@ -2,6 +2,8 @@
 //! resumes the interrupted one, and ends with the same table as an uninterrupted sweep; the
 //! report renders from a committed fixture sweep with every figure a valid PNG and SVG.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -41,21 +43,6 @@ fn sweep_file(root: &Path, dir: &Path) -> PathBuf {
     let p = root.join(format!("{}.toml", dir.file_name().unwrap().to_string_lossy()));
     std::fs::write(&p, cfg).unwrap();
     p
-}
-
-/// results.jsonl without the timing columns.
-fn table(dir: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(dir.join("results.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
-            for k in ["wall_s", "tokens_per_s", "time_to_target_s"] {
-                v.as_object_mut().unwrap().remove(k);
-            }
-            v
-        })
-        .collect()
 }
 
 /// Reads `results.csv` with a real CSV reader and checks every cell against `results.jsonl`:
@@ -111,7 +98,7 @@ fn a_killed_sweep_restarts_without_rerunning_finished_runs() {
     let whole = root.join("whole");
     let o = bin().args(["sweep", "--config"]).arg(sweep_file(&root, &whole)).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(table(&whole).len(), 6, "4 grid runs + 2 reseeds");
+    assert_eq!(common::results_without_timings(&whole).len(), 6, "4 grid runs + 2 reseeds");
 
     let cut = root.join("cut");
     let cfg = sweep_file(&root, &cut);
@@ -145,7 +132,11 @@ fn a_killed_sweep_restarts_without_rerunning_finished_runs() {
     assert!(o.status.success(), "{log}");
     assert!(log.contains(&format!("{} of 4 runs already done", done_before.len())), "{log}");
     assert_eq!(stamps, done_before.iter().map(|n| stamp(n)).collect::<Vec<_>>(), "finished runs were not rerun");
-    assert_eq!(table(&whole), table(&cut), "the restarted sweep's table equals the uninterrupted one");
+    assert_eq!(
+        common::results_without_timings(&whole),
+        common::results_without_timings(&cut),
+        "the restarted sweep's table equals the uninterrupted one"
+    );
     check_csv_against_jsonl(&cut);
 }
 

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 /// Evaluates `src` with the given variables. Errors name the offending token.
 pub fn eval(src: &str, vars: &BTreeMap<String, f64>) -> Result<f64, String> {
     let tokens = tokenize(src)?;
-    let mut p = Parser { tokens: &tokens, pos: 0, vars };
+    let mut p = Parser { tokens: &tokens, pos: 0, vars, depth: 0 };
     let v = p.expr()?;
     if p.pos != tokens.len() {
         return Err(format!("unexpected `{}` in `{src}`", tokens[p.pos].text()));
@@ -88,7 +88,12 @@ struct Parser<'a> {
     tokens: &'a [Tok],
     pos: usize,
     vars: &'a BTreeMap<String, f64>,
+    /// Nesting of the recursive rules now; bounded so that no input can overflow the stack.
+    depth: usize,
 }
+
+/// Deeper nesting (parentheses, signs, powers) than any scale needs is refused.
+const MAX_DEPTH: usize = 64;
 
 impl Parser<'_> {
     fn peek_op(&self) -> Option<char> {
@@ -128,11 +133,18 @@ impl Parser<'_> {
     }
 
     fn unary(&mut self) -> Result<f64, String> {
-        if self.peek_op() == Some('-') {
-            self.pos += 1;
-            return Ok(-self.unary()?);
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(format!("expression nested more than {MAX_DEPTH} deep"));
         }
-        self.power()
+        let v = if self.peek_op() == Some('-') {
+            self.pos += 1;
+            self.unary().map(|v| -v)
+        } else {
+            self.power()
+        };
+        self.depth -= 1;
+        v
     }
 
     fn power(&mut self) -> Result<f64, String> {
@@ -207,5 +219,9 @@ mod tests {
         assert!(eval("2*", &v).unwrap_err().contains("ends too early"));
         assert!(eval("2 3", &v).unwrap_err().contains("unexpected `3`"));
         assert!(eval("2 # 3", &v).unwrap_err().contains("unexpected character `#`"));
+        // Nesting is bounded: no expression can overflow the stack (found by fuzzing).
+        assert_eq!(eval(&format!("{}1{}", "(".repeat(60), ")".repeat(60)), &v), Ok(1.0));
+        assert!(eval(&format!("{}1{}", "(".repeat(100_000), ")".repeat(100_000)), &v).unwrap_err().contains("nested"));
+        assert!(eval(&format!("{}1", "-".repeat(100_000)), &v).unwrap_err().contains("nested"));
     }
 }

@@ -220,20 +220,8 @@ fn an_interrupted_run_resumes_to_the_identical_curve() {
     let Resumed::Trainer(mut t) = resume(&root.join("cut"), &quiet).unwrap() else { panic!("not finished yet") };
     assert_eq!(t.state.step, 5);
     assert!(matches!(t.run(&mut p).unwrap(), Outcome::Finished { .. }));
-    let read = |d: &str| crate::io::jsonl::read::<MetricsRecord>(&run_dir::metrics(&root.join(d))).unwrap();
-    // Timings differ between sessions; every other field must not.
-    let strip = |rs: Vec<MetricsRecord>| -> Vec<MetricsRecord> {
-        rs.into_iter()
-            .map(|r| match r {
-                MetricsRecord::Train(t) => {
-                    MetricsRecord::Train(super::metrics::TrainRecord { tokens_per_s: 0.0, wall_s: 0.0, ..t })
-                }
-                MetricsRecord::Eval(e) => MetricsRecord::Eval(super::metrics::EvalRecord { wall_s: 0.0, ..e }),
-                other => other,
-            })
-            .collect()
-    };
-    assert_eq!(strip(read("whole")), strip(read("cut")), "every train and eval record, bit for bit");
+    let read = |d: &str| records_without_timings(&root.join(d));
+    assert_eq!(read("whole"), read("cut"), "every train and eval record, bit for bit");
     let w = |d: &str| crate::io::tensors::read(&run_dir::final_weights(&root.join(d))).unwrap().tensors;
     assert_eq!(w("whole"), w("cut"), "identical final weights");
     let probes = |d: &str| std::fs::read_to_string(run_dir::probes(&root.join(d))).unwrap();
@@ -431,7 +419,7 @@ fn finish(dir: &Path, log: &dyn Fn(&str)) {
     t.run(&mut super::progress::Progress::new(14, 0, true)).unwrap();
 }
 
-/// metrics.jsonl without its timings.
+/// metrics.jsonl without its timings (they differ between sessions; no other field may).
 fn records_without_timings(dir: &Path) -> Vec<MetricsRecord> {
     crate::io::jsonl::read::<MetricsRecord>(&run_dir::metrics(dir))
         .unwrap()

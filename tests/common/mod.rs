@@ -1,0 +1,18 @@
+//! Helpers shared by the integration tests.
+
+use std::path::Path;
+
+/// A sweep's `results.jsonl` without the timing columns (they differ from run to run).
+pub fn results_without_timings(dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            for k in ["wall_s", "tokens_per_s", "time_to_target_s"] {
+                v.as_object_mut().unwrap().remove(k);
+            }
+            v
+        })
+        .collect()
+}
