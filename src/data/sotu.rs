@@ -77,7 +77,7 @@ pub fn fetch(cache: &Path, tarball: Option<&Path>) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
     let result = fetch_into(&work, tarball).and_then(|()| {
         if tarball.is_some() && target.is_dir() {
-            std::fs::remove_dir_all(&target)?;
+            std::fs::remove_dir_all(&target).with_context(|| format!("cannot remove {}", target.display()))?;
         }
         match std::fs::rename(work.join("data"), &target) {
             Ok(()) => Ok(()),
@@ -104,7 +104,7 @@ fn fetch_into(work: &Path, tarball: Option<&Path>) -> anyhow::Result<()> {
         tgz.display()
     );
     let data = work.join("data");
-    std::fs::create_dir_all(&data)?;
+    std::fs::create_dir_all(&data).with_context(|| format!("cannot create {}", data.display()))?;
     let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes.as_slice()));
     let mut n = 0;
     for entry in archive.entries()? {

@@ -16,6 +16,7 @@ use crate::sweep::aggregate::{MethodSummary, axis_label, summarize};
 use crate::sweep::results::{self, RunResult};
 use crate::sweep::{Plan, layout};
 use crate::train::run_dir::{self, RunInfo};
+use anyhow::Context;
 use data::RunData;
 use figures::Figure;
 use std::path::{Path, PathBuf};
@@ -55,7 +56,7 @@ fn sweep_report(dir: &Path) -> anyhow::Result<Report> {
     let (group, tuned) = (&plan.group_by, &plan.tuned);
     let ms = summarize(&rows, group, tuned);
     let out = layout::report(dir);
-    std::fs::create_dir_all(&out)?;
+    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
     let best_runs: Vec<RunData> = ms
         .iter()
         .filter_map(|m| best_run(&rows, m, group, tuned).map(|r| RunData::load(&layout::run(dir, &r.name), &m.method)))
@@ -88,7 +89,7 @@ fn run_report(dir: &Path) -> anyhow::Result<Report> {
     let label = json::read::<RunInfo>(&run_dir::info(dir)).map(|i| i.recipe).unwrap_or_else(|_| "run".into());
     let r = RunData::load(dir, &label)?;
     let out = run_dir::report(dir);
-    std::fs::create_dir_all(&out)?;
+    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
     let runs = vec![r];
     let mut figs = figures::curves(&out, &runs)?;
     figs.extend(figures::depth_profiles(&out, &runs)?);

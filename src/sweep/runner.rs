@@ -77,7 +77,8 @@ pub fn run_one(exe: &Path, sweep_dir: &Path, r: &PlannedRun, threads: usize) -> 
         Todo::Start => cmd.arg("--config").arg(layout::run_config(sweep_dir, &r.name)).arg("--force"),
     };
     let log_path = layout::log(sweep_dir, &r.name);
-    std::fs::create_dir_all(log_path.parent().unwrap())?;
+    let logs = layout::logs(sweep_dir);
+    std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
     let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path)?;
     cmd.stdout(Stdio::from(log.try_clone()?)).stderr(Stdio::from(log)).env("RAYON_NUM_THREADS", threads.to_string());
     die_with_parent(&mut cmd);

@@ -149,7 +149,8 @@ fn next_script(sweep: &Sweep) -> anyhow::Result<String> {
 fn sbatch(dir: &Path, stage: &str, script: &str, after: Option<&str>) -> anyhow::Result<String> {
     let path = layout::slurm_script(dir, stage);
     crate::io::write_atomic(&path, script.as_bytes())?;
-    std::fs::create_dir_all(layout::logs(dir))?;
+    std::fs::create_dir_all(layout::logs(dir))
+        .with_context(|| format!("cannot create {}", layout::logs(dir).display()))?;
     let mut cmd = Command::new("sbatch");
     cmd.arg("--parsable");
     if let Some(a) = after {

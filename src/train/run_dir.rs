@@ -212,7 +212,7 @@ pub fn claim(dir: &Path, force: bool) -> anyhow::Result<()> {
     }
     let empty = dir.is_dir() && std::fs::read_dir(dir)?.next().is_none();
     if empty {
-        std::fs::remove_dir(dir)?;
+        std::fs::remove_dir(dir).with_context(|| format!("cannot remove the empty {}", dir.display()))?;
         return Ok(());
     }
     if is_locked(dir) {
