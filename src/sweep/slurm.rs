@@ -14,6 +14,7 @@ use super::config::{PlannedRun, Sweep};
 use super::runner::{Todo, todo};
 use super::{Plan, layout, results};
 use crate::io::json;
+use crate::train::run_dir::{self, Status};
 use anyhow::{Context, bail, ensure};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -212,10 +213,10 @@ fn progress(dir: &Path, queued: usize) -> anyhow::Result<String> {
     let plan: Plan = json::read(&layout::plan(dir))?;
     let mut counts = [0usize; 4];
     for r in &plan.runs {
-        let i = match crate::train::run_dir::read_status(&layout::run(dir, &r.name)).ok().flatten() {
-            Some(crate::train::run_dir::Status::Finished { .. }) => 0,
-            Some(crate::train::run_dir::Status::Diverged { .. }) => 1,
-            Some(crate::train::run_dir::Status::Running { .. }) => 2,
+        let i = match run_dir::read_status(&layout::run(dir, &r.name)).ok().flatten() {
+            Some(Status::Finished { .. }) => 0,
+            Some(Status::Diverged { .. }) => 1,
+            Some(Status::Running { .. }) => 2,
             None => 3,
         };
         counts[i] += 1;

@@ -419,6 +419,14 @@ fn finish(dir: &Path, log: &dyn Fn(&str)) {
     t.run(&mut super::progress::Progress::new(14, 0, true)).unwrap();
 }
 
+/// The names in a directory, sorted.
+fn entry_names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> =
+        std::fs::read_dir(dir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    v.sort();
+    v
+}
+
 /// metrics.jsonl without its timings (they differ between sessions; no other field may).
 fn records_without_timings(dir: &Path) -> Vec<MetricsRecord> {
     crate::io::jsonl::read::<MetricsRecord>(&run_dir::metrics(dir))
@@ -505,12 +513,8 @@ fn an_unwritable_checkpoint_names_the_file_stops_cleanly_and_stays_resumable() {
     std::fs::create_dir_all(run_dir::checkpoints(&cfg.run.dir).join(".step-000099.tmp")).unwrap();
     std::fs::write(run_dir::checkpoints(&cfg.run.dir).join(".latest.json.4242.0.tmp"), b"{").unwrap();
     finish(&cfg.run.dir, &quiet);
-    let left: Vec<String> = std::fs::read_dir(run_dir::checkpoints(&cfg.run.dir))
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".tmp"))
-        .collect();
+    let left: Vec<String> =
+        entry_names(&run_dir::checkpoints(&cfg.run.dir)).into_iter().filter(|n| n.ends_with(".tmp")).collect();
     assert!(left.is_empty(), "{left:?}");
     assert!(matches!(run_dir::read_status(&cfg.run.dir).unwrap(), Some(Status::Finished { .. })));
 }
@@ -525,12 +529,7 @@ fn eval_every_zero_means_only_at_the_end_and_keep_checkpoints_is_honoured() {
     let (t, _) = run(cfg);
     let m = Metrics::read(&run_dir::metrics(&t.dir)).unwrap();
     assert_eq!(m.eval.iter().map(|e| e.step).collect::<Vec<_>>(), [12]);
-    let mut kept: Vec<String> = std::fs::read_dir(run_dir::checkpoints(&t.dir))
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("step-"))
-        .collect();
-    kept.sort();
+    let kept: Vec<String> =
+        entry_names(&run_dir::checkpoints(&t.dir)).into_iter().filter(|n| n.starts_with("step-")).collect();
     assert_eq!(kept, ["step-000008", "step-000010", "step-000012"]);
 }
