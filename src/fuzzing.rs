@@ -53,7 +53,7 @@ pub fn recipe(data: &[u8]) {
     let Ok(cfg) = RunConfig::from_text(&format!("[model.recipe]\n{t}"), "fuzz", &[]) else { return };
     let Ok(spec) = cfg.model.recipe.spec() else { return };
     for layers in [1, 2, 3, 12] {
-        let _ = crate::recipe::resolve(&spec, layers, 1e-5);
+        let _ = crate::recipe::resolve(&spec, crate::recipe::Dims { n_layers: layers, d_model: 64 }, 1e-5);
     }
 }
 

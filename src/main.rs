@@ -3,7 +3,8 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use normlab::bench::{self, BenchOptions};
-use normlab::recipe::{PRESET_NAMES, equation, preset, resolve};
+use normlab::model::ModelConfig;
+use normlab::recipe::{Dims, PRESET_NAMES, equation, preset, resolve};
 use normlab::sweep::config::Executor;
 use normlab::sweep::slurm::SubmitOptions;
 use std::path::PathBuf;
@@ -138,6 +139,10 @@ enum Cmd {
         /// Also print the resolved per-sublayer plan for this many layers.
         #[arg(long)]
         layers: Option<usize>,
+        /// Hidden size `d` for the resolved plan (width-dependent values such as DyT's α₀;
+        /// default: the config's, else 128).
+        #[arg(long)]
+        d_model: Option<usize>,
     },
     /// Throughput of the reference model (d=256, L=6, GLU 688, batch 8×256) per recipe.
     Bench {
@@ -228,7 +233,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Cmd::Compare { full, sets, jobs } => cli::compare(full, &sets, jobs).map(|()| 0),
         Cmd::Data { cmd: DataCmd::Fetch { tarball } } => cli::data_fetch(tarball).map(|()| 0),
         Cmd::Data { cmd: DataCmd::Stats { config, sets } } => cli::data_stats(config, sets).map(|()| 0),
-        Cmd::Recipes { name, config, layers } => recipes(name, config, layers).map(|()| 0),
+        Cmd::Recipes { name, config, layers, d_model } => recipes(name, config, layers, d_model).map(|()| 0),
         Cmd::Bench { recipes, warmup, steps, fwd_steps, out, device, torch_python, torch_script, trainer_steps } => {
             let torch = torch_python.map(|py| (py, torch_script));
             let opts = BenchOptions { recipes, warmup, steps, fwd_steps, device, torch, trainer_steps, out };
@@ -239,11 +244,16 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
 
 /// `normlab recipes`: every preset (or one, or a config's) with its equations and, with a
 /// depth, its resolved plan.
-fn recipes(name: Option<String>, config: Option<PathBuf>, layers: Option<usize>) -> anyhow::Result<()> {
+fn recipes(
+    name: Option<String>,
+    config: Option<PathBuf>,
+    layers: Option<usize>,
+    d_model: Option<usize>,
+) -> anyhow::Result<()> {
     let specs = if let Some(path) = config {
         let cfg = normlab::train::RunConfig::load(Some(&path), &[])?;
         let (spec, _) = cfg.model.validate().with_context(|| format!("{}", path.display()))?;
-        vec![(spec, Some(cfg.model.n_layers))]
+        vec![(spec, Some((cfg.model.n_layers, cfg.model.d_model)))]
     } else if let Some(n) = name {
         let spec =
             preset(&n).with_context(|| format!("unknown recipe `{n}`; presets are: {}", PRESET_NAMES.join(", ")))?;
@@ -251,7 +261,7 @@ fn recipes(name: Option<String>, config: Option<PathBuf>, layers: Option<usize>)
     } else {
         PRESET_NAMES.iter().filter_map(|n| preset(n)).map(|s| (s, None)).collect()
     };
-    for (spec, cfg_layers) in specs {
+    for (spec, cfg_dims) in specs {
         println!("{} — {}", spec.name, spec.about);
         for line in equation::describe(&spec) {
             println!("    {line}");
@@ -259,8 +269,9 @@ fn recipes(name: Option<String>, config: Option<PathBuf>, layers: Option<usize>)
         for note in &spec.notes {
             println!("    note: {note}");
         }
-        if let Some(l) = layers.or(cfg_layers) {
-            for line in equation::plan_lines(&resolve(&spec, l, 1e-6)?) {
+        if let Some(n_layers) = layers.or(cfg_dims.map(|c| c.0)) {
+            let d_model = d_model.or(cfg_dims.map(|c| c.1)).unwrap_or(ModelConfig::default().d_model);
+            for line in equation::plan_lines(&resolve(&spec, Dims { n_layers, d_model }, 1e-6)?) {
                 println!("      {line}");
             }
         }

@@ -11,8 +11,16 @@ tests/fixtures/reference/<case>.safetensors with
     out/logits     [B, T, V];      out/loss, out/ce, out/reg  (scalars, [1])
     grad/<name>    d loss / d param, loss = CE + lambda * R (seed 000 eq. 24) when the recipe
                    declares the regulariser
+    traj/tokens    int64 [S, M, B, T], traj/targets likewise: S optimizer steps of M micro-batches
+    traj/loss      [S] the mean loss of each step (before its update), traj/grad_norm [S] the
+                   global gradient norm before clipping, traj/lr [S]
+    traj/param/<name>  the weights after S steps
 
-and the Rust model config as JSON in the file metadata ("config").
+The trajectory is trained with torch.optim.AdamW (weight decay on matrices only, none on
+vectors and scalars), torch.nn.utils.clip_grad_norm_ on all parameters together, gradient
+accumulation over M micro-batches (each loss / M) and a linear warm-up then cosine schedule
+written from its formula (seed 000 Table 1: warm-up from 1e-10). The Rust model config is in
+the file metadata ("config"), the training settings in "train".
 
 Run (from the repository root):
     python3 -m venv ~/.venvs/torchref && ~/.venvs/torchref/bin/pip install torch numpy safetensors
@@ -36,6 +44,7 @@ KAPPA = (1 - 0.99) ** -0.5  # seed 003 Remark 3.3: p = 0.99 -> kappa = 10
 LN = dict(kind="layernorm", gain=True, shift=True)
 LN0 = dict(kind="layernorm", gain=True, shift=False)  # KEEL: LayerNorm without shift
 SLN = dict(kind="scalar-ln")                           # KiteNorm eq. 4
+SRMS = dict(kind="scalar-rms")                         # KiteNorm's scalar slots under RMSNorm
 RMS = dict(kind="rmsnorm", gain=True)
 
 
@@ -64,6 +73,8 @@ def norm_params(spec, name, gen):
     if k == "scalar-ln":
         p["gain"] = 1 + 0.3 * n(1)
         p["shift"] = 0.2 * n(1)
+    if k == "scalar-rms":
+        p["gain"] = 1 + 0.3 * n(1)
     if k == "dyt":
         p["gain"], p["shift"], p["alpha"] = 1 + 0.2 * n(D), 0.2 * n(D), spec["alpha"] * (1 + 0.1 * n(1))
     if k in ("bhyt-star", "bhyt"):
@@ -81,7 +92,7 @@ def apply_norm(spec, P, name, x, variance=None):
         y = (x - mu) / torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + EPS)
         y = y * g if g is not None else y
         return y + P[f"{name}.shift"] if f"{name}.shift" in P else y
-    if k == "rmsnorm":
+    if k in ("rmsnorm", "scalar-rms"):  # scalar-rms: one gain gamma', no centring, no shift
         y = x / torch.sqrt((x ** 2).mean(-1, keepdim=True) + EPS)
         return y * g if g is not None else y
     if k == "dyt":
@@ -106,8 +117,9 @@ def sub(inp=None, out=None, outer=None, a=1.0, c=1.0, s=1.0, init_out=1.0, init_
 
 
 def recipe(name):
-    """Returns (sublayers [2L], embedding norm, final norm, qk_norm, regulariser lambda)."""
-    subs, emb, fin, qk, reg = [], None, None, False, 0.0
+    """Returns (sublayers [2L], embedding norm, final norm, qk_norm, regulariser lambda,
+    embedding scale e0 or None). qk_norm: None, "head" (per head, Qwen3) or "full" (OLMo 2)."""
+    subs, emb, fin, qk, reg, escale = [], None, None, None, 0.0, None
     for l in range(1, 2 * L + 1):
         k, attn = (l + 1) // 2, l % 2 == 1
         if name == "post":
@@ -131,26 +143,32 @@ def recipe(name):
             fin = LN
         elif name == "keel":
             subs.append(sub(inp=LN0, outer=None if l == 1 else LN0, a=1.0 if k == 1 else 2.0 * L))
+        elif name == "kitenorm-rms":
+            subs.append(sub(inp=SRMS, outer=SRMS, c=1 / (2 * L))); reg = 1.0
         elif name in ("kitenorm", "kitenorm-no-reg"):
             subs.append(sub(inp=SLN, outer=SLN, c=1 / (2 * L))); reg = 1.0 if name == "kitenorm" else 0.0
         elif name == "kitenorm-no-inner":
             subs.append(sub(outer=SLN, c=1 / (2 * L))); reg = 1.0
         elif name == "kitenorm-vector-ln":
             subs.append(sub(inp=LN, outer=LN, c=1 / (2 * L))); reg = 1.0
-        elif name == "dyt":
+        elif name == "dyt":  # DyT's LLaMA recipe, d <= 4096 row: 0.8 attention, 0.2 FFN and final
+            subs.append(sub(inp=dyt(0.8 if attn else 0.2))); fin = dyt(0.2); escale = math.sqrt(D)
+        elif name == "dyt-plain":
             subs.append(sub(inp=dyt(0.5))); fin = dyt(0.5)
         elif name == "bhyt-star":
             subs.append(sub(inp=bhyt_star(2.0 if attn else 1.0))); fin = bhyt_star(1.0)
         elif name == "bhyt":
             subs.append(sub(inp=bhyt(2.0 if attn else 1.0))); fin = bhyt(1.0)
-        elif name == "olmo2":
-            subs.append(sub(out=RMS)); fin = RMS; qk = True
+        elif name == "olmo2":  # OLMo 2 normalises q and k over the full width, before the head split
+            subs.append(sub(out=RMS)); fin = RMS; qk = "full"
+        elif name == "olmo2-head":
+            subs.append(sub(out=RMS)); fin = RMS; qk = "head"
         elif name == "deepnorm":
             beta = (8 * L) ** -0.25
             subs.append(sub(outer=LN, a=(2 * L) ** 0.25, init_out=beta, init_in=beta))
         else:
             raise ValueError(name)
-    return subs, emb, fin, qk, reg
+    return subs, emb, fin, qk, reg, escale
 
 
 # ---- the model ------------------------------------------------------------------------------
@@ -165,10 +183,12 @@ def rope(x):  # x [B, H, T, hd], rotate-half convention
 def attention(P, pre, x, qk):
     b, t, _ = x.shape
     heads = lambda y: y.view(b, t, H, HD).transpose(1, 2)
-    q, k, v = heads(x @ P[f"{pre}.wq"]), heads(x @ P[f"{pre}.wk"]), heads(x @ P[f"{pre}.wv"])
-    if qk:
-        q = apply_norm(RMS, P, f"{pre}.q_norm", q)
-        k = apply_norm(RMS, P, f"{pre}.k_norm", k)
+    q, k, v = x @ P[f"{pre}.wq"], x @ P[f"{pre}.wk"], heads(x @ P[f"{pre}.wv"])
+    if qk == "full":
+        q, k = apply_norm(RMS, P, f"{pre}.q_norm", q), apply_norm(RMS, P, f"{pre}.k_norm", k)
+    q, k = heads(q), heads(k)
+    if qk == "head":
+        q, k = apply_norm(RMS, P, f"{pre}.q_norm", q), apply_norm(RMS, P, f"{pre}.k_norm", k)
     q, k = rope(q), rope(k)
     att = (q @ k.transpose(-2, -1)) / math.sqrt(HD)
     att = att.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
@@ -183,8 +203,11 @@ def ffn(P, pre, x):
 
 
 def forward(P, tokens, rec):
-    subs, emb, fin, qk, _ = rec
-    x = apply_norm(emb, P, "emb_norm", P["tok_emb"][tokens])
+    subs, emb, fin, qk, _, escale = rec
+    x = P["tok_emb"][tokens]
+    if escale is not None:
+        x = P["emb_scale"] * x
+    x = apply_norm(emb, P, "emb_norm", x)
     sums = []
     for i in range(L):
         exact = None
@@ -212,10 +235,12 @@ def variance_regulariser(sums):  # seed 000 eq. 24
 
 # ---- parameters -----------------------------------------------------------------------------
 def make_params(rec, mlp, gen):
-    subs, emb, fin, qk, _ = rec
+    subs, emb, fin, qk, _, escale = rec
     n = lambda *shape, std: std * torch.randn(*shape, generator=gen)
     std, P = 0.25, {}
     P["tok_emb"] = n(V, D, std=1.0)
+    if escale is not None:
+        P["emb_scale"] = escale * (1 + 0.1 * n(1, std=1))
     P.update(norm_params(emb, "emb_norm", gen))
     for i in range(L):
         for j, kind in enumerate(("attn", "ffn")):
@@ -227,7 +252,8 @@ def make_params(rec, mlp, gen):
                 P[f"{pre}.f.wv"] = n(D, D, std=std * s["init_in"])
                 P[f"{pre}.f.wo"] = n(D, D, std=std * s["init_out"])
                 if qk:
-                    P[f"{pre}.f.q_norm.gain"], P[f"{pre}.f.k_norm.gain"] = 1 + 0.2 * n(HD, std=1), 1 + 0.2 * n(HD, std=1)
+                    w = D if qk == "full" else HD
+                    P[f"{pre}.f.q_norm.gain"], P[f"{pre}.f.k_norm.gain"] = 1 + 0.2 * n(w, std=1), 1 + 0.2 * n(w, std=1)
             else:
                 hidden = 4 * D if mlp else FF
                 P[f"{pre}.f.w1"] = n(D, hidden, std=std * s["init_in"])
@@ -264,7 +290,62 @@ CASES = {
     "bhyt": ("bhyt", "glu", 10000.0),
     "olmo2": ("olmo2", "glu", 10000.0),
     "deepnorm": ("deepnorm", "glu", 10000.0),
+    # Added later; appended so that the cases above keep their seeds.
+    "dyt-plain": ("dyt-plain", "glu", 10000.0),
+    "olmo2-head": ({"preset": "olmo2", "qk_norm": "head"}, "glu", 10000.0),
+    "kitenorm-rms": ({"preset": "kitenorm", "norm": "rmsnorm"}, "glu", 500000.0),
 }
+
+# ---- the trajectory: normlab's optimizer, written from its documented rules -----------------
+TRAIN = dict(steps=12, micro_batches=2, lr=3e-3, beta1=0.95, beta2=0.95, eps=1e-8, weight_decay=0.1,
+             grad_clip=1.0, warmup_fraction=0.25, warmup_start_lr=1e-10, end_lr=0.0)
+
+
+def lr_at(s):
+    """Linear warm-up from warmup_start_lr over W = round(f * S) steps, then cosine to end_lr."""
+    t, total = TRAIN, TRAIN["steps"]
+    w = round(t["warmup_fraction"] * total)
+    if s < w:
+        return t["warmup_start_lr"] + (t["lr"] - t["warmup_start_lr"]) * s / w
+    progress = (s - w) / max(total - w, 1)
+    return t["end_lr"] + (t["lr"] - t["end_lr"]) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def loss_of(P, rec, tokens, targets):
+    logits, sums = forward(P, tokens, rec)
+    ce = F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
+    return ce + rec[4] * variance_regulariser(sums) if rec[4] > 0 else ce
+
+
+def trajectory(P0, rec, gen):
+    """Trains a copy of P0 for TRAIN["steps"] steps on fixed random batches."""
+    t = TRAIN
+    P = {k: v.detach().clone().requires_grad_(True) for k, v in P0.items()}
+    decay = [v for v in P.values() if v.dim() >= 2]
+    no_decay = [v for v in P.values() if v.dim() < 2]
+    opt = torch.optim.AdamW(
+        [dict(params=decay, weight_decay=t["weight_decay"]), dict(params=no_decay, weight_decay=0.0)],
+        lr=t["lr"], betas=(t["beta1"], t["beta2"]), eps=t["eps"])
+    toks = torch.randint(0, V, (t["steps"], t["micro_batches"], B, T + 1), generator=gen)
+    losses, norms, lrs = [], [], []
+    for s in range(t["steps"]):
+        opt.zero_grad()
+        total = 0.0
+        for m in range(t["micro_batches"]):
+            loss = loss_of(P, rec, toks[s, m, :, :T], toks[s, m, :, 1:])
+            (loss / t["micro_batches"]).backward()
+            total += loss.item() / t["micro_batches"]
+        norm = torch.nn.utils.clip_grad_norm_(list(P.values()), t["grad_clip"])
+        for g in opt.param_groups:
+            g["lr"] = lr_at(s)
+        opt.step()
+        losses.append(total); norms.append(norm.item()); lrs.append(lr_at(s))
+    out = {"traj/tokens": toks[..., :T].contiguous(), "traj/targets": toks[..., 1:].contiguous()}
+    out["traj/loss"] = torch.tensor(losses).float()
+    out["traj/grad_norm"] = torch.tensor(norms).float()
+    out["traj/lr"] = torch.tensor(lrs).float()
+    out.update({f"traj/param/{k}": v.detach().float() for k, v in P.items()})
+    return out, losses
 
 
 def main():
@@ -284,7 +365,9 @@ def main():
         reg = variance_regulariser(sums)
         loss = ce + lam * reg if lam > 0 else ce
         loss.backward()
+        traj, losses = trajectory(P, rec, gen)
         tensors = {f"param/{k}": v.detach().float() for k, v in P.items()}
+        tensors.update(traj)
         tensors.update({f"grad/{k}": v.grad.float() for k, v in P.items()})
         tensors["input/tokens"], tensors["input/targets"] = tokens.contiguous(), targets.contiguous()
         tensors["out/logits"] = logits.detach().float()
@@ -292,8 +375,10 @@ def main():
             tensors[f"out/{k}"] = v.detach().float().reshape(1)
         config = dict(vocab_size=V, d_model=D, n_layers=L, n_heads=H, ffn=ffn_kind, d_glu=FF,
                       rope_base=rope_base, norm_eps=EPS, init_std=0.02, recipe=recipe_cfg)
-        save_file(tensors, os.path.join(out_dir, f"{case}.safetensors"), metadata={"config": json.dumps(config)})
-        print(f"{case:20s} loss {loss.item():.6f}  ce {ce.item():.6f}  reg {reg.item():.6f}")
+        meta = {"config": json.dumps(config), "train": json.dumps(TRAIN)}
+        save_file(tensors, os.path.join(out_dir, f"{case}.safetensors"), metadata=meta)
+        print(f"{case:20s} loss {loss.item():.6f}  ce {ce.item():.6f}  reg {reg.item():.6f}  "
+              f"trajectory {losses[0]:.4f} -> {losses[-1]:.4f}")
 
 
 if __name__ == "__main__":

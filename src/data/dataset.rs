@@ -39,6 +39,22 @@ pub struct DataInfo {
 }
 
 impl Dataset {
+    /// The validation cross-entropy (nats/token) of predicting every token by its frequency in
+    /// the training split (add-one smoothed): the loss of a model that learned nothing but the
+    /// unigram distribution, the level a stalled run sits at.
+    pub fn unigram_loss(&self, vocab_size: usize) -> f64 {
+        let mut counts = vec![1.0f64; vocab_size];
+        for i in 0..self.train.len() {
+            if let Some(c) = counts.get_mut(self.train.get(i) as usize) {
+                *c += 1.0;
+            }
+        }
+        let total: f64 = counts.iter().sum();
+        let n = self.val.len().max(1) as f64;
+        (0..self.val.len()).map(|i| -(counts.get(self.val.get(i) as usize).unwrap_or(&1.0) / total).ln()).sum::<f64>()
+            / n
+    }
+
     /// Loads and splits the corpus, picks the tokenizer (`given`, e.g. a run's saved BPE, else
     /// the configured one) and opens the cached token files, tokenizing on first use.
     pub fn prepare(cfg: &DataConfig, given: Option<Tokenizer>, log: &dyn Fn(&str)) -> anyhow::Result<Self> {

@@ -1,4 +1,6 @@
-//! Causal multi-head self-attention with RoPE, no biases, optional QK-norm.
+//! Causal multi-head self-attention with RoPE, no biases, optional QK-norm: RMSNorm of queries
+//! and keys per head over `d_head` (Qwen3) or over the full width before the head split
+//! (OLMo 2), in both cases before RoPE.
 //!
 //! `softmax(q kᵀ/√h + M) v` written out with matmul, an additive causal mask and softmax,
 //! not burn's fused attention op, so the gradient is plain autodiff (checked against PyTorch).
@@ -8,6 +10,7 @@ use super::names::child;
 use super::rope;
 use crate::init::{Init, ParamBuilder};
 use crate::norm::{Norm, NormKind};
+use crate::recipe::QkNorm;
 use burn::module::{Module, Param};
 use burn::tensor::activation::softmax;
 use burn::tensor::{Tensor, TensorData};
@@ -54,6 +57,9 @@ pub struct Attention {
     pub q_norm: Option<Norm>,
     pub k_norm: Option<Norm>,
     pub n_heads: usize,
+    /// QK-norm over the full width (before the head split) rather than per head.
+    #[module(skip)]
+    pub qk_full: bool,
 }
 
 /// Sizes and init scales for one attention block.
@@ -65,7 +71,8 @@ pub struct AttnShape {
     pub init_in: f64,
     /// Multiplies the std of `W_O` (GPT-2's 1/√(2L), DeepNet's β).
     pub init_out: f64,
-    pub qk_norm: Option<f64>,
+    /// Where QK-norm applies (never [`QkNorm::None`] here) and its ε; `None` without QK-norm.
+    pub qk_norm: Option<(QkNorm, f64)>,
 }
 
 impl Attention {
@@ -74,12 +81,9 @@ impl Attention {
         let normal = |scale: f64| Init::Normal { std: s.std * scale };
         let head_dim = d / s.n_heads;
         let qk = |b: &mut ParamBuilder<'_>, name: &str| -> anyhow::Result<Option<Norm>> {
-            match s.qk_norm {
-                Some(eps) => {
-                    Ok(Some(Norm::new(NormKind::RmsNorm { gain: true, eps }, head_dim, b, &child(prefix, name))?))
-                }
-                None => Ok(None),
-            }
+            let Some((place, eps)) = s.qk_norm else { return Ok(None) };
+            let width = if place == QkNorm::Full { d } else { head_dim };
+            Ok(Some(Norm::new(NormKind::RmsNorm { gain: true, eps }, width, b, &child(prefix, name))?))
         };
         Ok(Self {
             wq: b.matrix(&child(prefix, "wq"), [d, d], normal(1.0))?,
@@ -89,6 +93,7 @@ impl Attention {
             q_norm: qk(b, "q_norm")?,
             k_norm: qk(b, "k_norm")?,
             n_heads: s.n_heads,
+            qk_full: matches!(s.qk_norm, Some((QkNorm::Full, _))),
         })
     }
 
@@ -102,12 +107,15 @@ impl Attention {
     pub fn forward(&self, x: Tensor<3>, ctx: &AttnContext) -> Tensor<3> {
         let [b, t, d] = x.dims();
         let head_dim = d / self.n_heads;
-        let mut q = self.heads(project(x.clone(), &self.wq));
-        let mut k = self.heads(project(x.clone(), &self.wk));
+        let (mut q, mut k) = (project(x.clone(), &self.wq), project(x.clone(), &self.wk));
         let v = self.heads(project(x, &self.wv));
-        if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
-            q = qn.forward(q);
-            k = kn.forward(k);
+        let qk_norms = self.q_norm.as_ref().zip(self.k_norm.as_ref());
+        if let (Some((qn, kn)), true) = (qk_norms, self.qk_full) {
+            (q, k) = (qn.forward(q), kn.forward(k));
+        }
+        let (mut q, mut k) = (self.heads(q), self.heads(k));
+        if let (Some((qn, kn)), false) = (qk_norms, self.qk_full) {
+            (q, k) = (qn.forward(q), kn.forward(k));
         }
         let q = rope::apply(q, &ctx.cos, &ctx.sin);
         let k = rope::apply(k, &ctx.cos, &ctx.sin);

@@ -93,7 +93,8 @@ impl ModelConfig {
         ensure!(self.rope_base > 1.0, "model.rope_base must be > 1");
         ensure!(self.init_std > 0.0 && self.init_std.is_finite(), "model.init_std must be > 0");
         let spec = self.recipe.spec()?;
-        let resolved = crate::recipe::resolve(&spec, self.n_layers, self.norm_eps)?;
+        let dims = crate::recipe::Dims { n_layers: self.n_layers, d_model: self.d_model };
+        let resolved = crate::recipe::resolve(&spec, dims, self.norm_eps)?;
         Ok((spec, resolved))
     }
 }

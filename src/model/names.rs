@@ -2,11 +2,13 @@
 //! functions, and the probes and gradient statistics parse names with them.
 //!
 //! ```text
-//! tok_emb  emb_norm.*  layers.{i}.{attn|ffn}.{input_norm|output_norm|outer_norm}.{gain|shift|alpha|lambda}
+//! tok_emb  emb_scale  emb_norm.*  layers.{i}.{attn|ffn}.{input_norm|output_norm|outer_norm}.{gain|shift|alpha|lambda}
 //! layers.{i}.attn.f.{wq,wk,wv,wo,q_norm.*,k_norm.*}  layers.{i}.ffn.f.{w1,w3,w2}  final_norm.*  lm_head
 //! ```
 
 pub const TOKEN_EMBEDDING: &str = "tok_emb";
+/// The learnable scalar `e` of `X_1 = N_emb(e · Embed(x))` (DyT's LLaMA recipe).
+pub const EMBEDDING_SCALE: &str = "emb_scale";
 pub const EMBEDDING_NORM: &str = "emb_norm";
 pub const FINAL_NORM: &str = "final_norm";
 pub const OUTPUT_PROJECTION: &str = "lm_head";

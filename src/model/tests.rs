@@ -39,6 +39,12 @@ fn every_parameter_of_every_recipe_receives_a_gradient() {
     let cfg = |r: &str| ModelConfig { init_std: 0.2, ..tiny(RecipeConfig::Preset(r.into()), n_layers) };
     let mut cases: Vec<(String, ModelConfig)> = PRESET_NAMES.iter().map(|n| (n.to_string(), cfg(n))).collect();
     cases.push(("pre-mlp".into(), ModelConfig { ffn: FfnKind::Mlp, ..cfg("pre") }));
+    let overlay = |toml: &str| {
+        let o: crate::recipe::RecipeOverlay = toml::from_str(toml).unwrap();
+        ModelConfig { recipe: RecipeConfig::Custom(Box::new(o)), ..cfg("pre") }
+    };
+    cases.push(("olmo2-head-qk".into(), overlay("preset = \"olmo2\"\nqk_norm = \"head\"")));
+    cases.push(("kitenorm-scalar-rms".into(), overlay("preset = \"kitenorm\"\nnorm = \"rmsnorm\"")));
     for (name, cfg) in cases {
         let model = Transformer::new(&cfg, ParamSource::Seeded(7), &device).unwrap();
         let (x, y) = tokens(&device, 3);
@@ -155,6 +161,7 @@ fn bhyt_approximation_uses_the_frobenius_norm_of_wv_wo() {
         q_norm: None,
         k_norm: None,
         n_heads: 1,
+        qk_full: false,
     };
     assert_eq!(values(attn.value_output_frobenius_sq()), vec![15.0]);
 }

@@ -1,4 +1,5 @@
-//! The decoder-only Transformer: `X_1 = N_emb(Embed(x))`, 2L sublayers (attention then FFN in
+//! The decoder-only Transformer: `X_1 = N_emb(e · Embed(x))` (`e` a learnable scalar when the
+//! recipe has an embedding scale), 2L sublayers (attention then FFN in
 //! each Transformer layer), `logits = N_final(X_{2L+1}) W_out`. Embedding and output
 //! projection are untied.
 
@@ -18,6 +19,8 @@ use burn::tensor::{Device, Int, Tensor};
 #[derive(Module, Debug)]
 pub struct Transformer {
     pub tok_emb: Param<Tensor<2>>,
+    /// The learnable scalar `e` on the token embeddings, `[1]`, when the recipe has one.
+    pub emb_scale: Option<Param<Tensor<1>>>,
     pub emb_norm: Option<Norm>,
     pub layers: Vec<Layer>,
     pub final_norm: Option<Norm>,
@@ -71,6 +74,8 @@ impl Transformer {
     fn build(cfg: &ModelConfig, recipe: &ResolvedRecipe, b: &mut ParamBuilder<'_>) -> anyhow::Result<Self> {
         let (d, std) = (cfg.d_model, cfg.init_std);
         let tok_emb = b.matrix(names::TOKEN_EMBEDDING, [cfg.vocab_size, d], Init::Normal { std })?;
+        let emb_scale =
+            recipe.embedding_scale.map(|e| b.vector(names::EMBEDDING_SCALE, 1, Init::Constant(e))).transpose()?;
         let emb_norm = recipe.embedding_norm.clone().map(|k| Norm::new(k, d, b, names::EMBEDDING_NORM)).transpose()?;
         let mut layers = Vec::with_capacity(cfg.n_layers);
         for (i, pair) in recipe.sublayers.chunks(2).enumerate() {
@@ -84,7 +89,7 @@ impl Transformer {
             regularizer: recipe.regularizer,
             recipe: recipe.name.clone(),
         };
-        Ok(Self { tok_emb, emb_norm, layers, final_norm, lm_head, meta })
+        Ok(Self { tok_emb, emb_scale, emb_norm, layers, final_norm, lm_head, meta })
     }
 
     fn layer(
@@ -101,7 +106,7 @@ impl Transformer {
             std: cfg.init_std,
             init_in: attn.init_in,
             init_out: attn.init_out,
-            qk_norm: recipe.qk_norm.then_some(cfg.norm_eps),
+            qk_norm: recipe.qk_norm.is_on().then_some((recipe.qk_norm, cfg.norm_eps)),
         };
         let ffn_shape = FfnShape {
             kind: cfg.ffn,
@@ -136,6 +141,9 @@ impl Transformer {
         }
         let d = self.tok_emb.dims()[1];
         let mut x = self.tok_emb.val().select(0, tokens.reshape([bsz * t])).reshape([bsz, t, d]);
+        if let Some(e) = &self.emb_scale {
+            x = x * e.val().unsqueeze::<3>();
+        }
         if let Some(n) = &self.emb_norm {
             x = n.forward(x);
         }

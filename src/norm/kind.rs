@@ -24,6 +24,9 @@ pub enum NormKind {
     RmsNorm { gain: bool, eps: f64 },
     /// Scalarised LayerNorm (KiteNorm eq. 4), `γ′, β′ ∈ ℝ` initialised to 1 and 0.
     ScalarLayerNorm { shift: bool, eps: f64 },
+    /// Scalarised RMSNorm, `γ′ x / √(mean(x²) + ε)` with one learnable `γ′ ∈ ℝ` (init 1) and no
+    /// centring or shift: KiteNorm's scalar slots under `norm = "rmsnorm"`.
+    ScalarRmsNorm { eps: f64 },
     /// DyT with learnable scalar α (initial value `alpha`) and `γ, β ∈ ℝ^d`.
     Dyt { alpha: f64 },
     /// BHyT* with exact statistics; learnable scalar λ (initial value `lambda`), `γ ∈ ℝ^d`.
@@ -46,6 +49,7 @@ impl NormKind {
             NormKind::RmsNorm { gain: true, .. } => "RMS".into(),
             NormKind::RmsNorm { gain: false, .. } => "RMS[γ=1]".into(),
             NormKind::ScalarLayerNorm { .. } => "sLN".into(),
+            NormKind::ScalarRmsNorm { .. } => "sRMS".into(),
             NormKind::Dyt { alpha } => format!("DyT[α₀={alpha}]"),
             NormKind::BhytStar { lambda, .. } => format!("BHyT*[λ₀={lambda}]"),
             NormKind::Bhyt { lambda, .. } => format!("BHyT[λ₀={lambda}]"),

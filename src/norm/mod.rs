@@ -10,6 +10,7 @@
 //! | LayerNorm | `γ ⊙ (x − μ)/√(σ² + ε) + β` | `γ, β ∈ ℝ^d` (β optional) |
 //! | RMSNorm | `γ ⊙ x/√(mean(x²) + ε)` | `γ ∈ ℝ^d` |
 //! | scalarised LayerNorm (KiteNorm eq. 4) | `γ′ (x − μ)/√(σ² + ε) + β′` | `γ′, β′ ∈ ℝ` |
+//! | scalarised RMSNorm | `γ′ x/√(mean(x²) + ε)` | `γ′ ∈ ℝ` |
 //! | DyT | `γ ⊙ tanh(α x) + β` | `α ∈ ℝ`, `γ, β ∈ ℝ^d` |
 //! | BHyT* (seed 003 eq. 1) | `γ ⊙ tanh(λ x / (κ s_x + |μ_x|))` | `λ ∈ ℝ`, `γ ∈ ℝ^d` |
 //! | BHyT (seed 003 Alg. 1) | as BHyT*; a block's second norm uses an approximated variance | `λ ∈ ℝ`, `γ ∈ ℝ^d` |

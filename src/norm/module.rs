@@ -44,6 +44,7 @@ impl Norm {
                 None,
                 None,
             ),
+            NormKind::ScalarRmsNorm { .. } => (vec(b, "gain", 1, Init::Ones)?, None, None, None),
             NormKind::Dyt { alpha } => (
                 vec(b, "gain", d, Init::Ones)?,
                 vec(b, "shift", d, Init::Zeros)?,
@@ -77,7 +78,7 @@ impl Norm {
             NormKind::LayerNorm { eps, .. } | NormKind::ScalarLayerNorm { eps, .. } => {
                 layer_norm(x, self.gain_val(), self.shift_val(), *eps)
             }
-            NormKind::RmsNorm { eps, .. } => rms_norm(x, self.gain_val(), *eps),
+            NormKind::RmsNorm { eps, .. } | NormKind::ScalarRmsNorm { eps } => rms_norm(x, self.gain_val(), *eps),
             NormKind::Dyt { .. } => {
                 let alpha = self.alpha.as_ref().expect("DyT has α").val();
                 dyt(x, alpha, self.gain_val(), self.shift_val())

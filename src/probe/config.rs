@@ -25,6 +25,14 @@ pub struct ProbeConfig {
     pub warn_max_abs: f64,
     /// Also write TensorBoard event files to `RUN/tb/`.
     pub tensorboard: bool,
+    /// With TensorBoard, also write per-sublayer histograms of the gradients and of the hidden
+    /// states `X_l` at every activation-probe step (seed 004's frontier researcher).
+    pub histograms: bool,
+    /// Alert when the global gradient norm exceeds this multiple of its warm-up average (seed
+    /// 004's applied engineer: 1.5); 0 turns the alert off.
+    pub alert_warmup_factor: f64,
+    /// A shell command run for every alert with its record as one JSON line on standard input.
+    pub alert_command: Option<String>,
 }
 
 impl Default for ProbeConfig {
@@ -39,6 +47,9 @@ impl Default for ProbeConfig {
             warn_growth: 10.0,
             warn_max_abs: 100.0,
             tensorboard: true,
+            histograms: true,
+            alert_warmup_factor: 0.0,
+            alert_command: None,
         }
     }
 }
@@ -50,6 +61,14 @@ impl ProbeConfig {
         anyhow::ensure!(self.spike_window >= 2, "probe.spike_window must be ≥ 2");
         anyhow::ensure!(self.spike_sigma > 0.0, "probe.spike_sigma must be > 0");
         anyhow::ensure!(self.warn_growth > 1.0, "probe.warn_growth must be > 1");
+        anyhow::ensure!(
+            self.alert_warmup_factor >= 0.0 && self.alert_warmup_factor.is_finite(),
+            "probe.alert_warmup_factor must be ≥ 0 (0 turns the alert off)"
+        );
+        anyhow::ensure!(
+            self.alert_command.as_deref().is_none_or(|c| !c.trim().is_empty()),
+            "probe.alert_command is empty; remove it or give a shell command"
+        );
         Ok(())
     }
 

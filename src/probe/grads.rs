@@ -2,6 +2,8 @@
 //! (std/mean, seed 004) over a recent window and over the whole run, and gradient-norm spikes:
 //! a global norm above mean + 6σ of the previous 128 steps (OLMo-core's rule).
 
+use super::snapshot::sampled_values;
+use crate::io::tensorboard::Histogram;
 use crate::model::names::sublayer_of;
 use crate::model::params::param_table;
 use crate::stats::mean_std;
@@ -48,6 +50,21 @@ pub fn measure<M: Module>(model: &M, grads: &GradientsParams) -> GradNorms {
         .collect();
     let total = per_param.iter().map(|(_, n)| n * n).sum::<f64>().sqrt();
     GradNorms { total, per_param }
+}
+
+/// TensorBoard histograms `hist/grad/l001`… of every sublayer's gradient entries (all of its
+/// parameters together).
+pub fn histograms<M: Module>(model: &M, grads: &GradientsParams) -> Vec<(String, Histogram)> {
+    let mut per: std::collections::BTreeMap<usize, Vec<f64>> = Default::default();
+    for p in &param_table(model) {
+        let Some(l) = sublayer_of(&p.name) else { continue };
+        let values = match p.shape.len() {
+            1 => grads.get::<1>(p.id).map(sampled_values),
+            _ => grads.get::<2>(p.id).map(sampled_values),
+        };
+        per.entry(l).or_default().extend(values.unwrap_or_default());
+    }
+    per.into_iter().map(|(l, v)| (format!("hist/grad/l{:03}", l + 1), Histogram::of(&v, 30))).collect()
 }
 
 /// `√Σ‖g_p‖²` over the parameters of each sublayer (`n_sublayers` values).

@@ -1,12 +1,13 @@
 //! Probes during training: gradient statistics every step, activation probes every
 //! `probe.every` steps, written to `probes.jsonl` and TensorBoard, with early warnings.
 
+use super::alert::{AlertRecord, AlertState, notify};
 use super::config::ProbeConfig;
 use super::grads::{GradNorms, GradTracker};
 use super::snapshot::{ForwardProbe, forward_probe};
 use crate::io::json::nan;
 use crate::io::jsonl::JsonlWriter;
-use crate::io::tensorboard::EventWriter;
+use crate::io::tensorboard::{EventWriter, Histogram};
 use crate::model::Transformer;
 use burn::tensor::{Int, Tensor};
 use serde::{Deserialize, Serialize};
@@ -18,13 +19,27 @@ pub struct ProbeState {
     pub tracker: GradTracker,
     pub probes_bytes: u64,
     pub last_max_abs: Option<(usize, f64)>,
+    #[serde(default)]
+    pub alert: AlertState,
+    #[serde(default)]
+    pub alerts_bytes: u64,
+}
+
+/// Where the live probes write.
+pub struct ProbePaths<'a> {
+    pub records: &'a Path,
+    pub alerts: &'a Path,
+    pub tensorboard: &'a Path,
 }
 
 pub struct LiveProbe {
     pub cfg: ProbeConfig,
     pub state: ProbeState,
     out: JsonlWriter,
+    alerts: JsonlWriter,
     tb: Option<EventWriter>,
+    /// Steps of the schedule's warm-up (the alert's baseline).
+    warmup: usize,
 }
 
 /// One Transformer block's gradient statistics at a probe step.
@@ -54,23 +69,27 @@ pub struct ProbeRecord {
 }
 
 impl LiveProbe {
-    /// Opens the probe outputs: records appended to `records` (truncated to what `resumed`
-    /// recorded), TensorBoard event files in `tensorboard` when the config asks for them.
+    /// Opens the probe outputs: records and alerts appended to their files (truncated to what
+    /// `resumed` recorded), TensorBoard event files when the config asks for them. `warmup`:
+    /// the schedule's warm-up steps.
     pub fn open(
-        records: &Path,
-        tensorboard: &Path,
+        paths: &ProbePaths<'_>,
         cfg: &ProbeConfig,
         n_sublayers: usize,
+        warmup: usize,
         resumed: Option<ProbeState>,
     ) -> anyhow::Result<Self> {
         let state = resumed.unwrap_or_else(|| ProbeState {
             tracker: GradTracker::new(n_sublayers, cfg.cv_window, cfg.spike_window, cfg.spike_sigma),
             probes_bytes: 0,
             last_max_abs: None,
+            alert: AlertState::default(),
+            alerts_bytes: 0,
         });
-        let out = JsonlWriter::open(records, state.probes_bytes)?;
-        let tb = if cfg.tensorboard { Some(EventWriter::create(tensorboard)?) } else { None };
-        Ok(Self { cfg: cfg.clone(), state, out, tb })
+        let out = JsonlWriter::open(paths.records, state.probes_bytes)?;
+        let alerts = JsonlWriter::open(paths.alerts, state.alerts_bytes)?;
+        let tb = if cfg.tensorboard { Some(EventWriter::create(paths.tensorboard)?) } else { None };
+        Ok(Self { cfg: cfg.clone(), state, out, alerts, tb, warmup })
     }
 
     /// Every step: gradient statistics, spike detection, the step's training `scalars` to
@@ -82,10 +101,7 @@ impl LiveProbe {
         scalars: &[(&str, f32)],
     ) -> anyhow::Result<Vec<String>> {
         let spike = self.state.tracker.observe(step, norms.total, &norms.per_param);
-        if let Some(tb) = &mut self.tb {
-            tb.scalars(step, scalars)?;
-        }
-        Ok(spike
+        let mut warnings: Vec<String> = spike
             .map(|s| {
                 format!(
                     "gradient-norm spike at step {}: {:.3} > mean + {}σ = {:.3}",
@@ -93,7 +109,27 @@ impl LiveProbe {
                 )
             })
             .into_iter()
-            .collect())
+            .collect();
+        let alert = self.state.alert.observe(step, norms.total, self.warmup, self.cfg.alert_warmup_factor);
+        let mut scalars = scalars.to_vec();
+        if let Some(r) = alert.ratio {
+            scalars.push(("alert/grad_norm_ratio", r as f32));
+            scalars.push(("alert/active", if alert.record.is_some() { 1.0 } else { 0.0 }));
+        }
+        if let Some(tb) = &mut self.tb {
+            tb.scalars(step, &scalars)?;
+        }
+        warnings.extend(alert.message);
+        if let Some(r) = alert.record {
+            warnings.extend(self.alerted(&r)?);
+        }
+        Ok(warnings)
+    }
+
+    /// Records an alert and runs the alert command; returns the command's failure, if any.
+    fn alerted(&mut self, r: &AlertRecord) -> anyhow::Result<Option<String>> {
+        self.alerts.write(r)?;
+        Ok(self.cfg.alert_command.as_deref().and_then(|c| notify(c, r)))
     }
 
     /// An activation probe of `model` (no autodiff) on `tokens`, with the gradient statistics
@@ -104,7 +140,14 @@ impl LiveProbe {
         model: &Transformer,
         tokens: Tensor<2, Int>,
         mut warnings: Vec<String>,
+        grad_histograms: Vec<(String, Histogram)>,
     ) -> anyhow::Result<Vec<String>> {
+        if let (Some(tb), true) = (&mut self.tb, self.cfg.histograms) {
+            let mut hists = grad_histograms;
+            hists.extend(super::snapshot::hidden_histograms(model, tokens.clone()));
+            let refs: Vec<(&str, &Histogram)> = hists.iter().map(|(t, h)| (t.as_str(), h)).collect();
+            tb.histograms(step, &refs)?;
+        }
         let mut fwd = forward_probe(model, tokens, self.cfg.top_k);
         warnings.extend(self.warnings(step, &fwd));
         let t = &self.state.tracker;
@@ -175,6 +218,7 @@ impl LiveProbe {
     /// The state to save in a checkpoint.
     pub fn checkpoint_state(&mut self) -> anyhow::Result<ProbeState> {
         self.state.probes_bytes = self.out.bytes_written()?;
+        self.state.alerts_bytes = self.alerts.bytes_written()?;
         if let Some(tb) = &mut self.tb {
             tb.flush()?;
         }
@@ -196,7 +240,9 @@ fn tensorboard_tags(rec: &ProbeRecord) -> Vec<(String, f32)> {
         tags.extend(p.jacobian_bound.map(|j| (format!("ln_jacobian_bound/l{l:03}"), j as f32)));
         tags.extend(p.attn_max_logit.map(|v| (format!("attn_max_logit/l{l:03}"), v as f32)));
         tags.extend(p.attn_entropy.map(|v| (format!("attn_entropy/l{l:03}"), v as f32)));
+        tags.extend(p.saturation.map(|v| (format!("dyt_saturation/l{l:03}"), v as f32)));
     }
+    tags.extend(rec.forward.final_saturation.map(|v| ("dyt_saturation/final".to_string(), v as f32)));
     tags.push(("grad/spikes_total".into(), rec.spikes_total as f32));
     tags
 }

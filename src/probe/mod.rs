@@ -6,8 +6,10 @@
 //! - [`grads`]: per-sublayer and per-block gradient norms, their CV, spikes
 //! - [`snapshot`]: one probe of a model on a batch
 //! - [`live`]: probes during training (`probes.jsonl`, TensorBoard, warnings)
+//! - [`alert`]: seed 004's gradient-norm alert against the warm-up average
 //! - [`offline`]: `normlab probe` on a checkpoint (`probes/*.json`)
 
+pub mod alert;
 pub mod config;
 pub mod fit;
 pub mod grads;
@@ -17,7 +19,7 @@ pub mod snapshot;
 pub mod stats;
 
 pub use config::ProbeConfig;
-pub use live::{LiveProbe, ProbeRecord, ProbeState};
+pub use live::{LiveProbe, ProbePaths, ProbeRecord, ProbeState};
 pub use snapshot::{ForwardProbe, forward_probe};
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 use super::fit::{Fit, fit};
 use super::stats::{Gather, Slot, Spread, angular_distance, cosines, hidden_summary, spread, token_alignment};
 use crate::io::json::{nan, nan_pairs, nan_vec};
+use crate::io::tensorboard::Histogram;
 use crate::model::Transformer;
 use crate::model::names::is_stream_norm;
 use crate::model::params::named_tensors;
@@ -60,6 +61,10 @@ pub struct SublayerProbe {
     pub grad_norm: Option<f64>,
     pub grad_cv_window: Option<f64>,
     pub grad_cv_run: Option<f64>,
+    /// DyT input norms: the fraction of tanh arguments `α x` with `|α x| > 2.65`, where
+    /// `tanh′ < 0.02`: saturated entries pass almost no gradient.
+    #[serde(default)]
+    pub saturation: Option<f64>,
 }
 
 /// A learned norm scale: mean, min and max over its entries (one entry for scalars).
@@ -79,6 +84,10 @@ pub struct ForwardProbe {
     /// τ of the last hidden state `X_{2L+1}`.
     #[serde(deserialize_with = "nan")]
     pub final_tau: f64,
+    /// A DyT final norm: the saturated fraction of its tanh arguments (see
+    /// [`SublayerProbe::saturation`]). When it nears 1, almost no gradient reaches the stream.
+    #[serde(default)]
+    pub final_saturation: Option<f64>,
     /// Every learned norm parameter, by name (`layers.3.ffn.output_norm.gain`).
     pub scales: BTreeMap<String, ScaleStats>,
     /// BHyT: the fit pooled over all FFN sublayers.
@@ -86,6 +95,9 @@ pub struct ForwardProbe {
     /// BHyT: up to 500 evenly spaced `[ŝ², exact]` pairs of that fit, for scatter plots.
     #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "nan_pairs")]
     pub bhyt_sample: Vec<[f64; 2]>,
+    /// The 1-based Transformer layer of each `bhyt_sample` pair.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bhyt_sample_layer: Vec<usize>,
 }
 
 struct Pending {
@@ -95,6 +107,7 @@ struct Pending {
     cos: Slot,
     bound: Option<(Slot, Option<Slot>)>,
     bhyt: Option<(Slot, Slot)>,
+    saturation: Option<Slot>,
 }
 
 /// Probes `model` (no autodiff) on `tokens` `[B, T]` (`T ≥ 2`), keeping the `top_k` largest |x|.
@@ -124,8 +137,10 @@ pub fn forward_probe(model: &Transformer, tokens: Tensor<2, Int>, top_k: usize) 
                 let n = a.dims().iter().product::<usize>();
                 (g.push(a.clone().reshape([n])), g.push(exact.reshape([n])))
             }),
+            saturation: dyt_saturation(input_norm(model, i), tr.input.clone()).map(|t| g.push(t)),
         });
     }
+    let final_saturation = dyt_saturation(model.final_norm.as_ref(), last.clone()).map(|t| g.push(t));
     let final_tau = g.push(token_alignment(last));
     let attn: Vec<(Slot, Slot)> =
         out.attention.iter().map(|a| (g.push(a.max_logit.clone()), g.push(a.entropy.clone()))).collect();
@@ -135,7 +150,7 @@ pub fn forward_probe(model: &Transformer, tokens: Tensor<2, Int>, top_k: usize) 
         let v = f.get(s);
         HiddenStats { var: v[0], mean_abs: v[1], max_abs: v[2], top_abs: v[2..].to_vec() }
     };
-    let (mut all_a, mut all_e) = (Vec::new(), Vec::new());
+    let (mut all_a, mut all_e, mut all_layer) = (Vec::new(), Vec::new(), Vec::new());
     let sublayers = pending
         .iter()
         .enumerate()
@@ -144,6 +159,7 @@ pub fn forward_probe(model: &Transformer, tokens: Tensor<2, Int>, top_k: usize) 
             let bhyt_fit = p.bhyt.map(|(a, e)| {
                 all_a.extend_from_slice(f.get(a));
                 all_e.extend_from_slice(f.get(e));
+                all_layer.resize(all_a.len(), i / 2 + 1);
                 fit(f.get(a), f.get(e))
             });
             SublayerProbe {
@@ -165,6 +181,7 @@ pub fn forward_probe(model: &Transformer, tokens: Tensor<2, Int>, top_k: usize) 
                 grad_norm: None,
                 grad_cv_window: None,
                 grad_cv_run: None,
+                saturation: p.saturation.map(|s| f.get(s)[0]),
             }
         })
         .collect();
@@ -179,7 +196,29 @@ pub fn forward_probe(model: &Transformer, tokens: Tensor<2, Int>, top_k: usize) 
     let bhyt_fit = (!all_a.is_empty()).then(|| fit(&all_a, &all_e));
     let stride = all_a.len().div_ceil(500).max(1);
     let bhyt_sample = all_a.iter().zip(&all_e).step_by(stride).map(|(a, e)| [*a, *e]).collect();
-    ForwardProbe { sublayers, final_tau: f.get(final_tau)[0], scales, bhyt_fit, bhyt_sample }
+    let bhyt_sample_layer = all_layer.into_iter().step_by(stride).collect();
+    ForwardProbe {
+        sublayers,
+        final_tau: f.get(final_tau)[0],
+        final_saturation: final_saturation.map(|s| f.get(s)[0]),
+        scales,
+        bhyt_fit,
+        bhyt_sample,
+        bhyt_sample_layer,
+    }
+}
+
+/// The input norm of 0-based sublayer `i`.
+fn input_norm(model: &Transformer, i: usize) -> Option<&Norm> {
+    let layer = &model.layers[i / 2];
+    if i.is_multiple_of(2) { layer.attn.input_norm.as_ref() } else { layer.ffn.input_norm.as_ref() }
+}
+
+/// For a DyT norm, the fraction of `|α x| > 2.65` (tanh′ = 1 − tanh² < 0.02) over `x`, `[1]`.
+fn dyt_saturation(norm: Option<&Norm>, x: Tensor<3>) -> Option<Tensor<1>> {
+    let n = norm.filter(|n| matches!(n.kind, NormKind::Dyt { .. }))?;
+    let alpha = n.alpha.as_ref()?.val().abs().unsqueeze::<3>();
+    Some((x.abs() * alpha).greater_elem(2.65).float().mean().reshape([1]))
 }
 
 /// The outer norm (on the residual path) of 0-based sublayer `i`.
@@ -191,7 +230,7 @@ fn outer_norm(model: &Transformer, i: usize) -> Option<&Norm> {
 fn spread_of(kind: &NormKind) -> Option<(Spread, f64)> {
     match *kind {
         NormKind::LayerNorm { eps, .. } | NormKind::ScalarLayerNorm { eps, .. } => Some((Spread::Std, eps)),
-        NormKind::RmsNorm { eps, .. } => Some((Spread::Rms, eps)),
+        NormKind::RmsNorm { eps, .. } | NormKind::ScalarRmsNorm { eps } => Some((Spread::Rms, eps)),
         _ => None,
     }
 }
@@ -199,4 +238,32 @@ fn spread_of(kind: &NormKind) -> Option<(Spread, f64)> {
 /// Every learned norm parameter on the residual stream, with its name.
 fn norm_params(model: &Transformer) -> Vec<(String, Tensor<1>)> {
     named_tensors(model).into_iter().filter(|(n, _)| is_stream_norm(n)).collect()
+}
+
+/// Most values a histogram is built from; larger tensors are sampled with an even stride.
+pub const HISTOGRAM_VALUES: usize = 1 << 16;
+
+/// Evenly strided values of `t`, at most [`HISTOGRAM_VALUES`], on the host.
+pub fn sampled_values<const D: usize>(t: Tensor<D>) -> Vec<f64> {
+    let n = t.shape().num_elements();
+    let flat = t.reshape([n]);
+    let stride = n.div_ceil(HISTOGRAM_VALUES).max(1);
+    let picked = if stride > 1 {
+        let idx = Tensor::<1, Int>::arange(0..n.div_ceil(stride) as i64, &flat.device()) * stride as i64;
+        flat.select(0, idx)
+    } else {
+        flat
+    };
+    picked.into_data().convert::<f64>().try_into_vec::<f64>().unwrap_or_default()
+}
+
+/// TensorBoard histograms `hist/x/l001`… of every sublayer's input `X_l` on `tokens`.
+pub fn hidden_histograms(model: &Transformer, tokens: Tensor<2, Int>) -> Vec<(String, Histogram)> {
+    let out = model.forward(tokens, false, true);
+    out.traces
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+        .map(|(i, tr)| (format!("hist/x/l{:03}", i + 1), Histogram::of(&sampled_values(tr.input), 30)))
+        .collect()
 }

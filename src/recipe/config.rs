@@ -18,7 +18,7 @@
 //! ```
 
 use super::presets::{PRESET_NAMES, blank, preset};
-use super::spec::{BaseNorm, NormSpec, RecipeSpec, SublayerSpec};
+use super::spec::{BaseNorm, NormSpec, QkNorm, RecipeSpec, Scale, SublayerSpec};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -63,7 +63,8 @@ pub struct RecipeOverlay {
     pub norm: Option<BaseNorm>,
     pub embedding_norm: Option<NormSpec>,
     pub final_norm: Option<NormSpec>,
-    pub qk_norm: Option<bool>,
+    pub qk_norm: Option<QkNorm>,
+    pub embedding_scale: Option<Scale>,
     pub regularizer: Option<f64>,
     #[serde(default)]
     pub params: BTreeMap<String, f64>,
@@ -106,6 +107,9 @@ impl RecipeOverlay {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { r.$f = v.clone(); } )* };
         }
         set!(about, norm, embedding_norm, final_norm, qk_norm, regularizer);
+        if let Some(e) = &self.embedding_scale {
+            r.embedding_scale = Some(e.clone());
+        }
         r.params.extend(self.params.clone());
         if let Some(s) = &self.sublayer {
             r.sublayer.overlay(s);

@@ -1,16 +1,20 @@
 //! Human-readable sublayer equations, as `normlab recipes` prints them.
 
+use super::resolve::Dims;
 use super::resolve::{ResolvedRecipe, norm_kind};
-use super::spec::{NormSpec, RecipeSpec, Scale, SublayerSpec, Which};
+use super::spec::{NormSpec, QkNorm, RecipeSpec, Scale, SublayerSpec, Which};
 use crate::norm::NormKind;
 
 /// The recipe as equations, one line each: embedding, every sublayer group, readout, loss.
 pub fn describe(spec: &RecipeSpec) -> Vec<String> {
     let mut lines = Vec::new();
-    let emb = symbol(spec, &spec.embedding_norm);
-    lines.push(match emb {
-        Some(n) => format!("X_1 = {n}(Embed(x))"),
-        None => "X_1 = Embed(x)".into(),
+    let mut embed = "Embed(x)".to_string();
+    if let Some(e) = &spec.embedding_scale {
+        embed = format!("e·{embed}   [e learnable, e₀ = {}]", e.text());
+    }
+    lines.push(match symbol(spec, &spec.embedding_norm) {
+        Some(n) => format!("X_1 = {n}({embed})"),
+        None => format!("X_1 = {embed}"),
     });
     let label = if spec.layers.is_empty() { "every sublayer l" } else { "sublayer l (default)" };
     lines.push(format!("{label}:  {}", sublayer_equation(spec, &spec.sublayer)));
@@ -39,8 +43,12 @@ pub fn describe(spec: &RecipeSpec) -> Vec<String> {
         Some(n) => format!("logits = W_out · {n}(X_{{2L+1}})"),
         None => "logits = W_out · X_{2L+1}".into(),
     });
-    if spec.qk_norm {
-        lines.push("attention: q, k RMS-normalised per head (QK-norm)".into());
+    match spec.qk_norm {
+        QkNorm::None => {}
+        QkNorm::Head => lines.push("attention: q, k RMS-normalised per head, over d_head (QK-norm, Qwen3)".into()),
+        QkNorm::Full => lines.push(
+            "attention: q, k RMS-normalised over the full width d, before the head split (QK-norm, OLMo 2)".into(),
+        ),
     }
     if spec.regularizer > 0.0 {
         lines.push(format!(
@@ -95,8 +103,22 @@ pub fn sublayer_equation(spec: &RecipeSpec, s: &SublayerSpec) -> String {
     eq
 }
 
+/// The slot's printed symbol. The equations hold for any size, so an α₀ written as an
+/// expression is printed as written (the resolved plan shows its value for one size).
 fn symbol(spec: &RecipeSpec, n: &NormSpec) -> Option<String> {
-    match norm_kind(spec, n, 1e-6) {
+    let mut table = n.table();
+    let alpha_expr = match &table.alpha {
+        Some(a @ Scale::Expr(_)) => Some(a.text()),
+        _ => None,
+    };
+    if alpha_expr.is_some() {
+        table.alpha = Some(Scale::Number(1.0));
+    }
+    let any_size = Dims { n_layers: 1, d_model: 1 };
+    match norm_kind(spec, &NormSpec::Table(table), any_size, 1e-6) {
+        Ok(Some(NormKind::Dyt { .. })) if alpha_expr.is_some() => {
+            Some(format!("DyT[α₀={}]", alpha_expr.unwrap_or_default()))
+        }
         Ok(Some(kind)) => Some(kind.symbol()),
         Ok(None) => None,
         Err(_) => Some(format!("<invalid norm {:?}>", n.table().kind)),
@@ -112,24 +134,27 @@ fn factor(s: &Scale) -> String {
 /// The resolved per-sublayer plan, one line per sublayer: norms, scales and init scales.
 pub fn plan_lines(r: &ResolvedRecipe) -> Vec<String> {
     let n = |k: &Option<NormKind>| k.as_ref().map(|k| k.symbol()).unwrap_or_else(|| "·".into());
-    r.sublayers
-        .iter()
-        .map(|s| {
-            format!(
-                "l={:<3} k={:<3} {:?}  in={:<10} out={:<10} outer={:<10} a={:<8.4} c={:<8.4} s={:<8.4} \
+    let embedding = match r.embedding_scale {
+        Some(e) => format!("embedding: e₀ = {e:.4} (learnable), N_emb = {}", n(&r.embedding_norm)),
+        None => format!("embedding: N_emb = {}", n(&r.embedding_norm)),
+    };
+    let last = format!("final: N_final = {}", n(&r.final_norm));
+    let subs = r.sublayers.iter().map(|s| {
+        format!(
+            "l={:<3} k={:<3} {:?}  in={:<10} out={:<10} outer={:<10} a={:<8.4} c={:<8.4} s={:<8.4} \
                     init_out={:<8.4} init_in={:.4}",
-                s.index,
-                s.layer,
-                s.branch,
-                n(&s.input),
-                n(&s.output),
-                n(&s.outer),
-                s.skip,
-                s.residual,
-                s.input_scale,
-                s.init_out,
-                s.init_in
-            )
-        })
-        .collect()
+            s.index,
+            s.layer,
+            s.branch,
+            n(&s.input),
+            n(&s.output),
+            n(&s.outer),
+            s.skip,
+            s.residual,
+            s.input_scale,
+            s.init_out,
+            s.init_in
+        )
+    });
+    std::iter::once(embedding).chain(subs).chain(std::iter::once(last)).collect()
 }

@@ -5,13 +5,17 @@
 //! arithmetic expressions evaluated when the recipe is resolved for a given depth. Grammar:
 //!
 //! ```text
+//! cmp   := expr (('<' | '<=' | '>' | '>=') expr)?   -- 1 when true, 0 when false
 //! expr  := term (('+' | '-') term)*
 //! term  := unary (('*' | '/') unary)*
 //! unary := '-' unary | power
 //! power := atom ('^' unary)?          -- right-associative, binds tighter than unary minus
-//! atom  := number | name | func '(' expr ')' | '(' expr ')'
+//! atom  := number | name | func '(' cmp ')' | '(' cmp ')'
 //! func  := sqrt | floor | ceil
 //! ```
+//!
+//! Comparisons give a step in a variable, e.g. DyT's α₀ by width:
+//! `0.8*(d <= 4096) + 0.2*(d > 4096)`.
 
 use std::collections::BTreeMap;
 
@@ -19,7 +23,7 @@ use std::collections::BTreeMap;
 pub fn eval(src: &str, vars: &BTreeMap<String, f64>) -> Result<f64, String> {
     let tokens = tokenize(src)?;
     let mut p = Parser { tokens: &tokens, pos: 0, vars, depth: 0 };
-    let v = p.expr()?;
+    let v = p.comparison()?;
     if p.pos != tokens.len() {
         return Err(format!("unexpected `{}` in `{src}`", tokens[p.pos].text()));
     }
@@ -38,6 +42,8 @@ impl Tok {
         match self {
             Tok::Num(v) => v.to_string(),
             Tok::Name(n) => n.clone(),
+            Tok::Op('≤') => "<=".into(),
+            Tok::Op('≥') => ">=".into(),
             Tok::Op(c) => c.to_string(),
         }
     }
@@ -64,7 +70,11 @@ fn tokenize(src: &str) -> Result<Vec<Tok>, String> {
                 i += 1;
             }
             out.push(Tok::Name(chars[start..i].iter().collect()));
-        } else if "+-*/^()".contains(c) {
+        } else if (c == '<' || c == '>') && chars.get(i + 1) == Some(&'=') {
+            // `≤`, `≥` stand for the two-character operators inside the parser.
+            out.push(Tok::Op(if c == '<' { '≤' } else { '≥' }));
+            i += 2;
+        } else if "+-*/^()<>".contains(c) {
             out.push(Tok::Op(c));
             i += 1;
         } else {
@@ -110,6 +120,20 @@ impl Parser<'_> {
         } else {
             Err(format!("expected `{c}`"))
         }
+    }
+
+    fn comparison(&mut self) -> Result<f64, String> {
+        let left = self.expr()?;
+        let Some(op @ ('<' | '>' | '≤' | '≥')) = self.peek_op() else { return Ok(left) };
+        self.pos += 1;
+        let right = self.expr()?;
+        let holds = match op {
+            '<' => left < right,
+            '>' => left > right,
+            '≤' => left <= right,
+            _ => left >= right,
+        };
+        Ok(if holds { 1.0 } else { 0.0 })
     }
 
     fn expr(&mut self) -> Result<f64, String> {
@@ -163,13 +187,13 @@ impl Parser<'_> {
         match tok {
             Tok::Num(v) => Ok(v),
             Tok::Op('(') => {
-                let v = self.expr()?;
+                let v = self.comparison()?;
                 self.expect_op(')')?;
                 Ok(v)
             }
             Tok::Name(name) if self.peek_op() == Some('(') => {
                 self.pos += 1;
-                let arg = self.expr()?;
+                let arg = self.comparison()?;
                 self.expect_op(')')?;
                 match name.as_str() {
                     "sqrt" => Ok(arg.sqrt()),
@@ -209,6 +233,19 @@ mod tests {
         assert_eq!(eval("1e-6 * 2", &v).unwrap(), 2e-6);
         assert_eq!(eval("-2^2", &v).unwrap(), -4.0);
         assert_eq!(eval("2^3^2", &v).unwrap(), 512.0);
+    }
+
+    #[test]
+    fn comparisons_are_steps() {
+        let v = vars();
+        assert_eq!(eval("L <= 12", &v).unwrap(), 1.0);
+        assert_eq!(eval("L < 12", &v).unwrap(), 0.0);
+        assert_eq!(eval("L >= 13", &v).unwrap(), 0.0);
+        assert_eq!(eval("L > 2*k", &v).unwrap(), 1.0);
+        // A two-row table: 0.8 up to L = 12, 0.2 above.
+        assert_eq!(eval("0.8*(L <= 12) + 0.2*(L > 12)", &v).unwrap(), 0.8);
+        assert!(eval("L < ", &v).unwrap_err().contains("ends too early"));
+        assert!(eval("1 < 2 < 3", &v).unwrap_err().contains("unexpected `<`"));
     }
 
     #[test]

@@ -18,8 +18,8 @@ pub mod spec;
 pub use config::{RecipeConfig, RecipeOverlay};
 pub use placement::Placement;
 pub use presets::{PRESET_NAMES, preset};
-pub use resolve::{Branch, ResolvedRecipe, SublayerPlan, norm_kind, resolve};
-pub use spec::{BaseNorm, NormSpec, NormTable, RecipeSpec, Scale, SublayerSpec, Which};
+pub use resolve::{Branch, Dims, ResolvedRecipe, SublayerPlan, norm_kind, resolve};
+pub use spec::{BaseNorm, NormSpec, NormTable, QkNorm, RecipeSpec, Scale, SublayerSpec, Which};
 
 #[cfg(test)]
 mod tests;

@@ -56,7 +56,7 @@ mod tests {
     use crate::recipe::{preset, resolve};
 
     fn of(name: &str) -> (Option<Placement>, bool) {
-        let r = resolve(&preset(name).unwrap(), 6, 1e-5).unwrap();
+        let r = resolve(&preset(name).unwrap(), crate::recipe::Dims { n_layers: 6, d_model: 64 }, 1e-5).unwrap();
         (Placement::of(&r), bounds_stream(&r))
     }
 

@@ -5,7 +5,7 @@
 //! `k` the 1-based Transformer layer, `L` the number of Transformer layers. `LN` is the
 //! recipe's base norm (LayerNorm unless `norm = "rmsnorm"`).
 
-use super::spec::{BaseNorm, NormSpec, NormTable, RecipeSpec, Scale, SublayerSpec, Which};
+use super::spec::{BaseNorm, NormSpec, NormTable, QkNorm, RecipeSpec, Scale, SublayerSpec, Which};
 use std::collections::BTreeMap;
 
 /// All preset names, in the order `normlab recipes` lists them.
@@ -22,6 +22,7 @@ pub const PRESET_NAMES: &[&str] = &[
     "kitenorm-vector-ln",
     "kitenorm-no-reg",
     "dyt",
+    "dyt-plain",
     "bhyt-star",
     "bhyt",
     "olmo2",
@@ -43,6 +44,7 @@ pub fn preset(name: &str) -> Option<RecipeSpec> {
         "kitenorm-vector-ln" => kitenorm_vector_ln(),
         "kitenorm-no-reg" => kitenorm_no_reg(),
         "dyt" => dyt(),
+        "dyt-plain" => dyt_plain(),
         "bhyt-star" => bhyt_star(),
         "bhyt" => bhyt(),
         "olmo2" => olmo2(),
@@ -58,9 +60,10 @@ pub fn blank(name: &str, about: &str) -> RecipeSpec {
         name: name.into(),
         about: about.into(),
         norm: BaseNorm::Layernorm,
+        embedding_scale: None,
         embedding_norm: NormSpec::none(),
         final_norm: NormSpec::none(),
-        qk_norm: false,
+        qk_norm: QkNorm::None,
         regularizer: 0.0,
         params: BTreeMap::new(),
         sublayer: SublayerSpec::default(),
@@ -188,7 +191,8 @@ pub fn kitenorm() -> RecipeSpec {
     r.notes.push(
         "The outer norm's scalar shift β′ of every sublayer but the last cannot learn: it adds a constant along the \
             all-ones direction, which the next sublayer's inner and outer scalarised LayerNorms both remove by \
-            mean-centring, so its gradient is exactly zero."
+            mean-centring, so its gradient is exactly zero. In float32 that gradient is rounding noise, which Adam \
+            normalises into updates of up to the learning rate: the parameter drifts, without effect on the output."
             .into(),
     );
     r
@@ -224,17 +228,43 @@ pub fn kitenorm_no_reg() -> RecipeSpec {
     r
 }
 
-/// DyT: pre-norm with every norm replaced by `γ tanh(α x) + β`; α₀ = 0.5 at every position
-/// (DyT repository default; seed 003 C.1 used 1.0 / 0.5 / 0.5 for Llama-1B). Change one
-/// position with an override, e.g. `[[recipe.layers]] range = "1..=L"`, `sublayers = "attn"`,
-/// `input = { kind = "dyt", alpha = 1.0 }`.
+/// DyT's α₀ before attention by width `d`, from the DyT authors' LLaMA table (Zhu et al. 2025:
+/// 7B, d = 4096: 0.8; 13B, d = 5120: 0.6; 34B and 70B, d = 8192: 0.2). Widths below the
+/// table's smallest take its first row.
+pub const DYT_ATTN_ALPHA: &str = "0.8*(d <= 4096) + 0.6*(d > 4096)*(d <= 5120) + 0.2*(d > 5120)";
+
+/// DyT's α₀ before the FFN and in the final DyT by width (same table: 0.2, 0.15, 0.05).
+pub const DYT_OTHER_ALPHA: &str = "0.2*(d <= 4096) + 0.15*(d > 4096)*(d <= 5120) + 0.05*(d > 5120)";
+
+/// DyT as its authors train LLaMA (Zhu et al. 2025): pre-norm with every RMSNorm replaced by
+/// `γ tanh(α x) + β`, α₀ set per position by width ([`DYT_ATTN_ALPHA`], [`DYT_OTHER_ALPHA`]),
+/// and a learnable scalar on the token embeddings initialised to √d.
 pub fn dyt() -> RecipeSpec {
     let mut r = blank(
         "dyt",
-        "DyT: X = X + F(DyT(X)), DyT(x) = γ·tanh(αx) + β, α₀ = 0.5; final DyT (Zhu et al. 2025; seed 003)",
+        "DyT, the authors' LLaMA recipe: X = X + F(DyT(X)), DyT(x) = γ·tanh(αx) + β, α₀ by width (0.8 before \
+            attention, 0.2 before the FFN and final for d ≤ 4096); embeddings × learnable e₀ = √d (Zhu et al. 2025)",
     );
-    r.sublayer.input = Some(norm_with("dyt", |t| t.alpha = Some(0.5)));
-    r.final_norm = norm_with("dyt", |t| t.alpha = Some(0.5));
+    r.embedding_scale = expr("sqrt(d)");
+    r.sublayer.input = Some(norm_with("dyt", |t| t.alpha = expr(DYT_OTHER_ALPHA)));
+    let mut attn = layers("1..=L", Which::Attn);
+    attn.input = Some(norm_with("dyt", |t| t.alpha = expr(DYT_ATTN_ALPHA)));
+    r.layers = vec![attn];
+    r.final_norm = norm_with("dyt", |t| t.alpha = expr(DYT_OTHER_ALPHA));
+    r
+}
+
+/// DyT in its plain form: every norm of pre-norm replaced by `γ tanh(α x) + β` with α₀ = 0.5
+/// everywhere (the DyT repository's default) and no embedding scale. At `compare`'s scale it
+/// stalls at the unigram loss: the residual stream outgrows tanh's range (see the README).
+pub fn dyt_plain() -> RecipeSpec {
+    let mut r = blank(
+        "dyt-plain",
+        "DyT, plain: X = X + F(DyT(X)), DyT(x) = γ·tanh(αx) + β, α₀ = 0.5 everywhere; final DyT; no embedding \
+            scale (DyT repository default; seed 003)",
+    );
+    r.sublayer.input = Some(norm_with("dyt", |t| t.alpha = Some(Scale::Number(0.5))));
+    r.final_norm = norm_with("dyt", |t| t.alpha = Some(Scale::Number(0.5)));
     r
 }
 
@@ -271,13 +301,14 @@ pub fn bhyt() -> RecipeSpec {
     )
 }
 
-/// OLMo 2: norm on sublayer outputs only, `X_{l+1} = X_l + RMS(F_l(X_l))`, QK-norm, final
-/// RMSNorm.
+/// OLMo 2: norm on sublayer outputs only, `X_{l+1} = X_l + RMS(F_l(X_l))`, QK-norm over the
+/// full width (before the head split, as OLMo 2 does), final RMSNorm.
 pub fn olmo2() -> RecipeSpec {
-    let mut r = blank("olmo2", "OLMo 2: X = X + RMS(F(X)) with QK-norm; final RMSNorm (OLMo 2; seed 001 App. G)");
+    let mut r =
+        blank("olmo2", "OLMo 2: X = X + RMS(F(X)) with full-width QK-norm; final RMSNorm (OLMo 2; seed 001 App. G)");
     r.norm = BaseNorm::Rmsnorm;
     r.sublayer.output = ln();
-    r.qk_norm = true;
+    r.qk_norm = QkNorm::Full;
     r.final_norm = NormSpec::kind("ln");
     r
 }

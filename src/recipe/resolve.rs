@@ -3,7 +3,7 @@
 //! that names the field.
 
 use super::expr::eval;
-use super::spec::{BaseNorm, NormSpec, RecipeSpec, Scale, SublayerSpec, Which};
+use super::spec::{BaseNorm, NormSpec, QkNorm, RecipeSpec, Scale, SublayerSpec, Which};
 use crate::norm::{BhytDenominator, NormKind};
 use anyhow::{Context, bail, ensure};
 use std::collections::BTreeMap;
@@ -38,20 +38,31 @@ pub struct SublayerPlan {
 pub struct ResolvedRecipe {
     pub name: String,
     pub sublayers: Vec<SublayerPlan>,
+    /// Initial value of the learnable embedding scale `e`, when the recipe has one.
+    pub embedding_scale: Option<f64>,
     pub embedding_norm: Option<NormKind>,
     pub final_norm: Option<NormKind>,
-    pub qk_norm: bool,
+    pub qk_norm: QkNorm,
     pub regularizer: f64,
 }
 
-/// Resolves `spec` for `n_layers` Transformer layers with norm epsilon `eps`.
-pub fn resolve(spec: &RecipeSpec, n_layers: usize, eps: f64) -> anyhow::Result<ResolvedRecipe> {
-    Resolver(spec).resolve(n_layers, eps)
+/// The sizes a recipe's expressions may use: `L` (Transformer layers) and `d` (hidden size).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dims {
+    pub n_layers: usize,
+    pub d_model: usize,
 }
 
-/// Turns a written norm slot of `spec` into a [`NormKind`], rejecting options the kind lacks.
-pub fn norm_kind(spec: &RecipeSpec, slot: &NormSpec, eps: f64) -> anyhow::Result<Option<NormKind>> {
-    Resolver(spec).norm(slot, eps)
+/// Resolves `spec` for a model of `dims` with norm epsilon `eps`.
+pub fn resolve(spec: &RecipeSpec, dims: Dims, eps: f64) -> anyhow::Result<ResolvedRecipe> {
+    Resolver(spec).resolve(dims, eps)
+}
+
+/// Turns a written norm slot of `spec` into a [`NormKind`] for a model of `dims`, rejecting
+/// options the kind lacks.
+pub fn norm_kind(spec: &RecipeSpec, slot: &NormSpec, dims: Dims, eps: f64) -> anyhow::Result<Option<NormKind>> {
+    let r = Resolver(spec);
+    r.norm(slot, &r.vars(dims), eps)
 }
 
 /// The resolution logic, as a view of the spec (the spec's own type stays plain data).
@@ -65,12 +76,14 @@ impl std::ops::Deref for Resolver<'_> {
 }
 
 impl Resolver<'_> {
-    fn resolve(&self, n_layers: usize, eps: f64) -> anyhow::Result<ResolvedRecipe> {
-        self.resolve_inner(n_layers, eps).with_context(|| format!("recipe `{}`", self.name))
+    fn resolve(&self, dims: Dims, eps: f64) -> anyhow::Result<ResolvedRecipe> {
+        self.resolve_inner(dims, eps).with_context(|| format!("recipe `{}`", self.name))
     }
 
-    fn resolve_inner(&self, n_layers: usize, eps: f64) -> anyhow::Result<ResolvedRecipe> {
+    fn resolve_inner(&self, dims: Dims, eps: f64) -> anyhow::Result<ResolvedRecipe> {
+        let n_layers = dims.n_layers;
         ensure!(n_layers >= 1, "n_layers must be at least 1");
+        ensure!(dims.d_model >= 1, "d_model must be at least 1");
         ensure!(eps > 0.0 && eps.is_finite(), "norm_eps must be a positive number, got {eps}");
         self.check_params()?;
         for (i, entry) in self.layers.iter().enumerate() {
@@ -81,11 +94,18 @@ impl Resolver<'_> {
         }
         let mut sublayers = Vec::with_capacity(2 * n_layers);
         for index in 1..=2 * n_layers {
-            sublayers.push(self.plan(index, n_layers, eps)?);
+            sublayers.push(self.plan(index, dims, eps)?);
         }
         check_bhyt_pairs(&sublayers)?;
-        let embedding_norm = self.norm(&self.embedding_norm, eps).context("embedding_norm")?;
-        let final_norm = self.norm(&self.final_norm, eps).context("final_norm")?;
+        let vars = self.vars(dims);
+        let embedding_norm = self.norm(&self.embedding_norm, &vars, eps).context("embedding_norm")?;
+        let final_norm = self.norm(&self.final_norm, &vars, eps).context("final_norm")?;
+        // `"none"` removes a preset's embedding scale in a config overlay.
+        let embedding_scale = match &self.embedding_scale {
+            Some(Scale::Expr(e)) if e.trim() == "none" => None,
+            Some(s) => Some(scale_value(s, &vars).context("embedding_scale")?),
+            None => None,
+        };
         ensure!(
             self.regularizer >= 0.0 && self.regularizer.is_finite(),
             "`regularizer` must be ≥ 0, got {}",
@@ -94,6 +114,7 @@ impl Resolver<'_> {
         Ok(ResolvedRecipe {
             name: self.name.clone(),
             sublayers,
+            embedding_scale,
             embedding_norm,
             final_norm,
             qk_norm: self.qk_norm,
@@ -107,26 +128,28 @@ impl Resolver<'_> {
             if name.ends_with("_ratio") {
                 ensure!((0.0..=1.0).contains(v), "params.{name} = {v} is outside [0, 1]");
             }
-            ensure!(!matches!(name.as_str(), "L" | "k" | "l"), "params.{name}: `{name}` is reserved");
+            ensure!(!matches!(name.as_str(), "L" | "k" | "l" | "d"), "params.{name}: `{name}` is reserved");
         }
         Ok(())
     }
 
-    fn vars(&self, n_layers: usize) -> BTreeMap<String, f64> {
+    fn vars(&self, dims: Dims) -> BTreeMap<String, f64> {
         let mut v = self.params.clone();
-        v.insert("L".into(), n_layers as f64);
+        v.insert("L".into(), dims.n_layers as f64);
+        v.insert("d".into(), dims.d_model as f64);
         v
     }
 
     /// Base spec with every override whose range covers this sublayer laid over it.
-    fn effective(&self, index: usize, n_layers: usize) -> anyhow::Result<SublayerSpec> {
+    fn effective(&self, index: usize, dims: Dims) -> anyhow::Result<SublayerSpec> {
+        let n_layers = dims.n_layers;
         let layer = index.div_ceil(2);
         let branch_is_attn = index % 2 == 1;
         let mut spec = self.sublayer.clone();
         for (i, entry) in self.layers.iter().enumerate() {
             let range = entry.range.as_deref().unwrap_or_default();
             let (lo, hi) =
-                parse_range(range, &self.vars(n_layers), n_layers).with_context(|| format!("layers[{i}].range"))?;
+                parse_range(range, &self.vars(dims), n_layers).with_context(|| format!("layers[{i}].range"))?;
             let which_ok = match entry.sublayers.unwrap_or_default() {
                 Which::Both => true,
                 Which::Attn => branch_is_attn,
@@ -139,28 +162,22 @@ impl Resolver<'_> {
         Ok(spec)
     }
 
-    fn plan(&self, index: usize, n_layers: usize, eps: f64) -> anyhow::Result<SublayerPlan> {
+    fn plan(&self, index: usize, dims: Dims, eps: f64) -> anyhow::Result<SublayerPlan> {
         let layer = index.div_ceil(2);
         let branch = if index % 2 == 1 { Branch::Attn } else { Branch::Ffn };
-        let spec = self.effective(index, n_layers)?;
-        let mut vars = self.vars(n_layers);
+        let spec = self.effective(index, dims)?;
+        let mut vars = self.vars(dims);
         vars.insert("k".into(), layer as f64);
         vars.insert("l".into(), index as f64);
         let where_ =
             || format!("sublayer {index} (layer {layer}, {})", if branch == Branch::Attn { "attn" } else { "ffn" });
         let scale = |field: &str, s: &Option<Scale>| -> anyhow::Result<f64> {
-            let v = match s {
-                None => 1.0,
-                Some(Scale::Number(v)) => *v,
-                Some(Scale::Expr(e)) => eval(e, &vars).map_err(anyhow::Error::msg)?,
-            };
-            ensure!(v.is_finite() && v > 0.0, "`{field}` = {v} must be a positive finite number");
-            Ok(v)
+            s.as_ref().map_or(Ok(1.0), |s| scale_value(s, &vars)).with_context(|| format!("`{field}`"))
         };
         let norm = |field: &str, n: &Option<NormSpec>| -> anyhow::Result<Option<NormKind>> {
             match n {
                 None => Ok(None),
-                Some(n) => self.norm(n, eps).with_context(|| format!("`{field}`")),
+                Some(n) => self.norm(n, &vars, eps).with_context(|| format!("`{field}`")),
             }
         };
         let plan = (|| {
@@ -191,18 +208,20 @@ impl Resolver<'_> {
         Ok(plan)
     }
 
-    fn norm(&self, spec: &NormSpec, eps: f64) -> anyhow::Result<Option<NormKind>> {
+    fn norm(&self, spec: &NormSpec, vars: &BTreeMap<String, f64>, eps: f64) -> anyhow::Result<Option<NormKind>> {
         let t = spec.table();
         let allowed: &[&str] = match t.kind.as_str() {
             "none" => &[],
             "ln" | "layernorm" => &["gain", "shift"],
             "rmsnorm" => &["gain", "shift"],
             "scalar-ln" => &["shift"],
+            "scalar-rms" => &[],
             "dyt" => &["alpha"],
             "bhyt-star" => &["lambda", "p", "denominator"],
             "bhyt" => &["lambda", "p"],
             other => bail!(
-                "unknown norm kind `{other}` (known: none, ln, layernorm, rmsnorm, scalar-ln, dyt, bhyt-star, bhyt)"
+                "unknown norm kind `{other}` (known: none, ln, layernorm, rmsnorm, scalar-ln, scalar-rms, dyt, \
+                    bhyt-star, bhyt)"
             ),
         };
         let set = [
@@ -228,8 +247,13 @@ impl Resolver<'_> {
             "ln" if self.norm == BaseNorm::Rmsnorm => rms(t.shift, gain, eps)?,
             "ln" | "layernorm" => NormKind::LayerNorm { gain, shift: t.shift.unwrap_or(true), eps },
             "rmsnorm" => rms(t.shift, gain, eps)?,
+            "scalar-ln" if self.norm == BaseNorm::Rmsnorm => scalar_rms(t.shift, eps)?,
             "scalar-ln" => NormKind::ScalarLayerNorm { shift: t.shift.unwrap_or(true), eps },
-            "dyt" => NormKind::Dyt { alpha: positive("alpha", t.alpha.unwrap_or(0.5))? },
+            "scalar-rms" => NormKind::ScalarRmsNorm { eps },
+            "dyt" => {
+                let alpha = t.alpha.as_ref().map_or(Ok(0.5), |a| scale_value(a, vars)).context("`alpha`")?;
+                NormKind::Dyt { alpha }
+            }
             "bhyt-star" => NormKind::BhytStar {
                 lambda: positive("lambda", t.lambda.unwrap_or(1.0))?,
                 p,
@@ -241,6 +265,30 @@ impl Resolver<'_> {
         };
         Ok(Some(kind))
     }
+}
+
+/// A scale's value: a positive finite number, or an expression evaluating to one.
+fn scale_value(s: &Scale, vars: &BTreeMap<String, f64>) -> anyhow::Result<f64> {
+    let v = match s {
+        Scale::Number(v) => *v,
+        Scale::Expr(e) => eval(e, vars).map_err(anyhow::Error::msg)?,
+    };
+    match s {
+        Scale::Number(_) => ensure!(v.is_finite() && v > 0.0, "{v} must be a positive finite number"),
+        Scale::Expr(e) => ensure!(v.is_finite() && v > 0.0, "`{e}` = {v} must be a positive finite number"),
+    }
+    Ok(v)
+}
+
+/// `"scalar-ln"` under `norm = "rmsnorm"`: the scalarised RMSNorm, which has no shift (there is
+/// no centring for a shift to undo).
+fn scalar_rms(shift: Option<bool>, eps: f64) -> anyhow::Result<NormKind> {
+    ensure!(
+        shift != Some(true),
+        "scalar-ln under norm = \"rmsnorm\" is the scalarised RMSNorm, which has no shift; remove `shift = true` \
+            or use norm = \"layernorm\""
+    );
+    Ok(NormKind::ScalarRmsNorm { eps })
 }
 
 fn rms(shift: Option<bool>, gain: bool, eps: f64) -> anyhow::Result<NormKind> {

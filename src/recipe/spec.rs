@@ -43,9 +43,10 @@ pub struct NormTable {
     /// Learnable shift β (LayerNorm, scalarised LayerNorm; default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shift: Option<bool>,
-    /// DyT's initial α (default 0.5, the DyT repository's default).
+    /// DyT's initial α (default 0.5, the DyT repository's default): a number or an expression
+    /// in `L`, `k`, `l`, `d` and `params` (the `dyt` preset steps it by width `d`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub alpha: Option<f64>,
+    pub alpha: Option<Scale>,
     /// BHyT's initial λ (seed 003 C.3: 2.0 before attention, 1.0 before the FFN).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lambda: Option<f64>,
@@ -92,8 +93,8 @@ impl NormSpec {
     }
 }
 
-/// A scale: a number or an expression in `L`, `k`, `l` and the recipe's `params`
-/// (see [`super::expr`]).
+/// A scale: a number or an expression in `L`, `k`, `l`, `d` (the hidden size) and the
+/// recipe's `params` (see [`super::expr`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Scale {
@@ -177,6 +178,43 @@ impl SublayerSpec {
     }
 }
 
+/// Where QK-norm normalises queries and keys (always RMSNorm with a learnable gain).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", try_from = "toml::Value")]
+pub enum QkNorm {
+    #[default]
+    None,
+    /// Over each head's `d_head` features after the head split (Qwen3), gains in `ℝ^{d_head}`
+    /// shared by the heads.
+    Head,
+    /// Over the full width `d` before the head split (OLMo 2), gains in `ℝ^d`.
+    Full,
+}
+
+/// Accepts the names and, for configs written before the choice existed, a boolean.
+impl TryFrom<toml::Value> for QkNorm {
+    type Error = String;
+
+    fn try_from(v: toml::Value) -> Result<Self, String> {
+        match v {
+            toml::Value::Boolean(b) => Ok(if b { QkNorm::Head } else { QkNorm::None }),
+            toml::Value::String(s) => match s.as_str() {
+                "none" => Ok(QkNorm::None),
+                "head" => Ok(QkNorm::Head),
+                "full" => Ok(QkNorm::Full),
+                other => Err(format!("qk_norm = \"{other}\": expected \"none\", \"head\" or \"full\"")),
+            },
+            other => Err(format!("qk_norm is \"none\", \"head\" or \"full\", not `{other}`")),
+        }
+    }
+}
+
+impl QkNorm {
+    pub fn is_on(self) -> bool {
+        self != QkNorm::None
+    }
+}
+
 /// The base norm that `"ln"` slots resolve to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -193,16 +231,23 @@ pub struct RecipeSpec {
     pub name: String,
     /// One line: what it is and where it comes from.
     pub about: String,
-    /// What `"ln"` slots are (default LayerNorm, as in seed 000; Peri-LN used RMSNorm).
+    /// What `"ln"` slots are (default LayerNorm, as in seed 000; Peri-LN used RMSNorm), and
+    /// what `"scalar-ln"` slots are: scalarised LayerNorm, or scalarised RMSNorm under
+    /// `"rmsnorm"`.
     #[serde(default)]
     pub norm: BaseNorm,
+    /// A learnable scalar multiplying the token embeddings, `X_1 = N_emb(e · Embed(x))`, with
+    /// this initial value (DyT's LLaMA recipe: `"sqrt(d)"`); none when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedding_scale: Option<Scale>,
     /// Norm applied to the token embedding (Peri-LN).
     pub embedding_norm: NormSpec,
     /// Norm applied before the output projection.
     pub final_norm: NormSpec,
-    /// RMSNorm on queries and keys per head (OLMo 2).
+    /// RMSNorm on queries and keys: `"none"`, `"head"` (per head, over `d_head`; Qwen3) or
+    /// `"full"` (over all heads together, before the split; OLMo 2). `true` means `"head"`.
     #[serde(default)]
-    pub qk_norm: bool,
+    pub qk_norm: QkNorm,
     /// Weight λ of KiteNorm's variance regulariser (seed 000 eq. 24) in the training loss.
     #[serde(default)]
     pub regularizer: f64,

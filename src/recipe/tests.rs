@@ -8,7 +8,12 @@ use crate::norm::{BhytDenominator, NormKind};
 const EPS: f64 = 1e-6;
 
 fn resolve(name: &str, l: usize) -> ResolvedRecipe {
-    super::resolve(&preset(name).unwrap(), l, EPS).unwrap()
+    super::resolve(&preset(name).unwrap(), dims(l), EPS).unwrap()
+}
+
+/// `L` layers of the default width, d = 128.
+fn dims(n_layers: usize) -> Dims {
+    Dims { n_layers, d_model: 128 }
 }
 
 fn ln() -> Option<NormKind> {
@@ -140,9 +145,10 @@ fn kitenorm_and_ablations_match_table_2_and_section_4_3() {
 
 #[test]
 fn dyt_and_bhyt_use_their_paper_defaults() {
-    let r = resolve("dyt", 4);
+    let r = resolve("dyt-plain", 4);
     all_sublayers(&r, Some(NormKind::Dyt { alpha: 0.5 }), None, None, 1.0, 1.0);
     assert_eq!(r.final_norm, Some(NormKind::Dyt { alpha: 0.5 }));
+    assert_eq!(r.embedding_scale, None);
 
     let star = |lambda| Some(NormKind::BhytStar { lambda, p: 0.99, denominator: BhytDenominator::Std, eps: EPS });
     let r = resolve("bhyt-star", 4);
@@ -158,11 +164,57 @@ fn dyt_and_bhyt_use_their_paper_defaults() {
     }
 }
 
+/// The DyT authors' LLaMA table (Zhu et al. 2025): α₀ attention / FFN / final = 0.8 / 0.2 / 0.2
+/// at 7B (d = 4096), 0.6 / 0.15 / 0.15 at 13B (d = 5120), 0.2 / 0.05 / 0.05 at 34B and 70B
+/// (d = 8192); narrower models take the first row. Embedding scale e₀ = √d.
+#[test]
+fn dyt_follows_the_authors_llama_recipe_by_width() {
+    for (d, attn, other) in [(128, 0.8, 0.2), (4096, 0.8, 0.2), (5120, 0.6, 0.15), (8192, 0.2, 0.05)] {
+        let r = super::resolve(&preset("dyt").unwrap(), Dims { n_layers: 3, d_model: d }, EPS).unwrap();
+        for s in &r.sublayers {
+            let alpha = if s.branch == Branch::Attn { attn } else { other };
+            assert_eq!(s.input, Some(NormKind::Dyt { alpha }), "d = {d}, {s:?}");
+            assert_eq!((s.output.clone(), s.outer.clone()), (None, None));
+        }
+        assert_eq!(r.final_norm, Some(NormKind::Dyt { alpha: other }), "d = {d}");
+        assert_eq!(r.embedding_scale, Some((d as f64).sqrt()));
+        assert_eq!(r.embedding_norm, None);
+    }
+    // Any recipe can carry the embedding scale, and a config can remove the preset's.
+    assert_eq!(from_toml("[recipe]\npreset = \"pre\"\nembedding_scale = 2.5\n").unwrap().embedding_scale, Some(2.5));
+    assert_eq!(from_toml("[recipe]\npreset = \"dyt\"\nembedding_scale = \"none\"\n").unwrap().embedding_scale, None);
+}
+
+/// KiteNorm's scalar slots follow the base norm: scalarised RMSNorm (γ′ only) under
+/// `norm = "rmsnorm"`, which has no shift to ask for.
+#[test]
+fn scalar_slots_follow_the_base_norm() {
+    let r = from_toml("[recipe]\npreset = \"kitenorm\"\nnorm = \"rmsnorm\"\n").unwrap();
+    let srms = Some(NormKind::ScalarRmsNorm { eps: EPS });
+    all_sublayers(&r, srms.clone(), None, srms, 1.0, 1.0 / 24.0);
+    let e = err(
+        "[recipe]\npreset = \"kitenorm\"\nnorm = \"rmsnorm\"\n[recipe.sublayer]\ninput = { kind = \"scalar-ln\", shift = true }\n",
+    );
+    assert!(e.contains("no shift"), "{e}");
+    let r = from_toml("[recipe]\npreset = \"kitenorm\"\n[recipe.sublayer]\ninput = \"scalar-rms\"\n").unwrap();
+    assert_eq!(r.sublayers[0].input, Some(NormKind::ScalarRmsNorm { eps: EPS }));
+    assert_eq!(r.sublayers[0].outer, sln(), "LayerNorm base: the outer slot stays scalarised LayerNorm");
+}
+
+#[test]
+fn qk_norm_is_per_head_or_full_width() {
+    assert_eq!(resolve("olmo2", 2).qk_norm, QkNorm::Full, "OLMo 2 normalises q, k over the full width");
+    assert_eq!(resolve("pre", 2).qk_norm, QkNorm::None);
+    assert_eq!(from_toml("[recipe]\npreset = \"pre\"\nqk_norm = \"head\"\n").unwrap().qk_norm, QkNorm::Head);
+    assert_eq!(from_toml("[recipe]\npreset = \"pre\"\nqk_norm = true\n").unwrap().qk_norm, QkNorm::Head);
+    assert_eq!(from_toml("[recipe]\npreset = \"olmo2\"\nqk_norm = false\n").unwrap().qk_norm, QkNorm::None);
+    assert!(err("[recipe]\npreset = \"pre\"\nqk_norm = \"both\"\n").contains("\"none\", \"head\" or \"full\""));
+}
+
 #[test]
 fn olmo2_and_deepnorm() {
     let r = resolve("olmo2", 4);
     all_sublayers(&r, None, rms(), None, 1.0, 1.0);
-    assert!(r.qk_norm);
     assert_eq!(r.final_norm, rms());
 
     let r = resolve("deepnorm", 12);
@@ -182,7 +234,7 @@ fn every_preset_resolves_and_prints_equations() {
         let spec = preset(name).unwrap();
         assert_eq!(&spec.name, name);
         for l in [1, 2, 3, 12, 48] {
-            super::resolve(&spec, l, EPS).unwrap_or_else(|e| panic!("{name} at L = {l}: {e:#}"));
+            super::resolve(&spec, dims(l), EPS).unwrap_or_else(|e| panic!("{name} at L = {l}: {e:#}"));
         }
         let lines = equation::describe(&spec);
         assert!(lines.iter().any(|l| l.contains("X_{l+1} =")), "{name}: {lines:?}");
@@ -200,7 +252,7 @@ fn from_toml(src: &str) -> anyhow::Result<ResolvedRecipe> {
         recipe: RecipeConfig,
     }
     let w: Wrapper = toml::from_str(src)?;
-    super::resolve(&w.recipe.spec()?, 12, EPS)
+    super::resolve(&w.recipe.spec()?, dims(12), EPS)
 }
 
 fn err(src: &str) -> String {
@@ -239,7 +291,7 @@ fn malformed_recipes_are_rejected_naming_the_field() {
     let e = err("[recipe]\npreset = \"pre\"\n[recipe.sublayer]\ninput = \"groupnorm\"\n");
     assert!(e.contains("unknown norm kind `groupnorm`") && e.contains("`input`"), "{e}");
     let e = err("[recipe]\npreset = \"pre\"\n[recipe.sublayer]\nresidual = -0.5\n");
-    assert!(e.contains("`residual` = -0.5 must be a positive"), "{e}");
+    assert!(e.contains("`residual`: -0.5 must be a positive"), "{e}");
     let e = err("[recipe]\npreset = \"mix\"\nparams = { mix_ratio = 1.5 }\n");
     assert!(e.contains("params.mix_ratio = 1.5 is outside [0, 1]"), "{e}");
     let e =

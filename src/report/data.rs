@@ -1,5 +1,6 @@
 //! What a report reads from a run directory, through the records' own types.
 
+use crate::io::json;
 use crate::io::jsonl;
 use crate::probe::ProbeRecord;
 use crate::probe::snapshot::SublayerProbe;
@@ -7,7 +8,7 @@ use crate::recipe::Placement;
 use crate::recipe::placement::bounds_stream;
 use crate::train::RunConfig;
 use crate::train::metrics::{EvalRecord, Metrics, TrainRecord};
-use crate::train::run_dir::{self, Status};
+use crate::train::run_dir::{self, RunInfo, Status};
 use std::path::{Path, PathBuf};
 
 pub struct RunData {
@@ -21,6 +22,9 @@ pub struct RunData {
     pub placement: Option<Placement>,
     /// Whether the run's recipe normalises every sublayer's contribution to the stream.
     pub bounds_stream: bool,
+    /// The run's config and `run.json`, when readable.
+    pub config: Option<RunConfig>,
+    pub info: Option<RunInfo>,
 }
 
 impl RunData {
@@ -28,10 +32,8 @@ impl RunData {
     /// error that names its file and line.
     pub fn load(dir: &Path, label: &str) -> anyhow::Result<Self> {
         let m = Metrics::read(&run_dir::metrics(dir))?;
-        let recipe = RunConfig::load(Some(&run_dir::config(dir)), &[])
-            .ok()
-            .and_then(|c| c.model.validate().ok())
-            .map(|(_, r)| r);
+        let config = RunConfig::load(Some(&run_dir::config(dir)), &[]).ok();
+        let recipe = config.as_ref().and_then(|c| c.model.validate().ok()).map(|(_, r)| r);
         Ok(Self {
             label: label.to_string(),
             dir: dir.to_path_buf(),
@@ -41,7 +43,22 @@ impl RunData {
             status: run_dir::read_status(dir).ok().flatten(),
             placement: recipe.as_ref().and_then(Placement::of),
             bounds_stream: recipe.as_ref().is_some_and(bounds_stream),
+            config,
+            info: json::read::<RunInfo>(&run_dir::info(dir)).ok(),
         })
+    }
+
+    /// The label with the run's learning rate and seed: `pre (lr 3e-3, seed 7)`.
+    pub fn legend(&self) -> String {
+        match &self.config {
+            Some(c) => format!("{} (lr {:e}, seed {})", self.label, c.optim.lr, c.train.seed),
+            None => self.label.clone(),
+        }
+    }
+
+    /// Steps whose update the skip-step rule refused.
+    pub fn skipped_steps(&self) -> Vec<usize> {
+        self.train.iter().filter(|t| t.skipped.is_some()).map(|t| t.step).collect()
     }
 
     /// `(step, value)` of a field of the train records.

@@ -1,7 +1,8 @@
-//! The report's figures, in the papers' styles.
+//! The report's figures, in the papers' styles. Every cross-recipe figure names each run's
+//! learning rate and seed in its legend; every per-recipe figure names the recipe in its title.
 
 use super::data::RunData;
-use super::plot::{Chart, Series, draw};
+use super::plot::{Chart, Series, draw, draw_grid};
 use crate::probe::snapshot::SublayerProbe;
 use crate::sweep::aggregate::MethodSummary;
 use std::path::Path;
@@ -13,7 +14,7 @@ pub struct Figure {
     pub svg: String,
 }
 
-fn fig(dir: &Path, stem: &str, caption: String, chart: Chart<'_>) -> anyhow::Result<Figure> {
+fn fig(dir: &Path, stem: &str, caption: String, chart: Chart) -> anyhow::Result<Figure> {
     let svg = draw(&chart, &dir.join(stem))?;
     Ok(Figure { stem: stem.to_string(), caption, svg })
 }
@@ -33,20 +34,25 @@ pub fn lr_curves(dir: &Path, methods: &[MethodSummary]) -> anyhow::Result<Figure
             line(m.method.clone(), m.curve.iter().filter_map(|p| Some((p.lr, p.val_loss?))).collect(), i, false)
         })
         .collect();
-    let chart = Chart {
-        title: "Final validation loss vs learning rate",
-        x_label: "peak learning rate",
-        y_label: "final validation loss (nats/token)",
-        log_x: true,
-        log_y: false,
+    let mut lrs: Vec<f64> = methods.iter().flat_map(|m| m.curve.iter().map(|p| p.lr)).collect();
+    lrs.sort_by(f64::total_cmp);
+    lrs.dedup();
+    let mut chart = Chart::new(
+        "Final validation loss vs learning rate",
+        "peak learning rate",
+        "final validation loss (nats/token)",
         series,
-        top_marks: marks,
-    };
+    )
+    .log(true, false);
+    chart.top_marks = marks;
+    chart.x_ticks = lrs;
+    chart.clip_outliers = true;
     fig(
         dir,
         "lr_curves",
-        "Final validation loss against peak learning rate for each recipe (best over the grid's \
-        seeds); × at the top marks a diverged run (KiteNorm Fig. 1a style)."
+        "Final validation loss against peak learning rate for each recipe (grid runs, one seed per rate); × at the top \
+            marks a diverged run; ▲ on the top edge a value above the plotted range, printed beside it (KiteNorm Fig. \
+            1a style)."
             .into(),
         chart,
     )
@@ -54,88 +60,108 @@ pub fn lr_curves(dir: &Path, methods: &[MethodSummary]) -> anyhow::Result<Figure
 
 /// Training loss, validation loss and gradient norm over steps (Peri-LN Fig. 3 style).
 pub fn curves(dir: &Path, runs: &[RunData]) -> anyhow::Result<Vec<Figure>> {
-    let mk = |title: &'static str, y: &'static str, log_y: bool, f: &dyn Fn(&RunData) -> Vec<(f64, f64)>| Chart {
-        title,
-        x_label: "step",
-        y_label: y,
-        log_x: false,
-        log_y,
-        series: runs.iter().enumerate().map(|(i, r)| line(r.label.clone(), f(r), i, false)).collect(),
-        top_marks: Vec::new(),
+    let mk = |title: &str, y: &str, log_y: bool, f: &dyn Fn(&RunData) -> Vec<(f64, f64)>| {
+        let series = runs.iter().enumerate().map(|(i, r)| line(r.legend(), f(r), i, false)).collect();
+        let mut c = Chart::new(title, "step", y, series).log(false, log_y);
+        // × at the top: steps the skip-step rule skipped.
+        c.top_marks = runs
+            .iter()
+            .enumerate()
+            .flat_map(|(i, r)| r.skipped_steps().into_iter().map(move |s| (s as f64, i)))
+            .collect();
+        c
+    };
+    let which = "each recipe's best run (its learning rate and seed in the legend)";
+    let skips = if runs.iter().any(|r| !r.skipped_steps().is_empty()) {
+        "; × at the top marks a step whose update skip-step refused"
+    } else {
+        ""
     };
     Ok(vec![
         fig(
             dir,
             "train_loss",
-            "Training loss (CE + λ·R) per step of each recipe's best run.".into(),
+            format!("Training loss (CE + λ·R) per step of {which}{skips}."),
             mk("Training loss", "loss", false, &|r| r.train_series(|t| t.loss)),
         )?,
         fig(
             dir,
             "val_loss",
-            "Validation loss over training.".into(),
+            format!("Validation loss over training, {which}."),
             mk("Validation loss", "validation loss", false, &|r| r.eval_series()),
         )?,
         fig(
             dir,
             "grad_norm",
-            "Global gradient norm before clipping, per step (spikes stand out on the log scale).".into(),
+            format!(
+                "Global gradient norm before clipping per step, {which}; spikes stand out on the log scale{skips}."
+            ),
             mk("Gradient norm", "gradient norm (log)", true, &|r| r.train_series(|t| t.grad_norm)),
         )?,
     ])
 }
 
-/// Hidden-state variance and mean |x| against depth at the first and last probe (Peri-LN Fig.
-/// 1/5, BHyT Fig. 3).
+/// Hidden-state variance and mean |x| against depth at the end of each best run (Peri-LN Fig.
+/// 1/5, BHyT Fig. 3), and each recipe's sublayer gradient norms at the start and the end as
+/// small multiples (Peri-LN Fig. 6).
 pub fn depth_profiles(dir: &Path, runs: &[RunData]) -> anyhow::Result<Vec<Figure>> {
-    let both = |value: fn(&SublayerProbe) -> Option<f64>| -> Vec<Series> {
+    let last = |value: fn(&SublayerProbe) -> Option<f64>| -> Vec<Series> {
         runs.iter()
             .enumerate()
-            .flat_map(|(i, r)| {
-                let mut v = Vec::new();
-                if let Some(p) = r.first_probe() {
-                    v.push(line(String::new(), RunData::per_layer(p, value), i, true));
-                }
-                if let Some(p) = r.last_probe() {
-                    v.push(line(r.label.clone(), RunData::per_layer(p, value), i, false));
-                }
-                v
-            })
+            .filter_map(|(i, r)| Some(line(r.legend(), RunData::per_layer(r.last_probe()?, value), i, false)))
             .collect()
     };
-    let chart = |title, y, series| Chart {
-        title,
-        x_label: "sublayer l",
-        y_label: y,
-        log_x: false,
-        log_y: true,
-        series,
-        top_marks: Vec::new(),
-    };
-    Ok(vec![
+    let step = |r: &RunData| r.last_probe().map(|p| p.step).unwrap_or(0);
+    let at_end = "at the last probe of each recipe's best run";
+    let mut figs = vec![
         fig(
             dir,
             "hidden_var",
-            "Variance of the hidden state X_l entering each sublayer, at the first probe (step 1, \
-            dashed) and the last (solid)."
-                .into(),
-            chart("Hidden-state variance vs depth", "Var(X_l) (log)", both(|s| Some(s.x.var))),
+            format!("Variance of the hidden state X_l entering each sublayer, {at_end}."),
+            Chart::new("Hidden-state variance vs depth", "sublayer l", "Var(X_l) (log)", last(|s| Some(s.x.var)))
+                .log(false, true),
         )?,
         fig(
             dir,
             "mean_abs",
-            "Mean |X_l| at the first probe (dashed) and the last (solid).".into(),
-            chart("Mean |x| vs depth", "mean |X_l| (log)", both(|s| Some(s.x.mean_abs))),
+            format!("Mean |X_l| {at_end}."),
+            Chart::new("Mean |x| vs depth", "sublayer l", "mean |X_l| (log)", last(|s| Some(s.x.mean_abs)))
+                .log(false, true),
         )?,
-        fig(
-            dir,
-            "grad_layers",
-            "Gradient norm of each sublayer's parameters at step 1 (dashed) and at the end \
-            (solid) (Peri-LN Fig. 6 style)."
+    ];
+    let panels: Vec<Chart> = runs
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.last_probe().is_some())
+        .map(|(i, r)| {
+            let mut s = Vec::new();
+            if let Some(p) = r.first_probe() {
+                s.push(line("", RunData::per_layer(p, |s| s.grad_norm), i, true));
+            }
+            let end = RunData::per_layer(r.last_probe().unwrap(), |s| s.grad_norm);
+            // A log scale cannot show zeros: say so in the title.
+            let zero = !end.is_empty() && end.iter().all(|p| p.1 <= 0.0);
+            s.push(line("", end, i, false));
+            let title = if zero {
+                format!("{}: all exactly 0 at step {}", r.legend(), step(r))
+            } else {
+                format!("{} (end: step {})", r.legend(), step(r))
+            };
+            Chart::new(title, "sublayer l", "grad norm (log)", s).log(false, true)
+        })
+        .collect();
+    if !panels.is_empty() {
+        let stem = "grad_layers";
+        let svg = draw_grid(&panels, 2, &dir.join(stem))?;
+        figs.push(Figure {
+            stem: stem.into(),
+            caption: "Gradient norm of each sublayer's parameters, one panel per recipe: at the first probe (step 1, \
+                dashed) and at the last (solid) (Peri-LN Fig. 6 style)."
                 .into(),
-            chart("Gradient norm vs depth", "gradient norm of sublayer l (log)", both(|s| s.grad_norm)),
-        )?,
-    ])
+            svg,
+        });
+    }
+    Ok(figs)
 }
 
 /// For one run: Var(X_l) against depth at several steps, and τ per layer over training
@@ -162,65 +188,91 @@ pub fn over_training(dir: &Path, r: &RunData, slug: &str) -> anyhow::Result<Vec<
             )
         })
         .collect();
+    let who = r.legend();
     Ok(vec![
         fig(
             dir,
             &format!("hidden_var_steps_{slug}"),
-            format!("{}: Var(X_l) against depth at several steps.", r.label),
-            Chart {
-                title: "Hidden-state variance over training",
-                x_label: "sublayer l",
-                y_label: "Var(X_l) (log)",
-                log_x: false,
-                log_y: true,
-                series: var,
-                top_marks: Vec::new(),
-            },
+            format!("{who}: Var(X_l) against depth at several steps."),
+            Chart::new(format!("{who}: hidden-state variance over training"), "sublayer l", "Var(X_l) (log)", var)
+                .log(false, true),
         )?,
         fig(
             dir,
             &format!("tau_{slug}"),
-            format!("{}: token alignment τ(X_l) of selected sublayers over training; τ → 1 is rank collapse.", r.label),
-            Chart {
-                title: "Token alignment over training",
-                x_label: "step",
-                y_label: "τ",
-                log_x: false,
-                log_y: false,
-                series: tau,
-                top_marks: Vec::new(),
-            },
+            format!("{who}: token alignment τ(X_l) of selected sublayers over training; τ → 1 is rank collapse."),
+            Chart::new(format!("{who}: token alignment over training"), "step", "τ", tau),
         )?,
     ])
+}
+
+/// R² of `approx` against `exact` on the log values, about the identity line:
+/// `1 − Σ(ln a − ln e)² / Σ(ln a − mean ln a)²`.
+pub fn log_r2(pairs: &[[f64; 2]]) -> f64 {
+    let logs: Vec<(f64, f64)> =
+        pairs.iter().filter(|p| p[0] > 0.0 && p[1] > 0.0).map(|p| (p[0].ln(), p[1].ln())).collect();
+    let mean = logs.iter().map(|p| p.0).sum::<f64>() / logs.len() as f64;
+    let ss_res: f64 = logs.iter().map(|(a, e)| (a - e).powi(2)).sum();
+    let ss_tot: f64 = logs.iter().map(|(a, _)| (a - mean).powi(2)).sum();
+    1.0 - ss_res / ss_tot
+}
+
+/// Layers (1-based) with a pair more than 100× off in either direction, with their count.
+pub fn off_by_100(pairs: &[[f64; 2]], layers: &[usize]) -> Vec<(usize, usize)> {
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    for (p, &l) in pairs.iter().zip(layers) {
+        if p[0] > 0.0 && p[1] > 0.0 && (p[0] / p[1]).log10().abs() > 2.0 {
+            match out.iter_mut().find(|(layer, _)| *layer == l) {
+                Some(e) => e.1 += 1,
+                None => out.push((l, 1)),
+            }
+        }
+    }
+    out
 }
 
 /// BHyT: approximated against exact FFN-input statistic (BHyT Fig. 2).
 pub fn bhyt_scatter(dir: &Path, r: &RunData) -> anyhow::Result<Option<Figure>> {
     let Some(p) = r.probes.iter().rev().find(|p| !p.forward.bhyt_sample.is_empty()) else { return Ok(None) };
-    let pts: Vec<(f64, f64)> = p.forward.bhyt_sample.iter().map(|v| (v[1], v[0])).collect();
-    let r2 = p.forward.bhyt_fit.as_ref().map(|f| f.r2).unwrap_or(f64::NAN);
+    let sample = &p.forward.bhyt_sample;
+    let pts: Vec<(f64, f64)> = sample.iter().map(|v| (v[1], v[0])).collect();
     let lo = pts.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
     let hi = pts.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
     let series = vec![
         Series { name: "tokens".into(), points: pts, color: 0, dashed: false, scatter: true },
         line("y = x", vec![(lo, lo), (hi, hi)], 3, true),
     ];
+    let off = off_by_100(sample, &p.forward.bhyt_sample_layer);
+    let off_text = if off.is_empty() {
+        "no token is off by more than 100×".to_string()
+    } else {
+        let l: Vec<String> = off.iter().map(|(layer, n)| format!("layer {layer} ({n} tokens)")).collect();
+        format!("off by more than 100×: {}", l.join(", "))
+    };
     let caption = format!(
-        "{} at step {}: BHyT's approximated FFN-input statistic ŝ² against the exact one, R² = {r2:.4} (BHyT Fig. 2).",
-        r.label, p.step
+        "{} at step {}: BHyT's approximated FFN-input statistic ŝ² against the exact one; R² of the log values about \
+            y = x: {:.4}; {off_text} (BHyT Fig. 2).",
+        r.legend(),
+        p.step,
+        log_r2(sample)
     );
-    Ok(Some(fig(
-        dir,
-        "bhyt_scatter",
-        caption,
-        Chart {
-            title: "BHyT variance approximation",
-            x_label: "exact",
-            y_label: "approximated ŝ²",
-            log_x: true,
-            log_y: true,
-            series,
-            top_marks: Vec::new(),
-        },
-    )?))
+    let title = format!("{}: BHyT variance approximation", r.label);
+    Ok(Some(fig(dir, "bhyt_scatter", caption, Chart::new(title, "exact", "approximated ŝ²", series).log(true, true))?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_r2_and_outliers_by_hand() {
+        // Exact on the identity: R² = 1.
+        assert_eq!(log_r2(&[[1.0, 1.0], [10.0, 10.0], [100.0, 100.0]]), 1.0);
+        // ln a = 0, ln 10, ln 100; ln e off by ln 10 on the last: ss_res = ln²10,
+        // ss_tot = 2 ln²10 (deviations −ln10, 0, ln10): R² = 1 − 1/2.
+        let r2 = log_r2(&[[1.0, 1.0], [10.0, 10.0], [100.0, 10.0]]);
+        assert!((r2 - 0.5).abs() < 1e-12, "{r2}");
+        let pairs = [[1.0, 1.0], [500.0, 2.0], [1.0, 300.0], [3.0, 2.0]];
+        assert_eq!(off_by_100(&pairs, &[1, 4, 4, 2]), [(4, 2)]);
+    }
 }

@@ -1,13 +1,17 @@
-//! Plain-language findings: which scheme wins here, and whether the effects the papers
-//! describe appear at this scale (and saying so when they do not).
-
+//! Plain-language findings: which scheme wins here and why (in the probes' terms), whether the
+//! effects the papers describe appear at this scale (and saying so when they do not), and what
+//! the grid cannot tell (an optimum at its edge, a recipe that never learns).
 //!
 //! Recipes are recognised by their structure ([`Placement`]), not by preset names: a custom
 //! recipe equal to Peri-LN is treated as Peri-LN.
 
 use super::data::RunData;
 use crate::recipe::Placement;
-use crate::sweep::aggregate::MethodSummary;
+use crate::sweep::aggregate::{LrEdge, MethodSummary};
+
+/// A recipe "never learns" when every finished run ends within this many nats of the unigram
+/// loss (or above it).
+const UNIGRAM_MARGIN: f64 = 0.05;
 
 /// The best-ranked run whose recipe has this placement.
 fn run_with(best_runs: &[RunData], p: Placement) -> Option<&RunData> {
@@ -20,6 +24,10 @@ fn method_with<'a>(ms: &'a [MethodSummary], best_runs: &[RunData], p: Placement)
     ms.iter().find(|m| &m.method == label)
 }
 
+fn run_of<'a>(best_runs: &'a [RunData], m: &MethodSummary) -> Option<&'a RunData> {
+    best_runs.iter().find(|r| r.label == m.method)
+}
+
 /// Var(X_2L) / Var(X_2) and Var(X_2L) at the end of a run, from its last probe. (X_1 is the
 /// raw embedding for recipes without an embedding norm, too small to compare against.)
 fn growth(r: &RunData) -> Option<(f64, f64)> {
@@ -28,45 +36,138 @@ fn growth(r: &RunData) -> Option<(f64, f64)> {
     Some((last / second, last))
 }
 
+/// The unigram loss of the sweep's data, from any run that recorded it.
+pub fn unigram_loss(best_runs: &[RunData]) -> Option<f64> {
+    best_runs.iter().find_map(|r| r.info.as_ref()?.unigram_loss)
+}
+
 pub fn findings(ms: &[MethodSummary], best_runs: &[RunData]) -> Vec<String> {
+    let never = never_learns(ms, unigram_loss(best_runs));
     let mut f = Vec::new();
     f.extend(winner(ms));
+    f.extend(why_winner(ms, best_runs));
+    f.extend(edges(ms));
     f.extend(post_vs_pre(ms, best_runs));
     f.push(divergences(ms));
-    f.extend(stalls(ms));
+    f.extend(never.iter().map(|m| never_learns_why(m, best_runs, unigram_loss(best_runs).unwrap_or(f64::NAN))));
+    f.extend(stalls(ms, &never));
     f.extend(variance_growth(best_runs));
     f.extend(rank_collapse(best_runs));
     f.push(spikes(best_runs));
+    f.extend(skipped(best_runs));
     f
 }
 
+fn seeds_text(m: &MethodSummary) -> String {
+    match m.seeds_at_lr_star {
+        1 => "1 seed".into(),
+        n => format!("{n} seeds"),
+    }
+}
+
 fn winner(ms: &[MethodSummary]) -> Option<String> {
-    let w = ms.first().filter(|m| m.best.is_some())?;
-    let second = ms.get(1).and_then(|m| m.best.map(|b| (m.method.clone(), b)));
-    Some(format!(
-        "Best here: **{}** with final validation loss {:.4} (ppl {:.2}) at LR* = {}{}.",
+    let w = ms.first().filter(|m| m.mean.is_some())?;
+    let mean = w.mean?;
+    let mut s = format!(
+        "Best here: **{}**, mean final validation loss {mean:.4} (ppl {:.2}) over {} at LR* = {} (best seed {:.4}, \
+            worst {:.4})",
         w.method,
-        w.best.unwrap(),
-        w.best.unwrap().exp(),
+        mean.exp(),
+        seeds_text(w),
         w.lr_star.map(|l| format!("{l:e}")).unwrap_or_default(),
-        second.map(|(n, b)| format!(", ahead of {n} ({b:.4}) by {:.4}", b - w.best.unwrap())).unwrap_or_default()
+        w.best.unwrap_or(mean),
+        w.worst.unwrap_or(mean),
+    );
+    if let Some(second) = ms.get(1).filter(|m| m.mean.is_some()) {
+        let gap = second.mean.unwrap() - mean;
+        s += &format!(", ahead of {} (mean {:.4}) by {gap:.4}", second.method, second.mean.unwrap());
+        // Overlapping seed ranges: the order is not settled by these seeds.
+        if second.best.is_some_and(|b| b <= w.worst.unwrap_or(mean)) {
+            s += &format!(
+                ". The two overlap: {}'s best seed ({:.4}) beats {}'s worst, so more seeds are needed to call it",
+                second.method,
+                second.best.unwrap(),
+                w.method
+            );
+        }
+    }
+    if w.seeds_at_lr_star == 2 {
+        s += ". With n = 2 seeds the sample standard deviation is the range / √2: a spread, not a distribution";
+    }
+    Some(s + ".")
+}
+
+/// The winner against the runner-up in the probes' terms: stream variance at depth, gradient
+/// steadiness, spikes and token alignment at the end of their best runs.
+fn why_winner(ms: &[MethodSummary], best_runs: &[RunData]) -> Option<String> {
+    let (w, second) = (run_of(best_runs, ms.first()?)?, run_of(best_runs, ms.get(1)?)?);
+    let (wp, sp) = (w.last_probe()?, second.last_probe()?);
+    let cv = |p: &crate::probe::ProbeRecord| {
+        let v: Vec<f64> = p.forward.sublayers.iter().filter_map(|s| s.grad_cv_run).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    let mut parts = Vec::new();
+    if let (Some((wg, wl)), Some((sg, sl))) = (growth(w), growth(second)) {
+        parts.push(format!(
+            "its deepest hidden state has variance {wl:.3e} (×{wg:.1} from l = 2) against {}'s {sl:.3e} (×{sg:.1})",
+            second.label
+        ));
+    }
+    if let (Some(a), Some(b)) = (cv(wp), cv(sp)) {
+        parts.push(format!("its sublayer gradient norms vary less over the run (mean CV {a:.2} vs {b:.2})"));
+    }
+    parts.push(format!("gradient-norm spikes: {} vs {}", wp.spikes_total, sp.spikes_total));
+    parts.push(format!(
+        "token alignment of the last hidden state τ = {:.2} vs {:.2}",
+        wp.forward.final_tau, sp.forward.final_tau
+    ));
+    Some(format!(
+        "Why {} leads {}, in the probes at the end of their best runs: {}. These are associations at one scale, the \
+            mechanisms the papers propose; they are not proof of cause.",
+        w.label,
+        second.label,
+        parts.join("; ")
     ))
+}
+
+fn edges(ms: &[MethodSummary]) -> Option<String> {
+    let at: Vec<String> = ms
+        .iter()
+        .filter_map(|m| {
+            let end = match m.lr_edge? {
+                LrEdge::Lowest => "the lowest tried",
+                LrEdge::Highest => "the highest tried",
+            };
+            Some(format!("{} at {:e} ({end})", m.method, m.lr_star?))
+        })
+        .collect();
+    (!at.is_empty()).then(|| {
+        format!(
+            "LR* at an edge of the grid: {}. Their best rate may lie beyond it, so their LR* and their rank are lower \
+                bounds on what they can do here; extend the grid (`--set 'sweep.axes.\"optim.lr\"=[…]'`) before \
+                reading them.",
+            at.join("; ")
+        )
+    })
 }
 
 fn post_vs_pre(ms: &[MethodSummary], best_runs: &[RunData]) -> Option<String> {
     let post = method_with(ms, best_runs, Placement::Post)?;
     let pre = method_with(ms, best_runs, Placement::Pre)?;
-    match (post.lr_star, pre.lr_star) {
-        (Some(a), Some(b)) if a < b => Some(format!(
-            "Post-norm's best learning rate ({a:e}) is lower than {}'s ({b:e}), as the papers report.",
-            pre.method
-        )),
-        (Some(a), Some(b)) => Some(format!(
-            "Post-norm's best learning rate ({a:e}) is **not** lower than {}'s ({b:e}) at this scale.",
-            pre.method
-        )),
-        _ => None,
+    let (a, b) = (post.lr_star?, pre.lr_star?);
+    let mut s = if a < b {
+        format!("Post-norm's best learning rate ({a:e}) is lower than {}'s ({b:e}), as the papers report", pre.method)
+    } else {
+        format!("Post-norm's best learning rate ({a:e}) is **not** lower than {}'s ({b:e}) at this scale", pre.method)
+    };
+    let edge: Vec<&str> = [post, pre].iter().filter(|m| m.lr_edge.is_some()).map(|m| m.method.as_str()).collect();
+    if !edge.is_empty() {
+        s += &format!(
+            "; but this rests on an edge of the grid ({}'s LR* is an end of it), so it is not established here",
+            edge.join(" and ")
+        );
     }
+    Some(s + ".")
 }
 
 fn divergences(ms: &[MethodSummary]) -> String {
@@ -87,9 +188,48 @@ fn divergences(ms: &[MethodSummary]) -> String {
     }
 }
 
-fn stalls(ms: &[MethodSummary]) -> Option<String> {
+/// Methods whose every finished grid run ends at (or above) the unigram loss.
+fn never_learns(ms: &[MethodSummary], unigram: Option<f64>) -> Vec<&MethodSummary> {
+    let Some(u) = unigram else { return Vec::new() };
+    ms.iter()
+        .filter(|m| {
+            let finished: Vec<f64> = m.curve.iter().filter_map(|p| p.val_loss).collect();
+            !finished.is_empty() && finished.iter().all(|v| *v > u - UNIGRAM_MARGIN)
+        })
+        .collect()
+}
+
+/// Why a recipe never learned, from its best run's last probe: the stream's variance, the
+/// saturated fraction of a DyT final norm, and how many sublayers got no gradient at all.
+fn never_learns_why(m: &MethodSummary, best_runs: &[RunData], unigram: f64) -> String {
+    let vals: Vec<f64> = m.curve.iter().filter_map(|p| p.val_loss).collect();
+    let (lo, hi) = crate::stats::min_max(&vals);
+    let mut s = format!(
+        "**{} never learns beyond the unigram distribution**: at every learning rate it ends at {lo:.3}–{hi:.3} \
+            nats, where predicting each token by its frequency alone gives {unigram:.3}",
+        m.method
+    );
+    if let Some(p) = run_of(best_runs, m).and_then(|r| r.last_probe()) {
+        let subs = &p.forward.sublayers;
+        let dead = subs.iter().filter(|s| s.grad_norm.is_some_and(|g| g < 1e-12)).count();
+        let var = subs.last().map(|s| s.x.var).unwrap_or(f64::NAN);
+        s += &format!(". Its probes at step {} say why: the deepest hidden state's variance is {var:.3e}", p.step);
+        if let Some(sat) = p.forward.final_saturation {
+            s += &format!(", {:.0} % of the final DyT's tanh arguments are saturated (|αx| > 2.65)", 100.0 * sat);
+        }
+        s += &format!(
+            ", and {dead} of {} sublayers receive a gradient norm below 1e-12: no signal reaches the stream, so only \
+                the output head and the final norm learn",
+            subs.len()
+        );
+    }
+    s + "."
+}
+
+fn stalls(ms: &[MethodSummary], never: &[&MethodSummary]) -> Option<String> {
     let stalled: Vec<String> = ms
         .iter()
+        .filter(|m| !never.iter().any(|n| n.method == m.method))
         .filter_map(|m| {
             let (best, star) = (m.best?, m.lr_star?);
             let lrs: Vec<String> = m
@@ -172,5 +312,74 @@ fn spikes(best_runs: &[RunData]) -> String {
         "No gradient-norm spikes (6σ rule) in the best runs.".into()
     } else {
         format!("Gradient-norm spikes (6σ rule) in the best runs: {}.", spikes.join(", "))
+    }
+}
+
+fn skipped(best_runs: &[RunData]) -> Option<String> {
+    let runs: Vec<String> = best_runs
+        .iter()
+        .filter_map(|r| {
+            let s = r.skipped_steps();
+            (!s.is_empty()).then(|| {
+                let list: Vec<String> = s.iter().map(|x| x.to_string()).collect();
+                format!("{} at step {}", r.label, list.join(", "))
+            })
+        })
+        .collect();
+    (!runs.is_empty()).then(|| {
+        format!(
+            "Skip-step refused updates (loss or gradient norm beyond `train.skip_step_sigma` σ of its recent mean): \
+                {}. Skipped steps are left out of the probes' gradient statistics.",
+            runs.join("; ")
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sweep::aggregate::LrPoint;
+
+    fn method(name: &str, losses: &[(f64, f64)], edge: Option<LrEdge>, seeds: &[f64]) -> MethodSummary {
+        let mean = seeds.iter().sum::<f64>() / seeds.len() as f64;
+        let curve = losses.iter().map(|&(lr, v)| LrPoint { lr, val_loss: Some(v), runs: 1, diverged: 0 }).collect();
+        let star = losses.iter().min_by(|a, b| a.1.total_cmp(&b.1)).map(|p| p.0);
+        MethodSummary {
+            method: name.into(),
+            lr_star: star,
+            lr_edge: edge,
+            best: seeds.iter().copied().reduce(f64::min),
+            worst: seeds.iter().copied().reduce(f64::max),
+            mean: Some(mean),
+            std: None,
+            seeds_at_lr_star: seeds.len(),
+            runs: losses.len(),
+            diverged: 0,
+            diverged_runs: Vec::new(),
+            curve,
+            steps_to_target: None,
+            time_to_target_s: None,
+        }
+    }
+
+    #[test]
+    fn edges_overlaps_and_recipes_that_never_learn_are_called_out() {
+        let grid = [1e-3, 1e-2, 1e-1];
+        let ms = vec![
+            method("bhyt", &[(1e-3, 2.6), (1e-2, 2.55), (1e-1, 2.7)], None, &[2.55, 2.57]),
+            method("pre", &[(1e-3, 2.7), (1e-2, 2.5), (1e-1, 2.9)], None, &[2.50, 2.84]),
+            method("dyt", &[(grid[0], 3.12), (grid[1], 3.11), (grid[2], 3.10)], Some(LrEdge::Highest), &[3.10]),
+        ];
+        let w = winner(&ms).unwrap();
+        assert!(w.contains("**bhyt**") && w.contains("mean final validation loss 2.5600"), "{w}");
+        assert!(w.contains("overlap") && w.contains("n = 2"), "pre's best seed 2.50 beats bhyt's worst 2.57: {w}");
+        let e = edges(&ms).unwrap();
+        assert!(e.contains("dyt at 1e-1 (the highest tried)"), "{e}");
+        // Unigram loss 3.12: every dyt rate ends within 0.05 of it (or above); pre and bhyt learn.
+        let never: Vec<&str> = never_learns(&ms, Some(3.12)).iter().map(|m| m.method.as_str()).collect();
+        assert_eq!(never, ["dyt"]);
+        let why = never_learns_why(&ms[2], &[], 3.12);
+        assert!(why.contains("at every learning rate it ends at 3.100–3.120"), "{why}");
+        assert!(never_learns(&ms, None).is_empty(), "no unigram loss recorded: no claim");
     }
 }

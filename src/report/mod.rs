@@ -75,7 +75,9 @@ fn sweep_report(dir: &Path) -> anyhow::Result<Report> {
     }
     let table = summary_table(&ms);
     let notes = findings::findings(&ms, &best_runs);
-    write(dir, &out, "Sweep report", &table, &notes, &figs, &rows)
+    let mut preface: Vec<String> = setup_text(&best_runs, &ms, &rows, plan.target_loss).into_iter().collect();
+    preface.extend(table_notes(&ms).into_iter().map(|n| format!("_{n}_")));
+    write(dir, &out, "Sweep report", &preface, &table, &notes, &figs, &rows)
 }
 
 fn best_run<'a>(rows: &'a [RunResult], m: &MethodSummary, group: &str, tuned: &str) -> Option<&'a RunResult> {
@@ -99,36 +101,113 @@ fn run_report(dir: &Path) -> anyhow::Result<Report> {
     }
     let status = runs[0].status.as_ref().map(run_dir::describe).unwrap_or_else(|| "no status".into());
     let table = format!("| run | status |\n|---|---|\n| {label} | {status} |\n");
-    write(dir, &out, &format!("Run report: {label}"), &table, &[], &figs, &[])
+    write(dir, &out, &format!("Run report: {label}"), &[], &table, &[], &figs, &[])
 }
 
-/// The per-method results table in markdown, sorted by best final validation loss.
+/// The per-method results table in markdown, ranked by the mean over seeds at LR*.
 pub fn summary_table(ms: &[MethodSummary]) -> String {
     let o = |v: Option<f64>| v.map(|x| format!("{x:.4}")).unwrap_or_else(|| "–".into());
     let mut t = String::from(
-        "| rank | recipe | LR* | best val loss | worst | mean ± std | best ppl | seeds at LR* | diverged / runs | \
-            steps to target |\n|---|---|---|---|---|---|---|---|---|---|\n",
+        "| rank | recipe | LR* | mean | sd | n | best | worst | best ppl | diverged / runs | steps to target |\n\
+            |---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for (i, m) in ms.iter().enumerate() {
+        let edge = if m.lr_edge.is_some() { " †" } else { "" };
         t += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} |\n",
+            "| {} | {} | {}{edge} | {} | {} | {} | {} | {} | {} | {} / {} | {} |\n",
             i + 1,
             m.method,
             m.lr_star.map(|l| format!("{l:e}")).unwrap_or_else(|| "–".into()),
+            o(m.mean),
+            o(m.std),
+            m.seeds_at_lr_star,
             o(m.best),
             o(m.worst),
-            match (m.mean, m.std) {
-                (Some(a), Some(s)) => format!("{a:.4} ± {s:.4}"),
-                _ => "–".into(),
-            },
             m.best.map(|b| format!("{:.2}", b.exp())).unwrap_or_else(|| "–".into()),
-            m.seeds_at_lr_star,
             m.diverged,
             m.runs,
             m.steps_to_target.map(|s| s.to_string()).unwrap_or_else(|| "–".into()),
         );
     }
     t
+}
+
+/// What the table's columns mean, and its marks.
+pub fn table_notes(ms: &[MethodSummary]) -> Vec<String> {
+    let mut n = vec![
+        "Ranked by the mean final validation loss over the n seeds at LR* (the grid's best rate); sd is the sample \
+            standard deviation (n − 1), – with one seed; best and worst are the extreme seeds. Diverged runs are \
+            excluded from every value and counted."
+            .to_string(),
+    ];
+    if ms.iter().any(|m| m.seeds_at_lr_star == 2) {
+        n.push("With n = 2, sd = |a − b| / √2: read it as the spread of two runs, not as an error bar.".into());
+    }
+    if ms.iter().any(|m| m.lr_edge.is_some()) {
+        n.push("† LR* is the lowest or highest rate tried: the recipe's optimum may lie outside the grid.".into());
+    }
+    n
+}
+
+/// The study's setup in one paragraph: model, budget, data, grid, seeds, target and the
+/// unigram loss, read from a best run's config and `run.json`.
+pub fn setup_text(
+    best_runs: &[RunData],
+    ms: &[MethodSummary],
+    rows: &[RunResult],
+    target: Option<f64>,
+) -> Option<String> {
+    let r = best_runs.iter().find(|r| r.info.is_some())?;
+    let info = r.info.as_ref()?;
+    let tokens = info.total_steps * info.tokens_per_step;
+    let mut lrs: Vec<f64> = ms.iter().flat_map(|m| m.curve.iter().map(|p| p.lr)).collect();
+    lrs.sort_by(f64::total_cmp);
+    lrs.dedup();
+    let lrs: Vec<String> = lrs.iter().map(|l| format!("{l:e}")).collect();
+    let mut seeds: Vec<u64> = best_runs.iter().filter_map(|r| r.info.as_ref().map(|i| i.seed)).collect();
+    seeds.extend(rows.iter().filter_map(|r| r.axes.get("train.seed").and_then(|v| v.as_u64())));
+    seeds.sort();
+    seeds.dedup();
+    let seeds: Vec<String> = seeds.iter().map(|s| s.to_string()).collect();
+    // The model's shape and the batch come from the config, when the run kept one.
+    let shape = r.config.as_ref().map(|c| {
+        let m = &c.model;
+        let ffn = match m.ffn {
+            crate::model::FfnKind::Glu => "SiLU-GLU",
+            crate::model::FfnKind::Mlp => "GELU-MLP",
+        };
+        format!(
+            " (d = {}, {} layers = {} sublayers, {} heads, {ffn} FFN); batch {} × {} tokens",
+            m.d_model,
+            m.n_layers,
+            2 * m.n_layers,
+            m.n_heads,
+            c.train.batch_size,
+            c.train.seq_len
+        )
+    });
+    let mut s = format!(
+        "Setup: {} parameters{}; {} steps × {} tokens = {tokens} training tokens ({:.1} per parameter); corpus {} \
+            ({} tokenizer, {} training / {} validation tokens); learning rates {}; seeds {}",
+        info.params,
+        shape.unwrap_or_default(),
+        info.total_steps,
+        info.tokens_per_step,
+        info.tokens_per_param,
+        info.data.corpus,
+        info.data.tokenizer,
+        info.data.train_tokens,
+        info.data.val_tokens,
+        lrs.join(", "),
+        seeds.join(", "),
+    );
+    if let Some(t) = target {
+        s += &format!("; target loss {t} (steps to target in the table)");
+    }
+    if let Some(u) = info.unigram_loss {
+        s += &format!("; the unigram loss (token frequencies alone) is {u:.3}");
+    }
+    Some(s + ".")
 }
 
 fn md_table_to_html(md: &str) -> String {
@@ -157,16 +236,28 @@ fn bold(s: &str) -> String {
     out
 }
 
+/// Writes report.md and report.html: title, `preface` paragraphs (setup, table notes in
+/// `_…_`), the table, findings and figures.
+#[allow(clippy::too_many_arguments)]
 fn write(
     dir: &Path,
     out: &Path,
     title: &str,
+    preface: &[String],
     table: &str,
     notes: &[String],
     figs: &[Figure],
     rows: &[RunResult],
 ) -> anyhow::Result<Report> {
-    let mut md = format!("# {title}\n\n{}\n\n{table}\n", dir.display());
+    let mut md = format!("# {title}\n\n{}\n\n", dir.display());
+    let (setup, notes_under): (Vec<&String>, Vec<&String>) = preface.iter().partition(|p| !p.starts_with('_'));
+    for p in &setup {
+        md += &format!("{p}\n\n");
+    }
+    md += &format!("{table}\n");
+    for p in &notes_under {
+        md += &format!("{p}\n\n");
+    }
     if !notes.is_empty() {
         md += "\n## Findings\n\n";
         for n in notes {
@@ -182,11 +273,17 @@ fn write(
             charset=\"utf-8\"><title>{t}</title><style>body{{font-family:sans-serif;max-width:960px;margin:2em \
             auto;color:#222}}table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:4px \
             8px;text-align:right}}th{{background:#f4f4f4}}figure{{margin:2em \
-            0}}figcaption{{color:#555;font-size:0.9em}}</style></head><body>\n<h1>{t}</h1>\n<p>{d}</p>\n",
+            0}}figcaption{{color:#555;font-size:0.9em}}.note{{color:#555;font-size:0.85em;margin:0.2em 0}}</style></head><body>\n<h1>{t}</h1>\n<p>{d}</p>\n",
         t = html_escape(title),
         d = html_escape(&dir.display().to_string())
     );
+    for p in &setup {
+        html += &format!("<p>{}</p>\n", bold(p));
+    }
     html += &md_table_to_html(table);
+    for p in &notes_under {
+        html += &format!("<p class=\"note\">{}</p>\n", html_escape(p.trim_matches('_')));
+    }
     if !notes.is_empty() {
         html += "<h2>Findings</h2>\n<ul>\n";
         for n in notes {

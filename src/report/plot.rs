@@ -1,9 +1,15 @@
 //! Line and scatter charts as PNG and SVG with plotters, fonts rendered in pure Rust
 //! (ab_glyph with the Ubuntu font that `epaint_default_fonts` carries): no system font
 //! libraries needed.
+//!
+//! The legend sits in its own column right of the plot, so it never covers data. A chart can
+//! clip a far outlier off its y range (drawn as ▲ on the top edge with its value), so that one
+//! point does not squeeze every other line flat. Several charts can share one figure as small
+//! multiples ([`draw_grid`]).
 
 use anyhow::anyhow;
 use plotters::coord::Shift;
+use plotters::coord::combinators::BindKeyPoints;
 use plotters::prelude::*;
 use std::path::Path;
 use std::sync::Once;
@@ -19,15 +25,41 @@ pub struct Series {
     pub scatter: bool,
 }
 
-pub struct Chart<'a> {
-    pub title: &'a str,
-    pub x_label: &'a str,
-    pub y_label: &'a str,
+pub struct Chart {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
     pub log_x: bool,
     pub log_y: bool,
     pub series: Vec<Series>,
     /// Markers (×) drawn at the top of the plot at these x (diverged runs), with their colour.
     pub top_marks: Vec<(f64, usize)>,
+    /// Tick positions of a log x axis, labelled alike (`1e-3`, `3e-3`, …); decades when empty.
+    pub x_ticks: Vec<f64>,
+    /// Cap the y range at Q3 + 3·IQR of the values when a point lies beyond it.
+    pub clip_outliers: bool,
+}
+
+impl Chart {
+    /// A chart with no marks, default ticks and no clipping.
+    pub fn new(title: impl Into<String>, x_label: &str, y_label: &str, series: Vec<Series>) -> Self {
+        Self {
+            title: title.into(),
+            x_label: x_label.into(),
+            y_label: y_label.into(),
+            log_x: false,
+            log_y: false,
+            series,
+            top_marks: Vec::new(),
+            x_ticks: Vec::new(),
+            clip_outliers: false,
+        }
+    }
+
+    pub fn log(mut self, x: bool, y: bool) -> Self {
+        (self.log_x, self.log_y) = (x, y);
+        self
+    }
 }
 
 const PALETTE: [RGBColor; 10] = [
@@ -43,6 +75,10 @@ const PALETTE: [RGBColor; 10] = [
     RGBColor(23, 190, 207),
 ];
 
+const SIZE: (u32, u32) = (960, 540);
+/// Width of the legend column.
+const LEGEND_W: u32 = 230;
+
 pub fn color(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
@@ -54,23 +90,58 @@ fn register_font() {
     });
 }
 
-/// Writes `stem.png` and `stem.svg`; returns the SVG text (for inlining in HTML).
-pub fn draw(chart: &Chart<'_>, stem: &Path) -> anyhow::Result<String> {
+/// Writes `stem.png` and `stem.svg` of one chart; returns the SVG text (for inlining in HTML).
+pub fn draw(chart: &Chart, stem: &Path) -> anyhow::Result<String> {
+    draw_with(stem, SIZE, &Layout::One(chart))
+}
+
+/// Small multiples: `charts` in a grid of `cols` columns, one figure; panels carry no legend
+/// (their title says what they show, the caption the line styles).
+pub fn draw_grid(charts: &[Chart], cols: usize, stem: &Path) -> anyhow::Result<String> {
+    let rows = charts.len().div_ceil(cols.max(1)).max(1);
+    draw_with(stem, (SIZE.0, 300 * rows as u32), &Layout::Grid(charts, rows, cols.max(1)))
+}
+
+/// What one figure holds.
+enum Layout<'a> {
+    One(&'a Chart),
+    /// Charts, rows, columns.
+    Grid(&'a [Chart], usize, usize),
+}
+
+impl Layout<'_> {
+    fn paint<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        root.fill(&WHITE).map_err(|e| anyhow!("{e:?}"))?;
+        match self {
+            Layout::One(c) => render(c, root, true),
+            Layout::Grid(charts, rows, cols) => {
+                for (chart, area) in charts.iter().zip(root.split_evenly((*rows, *cols))) {
+                    render(chart, &area, false)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+fn draw_with(stem: &Path, size: (u32, u32), layout: &Layout<'_>) -> anyhow::Result<String> {
     register_font();
     let png = stem.with_extension("png");
-    let svg_path = stem.with_extension("svg");
     {
-        let root = BitMapBackend::new(&png, (900, 540)).into_drawing_area();
-        render(chart, &root)?;
-        root.present().map_err(|e| anyhow!("{e:?}"))?;
+        let root = BitMapBackend::new(&png, size).into_drawing_area();
+        layout.paint(&root)?;
+        root.present().map_err(|e| anyhow!("{png:?}: {e:?}"))?;
     }
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (900, 540)).into_drawing_area();
-        render(chart, &root)?;
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        layout.paint(&root)?;
         root.present().map_err(|e| anyhow!("{e:?}"))?;
     }
-    crate::io::write_atomic(&svg_path, svg.as_bytes())?;
+    crate::io::write_atomic(&stem.with_extension("svg"), svg.as_bytes())?;
     Ok(svg)
 }
 
@@ -89,27 +160,82 @@ fn range(values: impl Iterator<Item = f64>, log: bool) -> (f64, f64) {
     }
 }
 
-fn render<DB: DrawingBackend>(c: &Chart<'_>, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()>
+/// Tukey's upper fence Q3 + 1.5·IQR of `values` when some value lies above it, else `None`.
+pub fn outlier_cap(values: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.len() < 4 {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+    let (q1, q3) = (q(0.25), q(0.75));
+    let cap = q3 + 1.5 * (q3 - q1).max(1e-9 * q3.abs());
+    (v[v.len() - 1] > cap).then_some(cap)
+}
+
+/// Ticks of a log axis inside `lo..hi`: powers of ten over three decades or more, 1, 2, 5 ×
+/// 10^k over one or two, every 1…9 × 10^k within a decade (so a narrow range still has labels).
+fn decade_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let decades = (hi / lo).log10();
+    let mantissas: &[f64] = if decades >= 3.0 {
+        &[1.0]
+    } else if decades >= 1.0 {
+        &[1.0, 2.0, 5.0]
+    } else {
+        &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]
+    };
+    let mut t = Vec::new();
+    for k in (lo.log10().floor() as i32)..=(hi.log10().ceil() as i32) {
+        for &m in mantissas {
+            // Dividing by an exact power of ten rounds once: 3e-3 is the literal 3e-3.
+            let v = if k < 0 { m / 10f64.powi(-k) } else { m * 10f64.powi(k) };
+            if (lo..=hi).contains(&v) {
+                t.push(v);
+            }
+        }
+    }
+    t
+}
+
+fn render<DB: DrawingBackend>(c: &Chart, root: &DrawingArea<DB, Shift>, legend: bool) -> anyhow::Result<()>
 where
     DB::ErrorType: 'static,
 {
     let e = |x: DrawingAreaErrorKind<DB::ErrorType>| anyhow!("{x:?}");
-    root.fill(&WHITE).map_err(e)?;
+    let named: Vec<&Series> = c.series.iter().filter(|s| !s.name.is_empty()).collect();
+    let (plot, legend_area) = if legend && !named.is_empty() {
+        let w = root.dim_in_pixel().0;
+        let (a, b) = root.split_horizontally(w.saturating_sub(LEGEND_W));
+        (a, Some(b))
+    } else {
+        (root.clone(), None)
+    };
+    let compact = !legend;
     let pts = || c.series.iter().flat_map(|s| s.points.iter());
     let xr = range(pts().map(|p| p.0).chain(c.top_marks.iter().map(|m| m.0)), c.log_x);
-    let yr = range(pts().map(|p| p.1), c.log_y);
-    let mut b = ChartBuilder::on(root);
-    b.caption(c.title, ("sans-serif", 22)).margin(12).x_label_area_size(45).y_label_area_size(70);
+    let ys: Vec<f64> = pts().map(|p| p.1).collect();
+    let cap = if c.clip_outliers { outlier_cap(&ys) } else { None };
+    let mut yr = range(ys.iter().copied().filter(|y| cap.is_none_or(|cap| *y <= cap)), c.log_y);
+    if let Some(cap) = cap {
+        yr.1 = yr.1.max(cap);
+    }
+    let mut b = ChartBuilder::on(&plot);
+    let (title_px, label_px, area) = if compact { (16, 12, (32, 52)) } else { (22, 14, (45, 70)) };
+    b.caption(&c.title, ("sans-serif", title_px)).margin(10).x_label_area_size(area.0).y_label_area_size(area.1);
+    let x_ticks = if c.x_ticks.is_empty() { decade_ticks(xr.0, xr.1) } else { c.x_ticks.clone() };
+    let lr_style = !c.x_ticks.is_empty();
+    // A log axis over three decades or more labels every tick as a power: 1e1 … 1e6.
+    let (x_exp, y_exp) = (c.log_x && xr.1 / xr.0 >= 1e3, c.log_y && yr.1 / yr.0 >= 1e3);
     macro_rules! body {
         ($chart:expr) => {{
             let mut ch = $chart;
             ch.configure_mesh()
-                .x_label_formatter(&|v: &f64| tick(*v))
-                .y_label_formatter(&|v: &f64| tick(*v))
-                .x_desc(c.x_label)
-                .y_desc(c.y_label)
-                .label_style(("sans-serif", 14))
-                .axis_desc_style(("sans-serif", 16))
+                .x_label_formatter(&|v: &f64| if lr_style || x_exp { format!("{v:e}") } else { tick(*v) })
+                .y_label_formatter(&|v: &f64| if y_exp { format!("{v:e}") } else { tick(*v) })
+                .x_desc(c.x_label.as_str())
+                .y_desc(c.y_label.as_str())
+                .label_style(("sans-serif", label_px))
+                .axis_desc_style(("sans-serif", label_px + 2))
                 .light_line_style(WHITE.mix(0.0))
                 .draw()
                 .map_err(e)?;
@@ -121,45 +247,77 @@ where
                     .copied()
                     .filter(|(x, y)| x.is_finite() && y.is_finite() && (!c.log_x || *x > 0.0) && (!c.log_y || *y > 0.0))
                     .collect();
+                let (inside, above): (Vec<(f64, f64)>, Vec<(f64, f64)>) =
+                    pts.iter().partition(|p| cap.is_none_or(|cap| p.1 <= cap));
                 if s.scatter {
-                    ch.draw_series(pts.iter().map(|&p| Circle::new(p, 2, col.mix(0.5).filled())))
-                        .map_err(e)?
-                        .label(&s.name)
-                        .legend(move |(x, y)| Circle::new((x + 10, y), 4, col.filled()));
-                    continue;
-                }
-                let style =
-                    ShapeStyle { color: col.to_rgba(), filled: false, stroke_width: if s.dashed { 1 } else { 2 } };
-                let anno = if s.dashed {
-                    ch.draw_series(DashedLineSeries::new(pts.clone(), 6, 4, style)).map_err(e)?
+                    ch.draw_series(inside.iter().map(|&p| Circle::new(p, 2, col.mix(0.5).filled()))).map_err(e)?;
                 } else {
-                    ch.draw_series(LineSeries::new(pts.clone(), style)).map_err(e)?
-                };
-                if !s.name.is_empty() {
-                    anno.label(&s.name)
-                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(2)));
+                    let style =
+                        ShapeStyle { color: col.to_rgba(), filled: false, stroke_width: if s.dashed { 1 } else { 2 } };
+                    // An outlier's segment is drawn to the top edge.
+                    let line: Vec<(f64, f64)> = pts.iter().map(|&(x, y)| (x, cap.map_or(y, |_| y.min(yr.1)))).collect();
+                    if s.dashed {
+                        ch.draw_series(DashedLineSeries::new(line, 6, 4, style)).map_err(e)?;
+                    } else {
+                        ch.draw_series(LineSeries::new(line, style)).map_err(e)?;
+                    }
+                    ch.draw_series(inside.iter().map(|&p| Circle::new(p, 2, col.filled()))).map_err(e)?;
                 }
-                ch.draw_series(pts.iter().map(|&p| Circle::new(p, 2, col.filled()))).map_err(e)?;
+                for &(x, y) in &above {
+                    ch.draw_series(std::iter::once(TriangleMarker::new((x, yr.1), 6, col.filled()))).map_err(e)?;
+                    // The value, printed right of the marker.
+                    let font = ("sans-serif", label_px).into_font().color(&col);
+                    ch.draw_series(std::iter::once(
+                        EmptyElement::at((x, yr.1)) + Text::new(format!("{y:.3}"), (9, -2), font),
+                    ))
+                    .map_err(e)?;
+                }
             }
             let top = yr.1;
             ch.draw_series(c.top_marks.iter().map(|&(x, ci)| Cross::new((x, top), 6, color(ci).stroke_width(2))))
                 .map_err(e)?;
-            if c.series.iter().any(|s| !s.name.is_empty()) {
-                ch.configure_series_labels()
-                    .label_font(("sans-serif", 14))
-                    .background_style(WHITE.mix(0.85))
-                    .border_style(BLACK.mix(0.4))
-                    .position(SeriesLabelPosition::UpperRight)
-                    .draw()
-                    .map_err(e)?;
-            }
         }};
     }
     match (c.log_x, c.log_y) {
-        (true, true) => body!(b.build_cartesian_2d((xr.0..xr.1).log_scale(), (yr.0..yr.1).log_scale()).map_err(e)?),
-        (true, false) => body!(b.build_cartesian_2d((xr.0..xr.1).log_scale(), yr.0..yr.1).map_err(e)?),
-        (false, true) => body!(b.build_cartesian_2d(xr.0..xr.1, (yr.0..yr.1).log_scale()).map_err(e)?),
+        (true, true) => body!(
+            b.build_cartesian_2d(
+                (xr.0..xr.1).log_scale().with_key_points(x_ticks),
+                (yr.0..yr.1).log_scale().with_key_points(decade_ticks(yr.0, yr.1))
+            )
+            .map_err(e)?
+        ),
+        (true, false) => {
+            body!(b.build_cartesian_2d((xr.0..xr.1).log_scale().with_key_points(x_ticks), yr.0..yr.1).map_err(e)?)
+        }
+        (false, true) => body!(
+            b.build_cartesian_2d(xr.0..xr.1, (yr.0..yr.1).log_scale().with_key_points(decade_ticks(yr.0, yr.1)))
+                .map_err(e)?
+        ),
         (false, false) => body!(b.build_cartesian_2d(xr.0..xr.1, yr.0..yr.1).map_err(e)?),
+    }
+    if let Some(area) = legend_area {
+        draw_legend(&area, &named).map_err(e)?;
+    }
+    Ok(())
+}
+
+/// The legend column: a line (or dot) sample and the series name, one row each.
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    series: &[&Series],
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let row = (area.dim_in_pixel().1 as i32 - 80).clamp(0, 22 * series.len() as i32) / series.len().max(1) as i32;
+    for (i, s) in series.iter().enumerate() {
+        let y = 50 + i as i32 * row.max(12);
+        let col = color(s.color);
+        if s.scatter {
+            area.draw(&Circle::new((18, y), 4, col.filled()))?;
+        } else {
+            area.draw(&PathElement::new(vec![(6, y), (30, y)], col.stroke_width(if s.dashed { 1 } else { 3 })))?;
+        }
+        let name: String =
+            if s.name.chars().count() > 30 { s.name.chars().take(29).chain(['…']).collect() } else { s.name.clone() };
+        area.draw(&Text::new(name, (36, y - 7), ("sans-serif", 13).into_font()))?;
     }
     Ok(())
 }
@@ -173,5 +331,27 @@ fn tick(v: f64) -> String {
         format!("{v:.0e}")
     } else {
         format!("{}", (v * 1000.0).round() / 1000.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_far_outlier_is_capped_and_ordinary_spread_is_not() {
+        // Seven LR-curve values and bhyt's 4.45; quartiles by nearest rank (indices 2 and 5 of
+        // 0..=7): Q1 2.56, Q3 2.70, fence 2.70 + 1.5·0.14 = 2.91.
+        let v = [2.50, 2.52, 2.56, 2.60, 2.64, 2.70, 2.72, 4.45];
+        let cap = outlier_cap(&v).unwrap();
+        assert!((cap - 2.91).abs() < 1e-9, "{cap}");
+        assert_eq!(outlier_cap(&[2.5, 2.6, 2.7, 2.8, 2.9]), None);
+    }
+
+    #[test]
+    fn decade_ticks_cover_the_range() {
+        assert_eq!(decade_ticks(0.8e-3, 0.12), [1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 0.1]);
+        assert_eq!(decade_ticks(0.9e-6, 2e-2), [1e-6, 1e-5, 1e-4, 1e-3, 1e-2]);
+        assert_eq!(decade_ticks(2.5e-3, 7.5e-3), [3e-3, 4e-3, 5e-3, 6e-3, 7e-3]);
     }
 }

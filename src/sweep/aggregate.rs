@@ -1,10 +1,21 @@
 //! Per method (recipe): the best learning rate LR* (lowest final validation loss among the
-//! grid's non-diverged runs), then over every seed at LR* the best and worst final value,
-//! mean ± std (KiteNorm Fig. 1b), the diverged count (diverged runs are excluded from every
-//! value and counted here), and steps/time to the target loss at LR* (BHyT D.1).
+//! grid's non-diverged runs), whether it lies at an end of the grid (then the true optimum may
+//! lie beyond it), then over every seed at LR* the best and worst final value, the mean and
+//! the sample standard deviation (KiteNorm Fig. 1b), the diverged count (diverged runs are
+//! excluded from every value and counted here), and steps/time to the target loss at LR*
+//! (BHyT D.1). Methods are ranked by the mean over seeds, not by their luckiest seed.
 
 use super::results::RunResult;
+use crate::stats::sample_std;
 use serde::Serialize;
+
+/// LR* at an end of the learning-rate grid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LrEdge {
+    Lowest,
+    Highest,
+}
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LrPoint {
@@ -19,9 +30,13 @@ pub struct LrPoint {
 pub struct MethodSummary {
     pub method: String,
     pub lr_star: Option<f64>,
+    /// Set when LR* is the lowest or highest rate of a grid of several.
+    pub lr_edge: Option<LrEdge>,
     pub best: Option<f64>,
     pub worst: Option<f64>,
+    /// Mean over the seeds at LR*: the ranking key.
     pub mean: Option<f64>,
+    /// Sample standard deviation (n − 1) over the seeds at LR*; `None` with one seed.
     pub std: Option<f64>,
     /// Non-diverged runs at LR* (all seeds).
     pub seeds_at_lr_star: usize,
@@ -47,7 +62,8 @@ pub fn axis_label(v: Option<&serde_json::Value>) -> String {
     }
 }
 
-/// Summaries sorted by `best` (methods without a finished run last).
+/// Summaries sorted by the mean over seeds at LR*, ties by `best` (methods without a finished
+/// run last).
 pub fn summarize(rows: &[RunResult], group_by: &str, tuned: &str) -> Vec<MethodSummary> {
     let mut methods: Vec<String> = Vec::new();
     for r in rows {
@@ -58,8 +74,8 @@ pub fn summarize(rows: &[RunResult], group_by: &str, tuned: &str) -> Vec<MethodS
     }
     let mut out: Vec<MethodSummary> =
         methods.into_iter().map(|m| summarize_method(rows, &m, group_by, tuned)).collect();
-    out.sort_by(|a, b| match (a.best, b.best) {
-        (Some(x), Some(y)) => x.total_cmp(&y),
+    out.sort_by(|a, b| match (a.mean, b.mean) {
+        (Some(x), Some(y)) => x.total_cmp(&y).then(a.best.unwrap_or(x).total_cmp(&b.best.unwrap_or(y))),
         (Some(_), None) => std::cmp::Ordering::Less,
         (None, Some(_)) => std::cmp::Ordering::Greater,
         (None, None) => a.method.cmp(&b.method),
@@ -102,7 +118,12 @@ fn summarize_method(rows: &[RunResult], method: &str, group_by: &str, tuned: &st
         if lr_star.is_some() { at_star.iter().filter_map(|r| r.final_val_loss).collect() } else { Vec::new() };
     let n = vals.len();
     let mean = (n > 0).then(|| vals.iter().sum::<f64>() / n as f64);
-    let std = mean.map(|m| (vals.iter().map(|v| (v - m).powi(2)).sum::<f64>() / n as f64).sqrt());
+    let std = (n > 1).then(|| sample_std(&vals));
+    let lr_edge = match (lr_star, lrs.first(), lrs.last()) {
+        (Some(star), Some(&lo), Some(&hi)) if lo < hi && star == lo => Some(LrEdge::Lowest),
+        (Some(star), Some(&lo), Some(&hi)) if lo < hi && star == hi => Some(LrEdge::Highest),
+        _ => None,
+    };
     let best_run = at_star
         .iter()
         .filter(|_| lr_star.is_some())
@@ -110,6 +131,7 @@ fn summarize_method(rows: &[RunResult], method: &str, group_by: &str, tuned: &st
     MethodSummary {
         method: method.to_string(),
         lr_star,
+        lr_edge,
         best: vals.iter().copied().reduce(f64::min),
         worst: vals.iter().copied().reduce(f64::max),
         mean,

@@ -49,7 +49,7 @@ pub fn execute(sweep: &Sweep, runs: &[PlannedRun], log: &(dyn Fn(&str) + Sync)) 
     let queue = Mutex::new(pending.into_iter().enumerate());
     let jobs = sweep.section.jobs.min(total.max(1));
     let threads = (crate::device::available_threads() / jobs).max(1);
-    let exe = std::env::current_exe().context("cannot find the normlab executable")?;
+    let exe = normlab_exe()?;
     std::thread::scope(|s| {
         for _ in 0..jobs {
             s.spawn(|| {
@@ -63,6 +63,17 @@ pub fn execute(sweep: &Sweep, runs: &[PlannedRun], log: &(dyn Fn(&str) + Sync)) 
         }
     });
     Ok(())
+}
+
+/// The normlab executable to start runs with. When normlab was rebuilt while this process
+/// runs, Linux reports the old file as `… (deleted)`; the new file at the same path is used.
+pub fn normlab_exe() -> anyhow::Result<std::path::PathBuf> {
+    let exe = std::env::current_exe().context("cannot find the normlab executable")?;
+    let name = exe.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    match name.strip_suffix(" (deleted)") {
+        Some(live) if !exe.exists() && exe.with_file_name(live).exists() => Ok(exe.with_file_name(live)),
+        _ => Ok(exe),
+    }
 }
 
 /// Runs (or resumes) one run to its end as a child `normlab train` process with `threads`

@@ -128,7 +128,7 @@ pub fn array_script(sweep: &Sweep, stage: &str, indices: &[usize]) -> anyhow::Re
     h.push(format!("#SBATCH --array={}%{k}", if list.is_empty() { "0".into() } else { list.join(",") }));
     h.push(format!("#SBATCH --cpus-per-task={}", s.cpus_per_task));
     h.extend(s.gpus_per_task.map(|g| format!("#SBATCH --gpus-per-task={g}")));
-    let exe = std::env::current_exe().context("cannot find the normlab executable")?;
+    let exe = super::runner::normlab_exe()?;
     h.push(format!(
         "exec \"{}\" sweep run-one \"{}\" \"$SLURM_ARRAY_TASK_ID\"",
         exe.display(),
@@ -141,7 +141,7 @@ pub fn array_script(sweep: &Sweep, stage: &str, indices: &[usize]) -> anyhow::Re
 fn next_script(sweep: &Sweep) -> anyhow::Result<String> {
     let mut h = header(sweep, "next");
     h.push("#SBATCH --cpus-per-task=1".into());
-    let exe = std::env::current_exe().context("cannot find the normlab executable")?;
+    let exe = super::runner::normlab_exe()?;
     h.push(format!("exec \"{}\" sweep next-stage \"{}\"", exe.display(), sweep.section.dir.display()));
     Ok(h.join("\n") + "\n")
 }
@@ -264,7 +264,7 @@ pub fn run_one(dir: &Path, index: usize) -> anyhow::Result<String> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(crate::device::available_threads);
-    let exe = std::env::current_exe().context("cannot find the normlab executable")?;
+    let exe = super::runner::normlab_exe()?;
     let outcome = super::runner::run_one(&exe, dir, run, threads)?;
     Ok(format!("{}: {outcome}", run.name))
 }

@@ -1,7 +1,7 @@
 //! Aggregation against hand-built result rows (diverged ones included), grid expansion and
 //! the reseed stage.
 
-use super::aggregate::summarize;
+use super::aggregate::{LrEdge, summarize};
 use super::config::Sweep;
 use super::results::RunResult;
 use std::collections::BTreeMap;
@@ -52,17 +52,20 @@ fn aggregation_by_hand() {
     ];
     let s = summarize(&rows, "model.recipe", "optim.lr");
     let names: Vec<&str> = s.iter().map(|m| m.method.as_str()).collect();
-    assert_eq!(names, ["peri", "post", "keel"], "sorted by best; all-diverged last");
+    assert_eq!(names, ["peri", "post", "keel"], "sorted by mean; all-diverged last");
     let peri = &s[0];
     assert_eq!(peri.lr_star, Some(1e-2));
     assert_eq!((peri.best, peri.worst), (Some(2.40), Some(2.44)));
     assert!((peri.mean.unwrap() - 2.42).abs() < 1e-12);
-    assert!((peri.std.unwrap() - 0.02).abs() < 1e-12, "population std of 2.40, 2.44");
+    // Sample std of 2.40, 2.44: √((0.02² + 0.02²) / 1) = 0.02·√2.
+    assert!((peri.std.unwrap() - 0.02 * 2f64.sqrt()).abs() < 1e-12, "{:?}", peri.std);
+    assert_eq!(peri.lr_edge, Some(LrEdge::Highest), "1e-2 is the top of peri's grid");
     assert_eq!((peri.seeds_at_lr_star, peri.diverged, peri.runs), (2, 1, 5));
     assert_eq!(peri.diverged_runs, ["b5 (step 17)"]);
     assert_eq!(peri.steps_to_target, Some(60));
     let post = &s[1];
     assert_eq!(post.lr_star, Some(3e-3), "the diverged 1e-2 run cannot be LR*");
+    assert_eq!(post.lr_edge, None, "3e-3 lies inside the grid 1e-3..1e-2");
     assert_eq!((post.best, post.worst), (Some(2.50), Some(2.56)));
     assert_eq!(
         post.curve.iter().map(|p| (p.lr, p.val_loss, p.diverged)).collect::<Vec<_>>(),
@@ -70,6 +73,21 @@ fn aggregation_by_hand() {
     );
     let keel = &s[2];
     assert_eq!((keel.lr_star, keel.best, keel.diverged), (None, None, 1));
+}
+
+/// The ranking is by the mean over seeds: a recipe with one lucky seed does not win.
+#[test]
+fn ranking_is_by_the_mean_over_seeds() {
+    let rows = vec![
+        row("a1", "grid", "pre", 1e-3, 7, Some(2.50)),
+        row("a2", "reseed", "pre", 1e-3, 8, Some(2.84)),
+        row("b1", "grid", "bhyt", 1e-3, 7, Some(2.55)),
+        row("b2", "reseed", "bhyt", 1e-3, 8, Some(2.57)),
+    ];
+    let s = summarize(&rows, "model.recipe", "optim.lr");
+    // pre: best 2.50 but mean 2.67; bhyt: best 2.55, mean 2.56.
+    assert_eq!(s.iter().map(|m| m.method.as_str()).collect::<Vec<_>>(), ["bhyt", "pre"]);
+    assert_eq!(s[0].lr_edge, None, "a one-rate grid has no edge to flag");
 }
 
 const SWEEP: &str = r#"

@@ -29,6 +29,9 @@ pub struct TrainerState {
     pub total_steps: usize,
     pub sampler_state: u64,
     pub divergence: DivergenceMonitor,
+    /// The skip-step rule's recent accepted steps (empty when skipping is off).
+    #[serde(default)]
+    pub skip: super::skip::SkipHistory,
     /// Length of `metrics.jsonl` at this step.
     pub metrics_bytes: u64,
     pub wall_s: f64,

@@ -81,6 +81,20 @@ pub struct TrainSection {
     /// The run is stopped as diverged when the loss exceeds this multiple of its running
     /// minimum (or is NaN/inf, or the gradient norm is).
     pub divergence_factor: f64,
+    /// Skip the update of a step whose loss or gradient norm is more than this many sample
+    /// standard deviations above its mean over recent accepted steps (OLMo-core's
+    /// skip-step); 0 (the default) turns it off. Skipped steps are recorded in the metrics.
+    pub skip_step_sigma: f64,
+    /// Accepted steps the skip rule's mean and deviation are taken over.
+    pub skip_step_window: usize,
+    /// Accepted steps before the skip rule may skip.
+    pub skip_step_min_history: usize,
+    /// Skips in a row after which an outlier is applied anyway (and said so).
+    pub skip_step_max_consecutive: usize,
+    /// Fault injection, for trying out skip-step and the probes' alerts: the batches of these
+    /// steps (1-based) get uniformly random tokens as inputs and targets, a corrupted batch
+    /// whose loss spikes. Empty by default.
+    pub corrupt_steps: Vec<usize>,
 }
 
 impl Default for TrainSection {
@@ -94,6 +108,11 @@ impl Default for TrainSection {
             seed: 7,
             sampler_seed: 7,
             divergence_factor: 3.0,
+            skip_step_sigma: 0.0,
+            skip_step_window: 128,
+            skip_step_min_history: 20,
+            skip_step_max_consecutive: 3,
+            corrupt_steps: Vec::new(),
         }
     }
 }
@@ -207,6 +226,15 @@ impl RunConfig {
             _ => {}
         }
         ensure!(t.divergence_factor > 1.0, "train.divergence_factor must be > 1 (got {})", t.divergence_factor);
+        ensure!(
+            t.skip_step_sigma >= 0.0 && t.skip_step_sigma.is_finite(),
+            "train.skip_step_sigma must be ≥ 0 (0 turns skipping off; got {})",
+            t.skip_step_sigma
+        );
+        ensure!(
+            t.skip_step_window >= 2 && t.skip_step_min_history >= 2 && t.skip_step_min_history <= t.skip_step_window,
+            "train.skip_step_min_history must be ≥ 2 and ≤ train.skip_step_window"
+        );
         let o = &self.optim;
         ensure!(o.lr > 0.0 && o.lr.is_finite(), "optim.lr must be > 0 (got {})", o.lr);
         for (n, b) in [("optim.beta1", o.beta1), ("optim.beta2", o.beta2)] {
@@ -220,6 +248,17 @@ impl RunConfig {
         self.probe.validate()?;
         crate::device::parse(&self.run.device)?;
         Ok(())
+    }
+
+    /// The skip-step rule of `train.skip_step_*`.
+    pub fn skip_rule(&self) -> super::skip::SkipRule {
+        let t = &self.train;
+        super::skip::SkipRule {
+            sigma: t.skip_step_sigma,
+            window: t.skip_step_window,
+            min_history: t.skip_step_min_history,
+            max_consecutive: t.skip_step_max_consecutive,
+        }
     }
 
     pub fn micro_batch_size(&self) -> usize {

@@ -25,6 +25,9 @@ pub struct TrainRecord {
     #[serde(deserialize_with = "nan")]
     pub grad_norm: f64,
     pub clipped: bool,
+    /// Set when the skip-step rule refused this step's update: why (`train.skip_step_sigma`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
     pub tokens: u64,
     #[serde(deserialize_with = "nan")]
     pub tokens_per_s: f64,

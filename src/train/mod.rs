@@ -1,5 +1,5 @@
 //! Training: config, AdamW with decay groups, LR schedules, global-norm clipping, gradient
-//! accumulation, the variance regulariser's logging, divergence detection, checkpoints and
+//! accumulation, the variance regulariser's logging, divergence detection, skip-step, checkpoints and
 //! resumption, evaluation, sampling and probing saved runs.
 
 pub mod checkpoint;
@@ -15,6 +15,8 @@ pub mod run_dir;
 pub mod saved;
 pub mod schedule;
 pub mod setup;
+pub mod skip;
+pub mod step;
 pub mod trainer;
 
 pub use config::{OptimConfig, RunConfig, RunSection, TrainSection};

@@ -46,6 +46,11 @@ pub fn status(run: &Path) -> PathBuf {
 pub fn probes(run: &Path) -> PathBuf {
     run.join("probes.jsonl")
 }
+/// `alerts.jsonl`: the gradient-norm alerts (`probe.alert_warmup_factor`).
+pub fn alerts(run: &Path) -> PathBuf {
+    run.join("alerts.jsonl")
+}
+
 pub fn tensorboard(run: &Path) -> PathBuf {
     run.join("tb")
 }
@@ -168,6 +173,10 @@ pub struct RunInfo {
     pub tokens_per_param: f64,
     pub recipe: String,
     pub data: DataInfo,
+    /// Validation loss of the training split's unigram distribution (see
+    /// [`crate::data::Dataset::unigram_loss`]); absent in runs made before it was recorded.
+    #[serde(default)]
+    pub unigram_loss: Option<f64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

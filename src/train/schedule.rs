@@ -65,9 +65,14 @@ impl ScheduleConfig {
         Ok(())
     }
 
+    /// Warm-up steps of a run of `total` steps: `round(warmup_fraction · total)`.
+    pub fn warmup_steps(&self, total: usize) -> usize {
+        (self.warmup_fraction * total as f64).round() as usize
+    }
+
     /// The learning rate of step `s` (0-based) of `total`, with peak `peak`.
     pub fn lr(&self, s: usize, total: usize, peak: f64) -> f64 {
-        let w = (self.warmup_fraction * total as f64).round() as usize;
+        let w = self.warmup_steps(total);
         if s < w {
             return self.warmup_start_lr + (peak - self.warmup_start_lr) * s as f64 / w as f64;
         }

@@ -37,6 +37,7 @@ pub fn start(mut cfg: RunConfig, force: bool, log: &dyn Fn(&str)) -> anyhow::Res
         total_steps,
         sampler_state: cfg.train.sampler_seed,
         divergence: DivergenceMonitor::new(cfg.train.divergence_factor),
+        skip: Default::default(),
         metrics_bytes: 0,
         wall_s: 0.0,
         tokens: 0,
@@ -173,5 +174,6 @@ fn run_info(cfg: &RunConfig, data: &Dataset, params: usize, total_steps: usize) 
         tokens_per_param: (total_steps * tokens_per_step) as f64 / params as f64,
         recipe: cfg.model.recipe.spec().map(|s| s.name).unwrap_or_default(),
         data: data.info.clone(),
+        unigram_loss: Some(data.unigram_loss(cfg.model.vocab_size)),
     }
 }

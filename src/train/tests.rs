@@ -533,3 +533,71 @@ fn eval_every_zero_means_only_at_the_end_and_keep_checkpoints_is_honoured() {
         entry_names(&run_dir::checkpoints(&t.dir)).into_iter().filter(|n| n.starts_with("step-")).collect();
     assert_eq!(kept, ["step-000008", "step-000010", "step-000012"]);
 }
+
+/// Skip-step on an injected spike: the batch of step 16 is replaced by random tokens
+/// (`train.corrupt_steps`). With `train.skip_step_sigma` its update is refused and recorded,
+/// the run goes on, and the rule's statistics leave the spike out; without the rule the same
+/// spike (same weights, same batch, so the same loss) is applied and changes what follows.
+#[test]
+fn a_corrupted_batch_is_skipped_recorded_and_left_out_of_the_statistics() {
+    let root = temp_dir("skip-step");
+    let mut cfg = tiny_cfg(&root, 24);
+    cfg.optim.lr = 1e-2;
+    cfg.train.corrupt_steps = vec![16];
+    cfg.train.skip_step_sigma = 3.0;
+    cfg.train.skip_step_window = 8;
+    cfg.train.skip_step_min_history = 8;
+    let (t, o) = run(cfg.clone());
+    assert!(matches!(o, Outcome::Finished { .. }), "{o:?}");
+    let train = Metrics::read(&run_dir::metrics(&cfg.run.dir)).unwrap().train;
+    let skipped: Vec<usize> = train.iter().filter(|r| r.skipped.is_some()).map(|r| r.step).collect();
+    assert_eq!(skipped, [16], "only the corrupted step: {:?}", train.iter().map(|r| r.loss).collect::<Vec<_>>());
+    let spike = &train[15];
+    assert!(spike.skipped.as_ref().unwrap().contains("σ"), "{:?}", spike.skipped);
+    assert_eq!(t.state.skip.skipped, 1);
+    assert!(!t.state.skip.losses.contains(&spike.loss), "the skipped loss stays out of the statistics");
+    assert_eq!(t.state.skip.losses.len(), 8);
+
+    let mut plain = cfg.clone();
+    plain.run.dir = root.join("no-skip");
+    plain.train.skip_step_sigma = 0.0;
+    run(plain.clone());
+    let applied = Metrics::read(&run_dir::metrics(&plain.run.dir)).unwrap().train;
+    assert!(applied.iter().all(|r| r.skipped.is_none()));
+    assert_eq!(
+        &applied[..16].iter().map(|r| r.loss).collect::<Vec<_>>(),
+        &train[..16].iter().map(|r| r.loss).collect::<Vec<_>>()
+    );
+    assert_ne!(applied[16].loss, train[16].loss, "the applied spike changes the next step");
+}
+
+/// Seed 004's alert: a corrupted batch after the warm-up pushes the gradient norm past 1.5× its
+/// warm-up average; the alert is recorded in `alerts.jsonl` and reaches the alert command as a
+/// JSON line.
+#[test]
+fn a_gradient_norm_alert_is_recorded_and_sent_to_the_command() {
+    let root = temp_dir("alert");
+    let mut cfg = tiny_cfg(&root, 24);
+    cfg.optim.lr = 1e-2;
+    cfg.schedule.warmup_fraction = 0.25;
+    cfg.train.corrupt_steps = vec![18];
+    cfg.train.divergence_factor = 100.0;
+    cfg.probe.alert_warmup_factor = 1.5;
+    let got = root.join("got.jsonl");
+    cfg.probe.alert_command = Some(format!("cat >> '{}'", got.display()));
+    run(cfg.clone());
+    let norms: Vec<f64> =
+        Metrics::read(&run_dir::metrics(&cfg.run.dir)).unwrap().train.iter().map(|r| r.grad_norm).collect();
+    let alerts: Vec<crate::probe::alert::AlertRecord> = crate::io::jsonl::read(&run_dir::alerts(&cfg.run.dir)).unwrap();
+    assert!(alerts.iter().any(|a| a.step == 18), "{alerts:?} {norms:?}");
+    // Warm-up: round(0.25 · 24) = 6 steps; the bar is 1.5 × the mean of their norms.
+    let warmup_mean = norms[..6].iter().sum::<f64>() / 6.0;
+    for a in &alerts {
+        assert!((a.warmup_mean - warmup_mean).abs() < 1e-12 * warmup_mean, "{a:?} vs {warmup_mean}");
+        assert!(a.step > 6 && a.grad_norm > 1.5 * warmup_mean && a.grad_norm == norms[a.step - 1], "{a:?}");
+    }
+    let expected: Vec<usize> = (7..=24).filter(|&s| norms[s - 1] > 1.5 * warmup_mean).collect();
+    assert_eq!(alerts.iter().map(|a| a.step).collect::<Vec<_>>(), expected);
+    let sent: Vec<crate::probe::alert::AlertRecord> = crate::io::jsonl::read(&got).unwrap();
+    assert_eq!(sent, alerts, "the command saw every alert");
+}

@@ -1,21 +1,22 @@
 //! The training loop: sample, forward, backward (accumulating micro-batches), clip the global
-//! gradient norm, check for divergence, step AdamW with the scheduled learning rate; validate
-//! and checkpoint on their intervals.
+//! gradient norm, check for divergence and outliers (skip-step), step AdamW with the scheduled
+//! learning rate; validate and checkpoint on their intervals.
 
 use super::checkpoint::{self, TrainerState};
-use super::clip::clip_global;
 use super::config::RunConfig;
 use super::eval::evaluate;
 use super::metrics::{DivergedRecord, EvalRecord, MetricsRecord, TrainRecord};
 use super::progress::Progress;
 use super::run_dir::{self, Status};
+use super::skip::SkipDecision;
+use super::step;
 use crate::data::sampler::{Batch, validation_starts};
 use crate::data::{Dataset, Sampler};
 use crate::io::jsonl::JsonlWriter;
 use crate::model::Transformer;
-use crate::probe::LiveProbe;
+use crate::probe::{LiveProbe, ProbePaths};
 use burn::module::Module;
-use burn::optim::{GradientsAccumulator, GradientsParams, ModuleOptimizer};
+use burn::optim::ModuleOptimizer;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -84,8 +85,10 @@ impl Trainer {
         lock: run_dir::RunLock,
     ) -> anyhow::Result<Self> {
         let metrics = JsonlWriter::open(&run_dir::metrics(&dir), state.metrics_bytes)?;
-        let (records, tb) = (run_dir::probes(&dir), run_dir::tensorboard(&dir));
-        let probe = LiveProbe::open(&records, &tb, &cfg.probe, 2 * cfg.model.n_layers, state.probe.clone())?;
+        let (records, alerts, tb) = (run_dir::probes(&dir), run_dir::alerts(&dir), run_dir::tensorboard(&dir));
+        let paths = ProbePaths { records: &records, alerts: &alerts, tensorboard: &tb };
+        let warmup = cfg.schedule.warmup_steps(state.total_steps);
+        let probe = LiveProbe::open(&paths, &cfg.probe, 2 * cfg.model.n_layers, warmup, state.probe.clone())?;
         let val_starts = validation_starts(data.val.len(), cfg.train.seq_len, cfg.run.eval_windows);
         Ok(Trainer {
             sampler: Sampler::from_state(state.sampler_state),
@@ -187,58 +190,75 @@ impl Trainer {
         Ok(Outcome::Diverged { step, reason })
     }
 
-    /// One optimizer step over `batch_size / micro_batch_size` accumulated micro-batches.
+    /// One optimizer step over `batch_size / micro_batch_size` accumulated micro-batches: the
+    /// update is refused for a divergence (which ends the run) or an outlier under the
+    /// skip-step rule (recorded; the run goes on).
     fn train_step(&mut self, wall0: f64, session: Instant) -> anyhow::Result<StepResult> {
         let t0 = Instant::now();
         let (batch, micro, seq) = (self.cfg.train.batch_size, self.cfg.micro_batch_size(), self.cfg.train.seq_len);
-        let n_micro = batch / micro;
         let lr = self.cfg.schedule.lr(self.state.step, self.state.total_steps, self.cfg.optim.lr);
-        let mut acc = GradientsAccumulator::<Transformer>::new();
-        let mut values = Vec::with_capacity(n_micro);
-        let probing = self.cfg.probe.is_probe_step(self.state.step + 1, self.state.total_steps);
-        let mut probe_batch = None;
-        for _ in 0..n_micro {
-            let b = self.sampler.next_batch(&self.data.train, micro, seq);
-            if probing && probe_batch.is_none() {
-                probe_batch = Some(b.clone());
-            }
-            let (x, y) = to_tensors(b, &self.ad);
-            let (loss, ce, reg) = self.model.loss(x, y);
-            let grads = loss.clone().div_scalar(n_micro as f64).backward();
-            acc.accumulate(&self.model, GradientsParams::from_grads(grads, &self.model));
-            let reg = reg.unwrap_or_else(|| ce.zeros_like());
-            values.push(Tensor::cat(vec![loss.detach(), ce.detach(), reg.detach()], 0));
+        let mut batches: Vec<Batch> =
+            (0..batch / micro).map(|_| self.sampler.next_batch(&self.data.train, micro, seq)).collect();
+        if self.cfg.train.corrupt_steps.contains(&(self.state.step + 1)) {
+            corrupt(&mut batches, self.cfg.model.vocab_size, self.cfg.train.sampler_seed ^ self.state.step as u64);
         }
-        let (grads, norms, scale) = clip_global(&self.model, acc.grads(), self.cfg.optim.grad_clip);
-        let v: Vec<f32> = Tensor::cat(values, 0).into_data().convert::<f32>().try_into_vec::<f32>().unwrap();
-        let mean = |k: usize| v.iter().skip(k).step_by(3).map(|&x| x as f64).sum::<f64>() / n_micro as f64;
-        let (loss, ce, reg) = (mean(0), mean(1), mean(2));
-        if let Some(reason) = self.state.divergence.check(loss, norms.total) {
+        let probing = self.cfg.probe.is_probe_step(self.state.step + 1, self.state.total_steps);
+        let probe_batch = probing.then(|| batches[0].clone());
+        let tensors = batches.into_iter().map(|b| to_tensors(b, &self.ad));
+        let g = step::gradients(&self.model, tensors, self.cfg.optim.grad_clip)?;
+        let mut warnings = Vec::new();
+        let skipped = if g.loss.is_finite() && g.norms.total.is_finite() {
+            match self.state.skip.decide(&self.cfg.skip_rule(), g.loss, g.norms.total) {
+                SkipDecision::Apply => None,
+                SkipDecision::Skip(why) => Some(why),
+                SkipDecision::ApplyAfterSkips(why) => {
+                    warnings.push(why);
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        if skipped.is_none()
+            && let Some(reason) = self.state.divergence.check(g.loss, g.norms.total)
+        {
             return Ok(StepResult::Diverged(reason));
         }
-        // The probe sees the weights that produced this step's gradients.
-        let probe_model = probing.then(|| self.model.valid());
-        self.model = self.optim.step(lr, self.model.clone(), grads);
+        // The probe sees the weights and gradients of this step, before the update.
+        let probe_model = (probing && skipped.is_none()).then(|| self.model.valid());
+        let histograms = match (&probe_model, self.cfg.probe.histograms && self.cfg.probe.tensorboard) {
+            (Some(_), true) => crate::probe::grads::histograms(&self.model, &g.grads),
+            _ => Vec::new(),
+        };
+        if skipped.is_none() {
+            self.model = self.optim.step(lr, self.model.clone(), g.grads);
+        }
         self.state.step += 1;
         self.state.sampler_state = self.sampler.state();
         let tokens = (batch * seq) as u64;
         self.state.tokens += tokens;
         let record = TrainRecord {
             step: self.state.step,
-            loss,
-            ce,
-            reg: (self.model.meta.regularizer > 0.0).then_some(reg),
+            loss: g.loss,
+            ce: g.ce,
+            reg: (self.model.meta.regularizer > 0.0).then_some(g.reg),
             lr,
-            grad_norm: norms.total,
-            clipped: scale < 1.0,
+            grad_norm: g.norms.total,
+            clipped: g.scale < 1.0,
+            skipped,
             tokens: self.state.tokens,
             tokens_per_s: tokens as f64 / t0.elapsed().as_secs_f64(),
             wall_s: wall0 + session.elapsed().as_secs_f64(),
         };
-        let mut warnings = self.probe.observe_step(record.step, &norms, &tensorboard_scalars(&record))?;
+        if let Some(why) = &record.skipped {
+            warnings.push(format!("update skipped: {why}"));
+            self.probe.scalars(record.step, &tensorboard_scalars(&record))?;
+            return Ok(StepResult::Done(record, warnings));
+        }
+        warnings.extend(self.probe.observe_step(record.step, &g.norms, &tensorboard_scalars(&record))?);
         if let (Some(m), Some(b)) = (probe_model, probe_batch) {
             let (x, _) = to_tensors(b, &self.device);
-            warnings = self.probe.probe(record.step, &m, x, warnings)?;
+            warnings = self.probe.probe(record.step, &m, x, warnings, histograms)?;
         }
         Ok(StepResult::Done(record, warnings))
     }
@@ -280,6 +300,16 @@ fn to_tensors(b: Batch, device: &Device) -> (Tensor<2, Int>, Tensor<2, Int>) {
     )
 }
 
+/// Replaces every token of `batches` by a uniformly random one (`train.corrupt_steps`).
+fn corrupt(batches: &mut [Batch], vocab: usize, seed: u64) {
+    let mut rng = crate::rng::SplitMix64::new(seed);
+    for b in batches {
+        for t in b.inputs.iter_mut().chain(b.targets.iter_mut()) {
+            *t = (rng.next_u64() % vocab as u64) as i64;
+        }
+    }
+}
+
 /// A step's training scalars as TensorBoard tags.
 fn tensorboard_scalars(r: &TrainRecord) -> Vec<(&'static str, f32)> {
     let mut v = vec![
@@ -289,5 +319,6 @@ fn tensorboard_scalars(r: &TrainRecord) -> Vec<(&'static str, f32)> {
         ("train/grad_norm", r.grad_norm as f32),
     ];
     v.extend(r.reg.map(|reg| ("train/reg", reg as f32)));
+    v.push(("train/skipped", if r.skipped.is_some() { 1.0 } else { 0.0 }));
     v
 }

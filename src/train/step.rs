@@ -1,0 +1,51 @@
+//! One optimizer step's gradients: forward and backward over the micro-batches (each loss
+//! divided by their number, so the accumulated gradient is the mean loss's), then global-norm
+//! clipping. The trainer and the trajectory test against PyTorch (`tests/reference.rs`) both
+//! call this, so that test checks the training loop's own arithmetic.
+
+use super::clip::clip_global;
+use crate::model::Transformer;
+use crate::probe::grads::GradNorms;
+use burn::optim::{GradientsAccumulator, GradientsParams};
+use burn::tensor::{Int, Tensor};
+
+/// The clipped gradients of one step and what was measured on the way.
+pub struct StepGradients {
+    pub grads: GradientsParams,
+    /// Norms before clipping.
+    pub norms: GradNorms,
+    /// The clipping factor applied (1 when not clipped).
+    pub scale: f64,
+    /// Mean over the micro-batches of CE + λ·R, of CE and of R (0 without a regulariser).
+    pub loss: f64,
+    pub ce: f64,
+    pub reg: f64,
+}
+
+/// Gradients of the mean loss over `micro_batches` (inputs, targets), clipped to a global
+/// norm of `grad_clip` (0: no clipping).
+pub fn gradients(
+    model: &Transformer,
+    micro_batches: impl ExactSizeIterator<Item = (Tensor<2, Int>, Tensor<2, Int>)>,
+    grad_clip: f64,
+) -> anyhow::Result<StepGradients> {
+    let n = micro_batches.len();
+    let mut acc = GradientsAccumulator::<Transformer>::new();
+    let mut values = Vec::with_capacity(n);
+    for (x, y) in micro_batches {
+        let (loss, ce, reg) = model.loss(x, y);
+        let grads = loss.clone().div_scalar(n as f64).backward();
+        acc.accumulate(model, GradientsParams::from_grads(grads, model));
+        let reg = reg.unwrap_or_else(|| ce.zeros_like());
+        values.push(Tensor::cat(vec![loss.detach(), ce.detach(), reg.detach()], 0));
+    }
+    let (grads, norms, scale) = clip_global(model, acc.grads(), grad_clip);
+    // One read of all the scalars at the end: no device synchronisation per micro-batch.
+    let v = Tensor::cat(values, 0)
+        .into_data()
+        .convert::<f64>()
+        .try_into_vec::<f64>()
+        .map_err(|e| anyhow::anyhow!("reading the step's losses from the device failed: {e:?}"))?;
+    let mean = |k: usize| v.iter().skip(k).step_by(3).sum::<f64>() / n as f64;
+    Ok(StepGradients { grads, norms, scale, loss: mean(0), ce: mean(1), reg: mean(2) })
+}
