@@ -69,23 +69,21 @@ pub fn eval(path: &Path, data: Option<PathBuf>, windows: Option<usize>) -> anyho
     Ok(())
 }
 
-pub fn generate(
-    path: &Path,
-    prompt: &str,
-    max_new_tokens: usize,
-    temperature: f64,
-    top_k: usize,
-    seed: u64,
-) -> anyhow::Result<()> {
-    let opts = SampleOptions { max_new_tokens, temperature, top_k: Some(top_k), seed, context: 0 };
+/// `normlab generate`: samples from a saved run, printing the text as it grows and, on
+/// standard error, the decoding speed.
+pub fn generate(path: &Path, prompt: &str, opts: SampleOptions) -> anyhow::Result<()> {
     opts.validate()?;
     print!("{prompt}");
     let mut out = std::io::stdout();
+    let t0 = std::time::Instant::now();
+    let (n, cache) = (opts.max_new_tokens, opts.cache);
     saved::sample(path, prompt, opts, &mut |t| {
         let _ = write!(out, "{t}");
         let _ = out.flush();
     })?;
     println!();
+    let s = t0.elapsed().as_secs_f64();
+    eprintln!("{n} tokens in {s:.2} s: {:.1} tokens/s (KV cache {})", n as f64 / s, if cache { "on" } else { "off" });
     Ok(())
 }
 

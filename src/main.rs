@@ -7,6 +7,7 @@ use normlab::model::ModelConfig;
 use normlab::recipe::{Dims, PRESET_NAMES, equation, preset, resolve};
 use normlab::sweep::config::Executor;
 use normlab::sweep::slurm::SubmitOptions;
+use normlab::train::generate::SampleOptions;
 use std::path::PathBuf;
 
 mod cli;
@@ -66,6 +67,10 @@ enum Cmd {
         top_k: usize,
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Re-run the visible window for every token instead of using the KV cache (same
+        /// tokens, slower; for comparison).
+        #[arg(long)]
+        no_cache: bool,
     },
     /// Stability probes of a trained run (or, with --init, of its freshly initialised model) on
     /// held-out windows: per-sublayer hidden-state statistics, LN-Jacobian bound, token
@@ -216,8 +221,10 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.cmd {
         Cmd::Train { config, sets, resume, quiet, force } => cli::train(config, sets, resume, quiet, force),
         Cmd::Eval { checkpoint, data, windows } => cli::eval(&checkpoint, data, windows).map(|()| 0),
-        Cmd::Generate { checkpoint, prompt, max_new_tokens, temperature, top_k, seed } => {
-            cli::generate(&checkpoint, &prompt, max_new_tokens, temperature, top_k, seed).map(|()| 0)
+        Cmd::Generate { checkpoint, prompt, max_new_tokens, temperature, top_k, seed, no_cache } => {
+            let top_k = Some(top_k);
+            let opts = SampleOptions { max_new_tokens, temperature, top_k, seed, context: 0, cache: !no_cache };
+            cli::generate(&checkpoint, &prompt, opts).map(|()| 0)
         }
         Cmd::Probe { checkpoint, data, batches, init } => cli::probe(&checkpoint, data, batches, init).map(|()| 0),
         Cmd::Sweep { action: Some(a), .. } => match a {

@@ -15,15 +15,30 @@ use burn::module::{Module, Param};
 use burn::tensor::activation::softmax;
 use burn::tensor::{Tensor, TensorData};
 
+/// One attention sublayer's keys (after QK-norm and RoPE) and values of the positions decoded
+/// so far, each `[B, H, T, h]`: the KV cache of one layer.
+pub type KvSlot = Option<(Tensor<4>, Tensor<4>)>;
+
 /// Per-forward constants shared by all attention sublayers.
 pub struct AttnContext {
+    /// RoPE tables for the positions of this forward, `[1, 1, t, h/2]`.
     pub cos: Tensor<4>,
     pub sin: Tensor<4>,
-    /// Additive causal mask `[1, 1, T, T]`: 0 on and below the diagonal, −∞ above.
+    /// Additive mask `[1 or B, 1, t, T]` over the `T` keys (cached and new): 0 where a query
+    /// may look, −∞ above the causal diagonal, and a large negative value on padding keys.
     pub mask: Tensor<4>,
     /// When set (probing), each attention sublayer appends its [`AttnStats`] here.
     pub stats: Option<std::cell::RefCell<Vec<AttnStats>>>,
+    /// The `T` of BHyT's variance approximation `‖W_V W_O‖²/(T d)`: the sequence length in
+    /// training, a fixed length (the training one) when decoding, so that a position's output
+    /// does not depend on how many tokens follow it.
+    pub bhyt_len: usize,
 }
+
+/// The additive value hiding a padding key: finite, so that a padding query (which sees only
+/// padding) still has a defined softmax, and far enough below any score that its weight for a
+/// real query is exactly 0 in f32.
+pub const PAD_MASK: f32 = -1e9;
 
 /// Softmax-saturation diagnostics of one attention sublayer (seed 002's troubleshooting):
 /// the largest pre-softmax logit `q·k/√h` over all heads and positions, and the mean entropy
@@ -35,17 +50,46 @@ pub struct AttnStats {
 }
 
 impl AttnContext {
+    /// A full causal forward over `seq_len` positions (training, evaluation, probes).
     pub fn new(seq_len: usize, head_dim: usize, rope_base: f64, device: &burn::tensor::Device) -> Self {
-        let (cos, sin) = rope::tables(seq_len, head_dim, rope_base, device);
-        let mut m = vec![0f32; seq_len * seq_len];
-        for i in 0..seq_len {
-            for j in i + 1..seq_len {
-                m[i * seq_len + j] = f32::NEG_INFINITY;
+        Self::decoding(
+            Decoding { new: seq_len, offset: 0, key_mask: None, bhyt_len: seq_len },
+            head_dim,
+            rope_base,
+            device,
+        )
+    }
+
+    /// `d.new` positions after `d.offset` cached ones, with an optional padding mask.
+    pub fn decoding(d: Decoding, head_dim: usize, rope_base: f64, device: &burn::tensor::Device) -> Self {
+        let total = d.offset + d.new;
+        let (cos, sin) = rope::tables(total, head_dim, rope_base, device);
+        let rows = |t: Tensor<4>| if d.offset == 0 { t } else { t.narrow(2, d.offset, d.new) };
+        let mut m = vec![0f32; d.new * total];
+        for i in 0..d.new {
+            for j in d.offset + i + 1..total {
+                m[i * total + j] = f32::NEG_INFINITY;
             }
         }
-        let mask = Tensor::from_data(TensorData::new(m, vec![1, 1, seq_len, seq_len]), device);
-        Self { cos, sin, mask, stats: None }
+        let causal = Tensor::from_data(TensorData::new(m, vec![1, 1, d.new, total]), device);
+        let mask = match d.key_mask {
+            Some(k) => causal + k,
+            None => causal,
+        };
+        Self { cos: rows(cos), sin: rows(sin), mask, stats: None, bhyt_len: d.bhyt_len }
     }
+}
+
+/// Where a forward sits in a decoded sequence.
+pub struct Decoding {
+    /// Positions fed now.
+    pub new: usize,
+    /// Positions already in the KV cache.
+    pub offset: usize,
+    /// `[B, 1, 1, offset + new]`: [`PAD_MASK`] on padding keys, 0 elsewhere.
+    pub key_mask: Option<Tensor<4>>,
+    /// See [`AttnContext::bhyt_len`].
+    pub bhyt_len: usize,
 }
 
 #[derive(Module, Debug)]
@@ -103,8 +147,9 @@ impl Attention {
         x.reshape([b, t, self.n_heads, d / self.n_heads]).swap_dims(1, 2)
     }
 
-    /// `x`: `[B, T, d]` → `[B, T, d]`.
-    pub fn forward(&self, x: Tensor<3>, ctx: &AttnContext) -> Tensor<3> {
+    /// `x`: `[B, t, d]` → `[B, t, d]`. With `kv`, the keys and values of earlier positions are
+    /// read from it and this forward's appended to it.
+    pub fn forward(&self, x: Tensor<3>, ctx: &AttnContext, kv: Option<&mut KvSlot>) -> Tensor<3> {
         let [b, t, d] = x.dims();
         let head_dim = d / self.n_heads;
         let (mut q, mut k) = (project(x.clone(), &self.wq), project(x.clone(), &self.wk));
@@ -119,6 +164,17 @@ impl Attention {
         }
         let q = rope::apply(q, &ctx.cos, &ctx.sin);
         let k = rope::apply(k, &ctx.cos, &ctx.sin);
+        let (k, v) = match kv {
+            Some(slot) => {
+                let (k, v) = match slot.take() {
+                    Some((pk, pv)) => (Tensor::cat(vec![pk, k], 2), Tensor::cat(vec![pv, v], 2)),
+                    None => (k, v),
+                };
+                *slot = Some((k.clone(), v.clone()));
+                (k, v)
+            }
+            None => (k, v),
+        };
         let scores = q.matmul(k.swap_dims(2, 3)) * (1.0 / (head_dim as f64).sqrt()) + ctx.mask.clone();
         if let Some(stats) = &ctx.stats {
             stats.borrow_mut().push(attn_stats(scores.clone()));

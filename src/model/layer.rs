@@ -1,7 +1,7 @@
 //! One Transformer layer: an attention sublayer, then a feed-forward sublayer, each the
 //! sublayer equation of [`super::sublayer`].
 
-use super::attention::{Attention, AttnContext};
+use super::attention::{Attention, AttnContext, KvSlot};
 use super::bhyt;
 use super::ffn::FeedForward;
 use super::sublayer::{Sublayer, SublayerOut};
@@ -22,12 +22,13 @@ pub struct LayerOut {
 }
 
 impl Layer {
-    pub fn forward(&self, x: Tensor<3>, ctx: &AttnContext) -> LayerOut {
-        let [_, t, d] = x.dims();
+    /// `kv`: this layer's KV cache when decoding incrementally.
+    pub fn forward(&self, x: Tensor<3>, ctx: &AttnContext, kv: Option<&mut KvSlot>) -> LayerOut {
+        let d = x.dims()[2];
         let exact = bhyt::block_statistic(&self.attn, &x);
         let e = exact.clone();
-        let attn = self.attn.forward(x, |n, h| bhyt::input_norm(n, h, e), |f, h| f.forward(h, ctx));
-        let ffn_variance = bhyt::ffn_variance(&self.attn, &self.ffn, exact, t, d);
+        let attn = self.attn.forward(x, |n, h| bhyt::input_norm(n, h, e), |f, h| f.forward(h, ctx, kv));
+        let ffn_variance = bhyt::ffn_variance(&self.attn, &self.ffn, exact, ctx.bhyt_len, d);
         let v = ffn_variance.clone();
         let ffn = self.ffn.forward(attn.next.clone(), |n, h| bhyt::input_norm(n, h, v), |f, h| f.forward(h));
         LayerOut { attn, ffn, ffn_variance }

@@ -3,7 +3,7 @@
 //! each Transformer layer), `logits = N_final(X_{2L+1}) W_out`. Embedding and output
 //! projection are untied.
 
-use super::attention::{Attention, AttnContext, AttnShape};
+use super::attention::{Attention, AttnContext, AttnShape, KvSlot};
 use super::config::ModelConfig;
 use super::ffn::{FeedForward, FfnShape};
 use super::layer::Layer;
@@ -133,9 +133,22 @@ impl Transformer {
     /// regulariser needs them) and the per-sublayer traces when `trace`. Neither flag changes
     /// the computation, only what is returned.
     pub fn forward(&self, tokens: Tensor<2, Int>, keep_sums: bool, trace: bool) -> ForwardOutput {
+        let t = tokens.dims()[1];
+        let ctx = AttnContext::new(t, self.meta.head_dim, self.meta.rope_base, &tokens.device());
+        self.run(tokens, ctx, None, keep_sums, trace)
+    }
+
+    /// The forward under `ctx`, reading and extending one KV slot per layer when `cache` is
+    /// given (see [`super::decode`]).
+    pub(super) fn run(
+        &self,
+        tokens: Tensor<2, Int>,
+        mut ctx: AttnContext,
+        mut cache: Option<&mut [KvSlot]>,
+        keep_sums: bool,
+        trace: bool,
+    ) -> ForwardOutput {
         let [bsz, t] = tokens.dims();
-        let device = tokens.device();
-        let mut ctx = AttnContext::new(t, self.meta.head_dim, self.meta.rope_base, &device);
         if trace {
             ctx.stats = Some(Default::default());
         }
@@ -149,9 +162,9 @@ impl Transformer {
         }
         let mut sums = Vec::new();
         let mut traces = trace.then(Vec::new);
-        for layer in &self.layers {
+        for (i, layer) in self.layers.iter().enumerate() {
             let input = x.clone();
-            let out = layer.forward(x, &ctx);
+            let out = layer.forward(x, &ctx, cache.as_deref_mut().map(|c| &mut c[i]));
             let ffn_input = out.attn.next.clone();
             record(&mut sums, &mut traces, keep_sums, input, &out.attn, None);
             record(&mut sums, &mut traces, keep_sums, ffn_input, &out.ffn, out.ffn_variance);
