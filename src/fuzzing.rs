@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 pub type Target = (&'static str, fn(&[u8]));
 
 /// Every target.
-pub const TARGETS: [Target; 10] = [
+pub const TARGETS: [Target; 11] = [
     ("run_config", run_config),
     ("set_edits", set_edits),
     ("recipe", recipe),
@@ -26,6 +26,7 @@ pub const TARGETS: [Target; 10] = [
     ("token_file", token_file),
     ("tokenizer_json", tokenizer_json),
     ("jsonl_corpus", jsonl_corpus),
+    ("pair_files", pair_files),
 ];
 
 fn text(data: &[u8]) -> Option<&str> {
@@ -44,6 +45,18 @@ pub fn set_edits(data: &[u8]) {
     if let Some(t) = text(data) {
         let sets: Vec<String> = t.lines().map(String::from).collect();
         let _ = RunConfig::from_text("", "fuzz", &sets).and_then(|c| c.validate());
+    }
+}
+
+/// A pair file in each format, and its pairs scored against themselves.
+pub fn pair_files(data: &[u8]) {
+    use crate::data::pairs::{PairFormat, metrics, parse};
+    let Some(t) = text(data) else { return };
+    let jsonl = PairFormat::from_name("x.jsonl");
+    for format in [PairFormat::Tsv, PairFormat::Arrow, jsonl] {
+        if let Ok(pairs) = parse(t, &format, "fuzz", None) {
+            let _ = metrics::score(pairs.iter().map(|p| (p.source.as_str(), p.target.as_str())));
+        }
     }
 }
 

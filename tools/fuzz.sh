@@ -13,7 +13,7 @@ secs=${1:-120}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(run_config set_edits recipe scale_expr safetensors checkpoint_state latest_json token_file tokenizer_json jsonl_corpus)
+  targets=(run_config set_edits recipe scale_expr safetensors checkpoint_state latest_json token_file tokenizer_json jsonl_corpus pair_files)
 fi
 command -v cargo-afl >/dev/null || cargo install cargo-afl
 (cd fuzz && cargo afl build --release)

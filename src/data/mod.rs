@@ -6,12 +6,14 @@
 //! - [`tokenizer`]: byte-level, BPE trained on the training split, GPT-2 BPE
 //! - [`tokens`]: tokenized splits cached as memory-mapped binary files
 //! - [`sampler`]: seeded random windows for training, fixed windows for validation
+//! - [`pairs`]: `source → target` pairs (text normalisation): file formats, exact match, F1
 
 pub mod cache;
 pub mod config;
 pub mod corpus;
 pub mod dataset;
 pub mod document;
+pub mod pairs;
 pub mod sampler;
 pub mod sotu;
 pub mod tokenizer;
