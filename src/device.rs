@@ -22,6 +22,40 @@ pub fn parse(name: &str) -> anyhow::Result<Device> {
     }
 }
 
+/// Makes this thread flush denormal floats to zero (x86-64: MXCSR's flush-to-zero and
+/// denormals-are-zero bits); a no-op elsewhere.
+pub fn flush_denormals_here() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: setting two MXCSR mode bits changes only how this thread rounds tiny results.
+    #[allow(deprecated)]
+    unsafe {
+        use std::arch::x86_64::{_mm_getcsr, _mm_setcsr};
+        _mm_setcsr(_mm_getcsr() | 0x8040);
+    }
+}
+
+/// Whether this thread flushes denormals to zero.
+pub fn flushes_denormals() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    #[allow(deprecated)]
+    // SAFETY: reading MXCSR has no effect.
+    unsafe {
+        std::arch::x86_64::_mm_getcsr() & 0x8040 == 0x8040
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Flushes denormals to zero on this thread and on every thread of the global rayon pool, on
+/// which the CPU backend computes. Denormals (|x| < 1.2e-38 in f32) take a slow microcode
+/// path: post-norm runs at high learning rates, whose gradients underflow, ran 5–10× slower
+/// than the others in `normlab compare`. Call before any tensor work; the pool keeps
+/// `RAYON_NUM_THREADS`. Returns whether the pool was set up here (it can be only once).
+pub fn flush_denormals() -> bool {
+    flush_denormals_here();
+    rayon::ThreadPoolBuilder::new().start_handler(|_| flush_denormals_here()).build_global().is_ok()
+}
+
 /// The machine a run or benchmark ran on, recorded in `run.json` and benchmark results.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Machine {
@@ -54,4 +88,32 @@ pub fn machine() -> Machine {
 /// Hardware threads available to this process.
 pub fn available_threads() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::hint::black_box;
+
+    /// 1e-30 × 1e-10 = 1e-40 is below f32's smallest normal (1.18e-38): a denormal under IEEE
+    /// rules, 0 once flushed. Run on fresh threads so the other tests keep IEEE behaviour.
+    #[test]
+    fn flushing_turns_denormal_results_into_zero_on_this_thread_only() {
+        let ieee = std::thread::spawn(|| black_box(1e-30f32) * black_box(1e-10f32)).join().unwrap();
+        assert!(ieee > 0.0 && ieee < f32::MIN_POSITIVE, "{ieee:e} is a denormal");
+        let flushed = std::thread::spawn(|| {
+            flush_denormals_here();
+            (flushes_denormals(), black_box(1e-30f32) * black_box(1e-10f32))
+        })
+        .join()
+        .unwrap();
+        if cfg!(target_arch = "x86_64") {
+            assert_eq!(flushed, (true, 0.0));
+        }
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).start_handler(|_| flush_denormals_here()).build();
+        let in_pool = pool.unwrap().install(|| black_box(1e-30f32) * black_box(1e-10f32));
+        if cfg!(target_arch = "x86_64") {
+            assert_eq!(in_pool, 0.0, "a pool built like the global one flushes");
+        }
+    }
 }

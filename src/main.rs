@@ -208,7 +208,13 @@ enum DataCmd {
 }
 
 fn main() {
-    match run(Cli::parse()) {
+    let cli = Cli::parse();
+    // Denormals are flushed to zero unless NORMLAB_DENORMALS=keep (IEEE gradual underflow):
+    // see normlab::device::flush_denormals.
+    if std::env::var("NORMLAB_DENORMALS").as_deref() != Ok("keep") {
+        normlab::device::flush_denormals();
+    }
+    match run(cli) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
             eprintln!("error: {e:#}");
