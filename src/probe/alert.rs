@@ -87,7 +87,13 @@ pub fn notify(command: &str, record: &AlertRecord) -> Option<String> {
     let line = serde_json::to_string(record).ok()? + "\n";
     let run = || -> std::io::Result<std::process::ExitStatus> {
         let mut child = Command::new("sh").arg("-c").arg(command).stdin(Stdio::piped()).spawn()?;
-        child.stdin.take().map(|mut s| s.write_all(line.as_bytes())).transpose()?;
+        let written = child.stdin.take().map(|mut s| s.write_all(line.as_bytes())).transpose();
+        // A command that exits without reading its input closes the pipe first: its exit
+        // status, not the broken pipe, says how it went.
+        match written {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e),
+            _ => {}
+        }
         child.wait()
     };
     match run() {

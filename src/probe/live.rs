@@ -4,7 +4,7 @@
 use super::alert::{AlertRecord, AlertState, notify};
 use super::config::ProbeConfig;
 use super::grads::{GradNorms, GradTracker};
-use super::snapshot::{ForwardProbe, forward_probe};
+use super::snapshot::{ForwardProbe, forward_probe_with_histograms};
 use crate::io::json::nan;
 use crate::io::jsonl::JsonlWriter;
 use crate::io::tensorboard::{EventWriter, Histogram};
@@ -142,13 +142,13 @@ impl LiveProbe {
         mut warnings: Vec<String>,
         grad_histograms: Vec<(String, Histogram)>,
     ) -> anyhow::Result<Vec<String>> {
-        if let (Some(tb), true) = (&mut self.tb, self.cfg.histograms) {
-            let mut hists = grad_histograms;
-            hists.extend(super::snapshot::hidden_histograms(model, tokens.clone()));
-            let refs: Vec<(&str, &Histogram)> = hists.iter().map(|(t, h)| (t.as_str(), h)).collect();
-            tb.histograms(step, &refs)?;
+        let histograms = self.tb.is_some() && self.cfg.histograms;
+        let (mut fwd, hidden) = forward_probe_with_histograms(model, tokens, self.cfg.top_k, histograms);
+        if let (Some(tb), true) = (&mut self.tb, histograms) {
+            let hists: Vec<(&str, &Histogram)> =
+                grad_histograms.iter().chain(&hidden).map(|(t, h)| (t.as_str(), h)).collect();
+            tb.histograms(step, &hists)?;
         }
-        let mut fwd = forward_probe(model, tokens, self.cfg.top_k);
         warnings.extend(self.warnings(step, &fwd));
         let t = &self.state.tracker;
         for (p, (g, s)) in fwd.sublayers.iter_mut().zip(t.last_sublayers.iter().zip(&t.sublayers)) {

@@ -112,8 +112,27 @@ struct Pending {
 
 /// Probes `model` (no autodiff) on `tokens` `[B, T]` (`T ≥ 2`), keeping the `top_k` largest |x|.
 pub fn forward_probe(model: &Transformer, tokens: Tensor<2, Int>, top_k: usize) -> ForwardProbe {
+    forward_probe_with_histograms(model, tokens, top_k, false).0
+}
+
+/// [`forward_probe`], and with `histograms` the TensorBoard histograms `hist/x/l001`… of every
+/// sublayer's input `X_l`, from the same forward pass.
+pub fn forward_probe_with_histograms(
+    model: &Transformer,
+    tokens: Tensor<2, Int>,
+    top_k: usize,
+    histograms: bool,
+) -> (ForwardProbe, Vec<(String, Histogram)>) {
     let out = model.forward(tokens, false, true);
     let traces = out.traces.expect("traced");
+    let hists = if histograms {
+        let x = |(i, tr): (usize, &crate::model::SublayerTrace)| {
+            (format!("hist/x/l{:03}", i + 1), Histogram::of(&sampled_values(tr.input.clone()), 30))
+        };
+        traces.iter().enumerate().map(x).collect()
+    } else {
+        Vec::new()
+    };
     let last = out.last_hidden.expect("traced");
     let mut g = Gather::default();
     let mut pending = Vec::with_capacity(traces.len());
@@ -197,7 +216,7 @@ pub fn forward_probe(model: &Transformer, tokens: Tensor<2, Int>, top_k: usize) 
     let stride = all_a.len().div_ceil(500).max(1);
     let bhyt_sample = all_a.iter().zip(&all_e).step_by(stride).map(|(a, e)| [*a, *e]).collect();
     let bhyt_sample_layer = all_layer.into_iter().step_by(stride).collect();
-    ForwardProbe {
+    let probe = ForwardProbe {
         sublayers,
         final_tau: f.get(final_tau)[0],
         final_saturation: final_saturation.map(|s| f.get(s)[0]),
@@ -205,7 +224,8 @@ pub fn forward_probe(model: &Transformer, tokens: Tensor<2, Int>, top_k: usize) 
         bhyt_fit,
         bhyt_sample,
         bhyt_sample_layer,
-    }
+    };
+    (probe, hists)
 }
 
 /// The input norm of 0-based sublayer `i`.
@@ -255,15 +275,4 @@ pub fn sampled_values<const D: usize>(t: Tensor<D>) -> Vec<f64> {
         flat
     };
     picked.into_data().convert::<f64>().try_into_vec::<f64>().unwrap_or_default()
-}
-
-/// TensorBoard histograms `hist/x/l001`… of every sublayer's input `X_l` on `tokens`.
-pub fn hidden_histograms(model: &Transformer, tokens: Tensor<2, Int>) -> Vec<(String, Histogram)> {
-    let out = model.forward(tokens, false, true);
-    out.traces
-        .unwrap_or_default()
-        .into_iter()
-        .enumerate()
-        .map(|(i, tr)| (format!("hist/x/l{:03}", i + 1), Histogram::of(&sampled_values(tr.input), 30)))
-        .collect()
 }

@@ -42,14 +42,15 @@ pub fn unigram_loss(best_runs: &[RunData]) -> Option<f64> {
 }
 
 pub fn findings(ms: &[MethodSummary], best_runs: &[RunData]) -> Vec<String> {
-    let never = never_learns(ms, unigram_loss(best_runs));
+    let unigram = unigram_loss(best_runs);
+    let never = never_learns(ms, unigram);
     let mut f = Vec::new();
     f.extend(winner(ms));
     f.extend(why_winner(ms, best_runs));
     f.extend(edges(ms));
     f.extend(post_vs_pre(ms, best_runs));
     f.push(divergences(ms));
-    f.extend(never.iter().map(|m| never_learns_why(m, best_runs, unigram_loss(best_runs).unwrap_or(f64::NAN))));
+    f.extend(never.iter().map(|m| never_learns_why(m, best_runs, unigram.unwrap_or(f64::NAN))));
     f.extend(stalls(ms, &never));
     f.extend(variance_growth(best_runs));
     f.extend(rank_collapse(best_runs));

@@ -75,9 +75,14 @@ fn sweep_report(dir: &Path) -> anyhow::Result<Report> {
     }
     let table = summary_table(&ms);
     let notes = findings::findings(&ms, &best_runs);
-    let mut preface: Vec<String> = setup_text(&best_runs, &ms, &rows, plan.target_loss).into_iter().collect();
-    preface.extend(table_notes(&ms).into_iter().map(|n| format!("_{n}_")));
-    write(dir, &out, "Sweep report", &preface, &table, &notes, &figs, &rows)
+    let page = Page {
+        title: "Sweep report".into(),
+        setup: setup_text(&best_runs, &ms, &rows, plan.target_loss),
+        table,
+        table_notes: table_notes(&ms),
+        findings: notes,
+    };
+    write(dir, &out, &page, &figs, &rows)
 }
 
 fn best_run<'a>(rows: &'a [RunResult], m: &MethodSummary, group: &str, tuned: &str) -> Option<&'a RunResult> {
@@ -101,7 +106,14 @@ fn run_report(dir: &Path) -> anyhow::Result<Report> {
     }
     let status = runs[0].status.as_ref().map(run_dir::describe).unwrap_or_else(|| "no status".into());
     let table = format!("| run | status |\n|---|---|\n| {label} | {status} |\n");
-    write(dir, &out, &format!("Run report: {label}"), &[], &table, &[], &figs, &[])
+    let page = Page {
+        title: format!("Run report: {label}"),
+        setup: None,
+        table,
+        table_notes: Vec::new(),
+        findings: Vec::new(),
+    };
+    write(dir, &out, &page, &figs, &[])
 }
 
 /// The per-method results table in markdown, ranked by the mean over seeds at LR*.
@@ -236,27 +248,25 @@ fn bold(s: &str) -> String {
     out
 }
 
-/// Writes report.md and report.html: title, `preface` paragraphs (setup, table notes in
-/// `_…_`), the table, findings and figures.
-#[allow(clippy::too_many_arguments)]
-fn write(
-    dir: &Path,
-    out: &Path,
-    title: &str,
-    preface: &[String],
-    table: &str,
-    notes: &[String],
-    figs: &[Figure],
-    rows: &[RunResult],
-) -> anyhow::Result<Report> {
+/// The text of a report page, in its order: setup, table, what the table means, findings.
+struct Page {
+    title: String,
+    setup: Option<String>,
+    table: String,
+    table_notes: Vec<String>,
+    findings: Vec<String>,
+}
+
+/// Writes report.md and report.html: the page's text, then the figures.
+fn write(dir: &Path, out: &Path, page: &Page, figs: &[Figure], rows: &[RunResult]) -> anyhow::Result<Report> {
+    let (title, table, notes) = (&page.title, &page.table, &page.findings);
     let mut md = format!("# {title}\n\n{}\n\n", dir.display());
-    let (setup, notes_under): (Vec<&String>, Vec<&String>) = preface.iter().partition(|p| !p.starts_with('_'));
-    for p in &setup {
+    if let Some(p) = &page.setup {
         md += &format!("{p}\n\n");
     }
     md += &format!("{table}\n");
-    for p in &notes_under {
-        md += &format!("{p}\n\n");
+    for p in &page.table_notes {
+        md += &format!("_{p}_\n\n");
     }
     if !notes.is_empty() {
         md += "\n## Findings\n\n";
@@ -277,12 +287,12 @@ fn write(
         t = html_escape(title),
         d = html_escape(&dir.display().to_string())
     );
-    for p in &setup {
+    if let Some(p) = &page.setup {
         html += &format!("<p>{}</p>\n", bold(p));
     }
     html += &md_table_to_html(table);
-    for p in &notes_under {
-        html += &format!("<p class=\"note\">{}</p>\n", html_escape(p.trim_matches('_')));
+    for p in &page.table_notes {
+        html += &format!("<p class=\"note\">{}</p>\n", html_escape(p));
     }
     if !notes.is_empty() {
         html += "<h2>Findings</h2>\n<ul>\n";
@@ -314,7 +324,7 @@ fn write(
         html: html_path,
         markdown: md_path,
         figures: figs.iter().map(|f| f.stem.clone()).collect(),
-        table: table.to_string(),
-        findings: notes.to_vec(),
+        table: table.clone(),
+        findings: notes.clone(),
     })
 }

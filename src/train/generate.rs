@@ -116,8 +116,7 @@ pub fn greedy(
     o: &DecodeOptions,
     device: &Device,
 ) -> anyhow::Result<Vec<Vec<u32>>> {
-    let mut rng = SplitMix64::new(0);
-    decode(model, prompts, o, device, &mut |_, l| sample(l, 0.0, None, &mut rng) as u32, &mut |_| {})
+    decode(model, prompts, o, device, &mut |_, l| argmax(l) as u32, &mut |_| {})
 }
 
 /// Generates a continuation of `prompt`; `on_text` receives the decoded text as it grows.
@@ -151,12 +150,16 @@ pub fn generate(
     tok.decode(&out[0])
 }
 
+/// The index of the largest logit (the last of equals).
+fn argmax(logits: &[f32]) -> usize {
+    logits.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i).unwrap_or(0)
+}
+
 /// Draws an index from `softmax(logits / temperature)` restricted to the `top_k` largest; the
 /// arg-max when `temperature` is 0.
 pub fn sample(logits: &[f32], temperature: f64, top_k: Option<usize>, rng: &mut SplitMix64) -> usize {
-    let argmax = || logits.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i).unwrap_or(0);
     if temperature == 0.0 {
-        return argmax();
+        return argmax(logits);
     }
     let mut idx: Vec<usize> = (0..logits.len()).collect();
     idx.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]));
