@@ -46,6 +46,7 @@ pub fn reference_config(recipe: &str) -> ModelConfig {
         norm_eps: 1e-5,
         init_std: 0.02,
         recipe,
+        ..Default::default()
     }
 }
 
@@ -93,7 +94,7 @@ pub fn bench_recipe(
     let mut times = Vec::new();
     for i in 0..warmup + steps {
         let t0 = Instant::now();
-        let (loss, _, _) = model.loss(x.clone(), y.clone());
+        let (loss, _, _) = model.loss(x.clone(), y.clone(), false);
         let grads = loss.backward();
         let grads = GradientsParams::from_grads(grads, &model);
         model = optim.step(1e-3, model, grads);

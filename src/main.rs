@@ -129,6 +129,23 @@ enum Cmd {
         #[arg(long)]
         jobs: Option<usize>,
     },
+    /// Seed 004's build: Pre-LN, Post-LN and Peri-LN (or `--recipes`) trained on generated
+    /// English text-normalisation pairs over a small learning-rate grid, scored with exact match
+    /// and token F1 on generated and real held-out pairs, with gradient-norm CV per block and
+    /// per sublayer, sample outputs and findings (≈10 min on 2 cores).
+    Textnorm {
+        /// The GPU-scale version (configs/sweeps/textnorm-full.toml).
+        #[arg(long)]
+        full: bool,
+        /// Recipes to compare (presets or names), e.g. `--recipes pre,peri,kitenorm`.
+        #[arg(long, value_delimiter = ',')]
+        recipes: Vec<String>,
+        /// Edit the study, e.g. `--set sweep.dir=runs/tn2 --set train.steps=1000`.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+        #[arg(long)]
+        jobs: Option<usize>,
+    },
     /// The built-in corpus and token caches.
     Data {
         #[command(subcommand)]
@@ -148,6 +165,32 @@ enum Cmd {
         /// default: the config's, else 128).
         #[arg(long)]
         d_model: Option<usize>,
+    },
+    /// Import a Hugging Face checkpoint directory (Llama, Qwen2, Qwen3, OLMo-2: config.json,
+    /// model.safetensors or shards, tokenizer.json) as a run at step 0 that `train --resume`
+    /// fine-tunes and `eval`/`generate`/`probe` read; `--recipe` changes the norm placement.
+    Import {
+        /// The checkpoint directory.
+        hf_dir: PathBuf,
+        /// The run directory to create.
+        #[arg(long)]
+        out: PathBuf,
+        /// Build this recipe instead of the checkpoint's own (e.g. peri, post); norms the
+        /// checkpoint lacks start at gain 1, shift 0.
+        #[arg(long)]
+        recipe: Option<String>,
+        /// Edit the run's config (data, training), e.g. `--set data.corpus=my.txt --set train.steps=200`.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+    },
+    /// Write a run whose recipe has a Hugging Face equivalent (pre-norm RMSNorm Llama/Qwen,
+    /// OLMo 2) as a checkpoint directory `transformers` loads.
+    Export {
+        /// The run directory (its final weights, else its latest checkpoint).
+        run_dir: PathBuf,
+        /// The directory to write (config.json, model.safetensors, tokenizer.json).
+        #[arg(long)]
+        hf: PathBuf,
     },
     /// Throughput of the reference model (d=256, L=6, GLU 688, batch 8×256) per recipe.
     Bench {
@@ -198,6 +241,13 @@ enum DataCmd {
         #[arg(long)]
         tarball: Option<PathBuf>,
     },
+    /// Download the real held-out text-normalisation pairs (PyPI `wetextprocessing==1.2.0`,
+    /// English test files) with pip, verify and cache them.
+    FetchWetext {
+        /// Use this copy of wetextprocessing-1.2.0-py3-none-any.whl instead of running pip.
+        #[arg(long)]
+        file: Option<PathBuf>,
+    },
     /// Prepare (fetch, split, tokenize, cache) a config's data and print its summary.
     Stats {
         #[arg(long)]
@@ -244,8 +294,12 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         Cmd::Report { dir } => cli::report(&dir).map(|()| 0),
         Cmd::Compare { full, sets, jobs } => cli::compare(full, &sets, jobs).map(|()| 0),
+        Cmd::Textnorm { full, recipes, sets, jobs } => cli::textnorm(full, &recipes, &sets, jobs).map(|()| 0),
+        Cmd::Data { cmd: DataCmd::FetchWetext { file } } => cli::data_fetch_wetext(file).map(|()| 0),
         Cmd::Data { cmd: DataCmd::Fetch { tarball } } => cli::data_fetch(tarball).map(|()| 0),
         Cmd::Data { cmd: DataCmd::Stats { config, sets } } => cli::data_stats(config, sets).map(|()| 0),
+        Cmd::Import { hf_dir, out, recipe, sets } => cli::import(&hf_dir, &out, recipe.as_deref(), &sets).map(|()| 0),
+        Cmd::Export { run_dir, hf } => cli::export(&run_dir, &hf).map(|()| 0),
         Cmd::Recipes { name, config, layers, d_model } => recipes(name, config, layers, d_model).map(|()| 0),
         Cmd::Bench { recipes, warmup, steps, fwd_steps, out, device, torch_python, torch_script, trainer_steps } => {
             let torch = torch_python.map(|py| (py, torch_script));
@@ -264,6 +318,18 @@ fn recipes(
     d_model: Option<usize>,
 ) -> anyhow::Result<()> {
     let specs = if let Some(path) = config {
+        if let Some(rec) = path.parent().map(normlab::hf::import::record_path).filter(|p| p.is_file()) {
+            let r: normlab::hf::import::ImportRecord = normlab::io::json::read(&rec)?;
+            println!("imported from {} ({}) as recipe {}", r.source.display(), r.model_type, r.recipe);
+            println!(
+                "  added (initialised): {}",
+                if r.added.is_empty() { "nothing".into() } else { r.added.join(", ") }
+            );
+            println!(
+                "  removed (dropped): {}\n",
+                if r.removed.is_empty() { "nothing".into() } else { r.removed.join(", ") }
+            );
+        }
         let cfg = normlab::train::RunConfig::load(Some(&path), &[])?;
         let (spec, _) = cfg.model.validate().with_context(|| format!("{}", path.display()))?;
         vec![(spec, Some((cfg.model.n_layers, cfg.model.d_model)))]

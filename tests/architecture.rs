@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Each room's floor; a room may import only rooms on a lower floor.
-const FLOORS: [(&str, u32); 18] = [
+const FLOORS: [(&str, u32); 19] = [
     ("io", 0),
     ("rng", 0),
     ("stats", 0),
@@ -26,6 +26,7 @@ const FLOORS: [(&str, u32); 18] = [
     ("data", 5),
     ("train", 6),
     ("sweep", 7),
+    ("hf", 7),
     ("report", 8),
     ("bench", 8),
     ("fuzzing", 8),

@@ -74,7 +74,7 @@ fn check_case(path: &Path) -> Result<(), String> {
     if logit_err > LOGIT_TOL {
         problems.push(format!("logits rel err {logit_err:.2e}"));
     }
-    let (loss, _, _) = model.loss(tok("input/tokens"), tok("input/targets"));
+    let (loss, _, _) = model.loss(tok("input/tokens"), tok("input/targets"), false);
     let loss_v = floats(&loss.clone().into_data())[0];
     let want_loss = floats(&file.tensors["out/loss"])[0];
     if ((loss_v - want_loss) / want_loss).abs() > LOGIT_TOL {
@@ -183,7 +183,7 @@ fn check_trajectory(path: &Path) -> Result<(), String> {
     for s in 0..t.steps {
         let (x, y) = (step_batches(&file, "traj/tokens", s, &device), step_batches(&file, "traj/targets", s, &device));
         assert_eq!(x.len(), t.micro_batches);
-        let g = step::gradients(&model, x.into_iter().zip(y), t.grad_clip).map_err(|e| e.to_string())?;
+        let g = step::gradients(&model, x.into_iter().zip(y), t.grad_clip, false).map_err(|e| e.to_string())?;
         let rel = |a: f64, b: f64| ((a - b) / b).abs();
         worst_loss = worst_loss.max(rel(g.loss, want_loss[s]));
         if rel(g.loss, want_loss[s]) > TRAJ_LOSS_TOL || rel(g.norms.total, want_norm[s]) > TRAJ_LOSS_TOL {

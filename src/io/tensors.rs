@@ -15,7 +15,7 @@ pub struct TensorFile {
     pub metadata: BTreeMap<String, String>,
 }
 
-/// Reads every tensor (f32, f64, i64, i32) of a safetensors file.
+/// Reads every tensor (f32, f64, i64, i32; bf16 and f16 widened to f32) of a safetensors file.
 pub fn read(path: &Path) -> anyhow::Result<TensorFile> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     parse(&bytes, &path.display().to_string())
@@ -73,7 +73,15 @@ fn to_data(name: &str, v: &TensorView<'_>) -> anyhow::Result<TensorData> {
             b.chunks_exact(4).map(|c| i32::from_le_bytes(c.try_into().unwrap())).collect::<Vec<_>>(),
             shape,
         ),
-        other => bail!("tensor `{name}` has dtype {other:?}; normlab reads f32, f64, i32 and i64"),
+        Dtype::BF16 => TensorData::new(
+            b.chunks_exact(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect::<Vec<_>>(),
+            shape,
+        ),
+        Dtype::F16 => TensorData::new(
+            b.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect::<Vec<_>>(),
+            shape,
+        ),
+        other => bail!("tensor `{name}` has dtype {other:?}; normlab reads f32, f64, bf16, f16, i32 and i64"),
     })
 }
 

@@ -1,6 +1,9 @@
-//! Causal multi-head self-attention with RoPE, no biases, optional QK-norm: RMSNorm of queries
-//! and keys per head over `d_head` (Qwen3) or over the full width before the head split
-//! (OLMo 2), in both cases before RoPE.
+//! Causal multi-head self-attention with RoPE, optional QK-norm: RMSNorm of queries and keys
+//! per head over `d_head` (Qwen3) or over the full width before the head split (OLMo 2), in
+//! both cases before RoPE. Grouped-query attention (`n_kv_heads` < `n_heads`: key/value head
+//! `j` serves query heads `j·r … (j+1)·r − 1`, `r = n_heads / n_kv_heads`, as Hugging Face's
+//! `repeat_kv`) and query/key/value biases (Qwen2) are options for imported checkpoints; the
+//! KV cache holds the `n_kv_heads` heads.
 //!
 //! `softmax(q kᵀ/√h + M) v` written out with matmul, an additive causal mask and softmax,
 //! not burn's fused attention op, so the gradient is plain autodiff (checked against PyTorch).
@@ -98,9 +101,15 @@ pub struct Attention {
     pub wk: Param<Tensor<2>>,
     pub wv: Param<Tensor<2>>,
     pub wo: Param<Tensor<2>>,
+    /// Query, key and value biases (Qwen2), when the model has them.
+    pub bq: Option<Param<Tensor<1>>>,
+    pub bk: Option<Param<Tensor<1>>>,
+    pub bv: Option<Param<Tensor<1>>>,
     pub q_norm: Option<Norm>,
     pub k_norm: Option<Norm>,
     pub n_heads: usize,
+    pub n_kv_heads: usize,
+    pub head_dim: usize,
     /// QK-norm over the full width (before the head split) rather than per head.
     #[module(skip)]
     pub qk_full: bool,
@@ -110,6 +119,10 @@ pub struct Attention {
 pub struct AttnShape {
     pub d_model: usize,
     pub n_heads: usize,
+    pub n_kv_heads: usize,
+    pub head_dim: usize,
+    /// Query, key and value biases.
+    pub bias: bool,
     pub std: f64,
     /// Multiplies the std of `W_V` (DeepNet's β).
     pub init_in: f64,
@@ -122,43 +135,69 @@ pub struct AttnShape {
 impl Attention {
     pub fn new(s: &AttnShape, b: &mut ParamBuilder<'_>, prefix: &str) -> anyhow::Result<Self> {
         let d = s.d_model;
+        let (dq, dkv) = (s.n_heads * s.head_dim, s.n_kv_heads * s.head_dim);
         let normal = |scale: f64| Init::Normal { std: s.std * scale };
-        let head_dim = d / s.n_heads;
-        let qk = |b: &mut ParamBuilder<'_>, name: &str| -> anyhow::Result<Option<Norm>> {
+        let qk = |b: &mut ParamBuilder<'_>, name: &str, full: usize| -> anyhow::Result<Option<Norm>> {
             let Some((place, eps)) = s.qk_norm else { return Ok(None) };
-            let width = if place == QkNorm::Full { d } else { head_dim };
+            let width = if place == QkNorm::Full { full } else { s.head_dim };
             Ok(Some(Norm::new(NormKind::RmsNorm { gain: true, eps }, width, b, &child(prefix, name))?))
         };
+        let bias = |b: &mut ParamBuilder<'_>, name: &str, n: usize| {
+            s.bias.then(|| b.vector(&child(prefix, name), n, Init::Zeros)).transpose()
+        };
         Ok(Self {
-            wq: b.matrix(&child(prefix, "wq"), [d, d], normal(1.0))?,
-            wk: b.matrix(&child(prefix, "wk"), [d, d], normal(1.0))?,
-            wv: b.matrix(&child(prefix, "wv"), [d, d], normal(s.init_in))?,
-            wo: b.matrix(&child(prefix, "wo"), [d, d], normal(s.init_out))?,
-            q_norm: qk(b, "q_norm")?,
-            k_norm: qk(b, "k_norm")?,
+            wq: b.matrix(&child(prefix, "wq"), [d, dq], normal(1.0))?,
+            wk: b.matrix(&child(prefix, "wk"), [d, dkv], normal(1.0))?,
+            wv: b.matrix(&child(prefix, "wv"), [d, dkv], normal(s.init_in))?,
+            wo: b.matrix(&child(prefix, "wo"), [dq, d], normal(s.init_out))?,
+            bq: bias(b, "bq", dq)?,
+            bk: bias(b, "bk", dkv)?,
+            bv: bias(b, "bv", dkv)?,
+            q_norm: qk(b, "q_norm", dq)?,
+            k_norm: qk(b, "k_norm", dkv)?,
             n_heads: s.n_heads,
+            n_kv_heads: s.n_kv_heads,
+            head_dim: s.head_dim,
             qk_full: matches!(s.qk_norm, Some((QkNorm::Full, _))),
         })
     }
 
-    /// `[B, T, d]` → `[B, H, T, h]`.
-    fn heads(&self, x: Tensor<3>) -> Tensor<4> {
-        let [b, t, d] = x.dims();
-        x.reshape([b, t, self.n_heads, d / self.n_heads]).swap_dims(1, 2)
+    /// `[B, T, n·h]` → `[B, n, T, h]`.
+    fn heads(&self, x: Tensor<3>, n: usize) -> Tensor<4> {
+        let [b, t, _] = x.dims();
+        x.reshape([b, t, n, self.head_dim]).swap_dims(1, 2)
+    }
+
+    /// `x W + bias`.
+    fn linear(x: Tensor<3>, w: &Param<Tensor<2>>, bias: &Option<Param<Tensor<1>>>) -> Tensor<3> {
+        let y = project(x, w);
+        match bias {
+            Some(bias) => y + bias.val().unsqueeze::<3>(),
+            None => y,
+        }
+    }
+
+    /// `[B, n_kv, T, h]` → `[B, n_heads, T, h]`, each key/value head repeated for its group.
+    fn repeat_kv(&self, x: Tensor<4>) -> Tensor<4> {
+        let r = self.n_heads / self.n_kv_heads;
+        if r == 1 {
+            return x;
+        }
+        let [b, n, t, h] = x.dims();
+        x.unsqueeze_dim::<5>(2).repeat_dim(2, r).reshape([b, n * r, t, h])
     }
 
     /// `x`: `[B, t, d]` → `[B, t, d]`. With `kv`, the keys and values of earlier positions are
     /// read from it and this forward's appended to it.
     pub fn forward(&self, x: Tensor<3>, ctx: &AttnContext, kv: Option<&mut KvSlot>) -> Tensor<3> {
-        let [b, t, d] = x.dims();
-        let head_dim = d / self.n_heads;
-        let (mut q, mut k) = (project(x.clone(), &self.wq), project(x.clone(), &self.wk));
-        let v = self.heads(project(x, &self.wv));
+        let [b, t, _] = x.dims();
+        let (mut q, mut k) = (Self::linear(x.clone(), &self.wq, &self.bq), Self::linear(x.clone(), &self.wk, &self.bk));
+        let v = self.heads(Self::linear(x, &self.wv, &self.bv), self.n_kv_heads);
         let qk_norms = self.q_norm.as_ref().zip(self.k_norm.as_ref());
         if let (Some((qn, kn)), true) = (qk_norms, self.qk_full) {
             (q, k) = (qn.forward(q), kn.forward(k));
         }
-        let (mut q, mut k) = (self.heads(q), self.heads(k));
+        let (mut q, mut k) = (self.heads(q, self.n_heads), self.heads(k, self.n_kv_heads));
         if let (Some((qn, kn)), false) = (qk_norms, self.qk_full) {
             (q, k) = (qn.forward(q), kn.forward(k));
         }
@@ -175,17 +214,31 @@ impl Attention {
             }
             None => (k, v),
         };
-        let scores = q.matmul(k.swap_dims(2, 3)) * (1.0 / (head_dim as f64).sqrt()) + ctx.mask.clone();
+        let (k, v) = (self.repeat_kv(k), self.repeat_kv(v));
+        let scale = 1.0 / (self.head_dim as f64).sqrt();
+        let scores = q.matmul(k.swap_dims(2, 3)) * scale + ctx.mask.clone();
         if let Some(stats) = &ctx.stats {
             stats.borrow_mut().push(attn_stats(scores.clone()));
         }
         let out = softmax(scores, 3).matmul(v);
-        project(out.swap_dims(1, 2).reshape([b, t, d]), &self.wo)
+        project(out.swap_dims(1, 2).reshape([b, t, self.n_heads * self.head_dim]), &self.wo)
     }
 
     /// `‖W_V W_O‖²_F` (seed 003 Theorem 3.5), `[1]`; differentiable in both matrices.
+    /// With grouped-query attention `W_V` is taken with each key/value head's columns repeated
+    /// for its group, the value map every query head actually applies.
     pub fn value_output_frobenius_sq(&self) -> Tensor<1> {
-        self.wv.val().matmul(self.wo.val()).square().sum()
+        let wv = self.wv.val();
+        let r = self.n_heads / self.n_kv_heads;
+        let wv = if r == 1 {
+            wv
+        } else {
+            let d = wv.dims()[0];
+            wv.reshape([d, self.n_kv_heads, 1, self.head_dim])
+                .repeat_dim(2, r)
+                .reshape([d, self.n_heads * self.head_dim])
+        };
+        wv.matmul(self.wo.val()).square().sum()
     }
 }
 

@@ -26,8 +26,21 @@ pub struct ModelConfig {
     pub d_model: usize,
     /// Number of Transformer layers L (2L sublayers).
     pub n_layers: usize,
-    /// Attention heads; must divide `d_model`, and the head size must be even (RoPE).
+    /// Attention (query) heads; must divide `d_model` unless `head_dim` is given; the head size
+    /// must be even (RoPE).
     pub n_heads: usize,
+    /// Key/value heads (grouped-query attention: each serves `n_heads / n_kv_heads` query
+    /// heads); default `n_heads`.
+    pub n_kv_heads: Option<usize>,
+    /// Head size; default `d_model / n_heads` (Qwen3 sets it apart from `d_model`).
+    pub head_dim: Option<usize>,
+    /// Biases on the query, key and value projections (Qwen2).
+    pub attn_bias: bool,
+    /// Output projection tied to the token embedding: `logits = x Eᵀ` (no `lm_head`).
+    pub tie_embeddings: bool,
+    /// The embedding has rows beyond the tokenizer's vocabulary (an imported checkpoint's
+    /// padding): `vocab_size` may then exceed the tokenizer's size.
+    pub pad_vocab: bool,
     /// `glu` (SiLU-gated) or `mlp` (GELU, 4·d).
     pub ffn: FfnKind,
     /// GLU hidden size; default ⌈8d/3⌉ rounded up to a multiple of 16 (688 for d = 256).
@@ -49,6 +62,11 @@ impl Default for ModelConfig {
             d_model: 128,
             n_layers: 4,
             n_heads: 4,
+            n_kv_heads: None,
+            head_dim: None,
+            attn_bias: false,
+            tie_embeddings: false,
+            pad_vocab: false,
             ffn: FfnKind::Glu,
             d_glu: None,
             rope_base: 10_000.0,
@@ -69,7 +87,11 @@ impl ModelConfig {
     }
 
     pub fn head_dim(&self) -> usize {
-        self.d_model / self.n_heads
+        self.head_dim.unwrap_or(self.d_model / self.n_heads.max(1))
+    }
+
+    pub fn kv_heads(&self) -> usize {
+        self.n_kv_heads.unwrap_or(self.n_heads)
     }
 
     /// Checks sizes and resolves the recipe for this depth.
@@ -79,9 +101,16 @@ impl ModelConfig {
         ensure!(self.n_layers > 0, "model.n_layers must be > 0");
         ensure!(self.n_heads > 0, "model.n_heads must be > 0");
         ensure!(
-            self.d_model.is_multiple_of(self.n_heads),
+            self.head_dim.is_some() || self.d_model.is_multiple_of(self.n_heads),
             "model.d_model = {} is not divisible by model.n_heads = {}; pick n_heads that divides d_model",
             self.d_model,
+            self.n_heads
+        );
+        ensure!(self.head_dim != Some(0), "model.head_dim must be > 0");
+        let kv = self.kv_heads();
+        ensure!(
+            kv > 0 && self.n_heads.is_multiple_of(kv),
+            "model.n_kv_heads = {kv} must be > 0 and divide model.n_heads = {}",
             self.n_heads
         );
         ensure!(

@@ -48,7 +48,7 @@ fn every_parameter_of_every_recipe_receives_a_gradient() {
     for (name, cfg) in cases {
         let model = Transformer::new(&cfg, ParamSource::Seeded(7), &device).unwrap();
         let (x, y) = tokens(&device, 3);
-        let (loss, _, _) = model.loss(x, y);
+        let (loss, _, _) = model.loss(x, y, false);
         let grads = loss.backward();
         let all = named_grads(&model, &grads);
         let largest = all.iter().filter_map(|(_, g)| g.as_ref()).map(max_abs).fold(0.0, f64::max);
@@ -158,12 +158,26 @@ fn bhyt_approximation_uses_the_frobenius_norm_of_wv_wo() {
         wk: burn::module::Param::from_tensor(wv.clone()),
         wv: burn::module::Param::from_tensor(wv),
         wo: burn::module::Param::from_tensor(wo),
+        bq: None,
+        bk: None,
+        bv: None,
         q_norm: None,
         k_norm: None,
         n_heads: 1,
+        n_kv_heads: 1,
+        head_dim: 2,
         qk_full: false,
     };
     assert_eq!(values(attn.value_output_frobenius_sq()), vec![15.0]);
+    // Grouped-query attention, 2 query heads sharing 1 key/value head of size 1: W_V = [1, 2]ᵀ
+    // serves both heads, [[1, 1], [2, 2]] · W_O = [[2, 1], [4, 2]], ‖·‖²_F = 25.
+    let gqa = attention::Attention {
+        wv: burn::module::Param::from_tensor(f64_tensor(&[1.0, 2.0], [2, 1], false)),
+        n_heads: 2,
+        head_dim: 1,
+        ..attn
+    };
+    assert_eq!(values(gqa.value_output_frobenius_sq()), vec![25.0]);
 }
 
 #[test]
@@ -216,4 +230,26 @@ fn same_seed_same_weights_across_recipes() {
     let b = Transformer::new(&tiny(RecipeConfig::Preset("peri".into()), 2), ParamSource::Seeded(7), &device).unwrap();
     let get = |m: &Transformer| named_values(m).into_iter().find(|(n, _)| n == "layers.1.attn.f.wq").unwrap().1;
     assert_eq!(get(&a), get(&b), "matched init isolates the normalisation scheme");
+}
+
+/// The prompt-masked loss by hand: logits [1, 3, 2] with targets (−1, 1, 0) count positions 1
+/// and 2 only: −(log softmax(0, 1)[1] + log softmax(2, −1)[0]) / 2 =
+/// (ln(1 + e^−1) + ln(1 + e^−3)) / 2. Position 0 gets no gradient; changing its target (any
+/// value below 0) or its logits changes nothing.
+#[test]
+fn masked_cross_entropy_counts_only_target_positions() {
+    use super::transformer::masked_cross_entropy;
+    let logits = f64_tensor(&[5.0, -3.0, 0.0, 1.0, 2.0, -1.0], [1, 3, 2], true);
+    let targets = |t0: i64| Tensor::<2, Int>::from_data(TensorData::new(vec![t0, 1, 0], [1, 3]), &cpu().autodiff());
+    let (ce, n) = masked_cross_entropy(logits.clone(), targets(-1));
+    let want = ((1.0 + (-1.0f64).exp()).ln() + (1.0 + (-3.0f64).exp()).ln()) / 2.0;
+    assert!((values(ce.clone())[0] - want).abs() < 1e-12);
+    assert_eq!(values(n)[0], 2.0);
+    let grads = ce.backward();
+    let g = values(logits.grad(&grads).expect("logit gradient"));
+    assert_eq!(&g[..2], &[0.0, 0.0], "the prompt position has no gradient");
+    // The same loss with the masked position's logits changed.
+    let other = f64_tensor(&[-9.0, 9.0, 0.0, 1.0, 2.0, -1.0], [1, 3, 2], false);
+    let same = masked_cross_entropy(other, Tensor::from_data(TensorData::new(vec![-1i64, 1, 0], [1, 3]), &cpu()));
+    assert!((values(same.0)[0] - want).abs() < 1e-12);
 }

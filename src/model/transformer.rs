@@ -1,7 +1,7 @@
 //! The decoder-only Transformer: `X_1 = N_emb(e · Embed(x))` (`e` a learnable scalar when the
 //! recipe has an embedding scale), 2L sublayers (attention then FFN in
 //! each Transformer layer), `logits = N_final(X_{2L+1}) W_out`. Embedding and output
-//! projection are untied.
+//! projection are untied unless `model.tie_embeddings` (imported checkpoints): then `W_out = Eᵀ`.
 
 use super::attention::{Attention, AttnContext, AttnShape, KvSlot};
 use super::config::ModelConfig;
@@ -24,7 +24,8 @@ pub struct Transformer {
     pub emb_norm: Option<Norm>,
     pub layers: Vec<Layer>,
     pub final_norm: Option<Norm>,
-    pub lm_head: Param<Tensor<2>>,
+    /// `[d, V]`; `None` when tied to the token embedding (`logits = x Eᵀ`).
+    pub lm_head: Option<Param<Tensor<2>>>,
     #[module(skip)]
     pub meta: ModelMeta,
 }
@@ -82,7 +83,9 @@ impl Transformer {
             layers.push(Self::layer(cfg, recipe, &pair[0], &pair[1], b, i)?);
         }
         let final_norm = recipe.final_norm.clone().map(|k| Norm::new(k, d, b, names::FINAL_NORM)).transpose()?;
-        let lm_head = b.matrix(names::OUTPUT_PROJECTION, [d, cfg.vocab_size], Init::Normal { std })?;
+        let lm_head = (!cfg.tie_embeddings)
+            .then(|| b.matrix(names::OUTPUT_PROJECTION, [d, cfg.vocab_size], Init::Normal { std }))
+            .transpose()?;
         let meta = ModelMeta {
             head_dim: cfg.head_dim(),
             rope_base: cfg.rope_base,
@@ -103,6 +106,9 @@ impl Transformer {
         let attn_shape = AttnShape {
             d_model: cfg.d_model,
             n_heads: cfg.n_heads,
+            n_kv_heads: cfg.kv_heads(),
+            head_dim: cfg.head_dim(),
+            bias: cfg.attn_bias,
             std: cfg.init_std,
             init_in: attn.init_in,
             init_out: attn.init_out,
@@ -174,18 +180,28 @@ impl Transformer {
         if let Some(n) = &self.final_norm {
             x = n.forward(x);
         }
-        let v = self.lm_head.dims()[1];
-        let logits = x.reshape([bsz * t, d]).matmul(self.lm_head.val()).reshape([bsz, t, v]);
+        let w = match &self.lm_head {
+            Some(w) => w.val(),
+            None => self.tok_emb.val().transpose(),
+        };
+        let v = w.dims()[1];
+        let logits = x.reshape([bsz * t, d]).matmul(w).reshape([bsz, t, v]);
         let attention = ctx.stats.map(|s| s.into_inner()).unwrap_or_default();
         ForwardOutput { logits, sums, traces, attention, last_hidden }
     }
 
     /// Cross-entropy plus λ·R (seed 000 eq. 24) when the recipe declares a regulariser.
-    /// Returns `(loss, ce, reg)`, each `[1]`; `reg` is `None` without a regulariser.
-    pub fn loss(&self, tokens: Tensor<2, Int>, targets: Tensor<2, Int>) -> (Tensor<1>, Tensor<1>, Option<Tensor<1>>) {
+    /// Returns `(loss, ce, reg)`, each `[1]`; `reg` is `None` without a regulariser. With
+    /// `masked`, targets below 0 are ignored ([`masked_cross_entropy`]).
+    pub fn loss(
+        &self,
+        tokens: Tensor<2, Int>,
+        targets: Tensor<2, Int>,
+        masked: bool,
+    ) -> (Tensor<1>, Tensor<1>, Option<Tensor<1>>) {
         let lambda = self.meta.regularizer;
         let out = self.forward(tokens, lambda > 0.0, false);
-        let ce = cross_entropy(out.logits, targets);
+        let ce = if masked { masked_cross_entropy(out.logits, targets).0 } else { cross_entropy(out.logits, targets) };
         if lambda > 0.0 {
             let reg = variance_penalty(&out.sums);
             (ce.clone() + reg.clone() * lambda, ce, Some(reg))
@@ -209,6 +225,21 @@ fn record(
     if let Some(tr) = traces {
         tr.push(SublayerTrace { input, sum: out.sum.clone(), branch: out.branch.clone(), approx_variance });
     }
+}
+
+/// Mean cross-entropy over the positions whose target is ≥ 0 (a target of −1 marks a prompt
+/// or padding position: it contributes nothing to the loss or its gradient), and the number
+/// of counted positions. `logits` `[B, T, V]`, `targets` `[B, T]` → `[1]`.
+pub fn masked_cross_entropy(logits: Tensor<3>, targets: Tensor<2, Int>) -> (Tensor<1>, Tensor<1>) {
+    let [b, t, v] = logits.dims();
+    let targets = targets.reshape([b * t, 1]);
+    let logp = burn::tensor::activation::log_softmax(logits.reshape([b * t, v]), 1);
+    let picked = logp.gather(1, targets.clone().clamp_min(0));
+    // The mask in the logits' own float type (f32 in training, f64 in the tests).
+    let keep = picked.zeros_like().mask_fill(targets.greater_equal_elem(0), 1.0);
+    let picked = picked * keep.clone();
+    let count = keep.sum();
+    (-picked.sum() / count.clone().clamp_min(1.0), count)
 }
 
 /// Mean next-token cross-entropy: `logits` `[B, T, V]`, `targets` `[B, T]` → `[1]`.

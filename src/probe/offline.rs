@@ -42,7 +42,7 @@ pub fn probe_model(
     let [n, t] = x.dims();
     let mut forward = forward_probe(&model.valid(), x.clone(), top_k);
     let ad = plain.clone().autodiff();
-    let (loss, _, _) = model.loss(Tensor::from_data(x.into_data(), &ad), Tensor::from_data(y.into_data(), &ad));
+    let (loss, _, _) = model.loss(Tensor::from_data(x.into_data(), &ad), Tensor::from_data(y.into_data(), &ad), false);
     // The trainer's own per-parameter norms (one transfer).
     let norms = measure(model, &GradientsParams::from_grads(loss.backward(), model));
     let subs = sublayer_norms(&norms.per_param, forward.sublayers.len());

@@ -115,7 +115,8 @@ fn why_winner(ms: &[MethodSummary], best_runs: &[RunData]) -> Option<String> {
         ));
     }
     if let (Some(a), Some(b)) = (cv(wp), cv(sp)) {
-        parts.push(format!("its sublayer gradient norms vary less over the run (mean CV {a:.2} vs {b:.2})"));
+        let how = if a <= b { "less" } else { "more" };
+        parts.push(format!("its sublayer gradient norms vary {how} over the run (mean CV {a:.2} vs {b:.2})"));
     }
     parts.push(format!("gradient-norm spikes: {} vs {}", wp.spikes_total, sp.spikes_total));
     parts.push(format!(

@@ -5,11 +5,13 @@
 //! - [`data`]: what is read from run directories
 //! - [`figures`]: the figures, in the papers' styles
 //! - [`findings`]: which scheme wins here and why, in words
+//! - [`textnorm`]: exact match, F1 and gradient-norm CV of pairs runs (seed 004's build)
 
 pub mod data;
 pub mod figures;
 pub mod findings;
 pub mod plot;
+pub mod textnorm;
 
 use crate::io::json;
 use crate::sweep::aggregate::{MethodSummary, axis_label, summarize};
@@ -74,12 +76,19 @@ fn sweep_report(dir: &Path) -> anyhow::Result<Report> {
         figs.push(f?);
     }
     let table = summary_table(&ms);
-    let notes = findings::findings(&ms, &best_runs);
+    let mut notes = findings::findings(&ms, &best_runs);
+    let mut sections = Vec::new();
+    if let Some(t) = textnorm::section(&out, &best_runs)? {
+        notes.splice(0..0, t.findings);
+        sections = t.tables;
+        figs.splice(0..0, t.figures);
+    }
     let page = Page {
         title: "Sweep report".into(),
         setup: setup_text(&best_runs, &ms, &rows, plan.target_loss),
         table,
         table_notes: table_notes(&ms),
+        sections,
         findings: notes,
     };
     write(dir, &out, &page, &figs, &rows)
@@ -106,12 +115,18 @@ fn run_report(dir: &Path) -> anyhow::Result<Report> {
     }
     let status = runs[0].status.as_ref().map(run_dir::describe).unwrap_or_else(|| "no status".into());
     let table = format!("| run | status |\n|---|---|\n| {label} | {status} |\n");
+    let (mut sections, mut notes) = (Vec::new(), Vec::new());
+    if let Some(t) = textnorm::section(&out, &runs)? {
+        (sections, notes) = (t.tables, t.findings);
+        figs.extend(t.figures);
+    }
     let page = Page {
         title: format!("Run report: {label}"),
         setup: None,
         table,
         table_notes: Vec::new(),
-        findings: Vec::new(),
+        sections,
+        findings: notes,
     };
     write(dir, &out, &page, &figs, &[])
 }
@@ -225,15 +240,29 @@ pub fn setup_text(
 fn md_table_to_html(md: &str) -> String {
     let mut h = String::from("<table>\n");
     for (i, line) in md.lines().enumerate().filter(|(_, l)| !l.starts_with("|---")) {
-        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
         let tag = if i == 0 { "th" } else { "td" };
         h += "<tr>";
-        for c in cells {
-            h += &format!("<{tag}>{}</{tag}>", html_escape(c));
+        for c in md_cells(line) {
+            h += &format!("<{tag}>{}</{tag}>", html_escape(&c));
         }
         h += "</tr>\n";
     }
     h + "</table>\n"
+}
+
+/// The cells of a markdown table row; `\|` is a pipe inside a cell.
+fn md_cells(line: &str) -> Vec<String> {
+    let inner = line.trim().strip_prefix('|').unwrap_or(line).strip_suffix('|').unwrap_or(line);
+    let mut cells = vec![String::new()];
+    let mut chars = inner.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&'|') => cells.last_mut().unwrap().push(chars.next().unwrap()),
+            '|' => cells.push(String::new()),
+            c => cells.last_mut().unwrap().push(c),
+        }
+    }
+    cells.into_iter().map(|c| c.trim().to_string()).collect()
 }
 
 fn html_escape(s: &str) -> String {
@@ -248,12 +277,14 @@ fn bold(s: &str) -> String {
     out
 }
 
-/// The text of a report page, in its order: setup, table, what the table means, findings.
+/// The text of a report page, in its order: setup, table, what the table means, further
+/// tables under their headings, findings.
 struct Page {
     title: String,
     setup: Option<String>,
     table: String,
     table_notes: Vec<String>,
+    sections: Vec<(String, String)>,
     findings: Vec<String>,
 }
 
@@ -267,6 +298,9 @@ fn write(dir: &Path, out: &Path, page: &Page, figs: &[Figure], rows: &[RunResult
     md += &format!("{table}\n");
     for p in &page.table_notes {
         md += &format!("_{p}_\n\n");
+    }
+    for (heading, t) in &page.sections {
+        md += &format!("\n## {heading}\n\n{t}\n");
     }
     if !notes.is_empty() {
         md += "\n## Findings\n\n";
@@ -293,6 +327,9 @@ fn write(dir: &Path, out: &Path, page: &Page, figs: &[Figure], rows: &[RunResult
     html += &md_table_to_html(table);
     for p in &page.table_notes {
         html += &format!("<p class=\"note\">{}</p>\n", html_escape(p));
+    }
+    for (heading, t) in &page.sections {
+        html += &format!("<h2>{}</h2>\n{}", html_escape(heading), md_table_to_html(t));
     }
     if !notes.is_empty() {
         html += "<h2>Findings</h2>\n<ul>\n";
@@ -327,4 +364,15 @@ fn write(dir: &Path, out: &Path, page: &Page, figs: &[Figure], rows: &[RunResult
         table: table.clone(),
         findings: notes.clone(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::md_cells;
+
+    #[test]
+    fn markdown_cells_split_on_pipes_but_not_on_escaped_ones() {
+        assert_eq!(md_cells("| a | b \\| c |  d|"), vec!["a", "b | c", "d"]);
+        assert_eq!(md_cells("|x|"), vec!["x"]);
+    }
 }

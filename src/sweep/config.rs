@@ -154,6 +154,28 @@ impl Sweep {
         Self::parse(text, Path::new(name), sets)
     }
 
+    /// `normlab textnorm`'s study (seed 004's build); `recipes`, when given, replace its
+    /// recipe axis.
+    pub fn textnorm(full: bool, recipes: &[String], sets: &[String]) -> anyhow::Result<Self> {
+        const STUDY: &str = include_str!("../../configs/sweeps/textnorm.toml");
+        const STUDY_FULL: &str = include_str!("../../configs/sweeps/textnorm-full.toml");
+        let (text, name) = if full {
+            (STUDY_FULL, "configs/sweeps/textnorm-full.toml")
+        } else {
+            (STUDY, "configs/sweeps/textnorm.toml")
+        };
+        if recipes.is_empty() {
+            return Self::parse(text, Path::new(name), sets);
+        }
+        ensure!(recipes.iter().all(|r| !r.trim().is_empty()), "--recipes has an empty name; give e.g. pre,post,peri");
+        let mut table: toml::Table = toml::from_str(text)?;
+        let list = toml::Value::Array(recipes.iter().map(|r| toml::Value::String(r.trim().into())).collect());
+        if let Some(axes) = table.get_mut("sweep").and_then(|s| s.get_mut("axes")).and_then(|a| a.as_table_mut()) {
+            axes.insert("model.recipe".into(), list);
+        }
+        Self::parse(&toml::to_string(&table)?, Path::new(name), sets)
+    }
+
     /// Parses a sweep file's text; `sets` edit it first (`sweep.dir=…`, `train.steps=…`).
     pub fn parse(text: &str, path: &Path, sets: &[String]) -> anyhow::Result<Self> {
         let mut table: toml::Table =

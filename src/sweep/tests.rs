@@ -138,3 +138,22 @@ fn the_grid_is_the_product_of_the_axes_and_reseeds_use_lr_star() {
         .unwrap();
     assert!(format!("{e:#}").contains("unknown field `lrr`"), "{e:#}");
 }
+
+/// `normlab textnorm`'s study: pre, post and peri over its grid on the pairs task by default;
+/// `--recipes` replaces the recipe axis and keeps the rest.
+#[test]
+fn the_textnorm_study_and_its_recipes_option() {
+    let s = Sweep::textnorm(false, &[], &[]).unwrap();
+    let recipes: Vec<String> = s.grid().iter().map(|r| r.axes[0].1.as_str().unwrap().to_string()).collect();
+    assert_eq!(recipes.iter().filter(|r| *r == "peri").count(), recipes.len() / 3);
+    let cfg = s.run_config(&s.grid()[0]).unwrap();
+    assert_eq!(cfg.data.task, crate::data::Task::Pairs);
+    assert_eq!((cfg.optim.weight_decay, cfg.train.batch_size, cfg.micro_batch_size()), (0.01, 32, 8));
+    let s = Sweep::textnorm(false, &["pre".into(), "kitenorm".into()], &["train.steps=10".into()]).unwrap();
+    let grid = s.grid();
+    assert_eq!(grid.len(), 2 * s.section.axes["optim.lr"].as_array().unwrap().len());
+    assert_eq!(grid.last().unwrap().axes[0].1.as_str(), Some("kitenorm"));
+    assert_eq!(s.run_config(&grid[0]).unwrap().train.steps, Some(10));
+    assert!(Sweep::textnorm(false, &["nonesuch".into()], &[]).is_err(), "an unknown recipe is refused up front");
+    assert!(Sweep::textnorm(true, &[], &[]).is_ok());
+}

@@ -249,3 +249,8 @@ pub fn load_weights(path: &Path, cfg: &ModelConfig, tokenizer: &str, device: &De
     Transformer::new(cfg, ParamSource::Loaded(file.tensors), device)
         .with_context(|| format!("loading {}", path.display()))
 }
+
+/// The training step saved weights were written at (from their metadata).
+pub fn weights_step(path: &Path) -> Option<usize> {
+    tensors::read(path).ok()?.metadata.get("step")?.parse().ok()
+}

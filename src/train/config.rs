@@ -187,14 +187,22 @@ impl RunConfig {
 
     /// Sets `model.vocab_size` to the tokenizer's, or refuses a config that asked for another.
     pub fn fit_vocab(&mut self, tokenizer_vocab: usize, tokenizer: &str) -> anyhow::Result<()> {
-        if self.vocab_size_given && self.model.vocab_size != tokenizer_vocab {
+        // An imported checkpoint's embedding may have padding rows beyond the tokenizer's.
+        let fits = if self.model.pad_vocab {
+            self.model.vocab_size >= tokenizer_vocab
+        } else {
+            self.model.vocab_size == tokenizer_vocab
+        };
+        if self.vocab_size_given && !fits {
             bail!(
                 "model.vocab_size = {} but the {tokenizer} tokenizer has {tokenizer_vocab} tokens; remove \
                     model.vocab_size (it follows the tokenizer) or set it to {tokenizer_vocab}",
                 self.model.vocab_size
             );
         }
-        self.model.vocab_size = tokenizer_vocab;
+        if !self.vocab_size_given {
+            self.model.vocab_size = tokenizer_vocab;
+        }
         Ok(())
     }
 

@@ -15,8 +15,14 @@ pub struct DivergenceMonitor {
     pub factor: f64,
     /// Moving average of the training loss (None before the first step).
     pub ema: Option<f64>,
-    /// Lowest moving average seen so far (∞ before the first step).
+    /// Lowest moving average seen so far (∞ before the first step; JSON writes ∞ as null, read
+    /// back as ∞: a checkpoint taken before the first step, as an import writes).
+    #[serde(deserialize_with = "null_is_infinity")]
     pub running_min: f64,
+}
+
+fn null_is_infinity<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::INFINITY))
 }
 
 impl DivergenceMonitor {

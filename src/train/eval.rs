@@ -1,9 +1,10 @@
 //! Validation loss and perplexity over fixed windows, without autodiff.
 
 use crate::data::TokenFile;
+use crate::data::pairs::render::{self, Example};
 use crate::data::sampler::windows;
 use crate::model::Transformer;
-use crate::model::transformer::cross_entropy;
+use crate::model::transformer::{cross_entropy, masked_cross_entropy};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 /// Mean next-token cross-entropy over the windows starting at `starts`, `batch` windows at a
@@ -30,6 +31,29 @@ pub fn evaluate(
     }
     let loss = total / count.max(1) as f64;
     (loss, loss.exp(), count)
+}
+
+/// Mean cross-entropy over the target tokens of every example, `batch` examples at a time (in
+/// order, each batch padded to its longest); returns `(loss, perplexity, target tokens)`.
+pub fn evaluate_pairs(
+    model: &Transformer,
+    examples: &[Example],
+    pad: u32,
+    batch: usize,
+    device: &Device,
+) -> (f64, f64, usize) {
+    let (mut total, mut count) = (0.0, 0.0);
+    for chunk in examples.chunks(batch.max(1)) {
+        let b = render::batch(&chunk.iter().collect::<Vec<_>>(), pad);
+        let x = Tensor::<2, Int>::from_data(TensorData::new(b.inputs, [b.batch, b.seq_len]), device);
+        let y = Tensor::<2, Int>::from_data(TensorData::new(b.targets, [b.batch, b.seq_len]), device);
+        let (ce, n) = masked_cross_entropy(model.forward(x, false, false).logits, y);
+        let (ce, n): (f32, f32) = (ce.into_scalar(), n.into_scalar());
+        total += ce as f64 * n as f64;
+        count += n as f64;
+    }
+    let loss = total / count.max(1.0);
+    (loss, loss.exp(), count as usize)
 }
 
 /// Non-overlapping windows covering a whole token file (for `normlab eval --data`), at most

@@ -10,6 +10,7 @@ pub mod eval;
 pub mod generate;
 pub mod metrics;
 pub mod optimizer;
+pub mod pairs_eval;
 pub mod progress;
 pub mod run_dir;
 pub mod saved;
@@ -21,7 +22,7 @@ pub mod trainer;
 
 pub use config::{OptimConfig, RunConfig, RunSection, TrainSection};
 pub use schedule::{ScheduleConfig, ScheduleKind};
-pub use setup::{Resumed, load_run, resume, start};
+pub use setup::{Resumed, load_run, resume, start, start_with};
 pub use trainer::{Outcome, Trainer};
 
 /// Exit status of `normlab train` when the run diverged (errors exit with 2).

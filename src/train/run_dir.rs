@@ -43,6 +43,11 @@ pub fn metrics(run: &Path) -> PathBuf {
 pub fn status(run: &Path) -> PathBuf {
     run.join("status.json")
 }
+/// Exact match and F1 of a pairs run's test sets ([`super::pairs_eval::PairsEval`]).
+pub fn pairs_eval(run: &Path) -> PathBuf {
+    run.join("pairs_eval.json")
+}
+
 pub fn probes(run: &Path) -> PathBuf {
     run.join("probes.jsonl")
 }

@@ -113,6 +113,8 @@ pub struct EvalSummary {
     pub tokens: usize,
     pub windows: usize,
     pub seq_len: usize,
+    /// Pairs runs on their own data: the test sets decoded and scored.
+    pub pairs: Option<super::pairs_eval::PairsEval>,
 }
 
 /// Validation loss and perplexity of a saved run on its validation windows or on `data`.
@@ -122,9 +124,50 @@ pub fn eval(path: &Path, data: Option<&Path>, limit: Option<usize>, log: &dyn Fn
     let model = saved.model(&device)?;
     let SavedRun { weights, cfg, tokenizer, .. } = saved;
     let seq_len = cfg.train.seq_len;
+    if cfg.data.task == crate::data::Task::Pairs && data.is_none() {
+        return eval_pairs(&model, &cfg, tokenizer, weights, &device, log);
+    }
     let w = eval_windows(&cfg, tokenizer, data, limit, log)?;
     let (val_loss, val_ppl, tokens) = evaluate(&model, &w.tokens, &w.starts, seq_len, cfg.micro_batch_size(), &device);
-    Ok(EvalSummary { weights, source: w.source, val_loss, val_ppl, tokens, windows: w.starts.len(), seq_len })
+    Ok(EvalSummary {
+        weights,
+        source: w.source,
+        val_loss,
+        val_ppl,
+        tokens,
+        windows: w.starts.len(),
+        seq_len,
+        pairs: None,
+    })
+}
+
+/// A pairs run on its own pairs: target-only loss on the validation pairs, and exact match and
+/// F1 on every test set.
+fn eval_pairs(
+    model: &Transformer,
+    cfg: &RunConfig,
+    tokenizer: Tokenizer,
+    weights: PathBuf,
+    device: &Device,
+    log: &dyn Fn(&str),
+) -> anyhow::Result<EvalSummary> {
+    let seq_len = cfg.train.seq_len;
+    let mut ds = Dataset::prepare(&cfg.data, Some(tokenizer), log)?;
+    ds.fit_pairs(seq_len, log)?;
+    let p = ds.pairs.as_ref().expect("a pairs config prepares pairs");
+    let (val_loss, val_ppl, tokens) = super::eval::evaluate_pairs(model, &p.val, p.end, cfg.micro_batch_size(), device);
+    let step = checkpoint::weights_step(&weights).unwrap_or(0);
+    let scores = super::pairs_eval::score_sets(model, &ds.tokenizer, &p.tests, seq_len, step, device)?;
+    Ok(EvalSummary {
+        weights,
+        source: format!("the run's {} validation pairs (target tokens only)", p.val.len()),
+        val_loss,
+        val_ppl,
+        tokens,
+        windows: p.val.len(),
+        seq_len,
+        pairs: Some(scores),
+    })
 }
 
 /// Samples a continuation of `prompt` from a saved run; `on_text` receives the text as it grows.

@@ -21,14 +21,30 @@ pub enum Resumed {
 }
 
 /// Validates the config, prepares the data and the model, then creates the run directory.
-pub fn start(mut cfg: RunConfig, force: bool, log: &dyn Fn(&str)) -> anyhow::Result<Trainer> {
+pub fn start(cfg: RunConfig, force: bool, log: &dyn Fn(&str)) -> anyhow::Result<Trainer> {
+    start_with(cfg, force, None, log)
+}
+
+/// A new run whose parameters come from `init` (a parameter source and the tokenizer the
+/// weights were trained with: an imported checkpoint) instead of the seeded initialisation.
+pub fn start_with(
+    mut cfg: RunConfig,
+    force: bool,
+    init: Option<(ParamSource, Tokenizer)>,
+    log: &dyn Fn(&str),
+) -> anyhow::Result<Trainer> {
     cfg.validate()?;
     let device = crate::device::parse(&cfg.run.device)?;
-    let data = Dataset::prepare(&cfg.data, None, log)?;
+    let (source, tokenizer) = match init {
+        Some((s, t)) => (s, Some(t)),
+        None => (ParamSource::Seeded(cfg.train.seed), None),
+    };
+    let mut data = Dataset::prepare(&cfg.data, tokenizer, log)?;
     cfg.fit_vocab(data.tokenizer.vocab_size(), &data.info.tokenizer)?;
     data.check_seq_len(cfg.train.seq_len)?;
+    data.fit_pairs(cfg.train.seq_len, log)?;
     let ad = device.clone().autodiff();
-    let model = Transformer::new(&cfg.model, ParamSource::Seeded(cfg.train.seed), &ad)?;
+    let model = Transformer::new(&cfg.model, source, &ad)?;
     let params = crate::model::params::count(&model);
     let total_steps = cfg.total_steps(params);
     let optim = optimizer::build(&cfg.optim, &model);
@@ -114,8 +130,9 @@ fn restore(
     log: &dyn Fn(&str),
 ) -> anyhow::Result<Trainer> {
     let device = crate::device::parse(&cfg.run.device)?;
-    let data = Dataset::prepare(&cfg.data, Some(tokenizer), log)?;
+    let mut data = Dataset::prepare(&cfg.data, Some(tokenizer), log)?;
     cfg.fit_vocab(data.tokenizer.vocab_size(), &data.info.tokenizer)?;
+    data.fit_pairs(cfg.train.seq_len, log)?;
     let ad = device.clone().autodiff();
     let state = checkpoint::load_state(ckpt)?;
     if state.tokenizer != data.info.tokenizer {

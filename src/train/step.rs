@@ -23,17 +23,19 @@ pub struct StepGradients {
 }
 
 /// Gradients of the mean loss over `micro_batches` (inputs, targets), clipped to a global
-/// norm of `grad_clip` (0: no clipping).
+/// norm of `grad_clip` (0: no clipping). With `masked`, targets below 0 are ignored and each
+/// micro-batch's loss is its mean over its counted targets (as Hugging Face's trainer does).
 pub fn gradients(
     model: &Transformer,
     micro_batches: impl ExactSizeIterator<Item = (Tensor<2, Int>, Tensor<2, Int>)>,
     grad_clip: f64,
+    masked: bool,
 ) -> anyhow::Result<StepGradients> {
     let n = micro_batches.len();
     let mut acc = GradientsAccumulator::<Transformer>::new();
     let mut values = Vec::with_capacity(n);
     for (x, y) in micro_batches {
-        let (loss, ce, reg) = model.loss(x, y);
+        let (loss, ce, reg) = model.loss(x, y, masked);
         let grads = loss.clone().div_scalar(n as f64).backward();
         acc.accumulate(model, GradientsParams::from_grads(grads, model));
         let reg = reg.unwrap_or_else(|| ce.zeros_like());

@@ -4,8 +4,9 @@
 
 use super::checkpoint::{self, TrainerState};
 use super::config::RunConfig;
-use super::eval::evaluate;
+use super::eval::{evaluate, evaluate_pairs};
 use super::metrics::{DivergedRecord, EvalRecord, MetricsRecord, TrainRecord};
+use super::pairs_eval;
 use super::progress::Progress;
 use super::run_dir::{self, Status};
 use super::skip::SkipDecision;
@@ -167,6 +168,7 @@ impl Trainer {
         };
         let wall = wall0 + session.elapsed().as_secs_f64();
         self.checkpoint(wall)?;
+        self.score_pairs(progress)?;
         checkpoint::save_weights(
             &run_dir::final_weights(&self.dir),
             &self.model,
@@ -197,15 +199,19 @@ impl Trainer {
         let t0 = Instant::now();
         let (batch, micro, seq) = (self.cfg.train.batch_size, self.cfg.micro_batch_size(), self.cfg.train.seq_len);
         let lr = self.cfg.schedule.lr(self.state.step, self.state.total_steps, self.cfg.optim.lr);
-        let mut batches: Vec<Batch> =
-            (0..batch / micro).map(|_| self.sampler.next_batch(&self.data.train, micro, seq)).collect();
+        let mut batches: Vec<Batch> = match &self.data.pairs {
+            Some(p) => self.sampler.next_pairs(&p.train, batch, micro, p.end),
+            None => (0..batch / micro).map(|_| self.sampler.next_batch(&self.data.train, micro, seq)).collect(),
+        };
+        let masked = self.data.pairs.is_some();
+        let tokens = batches.iter().map(|b| b.batch * b.seq_len).sum::<usize>() as u64;
         if self.cfg.train.corrupt_steps.contains(&(self.state.step + 1)) {
             corrupt(&mut batches, self.cfg.model.vocab_size, self.cfg.train.sampler_seed ^ self.state.step as u64);
         }
         let probing = self.cfg.probe.is_probe_step(self.state.step + 1, self.state.total_steps);
         let probe_batch = probing.then(|| batches[0].clone());
         let tensors = batches.into_iter().map(|b| to_tensors(b, &self.ad));
-        let g = step::gradients(&self.model, tensors, self.cfg.optim.grad_clip)?;
+        let g = step::gradients(&self.model, tensors, self.cfg.optim.grad_clip, masked)?;
         let mut warnings = Vec::new();
         let skipped = if g.loss.is_finite() && g.norms.total.is_finite() {
             match self.state.skip.decide(&self.cfg.skip_rule(), g.loss, g.norms.total) {
@@ -235,7 +241,6 @@ impl Trainer {
         }
         self.state.step += 1;
         self.state.sampler_state = self.sampler.state();
-        let tokens = (batch * seq) as u64;
         self.state.tokens += tokens;
         let record = TrainRecord {
             step: self.state.step,
@@ -266,18 +271,33 @@ impl Trainer {
     /// Validation loss and perplexity on the fixed windows; written to the metrics.
     pub fn validate(&mut self, wall_s: f64) -> anyhow::Result<EvalRecord> {
         let plain = self.model.valid();
-        let (val_loss, val_ppl, n) = evaluate(
-            &plain,
-            &self.data.val,
-            &self.val_starts,
-            self.cfg.train.seq_len,
-            self.cfg.micro_batch_size(),
-            &self.device,
-        );
+        let micro = self.cfg.micro_batch_size();
+        let (val_loss, val_ppl, n) = match &self.data.pairs {
+            Some(p) => evaluate_pairs(&plain, &p.val, p.end, micro, &self.device),
+            None => evaluate(&plain, &self.data.val, &self.val_starts, self.cfg.train.seq_len, micro, &self.device),
+        };
         let r = EvalRecord { step: self.state.step, val_loss, val_ppl, val_tokens: n, wall_s };
         self.metrics.write(&MetricsRecord::Eval(r.clone()))?;
         self.probe.scalars(r.step, &[("val/loss", r.val_loss as f32), ("val/ppl", r.val_ppl as f32)])?;
         Ok(r)
+    }
+
+    /// Pairs: decodes and scores the test sets (before the run is marked finished, so an
+    /// interruption here leaves it resumable).
+    fn score_pairs(&mut self, progress: &Progress) -> anyhow::Result<()> {
+        let Some(p) = &self.data.pairs else { return Ok(()) };
+        progress.println(&format!("decoding {} test sets for exact match and F1", p.tests.len()));
+        let plain = self.model.valid();
+        let tok = &self.data.tokenizer;
+        let e = pairs_eval::score_sets(&plain, tok, &p.tests, self.cfg.train.seq_len, self.state.step, &self.device)?;
+        progress.println(&pairs_eval::summary(&e));
+        crate::io::json::write(&run_dir::pairs_eval(&self.dir), &e)
+    }
+
+    /// Writes a checkpoint now (an imported run's step 0, so that `eval`, `generate`, `probe`
+    /// and `train --resume` find its weights).
+    pub fn save_checkpoint(&mut self) -> anyhow::Result<()> {
+        self.checkpoint(self.state.wall_s)
     }
 
     fn checkpoint(&mut self, wall_s: f64) -> anyhow::Result<()> {

@@ -2,6 +2,10 @@
 //! reading them from the formats users have, and scoring predictions against them.
 //!
 //! - [`metrics`]: exact match and token-level F1, after a documented light normalisation
+//! - [`english`]: the built-in seeded English generator (`textnorm-en`)
+//! - [`wetext`]: real held-out pairs from the PyPI package `wetextprocessing==1.2.0`
+//! - [`load`]: a config's pairs: training, validation and the test sets scored after training
+//! - [`render`]: pairs as `source <sep> target <end>` tokens, and padded, prompt-masked batches
 //!
 //! Formats ([`PairFormat`]), UTF-8 in any language:
 //! - `tsv`: `source<TAB>target` per line;
@@ -12,7 +16,11 @@
 //! Blank lines are skipped; any other line that does not parse is an error naming the file and
 //! the line.
 
+pub mod english;
+pub mod load;
 pub mod metrics;
+pub mod render;
+pub mod wetext;
 
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,99 @@
+//! `normlab export RUN_DIR --hf OUT_DIR`: a run whose recipe has a Hugging Face equivalent
+//! (pre-norm RMSNorm: Llama, with biases Qwen2, with per-head QK-norm Qwen3; OLMo 2's
+//! output-norm layout) as a checkpoint directory `transformers` loads: `config.json`,
+//! `model.safetensors` (f32, Hugging Face names and orientation) and `tokenizer.json`.
+
+use super::config::{Family, HfConfig, recipe_for};
+use super::weights::{mappings, to_hf};
+use crate::io::{tensors, write_atomic};
+use crate::model::ModelConfig;
+use crate::train::saved::SavedRun;
+use anyhow::{Context, bail};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The family whose layout `m`'s recipe is, if any.
+fn family_of(m: &ModelConfig) -> anyhow::Result<Family> {
+    let (_, ours) = m.validate()?;
+    for f in [Family::Llama, Family::Qwen3, Family::Olmo2] {
+        let theirs = ModelConfig { recipe: recipe_for(f, None)?, ..m.clone() }.validate()?.1;
+        if ours.sublayers == theirs.sublayers
+            && ours.final_norm == theirs.final_norm
+            && ours.qk_norm == theirs.qk_norm
+            && ours.embedding_norm.is_none()
+            && ours.embedding_scale.is_none()
+            && ours.regularizer == 0.0
+        {
+            return Ok(if f == Family::Llama && m.attn_bias { Family::Qwen2 } else { f });
+        }
+    }
+    bail!(
+        "recipe `{}` has no Hugging Face equivalent; export needs pre-norm RMSNorm (Llama/Qwen) or OLMo 2's layout",
+        ours.name
+    )
+}
+
+fn architecture(f: Family) -> &'static str {
+    match f {
+        Family::Llama => "LlamaForCausalLM",
+        Family::Qwen2 => "Qwen2ForCausalLM",
+        Family::Qwen3 => "Qwen3ForCausalLM",
+        Family::Olmo2 => "Olmo2ForCausalLM",
+    }
+}
+
+/// `config.json` for `m` as family `f`.
+fn config_json(m: &ModelConfig, f: Family, max_positions: usize) -> anyhow::Result<serde_json::Value> {
+    let hf = HfConfig {
+        model_type: f.model_type().into(),
+        hidden_size: m.d_model,
+        intermediate_size: m.d_ff(),
+        num_hidden_layers: m.n_layers,
+        num_attention_heads: m.n_heads,
+        num_key_value_heads: Some(m.kv_heads()),
+        head_dim: Some(m.head_dim()),
+        vocab_size: m.vocab_size,
+        rms_norm_eps: m.norm_eps,
+        rope_theta: Some(m.rope_base),
+        rope_parameters: Some(serde_json::json!({"rope_theta": m.rope_base, "rope_type": "default"})),
+        tie_word_embeddings: m.tie_embeddings,
+        attention_bias: m.attn_bias && f != Family::Qwen2,
+        mlp_bias: false,
+        hidden_act: "silu".into(),
+        rope_scaling: None,
+    };
+    let mut v = serde_json::to_value(hf)?;
+    let o = v.as_object_mut().expect("a struct is an object");
+    o.insert("architectures".into(), serde_json::json!([architecture(f)]));
+    o.insert("max_position_embeddings".into(), serde_json::json!(max_positions));
+    o.insert("torch_dtype".into(), serde_json::json!("float32"));
+    // Explicitly none: otherwise `transformers` fills in its family's defaults (OLMo 2's
+    // eos_token_id 50279 lies outside a small vocabulary).
+    for k in ["bos_token_id", "eos_token_id", "pad_token_id"] {
+        o.insert(k.into(), serde_json::Value::Null);
+    }
+    o.remove("rope_scaling");
+    Ok(v)
+}
+
+/// Writes the Hugging Face directory; returns the family it was written as.
+pub fn export(run: &Path, out: &Path) -> anyhow::Result<Family> {
+    let saved = SavedRun::open(run)?;
+    let m = &saved.cfg.model;
+    let f = family_of(m)?;
+    let tok = saved.tokenizer.to_json()?.with_context(|| {
+        format!(
+            "{} uses a built-in tokenizer with no tokenizer.json; export needs a BPE or imported run",
+            run.display()
+        )
+    })?;
+    let ours = tensors::read(&saved.weights)?.tensors;
+    let hf = to_hf(&ours, &mappings(f, m.n_layers, m.attn_bias, m.tie_embeddings))?;
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    let max_positions = saved.cfg.train.seq_len.max(2048);
+    let cfg = serde_json::to_string_pretty(&config_json(m, f, max_positions)?)?;
+    write_atomic(&out.join("config.json"), cfg.as_bytes())?;
+    tensors::write(&out.join("model.safetensors"), &hf, &BTreeMap::from([("format".into(), "pt".into())]))?;
+    write_atomic(&out.join("tokenizer.json"), tok.as_bytes())?;
+    Ok(f)
+}

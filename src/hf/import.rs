@@ -1,0 +1,98 @@
+//! `normlab import HF_DIR --out RUN_DIR [--recipe NAME]`: a Hugging Face checkpoint as a
+//! normlab run at step 0 (config, tokenizer, a step-0 checkpoint with fresh AdamW state), which
+//! `train --resume` fine-tunes and `eval`, `generate`, `probe` read like any run.
+//!
+//! Under the family's own recipe every weight keeps its meaning. Under another recipe the
+//! projections, embeddings and QK-norms are kept; norm slots the source had and the recipe
+//! lacks are removed; norm slots the recipe has and the source lacked start at their init
+//! (gain 1, shift 0; DyT α and BHyT λ at the recipe's initial values). Both lists are printed
+//! and written to `RUN/import.json`.
+
+use super::config::{Family, HfConfig, recipe_for};
+use super::weights::{mappings, read_checkpoint, to_normlab};
+use crate::data::{Tokenizer, TokenizerKind};
+use crate::init::ParamSource;
+use crate::io::json;
+use crate::model::params::param_table;
+use crate::train::RunConfig;
+use anyhow::{Context, ensure};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// `RUN/import.json`: where the run's weights came from and what the placement change did.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ImportRecord {
+    pub source: PathBuf,
+    pub model_type: String,
+    /// The recipe the run was built with (its name).
+    pub recipe: String,
+    /// Parameters the recipe has and the checkpoint lacked (initialised).
+    pub added: Vec<String>,
+    /// Checkpoint tensors the recipe has no place for (dropped).
+    pub removed: Vec<String>,
+}
+
+pub fn record_path(run: &Path) -> PathBuf {
+    run.join("import.json")
+}
+
+/// The run config of an import: the checkpoint's model under `recipe`, its tokenizer, the
+/// defaults elsewhere, then `sets`.
+fn run_config(
+    hf: &HfConfig,
+    family: Family,
+    recipe: Option<&str>,
+    out: &Path,
+    sets: &[String],
+) -> anyhow::Result<RunConfig> {
+    let mut cfg = RunConfig { model: hf.model_config(family, recipe_for(family, recipe)?), ..Default::default() };
+    cfg.data.tokenizer = TokenizerKind::Bpe;
+    cfg.run.dir = out.to_path_buf();
+    // Through the TOML text, so `--set` edits apply and `model.vocab_size` counts as given.
+    RunConfig::from_text(&cfg.to_toml()?, "the imported checkpoint's config", sets)
+}
+
+/// Imports `hf_dir` into a new run directory `out`.
+pub fn import(
+    hf_dir: &Path,
+    out: &Path,
+    recipe: Option<&str>,
+    sets: &[String],
+    log: &dyn Fn(&str),
+) -> anyhow::Result<ImportRecord> {
+    let hf = HfConfig::read(hf_dir)?;
+    let family = hf.family()?;
+    let tok_path = hf_dir.join("tokenizer.json");
+    ensure!(tok_path.is_file(), "{} has no tokenizer.json; the checkpoint's own tokenizer is needed", hf_dir.display());
+    let tokenizer = Tokenizer::load_bpe(&tok_path)?;
+    let cfg = run_config(&hf, family, recipe, out, sets)?;
+    let maps = mappings(family, hf.num_hidden_layers, hf.attn_bias(family), hf.tie_word_embeddings);
+    let raw = read_checkpoint(hf_dir)?;
+    let (weights, unused) = to_normlab(&raw, &maps)?;
+    // A tied checkpoint may still carry a copy of the embedding as lm_head.weight.
+    let unused: Vec<String> =
+        unused.into_iter().filter(|n| !(hf.tie_word_embeddings && n == "lm_head.weight")).collect();
+    ensure!(
+        unused.is_empty(),
+        "the checkpoint has tensors a {} model does not (first: `{}`); it is not a plain {} checkpoint",
+        family.model_type(),
+        unused[0],
+        family.model_type()
+    );
+    let names: BTreeSet<String> = weights.keys().cloned().collect();
+    let seed = cfg.train.seed;
+    let mut trainer =
+        crate::train::start_with(cfg, false, Some((ParamSource::Overlay(weights, seed), tokenizer)), log)?;
+    let have: BTreeSet<String> = param_table(&trainer.model).into_iter().map(|p| p.name).collect();
+    let record = ImportRecord {
+        source: std::fs::canonicalize(hf_dir).unwrap_or(hf_dir.to_path_buf()),
+        model_type: family.model_type().into(),
+        recipe: trainer.state.recipe.clone(),
+        added: have.difference(&names).cloned().collect(),
+        removed: names.difference(&have).cloned().collect(),
+    };
+    trainer.save_checkpoint().context("writing the imported weights as the run's step-0 checkpoint")?;
+    json::write(&record_path(out), &record)?;
+    Ok(record)
+}

@@ -1,0 +1,15 @@
+//! Pretrained checkpoints of the Llama, Qwen2, Qwen3 and OLMo-2 families: import into a run
+//! (under their own recipe or any other placement) and export back to Hugging Face's layout.
+//!
+//! - [`config`]: `config.json`, the family, and the normlab model and recipe it maps to
+//! - [`weights`]: tensor names and orientation both ways; sharded checkpoints
+//! - [`import`]: a checkpoint as a run at step 0, with what the placement change added and removed
+//! - [`export`]: a run as a checkpoint directory `transformers` loads
+
+pub mod config;
+pub mod export;
+pub mod import;
+pub mod weights;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,148 @@
+//! Import and export against checkpoints written by `transformers` itself
+//! (`tools/make_hf_fixtures.py`): tiny random Llama (bf16, untied), Qwen2 (biases, tied
+//! embeddings, sharded), Qwen3 (per-head QK-norm, head size ≠ d/H) and OLMo-2 (output norms,
+//! full-width QK-norm), all with grouped-query attention (4 query heads, 2 key/value heads) and
+//! 320 embedding rows for a 300-token tokenizer.
+
+use super::export::export;
+use super::import::import;
+use super::weights::read_checkpoint;
+use crate::io::tensors;
+use crate::testutil::{cpu, temp_dir};
+use crate::train::saved::SavedRun;
+use burn::tensor::{Int, Tensor};
+use std::path::{Path, PathBuf};
+
+const CASES: [&str; 4] = ["llama", "qwen2", "qwen3", "olmo2"];
+
+fn fixture(case: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hf").join(case)
+}
+
+fn quiet(_: &str) {}
+
+/// Settings that keep an import's data preparation small: a local corpus, a private cache.
+fn sets(root: &Path) -> Vec<String> {
+    let corpus = root.join("corpus.txt");
+    if !corpus.exists() {
+        crate::testutil::write_tiny_corpus(&corpus, 2000);
+    }
+    vec![
+        format!("data.corpus={}", corpus.display()),
+        format!("data.cache_dir={}", root.join("cache").display()),
+        "train.seq_len=32".into(),
+        "train.batch_size=2".into(),
+        "train.steps=2".into(),
+        "run.eval_windows=2".into(),
+    ]
+}
+
+fn f32s(t: &burn::tensor::TensorData) -> Vec<f32> {
+    t.clone().convert::<f32>().as_slice::<f32>().unwrap().to_vec()
+}
+
+/// Each family imports under its own recipe with nothing added or removed, its tokenizer
+/// encodes as in Python, and its logits on fixed tokens equal `transformers`' within 1e-4
+/// (relative to the largest logit).
+#[test]
+fn every_family_imports_and_matches_the_transformers_logits() {
+    let root = temp_dir("hf-import");
+    for case in CASES {
+        let run = root.join(case);
+        let rec = import(&fixture(case), &run, None, &sets(&root), &quiet).unwrap();
+        assert!(rec.added.is_empty() && rec.removed.is_empty(), "{case}: {rec:?}");
+        let saved = SavedRun::open(&run).unwrap();
+        let model = saved.model(&cpu()).unwrap();
+        let want = tensors::read(&fixture(case).join("expected.safetensors")).unwrap().tensors;
+        let tokens = Tensor::<2, Int>::from_data(want["tokens"].clone(), &cpu());
+        let got = f32s(&model.forward(tokens, false, false).logits.into_data());
+        let exp = f32s(&want["logits"]);
+        assert_eq!(got.len(), exp.len(), "{case}");
+        let scale = exp.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let err = got.iter().zip(&exp).fold(0f32, |m, (a, b)| m.max((a - b).abs())) / scale;
+        eprintln!("{case}: relative logit error {err:e}");
+        assert!(err < 1e-4, "{case}: relative logit error {err:e}");
+        let encoded: Vec<i64> = want["encoded"].clone().convert::<i64>().try_to_vec::<i64>().unwrap();
+        let ours: Vec<i64> =
+            saved.tokenizer.encode("Fellow citizens, 2021").unwrap().iter().map(|&t| t as i64).collect();
+        assert_eq!(ours, encoded, "{case}: tokenizer");
+    }
+}
+
+/// Export writes back exactly the checkpoint it was imported from: every tensor under its
+/// name with the same values (the bf16 one widened to f32), and the same model settings.
+#[test]
+fn export_writes_back_the_imported_checkpoint() {
+    let root = temp_dir("hf-export");
+    for case in CASES {
+        let (run, out) = (root.join(case), root.join(format!("{case}-hf")));
+        import(&fixture(case), &run, None, &sets(&root), &quiet).unwrap();
+        export(&run, &out).unwrap();
+        let (orig, back) = (read_checkpoint(&fixture(case)).unwrap(), read_checkpoint(&out).unwrap());
+        assert_eq!(orig.keys().collect::<Vec<_>>(), back.keys().collect::<Vec<_>>(), "{case}: tensor names");
+        for (k, v) in &orig {
+            assert_eq!(f32s(v), f32s(&back[k]), "{case}: {k}");
+        }
+        let read = |p: &Path| -> serde_json::Value {
+            serde_json::from_str(&std::fs::read_to_string(p.join("config.json")).unwrap()).unwrap()
+        };
+        let (a, b) = (read(&fixture(case)), read(&out));
+        for key in [
+            "model_type",
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "vocab_size",
+            "rms_norm_eps",
+            "tie_word_embeddings",
+        ] {
+            assert_eq!(a[key], b[key], "{case}: {key}");
+        }
+        assert_eq!(a["head_dim"].as_u64().unwrap_or(16), b["head_dim"].as_u64().unwrap(), "{case}: head_dim");
+        assert_eq!(a["rope_parameters"]["rope_theta"], b["rope_parameters"]["rope_theta"], "{case}: θ");
+    }
+}
+
+/// Seed 004's three variants are three imports of one checkpoint: Peri-LN adds the output
+/// norms (gain 1), Post-LN replaces the input norms by outer norms; projections are kept, and
+/// the imported run fine-tunes with `train --resume`.
+#[test]
+fn a_placement_change_lists_what_it_added_and_removed_and_fine_tunes() {
+    let root = temp_dir("hf-recipe");
+    let peri = import(&fixture("llama"), &root.join("peri"), Some("peri"), &sets(&root), &quiet).unwrap();
+    assert!(peri.removed.is_empty(), "{peri:?}");
+    // Peri-LN normalises the embedding too, and adds an output norm to each of the 4 sublayers.
+    assert_eq!(peri.added.len(), 5, "{peri:?}");
+    assert!(peri.added.iter().all(|n| n.ends_with("output_norm.gain") || n == "emb_norm.gain"));
+    let post = import(&fixture("llama"), &root.join("post"), Some("post"), &sets(&root), &quiet).unwrap();
+    assert_eq!(post.removed.len(), 5, "4 input norms and the final norm: {post:?}");
+    assert!(post.added.iter().all(|n| n.contains("outer_norm")), "{post:?}");
+    let a = tensors::read(&SavedRun::open(&root.join("peri")).unwrap().weights).unwrap().tensors;
+    let b = tensors::read(&SavedRun::open(&root.join("post")).unwrap().weights).unwrap().tensors;
+    assert_eq!(a["layers.1.attn.f.wq"], b["layers.1.attn.f.wq"], "the projections are the checkpoint's");
+    assert_eq!(f32s(&a["layers.0.attn.output_norm.gain"]), vec![1.0; 64], "a new gain starts at 1");
+    let crate::train::Resumed::Trainer(mut t) = crate::train::resume(&root.join("peri"), &quiet).unwrap() else {
+        panic!("an imported run is at step 0")
+    };
+    assert_eq!(t.state.step, 0);
+    let o = t.run(&mut crate::train::progress::Progress::new(2, 0, true)).unwrap();
+    assert!(matches!(o, crate::train::Outcome::Finished { .. }), "{o:?}");
+}
+
+#[test]
+fn unsupported_or_incomplete_checkpoints_are_refused_clearly() {
+    let root = temp_dir("hf-bad");
+    let d = root.join("gpt2");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("config.json"), r#"{"model_type": "gpt2", "hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "vocab_size": 10}"#).unwrap();
+    let e = format!("{:#}", import(&d, &root.join("r1"), None, &[], &quiet).unwrap_err());
+    assert!(e.contains("model_type `gpt2` is not supported"), "{e}");
+    let d = root.join("notok");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::copy(fixture("llama").join("config.json"), d.join("config.json")).unwrap();
+    let e = format!("{:#}", import(&d, &root.join("r2"), None, &[], &quiet).unwrap_err());
+    assert!(e.contains("no tokenizer.json"), "{e}");
+    assert!(!root.join("r1").exists() && !root.join("r2").exists(), "no run directory is left behind");
+}
