@@ -76,3 +76,14 @@ pub fn publish(
     let _ = std::fs::remove_dir_all(&work);
     result.map(|()| target)
 }
+
+/// The `*.txt` files directly in `dir`, sorted by path (a fetched corpus's files).
+pub fn text_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot list {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
+        .collect();
+    files.sort();
+    Ok(files)
+}

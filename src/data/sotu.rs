@@ -28,12 +28,7 @@ pub fn load(cache: &Path) -> anyhow::Result<Vec<Document>> {
     if !d.is_dir() {
         fetch(cache, None)?;
     }
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&d)
-        .with_context(|| format!("cannot list {}", d.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
-        .collect();
-    files.sort();
+    let files = super::cache::text_files(&d)?;
     ensure!(
         files.len() == N_ADDRESSES,
         "the cached corpus {} has {} addresses, expected {N_ADDRESSES}; delete that directory and run `normlab data \

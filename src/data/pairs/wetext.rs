@@ -24,12 +24,7 @@ const N_FILES: usize = 15;
 /// are not cached.
 pub fn load(cache: &Path) -> anyhow::Result<Vec<Pair>> {
     let dir = fetch(cache, None)?;
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .with_context(|| format!("cannot list {}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
-        .collect();
-    files.sort();
+    let files = super::super::cache::text_files(&dir)?;
     ensure!(
         files.len() == N_FILES,
         "the cached held-out set {} has {} files, expected {N_FILES}; delete it and run `normlab data fetch-wetext`",
