@@ -10,12 +10,14 @@
 //! - [`layer`]: attention sublayer then FFN sublayer
 //! - [`bhyt`]: BHyT's approximated FFN-input statistic (one statistic per block)
 //! - [`transformer`]: embedding → 2L sublayers → final norm → logits
+//! - [`chunked_loss`]: output projection + cross-entropy over chunks of tokens (no whole logits)
 //! - [`decode`]: the KV cache for incremental decoding, with left padding
 //! - [`params`]: parameters by name (checkpoints, fixtures, gradient tests)
 //! - [`regularizer`]: KiteNorm's variance regulariser (seed 000 eq. 24)
 
 pub mod attention;
 pub mod bhyt;
+pub mod chunked_loss;
 pub mod config;
 pub mod decode;
 pub mod ffn;

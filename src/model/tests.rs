@@ -6,7 +6,7 @@ use super::regularizer::variance_penalty;
 use super::*;
 use crate::init::ParamSource;
 use crate::recipe::{PRESET_NAMES, RecipeConfig};
-use crate::testutil::{cpu, f64_tensor, values};
+use crate::testutil::{cpu, f64_tensor, pseudo_random, rel_err, values};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 fn tiny(recipe: RecipeConfig, n_layers: usize) -> ModelConfig {
@@ -252,4 +252,67 @@ fn masked_cross_entropy_counts_only_target_positions() {
     let other = f64_tensor(&[-9.0, 9.0, 0.0, 1.0, 2.0, -1.0], [1, 3, 2], false);
     let same = masked_cross_entropy(other, Tensor::from_data(TensorData::new(vec![-1i64, 1, 0], [1, 3]), &cpu()));
     assert!((values(same.0)[0] - want).abs() < 1e-12);
+}
+
+/// Loss and both gradients equal the unchunked composite path for chunk sizes that divide
+/// N and that do not, with masked targets, in f32 (≤ 1e-5 relative).
+#[test]
+fn every_chunk_size_gives_the_unchunked_loss_and_gradients() {
+    let (n, d, v) = (11, 6, 13);
+    let dev = cpu().autodiff();
+    let hv = pseudo_random(n * d, 1);
+    let wv = pseudo_random(d * v, 2).iter().map(|x| 3.0 * x).collect::<Vec<_>>();
+    let t: Vec<i64> = (0..n as i64).map(|i| if i % 4 == 1 { -1 } else { (i * 5) % v as i64 }).collect();
+    let leaf = |x: &[f64], s: [usize; 2]| {
+        Tensor::<2>::from_data(TensorData::new(x.iter().map(|&a| a as f32).collect::<Vec<_>>(), s), &dev).require_grad()
+    };
+    let targets = || Tensor::<1, Int>::from_data(TensorData::new(t.clone(), [n]), &dev);
+    let (h, w) = (leaf(&hv, [n, d]), leaf(&wv, [d, v]));
+    let logits = h.clone().matmul(w.clone()).reshape([1, n, v]);
+    let reference = super::transformer::masked_cross_entropy(logits, targets().reshape([1, n])).0;
+    let g = reference.clone().backward();
+    let (rh, rw) = (values(h.grad(&g).unwrap()), values(w.grad(&g).unwrap()));
+    for chunk in [1, 3, 4, 11, 64] {
+        let (h, w) = (leaf(&hv, [n, d]), leaf(&wv, [d, v]));
+        let loss = super::chunked_loss::chunked_cross_entropy(h.clone(), w.clone(), targets(), chunk);
+        assert!(rel_err(&values(loss.clone()), &values(reference.clone()), 1e-12) < 1e-6, "chunk {chunk}");
+        let g = (loss * 0.5).backward();
+        let half = |x: &[f64]| x.iter().map(|a| a * 0.5).collect::<Vec<_>>();
+        assert!(rel_err(&values(h.grad(&g).unwrap()), &half(&rh), 1e-12) < 1e-5, "chunk {chunk}: dL/dh");
+        assert!(rel_err(&values(w.grad(&g).unwrap()), &half(&rw), 1e-12) < 1e-5, "chunk {chunk}: dL/dW");
+    }
+}
+
+/// The chunked loss inside the model: for a recipe with the regulariser and a tied-embedding
+/// model, forcing chunks of 7 tokens (16 per micro-batch here) gives the unchunked loss and
+/// every parameter's gradient within 1e-5 relative.
+#[test]
+fn the_model_loss_is_the_same_chunked_and_whole() {
+    let device = cpu().autodiff();
+    for (name, tied) in [("kitenorm", false), ("pre", true)] {
+        let cfg = ModelConfig { tie_embeddings: tied, init_std: 0.2, ..tiny(RecipeConfig::Preset(name.into()), 2) };
+        let grads_of = |limit: usize| {
+            let mut model = Transformer::new(&cfg, ParamSource::Seeded(5), &device).unwrap();
+            model.meta.logits_limit = limit;
+            let (x, y) = tokens(&device, 9);
+            let (loss, _, _) = model.loss(x, y, false);
+            let g = loss.clone().backward();
+            (values(loss), named_grads(&model, &g))
+        };
+        let (whole, gw) = grads_of(usize::MAX);
+        let (chunked, gc) = grads_of(7 * 32);
+        assert!(rel_err(&chunked, &whole, 1e-12) < 1e-6, "{name}: loss");
+        let f = |d: &Option<TensorData>| d.clone().unwrap().convert::<f64>().try_to_vec::<f64>().unwrap();
+        // Relative to each parameter's largest entry, floored at 1% of the largest gradient
+        // anywhere (KiteNorm's provably dead shifts are rounding noise on both paths).
+        let global = gw.iter().flat_map(|(_, g)| f(g)).fold(0.0, |m: f64, v| m.max(v.abs()));
+        for ((n, a), (_, b)) in gw.iter().zip(&gc) {
+            assert!(
+                rel_err(&f(b), &f(a), 1e-2 * global) < 1e-5,
+                "{name}: {n}: {:?} vs {:?} (largest {global:e})",
+                f(b),
+                f(a)
+            );
+        }
+    }
 }

@@ -4,6 +4,7 @@
 //! projection are untied unless `model.tie_embeddings` (imported checkpoints): then `W_out = Eᵀ`.
 
 use super::attention::{Attention, AttnContext, AttnShape, KvSlot};
+use super::chunked_loss::chunked_cross_entropy;
 use super::config::ModelConfig;
 use super::ffn::{FeedForward, FfnShape};
 use super::layer::Layer;
@@ -37,6 +38,8 @@ pub struct ModelMeta {
     pub rope_base: f64,
     pub regularizer: f64,
     pub recipe: String,
+    /// See [`LOGITS_LIMIT`] (tests lower it to force the chunked loss).
+    pub logits_limit: usize,
 }
 
 /// What a sublayer exposes to the probes: `X_l` (entering), `Z_l` (after the residual
@@ -48,6 +51,21 @@ pub struct SublayerTrace {
     pub branch: Tensor<3>,
     /// BHyT only, FFN sublayers: the approximated input variance `ŝ²` (`[B, T, 1]`).
     pub approx_variance: Option<Tensor<3>>,
+}
+
+/// Logits beyond this many values per micro-batch (2²⁶: 256 MiB in f32) are never
+/// materialised whole: the loss runs over chunks of `2²⁶ / V` tokens. Every CPU study stays
+/// below it (and so unchunked, bit for bit as before); seed 000's Table-1 micro-batch, 32 × 2048
+/// tokens × 50257, is 51× above.
+pub const LOGITS_LIMIT: usize = 1 << 26;
+
+/// The forward up to the final norm.
+struct Hidden {
+    hidden: Tensor<3>,
+    sums: Vec<Tensor<3>>,
+    traces: Option<Vec<SublayerTrace>>,
+    attention: Vec<super::attention::AttnStats>,
+    last_hidden: Option<Tensor<3>>,
 }
 
 /// Forward results. `sums` holds every `z_l` when the regulariser or tracing needs them.
@@ -91,6 +109,7 @@ impl Transformer {
             rope_base: cfg.rope_base,
             regularizer: recipe.regularizer,
             recipe: recipe.name.clone(),
+            logits_limit: LOGITS_LIMIT,
         };
         Ok(Self { tok_emb, emb_scale, emb_norm, layers, final_norm, lm_head, meta })
     }
@@ -144,16 +163,16 @@ impl Transformer {
         self.run(tokens, ctx, None, keep_sums, trace)
     }
 
-    /// The forward under `ctx`, reading and extending one KV slot per layer when `cache` is
-    /// given (see [`super::decode`]).
-    pub(super) fn run(
+    /// The forward under `ctx` up to the final norm, reading and extending one KV slot per
+    /// layer when `cache` is given (see [`super::decode`]).
+    fn run_hidden(
         &self,
         tokens: Tensor<2, Int>,
         mut ctx: AttnContext,
         mut cache: Option<&mut [KvSlot]>,
         keep_sums: bool,
         trace: bool,
-    ) -> ForwardOutput {
+    ) -> Hidden {
         let [bsz, t] = tokens.dims();
         if trace {
             ctx.stats = Some(Default::default());
@@ -180,14 +199,62 @@ impl Transformer {
         if let Some(n) = &self.final_norm {
             x = n.forward(x);
         }
-        let w = match &self.lm_head {
+        let attention = ctx.stats.map(|s| s.into_inner()).unwrap_or_default();
+        Hidden { hidden: x, sums, traces, attention, last_hidden }
+    }
+
+    /// The output projection `W_out` `[d, V]`: `lm_head`, or `Eᵀ` when tied.
+    pub fn output_weight(&self) -> Tensor<2> {
+        match &self.lm_head {
             Some(w) => w.val(),
             None => self.tok_emb.val().transpose(),
-        };
+        }
+    }
+
+    /// The forward under `ctx` with the logits of every position.
+    pub(super) fn run(
+        &self,
+        tokens: Tensor<2, Int>,
+        ctx: AttnContext,
+        cache: Option<&mut [KvSlot]>,
+        keep_sums: bool,
+        trace: bool,
+    ) -> ForwardOutput {
+        let h = self.run_hidden(tokens, ctx, cache, keep_sums, trace);
+        let [bsz, t, d] = h.hidden.dims();
+        let w = self.output_weight();
         let v = w.dims()[1];
-        let logits = x.reshape([bsz * t, d]).matmul(w).reshape([bsz, t, v]);
-        let attention = ctx.stats.map(|s| s.into_inner()).unwrap_or_default();
-        ForwardOutput { logits, sums, traces, attention, last_hidden }
+        let logits = h.hidden.reshape([bsz * t, d]).matmul(w).reshape([bsz, t, v]);
+        ForwardOutput { logits, sums: h.sums, traces: h.traces, attention: h.attention, last_hidden: h.last_hidden }
+    }
+
+    /// Mean next-token cross-entropy of `tokens` against `targets` (below 0: not counted when
+    /// `masked`), and the `z_l` the regulariser needs when `keep_sums`. When one micro-batch's
+    /// logits would hold more than `meta.logits_limit` ([`LOGITS_LIMIT`]) values, the projection and the loss run over
+    /// chunks of tokens ([`chunked_cross_entropy`]) instead of materialising them.
+    pub fn cross_entropy_of(
+        &self,
+        tokens: Tensor<2, Int>,
+        targets: Tensor<2, Int>,
+        masked: bool,
+        keep_sums: bool,
+    ) -> (Tensor<1>, Vec<Tensor<3>>) {
+        let [b, t] = tokens.dims();
+        let v = self.output_weight().dims()[1];
+        let limit = self.meta.logits_limit;
+        if b * t * v <= limit {
+            let out = self.forward(tokens, keep_sums, false);
+            let ce =
+                if masked { masked_cross_entropy(out.logits, targets).0 } else { cross_entropy(out.logits, targets) };
+            return (ce, out.sums);
+        }
+        let ctx = AttnContext::new(t, self.meta.head_dim, self.meta.rope_base, &tokens.device());
+        let h = self.run_hidden(tokens, ctx, None, keep_sums, false);
+        let d = h.hidden.dims()[2];
+        let chunk = (limit / v).max(1);
+        let ce =
+            chunked_cross_entropy(h.hidden.reshape([b * t, d]), self.output_weight(), targets.reshape([b * t]), chunk);
+        (ce, h.sums)
     }
 
     /// Cross-entropy plus λ·R (seed 000 eq. 24) when the recipe declares a regulariser.
@@ -200,10 +267,9 @@ impl Transformer {
         masked: bool,
     ) -> (Tensor<1>, Tensor<1>, Option<Tensor<1>>) {
         let lambda = self.meta.regularizer;
-        let out = self.forward(tokens, lambda > 0.0, false);
-        let ce = if masked { masked_cross_entropy(out.logits, targets).0 } else { cross_entropy(out.logits, targets) };
+        let (ce, sums) = self.cross_entropy_of(tokens, targets, masked, lambda > 0.0);
         if lambda > 0.0 {
-            let reg = variance_penalty(&out.sums);
+            let reg = variance_penalty(&sums);
             (ce.clone() + reg.clone() * lambda, ce, Some(reg))
         } else {
             (ce.clone(), ce, None)

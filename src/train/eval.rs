@@ -4,7 +4,6 @@ use crate::data::TokenFile;
 use crate::data::pairs::render::{self, Example};
 use crate::data::sampler::windows;
 use crate::model::Transformer;
-use crate::model::transformer::{cross_entropy, masked_cross_entropy};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 /// Mean next-token cross-entropy over the windows starting at `starts`, `batch` windows at a
@@ -23,8 +22,7 @@ pub fn evaluate(
         let b = windows(tokens, chunk, seq_len);
         let x = Tensor::<2, Int>::from_data(TensorData::new(b.inputs, [b.batch, seq_len]), device);
         let y = Tensor::<2, Int>::from_data(TensorData::new(b.targets, [b.batch, seq_len]), device);
-        let logits = model.forward(x, false, false).logits;
-        let ce: f32 = cross_entropy(logits, y).into_scalar();
+        let ce: f32 = model.cross_entropy_of(x, y, false, false).0.into_scalar();
         let n = b.batch * seq_len;
         total += ce as f64 * n as f64;
         count += n;
@@ -45,12 +43,12 @@ pub fn evaluate_pairs(
     let (mut total, mut count) = (0.0, 0.0);
     for chunk in examples.chunks(batch.max(1)) {
         let b = render::batch(&chunk.iter().collect::<Vec<_>>(), pad);
+        let n = b.targets.iter().filter(|&&t| t >= 0).count() as f64;
         let x = Tensor::<2, Int>::from_data(TensorData::new(b.inputs, [b.batch, b.seq_len]), device);
         let y = Tensor::<2, Int>::from_data(TensorData::new(b.targets, [b.batch, b.seq_len]), device);
-        let (ce, n) = masked_cross_entropy(model.forward(x, false, false).logits, y);
-        let (ce, n): (f32, f32) = (ce.into_scalar(), n.into_scalar());
-        total += ce as f64 * n as f64;
-        count += n as f64;
+        let ce: f32 = model.cross_entropy_of(x, y, true, false).0.into_scalar();
+        total += ce as f64 * n;
+        count += n;
     }
     let loss = total / count.max(1.0);
     (loss, loss.exp(), count as usize)
