@@ -88,21 +88,11 @@ impl Dataset {
     /// For pairs: over the target tokens only, as the loss counts them.
     pub fn unigram_loss(&self, vocab_size: usize) -> f64 {
         if let Some(p) = &self.pairs {
-            let targets = |es: &[Example]| -> Vec<u32> {
-                es.iter().flat_map(|e| e.tokens[e.target_start..].iter().copied()).collect()
-            };
-            return unigram(&targets(&p.train), &targets(&p.val), vocab_size);
+            let targets =
+                |es: &[Example]| es.iter().flat_map(|e| e.tokens[e.target_start..].to_vec()).collect::<Vec<_>>();
+            return unigram(targets(&p.train).into_iter(), targets(&p.val).into_iter(), vocab_size);
         }
-        let mut counts = vec![1.0f64; vocab_size];
-        for i in 0..self.train.len() {
-            if let Some(c) = counts.get_mut(self.train.get(i) as usize) {
-                *c += 1.0;
-            }
-        }
-        let total: f64 = counts.iter().sum();
-        let n = self.val.len().max(1) as f64;
-        (0..self.val.len()).map(|i| -(counts.get(self.val.get(i) as usize).unwrap_or(&1.0) / total).ln()).sum::<f64>()
-            / n
+        unigram(self.train.iter(), self.val.iter(), vocab_size)
     }
 
     /// Loads and splits the corpus, picks the tokenizer (`given`, e.g. a run's saved BPE, else
@@ -220,16 +210,20 @@ impl Dataset {
 }
 
 /// Cross-entropy of `val` under add-one smoothed frequencies of `train`.
-fn unigram(train: &[u32], val: &[u32], vocab_size: usize) -> f64 {
+fn unigram(train: impl Iterator<Item = u32>, val: impl Iterator<Item = u32>, vocab_size: usize) -> f64 {
     let mut counts = vec![1.0f64; vocab_size];
-    for &t in train {
+    for t in train {
         if let Some(c) = counts.get_mut(t as usize) {
             *c += 1.0;
         }
     }
     let total: f64 = counts.iter().sum();
-    let n = val.len().max(1) as f64;
-    val.iter().map(|&t| -(counts.get(t as usize).unwrap_or(&1.0) / total).ln()).sum::<f64>() / n
+    let (mut sum, mut n) = (0.0, 0usize);
+    for t in val {
+        sum += -(counts.get(t as usize).unwrap_or(&1.0) / total).ln();
+        n += 1;
+    }
+    sum / n.max(1) as f64
 }
 
 fn hash_docs(c: &Corpus) -> String {

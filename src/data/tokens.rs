@@ -67,6 +67,11 @@ impl TokenFile {
         self.len == 0
     }
 
+    /// Every token, in order.
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..self.len()).map(|i| self.get(i))
+    }
+
     pub fn get(&self, i: usize) -> u32 {
         let o = HEADER + i * self.width;
         match self.width {

@@ -240,7 +240,7 @@ impl Transformer {
         keep_sums: bool,
     ) -> (Tensor<1>, Vec<Tensor<3>>) {
         let [b, t] = tokens.dims();
-        let v = self.output_weight().dims()[1];
+        let v = self.tok_emb.dims()[0];
         let limit = self.meta.logits_limit;
         if b * t * v <= limit {
             let out = self.forward(tokens, keep_sums, false);

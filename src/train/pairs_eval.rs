@@ -7,7 +7,7 @@
 use super::generate::{DecodeOptions, greedy};
 use crate::data::Tokenizer;
 use crate::data::pairs::load::TestSet;
-use crate::data::pairs::metrics::{exact_match, token_f1};
+use crate::data::pairs::metrics;
 use crate::data::pairs::render;
 use crate::model::Transformer;
 use burn::tensor::Device;
@@ -118,14 +118,8 @@ pub fn score_sets(
 
 /// Mean EM and F1 of predictions.
 pub fn score<'a>(preds: impl Iterator<Item = &'a Prediction>) -> Score {
-    let mut s = Score::default();
-    for p in preds {
-        s.n += 1;
-        s.exact_match += exact_match(&p.prediction, &p.reference);
-        s.token_f1 += token_f1(&p.prediction, &p.reference);
-    }
-    let n = s.n.max(1) as f64;
-    Score { exact_match: s.exact_match / n, token_f1: s.token_f1 / n, ..s }
+    let (exact_match, token_f1, n) = metrics::score(preds.map(|p| (p.prediction.as_str(), p.reference.as_str())));
+    Score { n, exact_match, token_f1 }
 }
 
 fn by_category(preds: &[Prediction]) -> Vec<(String, Score)> {

@@ -88,7 +88,7 @@ pub fn batch(examples: &[&Example], pad: u32) -> crate::data::batch::Batch {
     for e in examples {
         let n = e.tokens.len() - 1;
         for j in 0..seq_len {
-            inputs.push(e.tokens.get(j).filter(|_| j < n).copied().unwrap_or(pad) as i64);
+            inputs.push(if j < n { e.tokens[j] } else { pad } as i64);
             let counted = j < n && j + 1 >= e.target_start;
             targets.push(if counted { e.tokens[j + 1] as i64 } else { -1 });
         }

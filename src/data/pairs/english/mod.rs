@@ -91,13 +91,13 @@ pub fn generate(seed: u64, n: usize) -> Vec<Pair> {
 /// without any whose source occurs in training (so the test split is never trained on).
 pub fn splits(seed: u64, n_train: usize, n_test: usize) -> (Vec<Pair>, Vec<Pair>) {
     let train = generate(seed, n_train);
-    let seen: std::collections::HashSet<&str> = train.iter().map(|p| p.source.as_str()).collect();
+    let mut seen: std::collections::HashSet<String> = train.iter().map(|p| p.source.clone()).collect();
     let mut rng = SplitMix64::new(seed ^ 0x7e57_5917_u64.wrapping_mul(0x9e37_79b9_7f4a_7c15));
     let mut test = Vec::with_capacity(n_test);
     let mut tries = 0;
     while test.len() < n_test && tries < 100 * n_test {
         let p = one(&mut rng);
-        if !seen.contains(p.source.as_str()) && !test.iter().any(|q: &Pair| q.source == p.source) {
+        if seen.insert(p.source.clone()) {
             test.push(p);
         }
         tries += 1;

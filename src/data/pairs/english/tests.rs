@@ -204,11 +204,3 @@ fn splits_are_seeded_disjoint_and_cover_every_category() {
         assert!(a.iter().any(|p| p.category.as_deref() == Some(name)), "{name}");
     }
 }
-
-#[test]
-#[ignore]
-fn print_samples() {
-    for p in generate(1, 60) {
-        println!("{:<12} {} => {}", p.category.unwrap(), p.source, p.target);
-    }
-}
