@@ -8,6 +8,7 @@
 
 use crate::device::Machine;
 use crate::init::ParamSource;
+use crate::kernels::Kernels;
 use crate::model::{FfnKind, ModelConfig, Transformer};
 use crate::recipe::{PRESET_NAMES, RecipeConfig, RecipeOverlay};
 use crate::stats::median;
@@ -66,6 +67,7 @@ pub fn lcg_batch(device: &Device) -> (Tensor<2, Int>, Tensor<2, Int>) {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RecipeBench {
     pub recipe: String,
+    pub kernels: Kernels,
     pub params: usize,
     pub fwd_tok_s: f64,
     pub train_tok_s: f64,
@@ -73,23 +75,28 @@ pub struct RecipeBench {
     pub train_ms: f64,
     pub loss_first: f64,
     pub loss_last: f64,
+    /// Peak resident memory of the whole process during the train steps (MB), where the OS
+    /// lets the peak be reset (Linux); `None` elsewhere.
+    pub train_peak_rss_mb: Option<f64>,
 }
 
 /// Times `warmup + steps` train steps and `fwd_warmup + fwd_steps` forwards.
 pub fn bench_recipe(
     recipe: &str,
+    kernels: Kernels,
     device: &Device,
     warmup: usize,
     steps: usize,
     fwd_steps: usize,
 ) -> anyhow::Result<RecipeBench> {
-    let cfg = reference_config(recipe);
+    let cfg = ModelConfig { kernels, ..reference_config(recipe) };
     let ad = device.clone().autodiff();
     let mut model =
         Transformer::new(&cfg, ParamSource::Seeded(0), &ad).with_context(|| format!("building `{recipe}`"))?;
     let params = crate::model::params::count(&model);
     let mut optim = AdamWConfig::new().with_beta_2(0.95).with_epsilon(1e-8).with_weight_decay(0.1).init();
     let (x, y) = lcg_batch(&ad);
+    let rss_reset = crate::device::reset_peak_rss();
     let mut losses = Vec::new();
     let mut times = Vec::new();
     for i in 0..warmup + steps {
@@ -105,6 +112,8 @@ pub fn bench_recipe(
             times.push(dt);
         }
     }
+    let train_peak_rss_mb = if rss_reset { crate::device::peak_rss_mb() } else { None };
+    drop((model, optim));
     let plain = Transformer::new(&cfg, ParamSource::Seeded(0), device)?;
     let (xf, _) = lcg_batch(device);
     let mut ftimes = Vec::new();
@@ -121,6 +130,7 @@ pub fn bench_recipe(
     let fwd = median(&ftimes);
     Ok(RecipeBench {
         recipe: recipe.into(),
+        kernels,
         params,
         fwd_tok_s: tokens / fwd,
         train_tok_s: tokens / train,
@@ -128,6 +138,7 @@ pub fn bench_recipe(
         train_ms: train * 1e3,
         loss_first: losses[0],
         loss_last: *losses.last().unwrap(),
+        train_peak_rss_mb,
     })
 }
 
@@ -151,7 +162,10 @@ pub fn run_torch(python: &str, script: &str, threads: usize, extra: &[&str]) -> 
         .rev()
         .find_map(|l| l.find('{').map(|i| &l[i..]))
         .context("PyTorch reference printed no JSON line")?;
-    serde_json::from_str(line).with_context(|| format!("the PyTorch reference printed an unexpected line: {line}"))
+    let mut bench: TorchBench = serde_json::from_str(line)
+        .with_context(|| format!("the PyTorch reference printed an unexpected line: {line}"))?;
+    bench.peak_rss_mb = crate::device::children_peak_rss_mb();
+    Ok(bench)
 }
 
 /// The full training loop (sampler, accumulation, global clipping, divergence check, AdamW,
@@ -221,6 +235,9 @@ pub struct TrainerComparison {
 pub struct TorchBench {
     pub train_tok_s: f64,
     pub fwd_tok_s: f64,
+    /// The PyTorch process's peak resident memory (MB), measured by normlab when it waits for it.
+    #[serde(default)]
+    pub peak_rss_mb: Option<f64>,
     /// Everything else it reported (threads, torch version, …).
     #[serde(flatten)]
     pub other: serde_json::Map<String, serde_json::Value>,
@@ -229,9 +246,19 @@ pub struct TorchBench {
 /// normlab's `pre` over PyTorch eager, measured in the same invocation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Ratios {
+    /// `pre` with the fused kernels.
     pub pre_train_vs_torch_eager: Option<f64>,
     pub pre_fwd_vs_torch_eager: Option<f64>,
+    /// `pre` with `model.kernels = "composite"`, measured in the same invocation.
+    #[serde(default)]
+    pub pre_composite_train_vs_torch_eager: Option<f64>,
+    #[serde(default)]
+    pub pre_composite_fwd_vs_torch_eager: Option<f64>,
     pub pre_trainer_vs_torch_eager: Option<f64>,
+    /// Peak RSS of normlab's process during `pre`'s fused train steps over the PyTorch
+    /// process's peak RSS (both whole processes).
+    #[serde(default)]
+    pub pre_peak_rss_vs_torch: Option<f64>,
 }
 
 /// `bench/model.json`.
@@ -259,6 +286,20 @@ pub struct BenchOptions {
     /// Steps of the full training loop to time (0: none).
     pub trainer_steps: usize,
     pub out: PathBuf,
+    /// Each recipe is measured once per setting, in this order.
+    pub kernels: Vec<Kernels>,
+}
+
+/// `fused` / `composite` names as [`Kernels`].
+pub fn parse_kernels(names: &[String]) -> anyhow::Result<Vec<Kernels>> {
+    names
+        .iter()
+        .map(|n| match n.as_str() {
+            "fused" => Ok(Kernels::Fused),
+            "composite" => Ok(Kernels::Composite),
+            other => anyhow::bail!("unknown kernels `{other}`: use `fused` or `composite`"),
+        })
+        .collect()
 }
 
 /// Runs the benchmark, prints a line per measurement, writes `opts.out` and returns the report.
@@ -271,12 +312,21 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
     };
     let mut results = Vec::new();
     for r in &recipes {
-        let b = bench_recipe(r, &device, opts.warmup, opts.steps, opts.fwd_steps)?;
-        eprintln!(
-            "{:20} train {:8.0} tok/s ({:6.1} ms/step)   fwd {:8.0} tok/s   loss {:.3} → {:.3}",
-            b.recipe, b.train_tok_s, b.train_ms, b.fwd_tok_s, b.loss_first, b.loss_last
-        );
-        results.push(b);
+        for &k in &opts.kernels {
+            let b = bench_recipe(r, k, &device, opts.warmup, opts.steps, opts.fwd_steps)?;
+            eprintln!(
+                "{:20} {:9} train {:8.0} tok/s ({:6.1} ms/step)   fwd {:8.0} tok/s   loss {:.3} → {:.3}   peak RSS {}",
+                b.recipe,
+                format!("{k:?}").to_lowercase(),
+                b.train_tok_s,
+                b.train_ms,
+                b.fwd_tok_s,
+                b.loss_first,
+                b.loss_last,
+                b.train_peak_rss_mb.map_or("-".into(), |m| format!("{m:.0} MB")),
+            );
+            results.push(b);
+        }
     }
     let trainer = (opts.trainer_steps > 0).then(|| compare_trainer(opts)).transpose()?;
     let torch = match &opts.torch {
@@ -319,10 +369,14 @@ fn compare_trainer(opts: &BenchOptions) -> anyhow::Result<TrainerComparison> {
 }
 
 fn ratios(results: &[RecipeBench], trainer: Option<&TrainerComparison>, t: &TorchBench) -> Ratios {
-    let pre = results.iter().find(|b| b.recipe == "pre");
+    let pre = |k: Kernels| results.iter().find(|b| b.recipe == "pre" && b.kernels == k);
+    let (fused, composite) = (pre(Kernels::Fused), pre(Kernels::Composite));
     Ratios {
-        pre_train_vs_torch_eager: pre.map(|b| b.train_tok_s / t.train_tok_s),
-        pre_fwd_vs_torch_eager: pre.map(|b| b.fwd_tok_s / t.fwd_tok_s),
+        pre_train_vs_torch_eager: fused.map(|b| b.train_tok_s / t.train_tok_s),
+        pre_fwd_vs_torch_eager: fused.map(|b| b.fwd_tok_s / t.fwd_tok_s),
+        pre_composite_train_vs_torch_eager: composite.map(|b| b.train_tok_s / t.train_tok_s),
+        pre_composite_fwd_vs_torch_eager: composite.map(|b| b.fwd_tok_s / t.fwd_tok_s),
         pre_trainer_vs_torch_eager: trainer.map(|c| c.with_probes.train_tok_s / t.train_tok_s),
+        pre_peak_rss_vs_torch: fused.and_then(|b| Some(b.train_peak_rss_mb? / t.peak_rss_mb?)),
     }
 }

@@ -30,6 +30,7 @@ pub mod guard;
 pub mod hf;
 pub mod init;
 pub mod io;
+pub mod kernels;
 pub mod model;
 pub mod norm;
 pub mod probe;

@@ -218,6 +218,10 @@ enum Cmd {
         /// reference model with `pre`, on the built-in corpus.
         #[arg(long, default_value_t = 0)]
         trainer_steps: usize,
+        /// Kernel settings to measure each recipe with (`model.kernels`): the fused kernels and
+        /// the composite reference side by side by default.
+        #[arg(long, value_delimiter = ',', default_value = "fused,composite")]
+        kernels: Vec<String>,
     },
 }
 
@@ -301,9 +305,21 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Cmd::Import { hf_dir, out, recipe, sets } => cli::import(&hf_dir, &out, recipe.as_deref(), &sets).map(|()| 0),
         Cmd::Export { run_dir, hf } => cli::export(&run_dir, &hf).map(|()| 0),
         Cmd::Recipes { name, config, layers, d_model } => recipes(name, config, layers, d_model).map(|()| 0),
-        Cmd::Bench { recipes, warmup, steps, fwd_steps, out, device, torch_python, torch_script, trainer_steps } => {
+        Cmd::Bench {
+            recipes,
+            warmup,
+            steps,
+            fwd_steps,
+            out,
+            device,
+            torch_python,
+            torch_script,
+            trainer_steps,
+            kernels,
+        } => {
             let torch = torch_python.map(|py| (py, torch_script));
-            let opts = BenchOptions { recipes, warmup, steps, fwd_steps, device, torch, trainer_steps, out };
+            let kernels = bench::parse_kernels(&kernels)?;
+            let opts = BenchOptions { recipes, warmup, steps, fwd_steps, device, torch, trainer_steps, out, kernels };
             bench::run(&opts).map(|_| 0)
         }
     }

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Each room's floor; a room may import only rooms on a lower floor.
-const FLOORS: [(&str, u32); 19] = [
+const FLOORS: [(&str, u32); 20] = [
     ("io", 0),
     ("rng", 0),
     ("stats", 0),
@@ -19,6 +19,7 @@ const FLOORS: [(&str, u32); 19] = [
     ("guard", 0),
     ("init", 1),
     ("testutil", 1),
+    ("kernels", 1),
     ("norm", 2),
     ("recipe", 3),
     ("model", 4),

@@ -157,6 +157,7 @@ impl HfConfig {
             norm_eps: self.rms_norm_eps,
             init_std: 0.02,
             recipe,
+            kernels: Default::default(),
         }
     }
 }

@@ -12,6 +12,7 @@ use super::linear::project;
 use super::names::child;
 use super::rope;
 use crate::init::{Init, ParamBuilder};
+use crate::kernels::{self, Kernels};
 use crate::norm::{Norm, NormKind};
 use crate::recipe::QkNorm;
 use burn::module::{Module, Param};
@@ -36,6 +37,9 @@ pub struct AttnContext {
     /// training, a fixed length (the training one) when decoding, so that a position's output
     /// does not depend on how many tokens follow it.
     pub bhyt_len: usize,
+    /// Whether `mask` is purely causal (no padding keys): the fused softmax then applies it
+    /// without reading the mask tensor.
+    pub causal: bool,
 }
 
 /// The additive value hiding a padding key: finite, so that a padding query (which sees only
@@ -75,11 +79,12 @@ impl AttnContext {
             }
         }
         let causal = Tensor::from_data(TensorData::new(m, vec![1, 1, d.new, total]), device);
+        let only_causal = d.key_mask.is_none();
         let mask = match d.key_mask {
             Some(k) => causal + k,
             None => causal,
         };
-        Self { cos: rows(cos), sin: rows(sin), mask, stats: None, bhyt_len: d.bhyt_len }
+        Self { cos: rows(cos), sin: rows(sin), mask, stats: None, bhyt_len: d.bhyt_len, causal: only_causal }
     }
 }
 
@@ -113,6 +118,9 @@ pub struct Attention {
     /// QK-norm over the full width (before the head split) rather than per head.
     #[module(skip)]
     pub qk_full: bool,
+    /// Whether RoPE and the causal softmax use the fused kernels (see [`crate::kernels`]).
+    #[module(skip)]
+    pub kernels: Kernels,
 }
 
 /// Sizes and init scales for one attention block.
@@ -159,6 +167,7 @@ impl Attention {
             n_kv_heads: s.n_kv_heads,
             head_dim: s.head_dim,
             qk_full: matches!(s.qk_norm, Some((QkNorm::Full, _))),
+            kernels: Kernels::default(),
         })
     }
 
@@ -191,18 +200,7 @@ impl Attention {
     /// read from it and this forward's appended to it.
     pub fn forward(&self, x: Tensor<3>, ctx: &AttnContext, kv: Option<&mut KvSlot>) -> Tensor<3> {
         let [b, t, _] = x.dims();
-        let (mut q, mut k) = (Self::linear(x.clone(), &self.wq, &self.bq), Self::linear(x.clone(), &self.wk, &self.bk));
-        let v = self.heads(Self::linear(x, &self.wv, &self.bv), self.n_kv_heads);
-        let qk_norms = self.q_norm.as_ref().zip(self.k_norm.as_ref());
-        if let (Some((qn, kn)), true) = (qk_norms, self.qk_full) {
-            (q, k) = (qn.forward(q), kn.forward(k));
-        }
-        let (mut q, mut k) = (self.heads(q, self.n_heads), self.heads(k, self.n_kv_heads));
-        if let (Some((qn, kn)), false) = (qk_norms, self.qk_full) {
-            (q, k) = (qn.forward(q), kn.forward(k));
-        }
-        let q = rope::apply(q, &ctx.cos, &ctx.sin);
-        let k = rope::apply(k, &ctx.cos, &ctx.sin);
+        let (q, k, v) = self.qkv(x, ctx);
         let (k, v) = match kv {
             Some(slot) => {
                 let (k, v) = match slot.take() {
@@ -215,13 +213,55 @@ impl Attention {
             None => (k, v),
         };
         let (k, v) = (self.repeat_kv(k), self.repeat_kv(v));
+        let out = self.attend(q, k, v, ctx);
+        project(out.swap_dims(1, 2).reshape([b, t, self.n_heads * self.head_dim]), &self.wo)
+    }
+
+    /// Queries, keys and values `[B, n, t, h]`: projected, QK-normed and rotated.
+    fn qkv(&self, x: Tensor<3>, ctx: &AttnContext) -> (Tensor<4>, Tensor<4>, Tensor<4>) {
+        let fused = self.kernels.fuse(&x);
+        let (mut q, mut k) = (Self::linear(x.clone(), &self.wq, &self.bq), Self::linear(x.clone(), &self.wk, &self.bk));
+        let v = self.heads(Self::linear(x, &self.wv, &self.bv), self.n_kv_heads);
+        let qk_norms = self.q_norm.as_ref().zip(self.k_norm.as_ref());
+        if let (Some((qn, kn)), true) = (qk_norms, self.qk_full) {
+            (q, k) = (qn.forward(q), kn.forward(k));
+        }
+        if fused {
+            // RoPE on the projections' own [B, t, n, h] layout, then the head transpose.
+            let [b, t, _] = q.dims();
+            let split = |y: Tensor<3>, n: usize| y.reshape([b, t, n, self.head_dim]);
+            let (mut q, mut k) = (split(q, self.n_heads), split(k, self.n_kv_heads));
+            if let (Some((qn, kn)), false) = (qk_norms, self.qk_full) {
+                (q, k) = (qn.forward(q), kn.forward(k));
+            }
+            let half = self.head_dim / 2;
+            let (cos, sin) = (ctx.cos.clone().reshape([t, half]), ctx.sin.clone().reshape([t, half]));
+            let rot = |y: Tensor<4>| kernels::rope(y, cos.clone(), sin.clone()).swap_dims(1, 2);
+            return (rot(q), rot(k), v);
+        }
+        let (mut q, mut k) = (self.heads(q, self.n_heads), self.heads(k, self.n_kv_heads));
+        if let (Some((qn, kn)), false) = (qk_norms, self.qk_full) {
+            (q, k) = (qn.forward(q), kn.forward(k));
+        }
+        (rope::apply(q, &ctx.cos, &ctx.sin), rope::apply(k, &ctx.cos, &ctx.sin), v)
+    }
+
+    /// `softmax(q kᵀ/√h + M) v`, `[B, H, t, h]`; the fused softmax applies a purely causal `M`
+    /// without reading it.
+    fn attend(&self, q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, ctx: &AttnContext) -> Tensor<4> {
         let scale = 1.0 / (self.head_dim as f64).sqrt();
-        let scores = q.matmul(k.swap_dims(2, 3)) * scale + ctx.mask.clone();
+        let raw = q.matmul(k.swap_dims(2, 3));
+        if ctx.causal && self.kernels.fuse(&raw) {
+            if let Some(stats) = &ctx.stats {
+                stats.borrow_mut().push(attn_stats(raw.clone() * scale + ctx.mask.clone()));
+            }
+            return kernels::causal_softmax(raw, scale).matmul(v);
+        }
+        let scores = raw * scale + ctx.mask.clone();
         if let Some(stats) = &ctx.stats {
             stats.borrow_mut().push(attn_stats(scores.clone()));
         }
-        let out = softmax(scores, 3).matmul(v);
-        project(out.swap_dims(1, 2).reshape([b, t, self.n_heads * self.head_dim]), &self.wo)
+        softmax(scores, 3).matmul(v)
     }
 
     /// `‖W_V W_O‖²_F` (seed 003 Theorem 3.5), `[1]`; differentiable in both matrices.

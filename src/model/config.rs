@@ -1,5 +1,6 @@
 //! Model size and options.
 
+use crate::kernels::Kernels;
 use crate::recipe::{RecipeConfig, RecipeSpec, ResolvedRecipe};
 use anyhow::ensure;
 use serde::{Deserialize, Serialize};
@@ -53,6 +54,9 @@ pub struct ModelConfig {
     pub init_std: f64,
     /// The placement recipe: a preset name or a table (see [`crate::recipe::config`]).
     pub recipe: RecipeConfig,
+    /// `fused` (default): one-pass CPU kernels for the norms, SwiGLU, RoPE and the causal
+    /// softmax where the backend is `flex`; `composite`: the reference formulas everywhere.
+    pub kernels: Kernels,
 }
 
 impl Default for ModelConfig {
@@ -73,6 +77,7 @@ impl Default for ModelConfig {
             norm_eps: 1e-6,
             init_std: 0.02,
             recipe: RecipeConfig::default(),
+            kernels: Kernels::default(),
         }
     }
 }

@@ -4,6 +4,7 @@ use super::config::FfnKind;
 use super::linear::project;
 use super::names::child;
 use crate::init::{Init, ParamBuilder};
+use crate::kernels::{self, Kernels};
 use burn::module::{Module, Param};
 use burn::tensor::Tensor;
 use burn::tensor::activation::{gelu, silu};
@@ -14,6 +15,9 @@ pub struct FeedForward {
     pub w1: Param<Tensor<2>>,
     pub w3: Option<Param<Tensor<2>>>,
     pub w2: Param<Tensor<2>>,
+    /// Whether the GLU gate uses the fused SwiGLU kernel (see [`crate::kernels`]).
+    #[module(skip)]
+    pub kernels: Kernels,
 }
 
 /// Sizes and init scales for one feed-forward block.
@@ -38,12 +42,13 @@ impl FeedForward {
             FfnKind::Mlp => None,
         };
         let w2 = b.matrix(&child(prefix, "w2"), [s.d_ff, s.d_model], n_out)?;
-        Ok(Self { w1, w3, w2 })
+        Ok(Self { w1, w3, w2, kernels: Kernels::default() })
     }
 
     /// `[B, T, d]` → `[B, T, d]`.
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
         let hidden = match &self.w3 {
+            Some(w3) if self.kernels.fuse(&x) => kernels::swiglu(project(x.clone(), &self.w1), project(x, w3)),
             Some(w3) => silu(project(x.clone(), &self.w1)) * project(x, w3),
             None => gelu(project(x, &self.w1)),
         };

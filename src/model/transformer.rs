@@ -12,6 +12,7 @@ use super::names;
 use super::regularizer::variance_penalty;
 use super::sublayer::{Sublayer, SublayerOut};
 use crate::init::{Init, ParamBuilder, ParamSource};
+use crate::kernels::Kernels;
 use crate::norm::Norm;
 use crate::recipe::{ResolvedRecipe, SublayerPlan};
 use burn::module::{Module, Param};
@@ -85,9 +86,22 @@ impl Transformer {
     pub fn new(cfg: &ModelConfig, source: ParamSource, device: &Device) -> anyhow::Result<Self> {
         let (_, recipe) = cfg.validate()?;
         let mut b = ParamBuilder::new(device, source);
-        let model = Self::build(cfg, &recipe, &mut b)?;
+        let mut model = Self::build(cfg, &recipe, &mut b)?;
         b.finish()?;
+        model.set_kernels(cfg.kernels);
         Ok(model)
+    }
+
+    /// Selects fused or composite kernels in every norm, attention and feed-forward block.
+    pub fn set_kernels(&mut self, k: Kernels) {
+        let norms = |s: &mut [&mut Option<Norm>]| s.iter_mut().filter_map(|n| n.as_mut()).for_each(|n| n.kernels = k);
+        norms(&mut [&mut self.emb_norm, &mut self.final_norm]);
+        for l in &mut self.layers {
+            let (a, f) = (&mut l.attn, &mut l.ffn);
+            norms(&mut [&mut a.input_norm, &mut a.output_norm, &mut a.outer_norm, &mut a.f.q_norm, &mut a.f.k_norm]);
+            norms(&mut [&mut f.input_norm, &mut f.output_norm, &mut f.outer_norm]);
+            (a.f.kernels, f.f.kernels) = (k, k);
+        }
     }
 
     fn build(cfg: &ModelConfig, recipe: &ResolvedRecipe, b: &mut ParamBuilder<'_>) -> anyhow::Result<Self> {

@@ -5,6 +5,7 @@ use super::{
     layer_norm, rms_norm,
 };
 use crate::init::{Init, ParamBuilder};
+use crate::kernels::{self, Kernels};
 use burn::module::{Module, Param};
 use burn::tensor::Tensor;
 
@@ -18,6 +19,9 @@ pub struct Norm {
     pub lambda: Option<Param<Tensor<1>>>,
     #[module(skip)]
     pub kind: NormKind,
+    /// Whether LayerNorm and RMSNorm kinds use the fused kernel (see [`crate::kernels`]).
+    #[module(skip)]
+    pub kernels: Kernels,
 }
 
 impl Norm {
@@ -55,7 +59,7 @@ impl Norm {
                 (vec(b, "gain", d, Init::Ones)?, None, None, vec(b, "lambda", 1, Init::Constant(*lambda))?)
             }
         };
-        Ok(Self { gain, shift, alpha, lambda, kind })
+        Ok(Self { gain, shift, alpha, lambda, kind, kernels: Kernels::default() })
     }
 
     fn gain_val(&self) -> Option<Tensor<1>> {
@@ -76,9 +80,19 @@ impl Norm {
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
         match &self.kind {
             NormKind::LayerNorm { eps, .. } | NormKind::ScalarLayerNorm { eps, .. } => {
-                layer_norm(x, self.gain_val(), self.shift_val(), *eps)
+                if self.kernels.fuse(&x) {
+                    kernels::norm_affine(x, self.gain_val(), self.shift_val(), *eps, true)
+                } else {
+                    layer_norm(x, self.gain_val(), self.shift_val(), *eps)
+                }
             }
-            NormKind::RmsNorm { eps, .. } | NormKind::ScalarRmsNorm { eps } => rms_norm(x, self.gain_val(), *eps),
+            NormKind::RmsNorm { eps, .. } | NormKind::ScalarRmsNorm { eps } => {
+                if self.kernels.fuse(&x) {
+                    kernels::norm_affine(x, self.gain_val(), None, *eps, false)
+                } else {
+                    rms_norm(x, self.gain_val(), *eps)
+                }
+            }
             NormKind::Dyt { .. } => {
                 let alpha = self.alpha.as_ref().expect("DyT has α").val();
                 dyt(x, alpha, self.gain_val(), self.shift_val())

@@ -1,0 +1,291 @@
+//! The fused operations as a burn backend extension: computed by the slice kernels on `Flex`,
+//! and differentiated on `Autodiff<Flex>` by hand-written backward passes that reuse the
+//! same kernels. Each forward saves only what its backward needs.
+
+use super::simd::Real;
+use super::{norm, rope, softmax, swiglu};
+use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::flex::FlexTensor;
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{Autodiff, Flex, backend_extension};
+use burn::tensor::{DType, TensorData};
+
+#[backend_extension(Autodiff, Flex)]
+pub trait FusedOps: burn::backend::Backend {
+    /// `γ ⊙ (x − μ) r + β` over the last axis (see [`norm`]); `gain`, `shift`: `[d]` or `[1]`.
+    fn norm_affine(
+        x: FloatTensor<Self>,
+        gain: FloatTensor<Self>,
+        shift: FloatTensor<Self>,
+        eps: f64,
+        centred: bool,
+    ) -> FloatTensor<Self>;
+    /// `SiLU(a) ⊙ b` (see [`swiglu`]).
+    fn swiglu(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self>;
+    /// Scaled causal softmax of `[…, T, S]` scores (see [`softmax`]).
+    fn causal_softmax(x: FloatTensor<Self>, scale: f64) -> FloatTensor<Self>;
+    /// RoPE of `[B, T, n, h]` with `[T, h/2]` tables (see [`rope`]); the tables are constants.
+    fn rope(x: FloatTensor<Self>, cos: FloatTensor<Self>, sin: FloatTensor<Self>) -> FloatTensor<Self>;
+}
+
+/// Runs `$f::<T>` for the tensor's element type (the fused path is only taken for f32 and f64,
+/// see [`super::fusable`]).
+macro_rules! by_dtype {
+    ($dtype:expr, $f:ident($($arg:expr),*)) => {
+        match $dtype {
+            DType::F32 => $f::<f32>($($arg),*),
+            DType::F64 => $f::<f64>($($arg),*),
+            other => unreachable!("fused kernels run on f32 and f64 only, not {other:?}"),
+        }
+    };
+}
+
+/// A contiguous copy (free when already contiguous).
+fn dense(t: &FlexTensor) -> FlexTensor {
+    t.to_contiguous()
+}
+
+fn view<T: Real>(t: &FlexTensor) -> &[T] {
+    t.as_slice::<T>().expect("contiguous tensor of the kernel's type")
+}
+
+fn tensor<T: Real>(values: Vec<T>, shape: Vec<usize>) -> FlexTensor {
+    FlexTensor::from_data(TensorData::new(values, shape))
+}
+
+fn dims(t: &FlexTensor) -> Vec<usize> {
+    t.layout().shape().to_vec()
+}
+
+/// A parameter of length 1 or `d` as `d` values.
+fn broadcast<T: Real>(p: &FlexTensor, d: usize) -> Vec<T> {
+    let v = view::<T>(p);
+    if v.len() == 1 { vec![v[0]; d] } else { v.to_vec() }
+}
+
+/// A `[d]` gradient reduced to the parameter's length (1 for a scalar parameter).
+fn reduce<T: Real>(g: Vec<T>, len: usize) -> FlexTensor {
+    if len == 1 {
+        let s = g.iter().fold(T::zero(), |a, &b| a + b);
+        tensor(vec![s], vec![1])
+    } else {
+        tensor(g, vec![len])
+    }
+}
+
+/// Norm forward: the output and the per-row (μ, r) as two `[rows]` tensors.
+fn norm_fwd<T: Real>(
+    x: &FlexTensor,
+    g: &FlexTensor,
+    b: &FlexTensor,
+    eps: f64,
+    c: bool,
+) -> (FlexTensor, [FlexTensor; 2]) {
+    let shape = dims(x);
+    let d = *shape.last().expect("a norm input has a feature axis");
+    let (y, st) = norm::forward(view::<T>(x), d, &broadcast::<T>(g, d), &broadcast::<T>(b, d), eps, c);
+    let rows = st.mean.len();
+    (tensor(y, shape), [tensor(st.mean, vec![rows]), tensor(st.rstd, vec![rows])])
+}
+
+/// Norm backward: `(∂x, ∂γ, ∂β)`.
+fn norm_bwd<T: Real>(dy: &FlexTensor, st: &NormState) -> [FlexTensor; 3] {
+    let shape = dims(&st.x);
+    let d = *shape.last().expect("feature axis");
+    let stats = norm::RowStats { mean: view::<T>(&st.stats[0]).to_vec(), rstd: view::<T>(&st.stats[1]).to_vec() };
+    let [dx, dg, db] =
+        norm::backward(view::<T>(dy), view::<T>(&st.x), d, &broadcast::<T>(&st.gain, d), &stats, st.centred);
+    [tensor(dx, shape), reduce(dg, st.gain_len), reduce(db, st.shift_len)]
+}
+
+fn swiglu_fwd<T: Real>(a: &FlexTensor, b: &FlexTensor) -> FlexTensor {
+    tensor(swiglu::forward(view::<T>(a), view::<T>(b)), dims(a))
+}
+
+fn swiglu_bwd<T: Real>(dy: &FlexTensor, a: &FlexTensor, b: &FlexTensor) -> [FlexTensor; 2] {
+    let (da, db) = swiglu::backward(view::<T>(dy), view::<T>(a), view::<T>(b));
+    [tensor(da, dims(a)), tensor(db, dims(a))]
+}
+
+/// `(T, S)`: queries and keys of `[…, T, S]` scores.
+fn query_keys(shape: &[usize]) -> (usize, usize) {
+    let n = shape.len();
+    assert!(n >= 2 && shape[n - 1] >= shape[n - 2], "causal softmax needs [.., T, S] scores with S ≥ T, got {shape:?}");
+    (shape[n - 2], shape[n - 1])
+}
+
+fn softmax_fwd<T: Real>(x: &FlexTensor, scale: f64) -> FlexTensor {
+    let shape = dims(x);
+    let (t, s) = query_keys(&shape);
+    tensor(softmax::forward(view::<T>(x), t, s, scale), shape)
+}
+
+fn softmax_bwd<T: Real>(dp: &FlexTensor, p: &FlexTensor, scale: f64) -> FlexTensor {
+    let shape = dims(p);
+    let (t, s) = query_keys(&shape);
+    tensor(softmax::backward(view::<T>(dp), view::<T>(p), t, s, scale), shape)
+}
+
+fn rope_run<T: Real>(x: &FlexTensor, cos: &FlexTensor, sin: &FlexTensor, inverse: bool) -> FlexTensor {
+    let shape = dims(x);
+    let [_, t, n, h] = shape[..] else { panic!("RoPE input must be [B, T, n, h], got {shape:?}") };
+    assert_eq!(dims(cos), [t, h / 2], "RoPE tables must be [T, h/2]");
+    tensor(rope::rotate(view::<T>(x), t, n, h, view::<T>(cos), view::<T>(sin), inverse), shape)
+}
+
+impl FusedOps for Flex {
+    fn norm_affine(x: FlexTensor, gain: FlexTensor, shift: FlexTensor, eps: f64, centred: bool) -> FlexTensor {
+        let (x, g, b) = (dense(&x), dense(&gain), dense(&shift));
+        by_dtype!(x.dtype(), norm_fwd(&x, &g, &b, eps, centred)).0
+    }
+
+    fn swiglu(a: FlexTensor, b: FlexTensor) -> FlexTensor {
+        let (a, b) = (dense(&a), dense(&b));
+        by_dtype!(a.dtype(), swiglu_fwd(&a, &b))
+    }
+
+    fn causal_softmax(x: FlexTensor, scale: f64) -> FlexTensor {
+        let x = dense(&x);
+        by_dtype!(x.dtype(), softmax_fwd(&x, scale))
+    }
+
+    fn rope(x: FlexTensor, cos: FlexTensor, sin: FlexTensor) -> FlexTensor {
+        let (x, cos, sin) = (dense(&x), dense(&cos), dense(&sin));
+        by_dtype!(x.dtype(), rope_run(&x, &cos, &sin, false))
+    }
+}
+
+/// What the norm's backward pass keeps: the input, γ, and (μ, r) per row.
+#[derive(Clone, Debug)]
+struct NormState {
+    x: FlexTensor,
+    gain: FlexTensor,
+    stats: [FlexTensor; 2],
+    gain_len: usize,
+    shift_len: usize,
+    centred: bool,
+}
+
+#[derive(Debug)]
+struct NormBackward;
+
+impl Backward<Flex, 3> for NormBackward {
+    type State = NormState;
+
+    fn backward(self, ops: Ops<NormState, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [nx, ng, nb] = ops.parents;
+        let dy = dense(&grads.consume::<Flex>(&ops.node));
+        let [dx, dg, db] = by_dtype!(dy.dtype(), norm_bwd(&dy, &ops.state));
+        for (node, grad) in [(nx, dx), (ng, dg), (nb, db)] {
+            if let Some(node) = node {
+                grads.register::<Flex>(node.id, grad);
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct SwigluBackward;
+
+impl Backward<Flex, 2> for SwigluBackward {
+    type State = (FlexTensor, FlexTensor);
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [na, nb] = ops.parents;
+        let dy = dense(&grads.consume::<Flex>(&ops.node));
+        let (a, b) = &ops.state;
+        let [da, db] = by_dtype!(dy.dtype(), swiglu_bwd(&dy, a, b));
+        for (node, grad) in [(na, da), (nb, db)] {
+            if let Some(node) = node {
+                grads.register::<Flex>(node.id, grad);
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct SoftmaxBackward;
+
+impl Backward<Flex, 1> for SoftmaxBackward {
+    /// The probabilities and the scale.
+    type State = (FlexTensor, f64);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [nx] = ops.parents;
+        let dp = dense(&grads.consume::<Flex>(&ops.node));
+        if let Some(node) = nx {
+            let (p, scale) = &ops.state;
+            grads.register::<Flex>(node.id, by_dtype!(dp.dtype(), softmax_bwd(&dp, p, *scale)));
+        }
+    }
+}
+
+#[derive(Debug)]
+struct RopeBackward;
+
+impl Backward<Flex, 1> for RopeBackward {
+    /// The cos and sin tables.
+    type State = (FlexTensor, FlexTensor);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [nx] = ops.parents;
+        let dy = dense(&grads.consume::<Flex>(&ops.node));
+        if let Some(node) = nx {
+            let (cos, sin) = &ops.state;
+            grads.register::<Flex>(node.id, by_dtype!(dy.dtype(), rope_run(&dy, cos, sin, true)));
+        }
+    }
+}
+
+impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
+    fn norm_affine(
+        x: FloatTensor<Self>,
+        gain: FloatTensor<Self>,
+        shift: FloatTensor<Self>,
+        eps: f64,
+        centred: bool,
+    ) -> FloatTensor<Self> {
+        let prep = NormBackward.prepare::<C>([x.node(), gain.node(), shift.node()]).compute_bound().stateful();
+        let (xp, g, b) = (dense(x.primitive()), dense(gain.primitive()), dense(shift.primitive()));
+        let (y, stats) = by_dtype!(xp.dtype(), norm_fwd(&xp, &g, &b, eps, centred));
+        match prep {
+            OpsKind::Tracked(prep) => {
+                let (gain_len, shift_len) = (g.layout().num_elements(), b.layout().num_elements());
+                prep.finish(NormState { x: xp, gain: g, stats, gain_len, shift_len, centred }, y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(y),
+        }
+    }
+
+    fn swiglu(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
+        let prep = SwigluBackward.prepare::<C>([a.node(), b.node()]).compute_bound().stateful();
+        let (ap, bp) = (dense(a.primitive()), dense(b.primitive()));
+        let y = by_dtype!(ap.dtype(), swiglu_fwd(&ap, &bp));
+        match prep {
+            OpsKind::Tracked(prep) => prep.finish((ap, bp), y),
+            OpsKind::UnTracked(prep) => prep.finish(y),
+        }
+    }
+
+    fn causal_softmax(x: FloatTensor<Self>, scale: f64) -> FloatTensor<Self> {
+        let prep = SoftmaxBackward.prepare::<C>([x.node()]).compute_bound().stateful();
+        let xp = dense(x.primitive());
+        let p = by_dtype!(xp.dtype(), softmax_fwd(&xp, scale));
+        match prep {
+            OpsKind::Tracked(prep) => prep.finish((p.clone(), scale), p),
+            OpsKind::UnTracked(prep) => prep.finish(p),
+        }
+    }
+
+    fn rope(x: FloatTensor<Self>, cos: FloatTensor<Self>, sin: FloatTensor<Self>) -> FloatTensor<Self> {
+        let prep = RopeBackward.prepare::<C>([x.node()]).compute_bound().stateful();
+        let (xp, c, s) = (dense(x.primitive()), dense(cos.primitive()), dense(sin.primitive()));
+        let y = by_dtype!(xp.dtype(), rope_run(&xp, &c, &s, false));
+        match prep {
+            OpsKind::Tracked(prep) => prep.finish((c, s), y),
+            OpsKind::UnTracked(prep) => prep.finish(y),
+        }
+    }
+}

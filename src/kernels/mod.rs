@@ -1,0 +1,86 @@
+//! Fused CPU kernels: one pass forward, one pass backward, for the operations a training step
+//! spends its elementwise time in. Each is a burn backend extension ([`extension::FusedOps`])
+//! computed on the `Flex` backend by plain slice loops ([`norm`], [`swiglu`], [`softmax`],
+//! [`rope`]) and differentiated on `Autodiff<Flex>` by a hand-written backward pass.
+//!
+//! The composite formulas (in `norm` and `model`) stay the reference: `model.kernels =
+//! "composite"` uses them everywhere, and on backends other than `Flex` (wgpu, cuda) and for
+//! element types other than f32/f64 they are used whatever the setting ([`fusable`]). The tests
+//! check every fused op against the composite one and against finite differences in f64.
+
+mod extension;
+pub mod norm;
+pub mod rope;
+pub mod simd;
+pub mod softmax;
+pub mod swiglu;
+
+#[cfg(test)]
+mod tests;
+
+use burn::backend::{Dispatch, DispatchDevice};
+use burn::tensor::{DType, Tensor};
+use extension::FusedOps;
+use serde::{Deserialize, Serialize};
+
+/// Which implementation of the fusable operations a model uses (`model.kernels`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kernels {
+    /// The fused kernels where [`fusable`], the composite formulas elsewhere.
+    #[default]
+    Fused,
+    /// The composite formulas everywhere (the reference).
+    Composite,
+}
+
+impl Kernels {
+    /// Whether an operation on `x` takes the fused path.
+    pub fn fuse<const D: usize>(self, x: &Tensor<D>) -> bool {
+        self == Kernels::Fused && fusable(x)
+    }
+}
+
+/// Whether the fused kernels can compute on `x`: a `Flex` tensor (with or without autodiff)
+/// of f32 or f64.
+pub fn fusable<const D: usize>(x: &Tensor<D>) -> bool {
+    matches!(x.dtype(), DType::F32 | DType::F64) && matches!(x.device().inner().as_dispatch(), DispatchDevice::Flex(_))
+}
+
+/// `γ ⊙ (x − μ)/√(σ² + ε) + β` over the last axis, `μ = 0` unless `centred` (then σ² is the
+/// centred variance, else the mean square). `gain`, `shift`: `[d]`, `[1]` or absent.
+pub fn norm_affine<const D: usize>(
+    x: Tensor<D>,
+    gain: Option<Tensor<1>>,
+    shift: Option<Tensor<1>>,
+    eps: f64,
+    centred: bool,
+) -> Tensor<D> {
+    let (device, dtype) = (x.device(), x.dtype());
+    let gain = gain.unwrap_or_else(|| Tensor::ones([1], (&device, dtype)));
+    let shift = shift.unwrap_or_else(|| Tensor::zeros([1], (&device, dtype)));
+    Tensor::from_dispatch(<Dispatch as FusedOps>::norm_affine(
+        x.into_dispatch(),
+        gain.into_dispatch(),
+        shift.into_dispatch(),
+        eps,
+        centred,
+    ))
+}
+
+/// `SiLU(a) ⊙ b`.
+pub fn swiglu<const D: usize>(a: Tensor<D>, b: Tensor<D>) -> Tensor<D> {
+    Tensor::from_dispatch(<Dispatch as FusedOps>::swiglu(a.into_dispatch(), b.into_dispatch()))
+}
+
+/// `softmax(scale · x + causal mask)` over the last axis of `[…, T, S]` scores, `S − T` keys
+/// cached before the queries; no mask tensor is read.
+pub fn causal_softmax<const D: usize>(x: Tensor<D>, scale: f64) -> Tensor<D> {
+    assert!(scale > 0.0, "the softmax scale must be positive");
+    Tensor::from_dispatch(<Dispatch as FusedOps>::causal_softmax(x.into_dispatch(), scale))
+}
+
+/// RoPE (rotate-half) of `x`: `[B, T, n, h]` with `cos`, `sin`: `[T, h/2]` (constants).
+pub fn rope(x: Tensor<4>, cos: Tensor<2>, sin: Tensor<2>) -> Tensor<4> {
+    Tensor::from_dispatch(<Dispatch as FusedOps>::rope(x.into_dispatch(), cos.into_dispatch(), sin.into_dispatch()))
+}

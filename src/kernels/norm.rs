@@ -1,0 +1,101 @@
+//! Affine row norms in one pass: LayerNorm, RMSNorm and their scalarised forms.
+//!
+//! ```text
+//! μ = mean(x) (centred) or 0 (RMS),   r = 1/√(mean((x − μ)²) + ε),   x̂ = (x − μ) r
+//! y = γ ⊙ x̂ + β
+//! ```
+//!
+//! Backward, with `g = γ ⊙ ∂y` per row:
+//!
+//! ```text
+//! ∂x = r (g − mean(g)·[centred] − x̂ · mean(g ⊙ x̂))     ∂γ = Σ_rows ∂y ⊙ x̂     ∂β = Σ_rows ∂y
+//! ```
+//!
+//! The forward saves only μ and r per row; x̂ is recomputed from x in the backward pass.
+//!
+//! # Shapes
+//! - `x`, `y`, `∂y`, `∂x`: rows × `d`, row-major
+//! - `gain`, `shift`: `d` (a scalar parameter is broadcast by the caller)
+//! - `mean`, `rstd`: one per row
+
+use super::simd::{Real, dot, sum, sum_map, with_simd};
+use rayon::prelude::*;
+
+/// Rows per parallel task, and per partial sum of `∂γ`, `∂β`: fixed, so the reduction order
+/// (and every bit of the result) does not depend on the number of threads.
+const ROWS_PER_TASK: usize = 32;
+
+/// Per-row statistics saved for the backward pass.
+pub struct RowStats<T> {
+    pub mean: Vec<T>,
+    pub rstd: Vec<T>,
+}
+
+/// `y = γ ⊙ (x − μ) r + β` over rows of width `d`.
+pub fn forward<T: Real>(x: &[T], d: usize, gain: &[T], shift: &[T], eps: f64, centred: bool) -> (Vec<T>, RowStats<T>) {
+    let rows = x.len() / d;
+    let mut y = vec![T::zero(); x.len()];
+    let (mut mean, mut rstd) = (vec![T::zero(); rows], vec![T::zero(); rows]);
+    let inv_d = T::of(1.0 / d as f64);
+    let eps = T::of(eps);
+    y.par_chunks_mut(d * ROWS_PER_TASK)
+        .zip(x.par_chunks(d * ROWS_PER_TASK))
+        .zip(mean.par_chunks_mut(ROWS_PER_TASK).zip(rstd.par_chunks_mut(ROWS_PER_TASK)))
+        .for_each(|((y, x), (m, r))| {
+            with_simd(|| {
+                for (i, (yr, xr)) in y.chunks_exact_mut(d).zip(x.chunks_exact(d)).enumerate() {
+                    let mu = if centred { sum(xr) * inv_d } else { T::zero() };
+                    let var = sum_map(xr, |v| (v - mu) * (v - mu)) * inv_d;
+                    let rs = T::one() / (var + eps).sqrt();
+                    for j in 0..d {
+                        yr[j] = (xr[j] - mu) * rs * gain[j] + shift[j];
+                    }
+                    (m[i], r[i]) = (mu, rs);
+                }
+            })
+        });
+    (y, RowStats { mean, rstd })
+}
+
+/// Gradients of [`forward`]: `(∂x, ∂γ, ∂β)`, the last two of length `d`.
+pub fn backward<T: Real>(dy: &[T], x: &[T], d: usize, gain: &[T], stats: &RowStats<T>, centred: bool) -> [Vec<T>; 3] {
+    let mut dx = vec![T::zero(); x.len()];
+    let inv_d = T::of(1.0 / d as f64);
+    let partials: Vec<(Vec<T>, Vec<T>)> = dx
+        .par_chunks_mut(d * ROWS_PER_TASK)
+        .zip(dy.par_chunks(d * ROWS_PER_TASK).zip(x.par_chunks(d * ROWS_PER_TASK)))
+        .zip(stats.mean.par_chunks(ROWS_PER_TASK).zip(stats.rstd.par_chunks(ROWS_PER_TASK)))
+        .map(|((dx, (dy, x)), (m, r))| {
+            with_simd(|| {
+                let (mut dg, mut db) = (vec![T::zero(); d], vec![T::zero(); d]);
+                let mut g = vec![T::zero(); d];
+                let mut xh = vec![T::zero(); d];
+                for (i, ((dxr, dyr), xr)) in
+                    dx.chunks_exact_mut(d).zip(dy.chunks_exact(d)).zip(x.chunks_exact(d)).enumerate()
+                {
+                    let (mu, rs) = (m[i], r[i]);
+                    for j in 0..d {
+                        xh[j] = (xr[j] - mu) * rs;
+                        g[j] = dyr[j] * gain[j];
+                        dg[j] = dg[j] + dyr[j] * xh[j];
+                        db[j] = db[j] + dyr[j];
+                    }
+                    let mean_g = if centred { sum(&g) * inv_d } else { T::zero() };
+                    let mean_gx = dot(&g, &xh) * inv_d;
+                    for j in 0..d {
+                        dxr[j] = rs * (g[j] - mean_g - xh[j] * mean_gx);
+                    }
+                }
+                (dg, db)
+            })
+        })
+        .collect();
+    let (mut dg, mut db) = (vec![T::zero(); d], vec![T::zero(); d]);
+    for (pg, pb) in partials {
+        for j in 0..d {
+            dg[j] = dg[j] + pg[j];
+            db[j] = db[j] + pb[j];
+        }
+    }
+    [dx, dg, db]
+}
