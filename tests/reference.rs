@@ -12,6 +12,7 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use normlab::init::ParamSource;
 use normlab::io::tensors::{self, TensorFile};
 use normlab::model::params::{named_grads, named_values};
+use normlab::kernels::Kernels;
 use normlab::model::{ModelConfig, Transformer};
 use normlab::train::{OptimConfig, ScheduleConfig, optimizer, step};
 use std::collections::BTreeMap;
@@ -50,10 +51,11 @@ fn max_abs(v: &[f64]) -> f64 {
     v.iter().fold(0.0, |m, x| m.max(x.abs()))
 }
 
-fn check_case(path: &Path) -> Result<(), String> {
-    let case = path.file_stem().unwrap().to_string_lossy().to_string();
+fn check_case(path: &Path, kernels: Kernels) -> Result<(), String> {
+    let case = format!("{} ({kernels:?})", path.file_stem().unwrap().to_string_lossy());
     let file = tensors::read(path).map_err(|e| e.to_string())?;
     let cfg: ModelConfig = serde_json::from_str(&file.metadata["config"]).map_err(|e| format!("{case}: {e}"))?;
+    let cfg = ModelConfig { kernels, ..cfg };
     let mut weights = BTreeMap::new();
     let mut ref_grads = BTreeMap::new();
     for (k, v) in &file.tensors {
@@ -107,11 +109,15 @@ fn check_case(path: &Path) -> Result<(), String> {
     if problems.is_empty() { Ok(()) } else { Err(format!("{case}: {}", problems.join("; "))) }
 }
 
-/// Runs `check` on every fixture and fails listing every mismatch, under `what`.
-fn check_every_fixture(check: fn(&Path) -> Result<(), String>, what: &str) {
+/// Runs `check` on every fixture with the fused kernels and with the composite reference, and
+/// fails listing every mismatch, under `what`.
+fn check_every_fixture(check: fn(&Path, Kernels) -> Result<(), String>, what: &str) {
     let paths = fixture_paths();
     assert!(paths.len() >= 16, "expected a fixture per preset, found {}", paths.len());
-    let failures: Vec<String> = paths.iter().filter_map(|p| check(p).err()).collect();
+    let failures: Vec<String> = [Kernels::Fused, Kernels::Composite]
+        .into_iter()
+        .flat_map(|k| paths.iter().filter_map(move |p| check(p, k).err()))
+        .collect();
     assert!(failures.is_empty(), "{what}:\n{}", failures.join("\n"));
 }
 
@@ -154,10 +160,11 @@ fn step_batches(file: &TensorFile, key: &str, s: usize, device: &Device) -> Vec<
     (0..m).map(|i| all.clone().slice([s..s + 1, i..i + 1, 0..b, 0..t]).reshape([b, t])).collect()
 }
 
-fn check_trajectory(path: &Path) -> Result<(), String> {
-    let case = path.file_stem().unwrap().to_string_lossy().to_string();
+fn check_trajectory(path: &Path, kernels: Kernels) -> Result<(), String> {
+    let case = format!("{} ({kernels:?})", path.file_stem().unwrap().to_string_lossy());
     let file = tensors::read(path).map_err(|e| e.to_string())?;
     let cfg: ModelConfig = serde_json::from_str(&file.metadata["config"]).map_err(|e| format!("{case}: {e}"))?;
+    let cfg = ModelConfig { kernels, ..cfg };
     let t: TrainSettings = serde_json::from_str(&file.metadata["train"]).map_err(|e| format!("{case}: {e}"))?;
     let device = Device::flex().autodiff();
     let mut model = Transformer::new(&cfg, ParamSource::Loaded(weights(&file, "param/")), &device)
