@@ -5,7 +5,7 @@
 //! `tests/architecture.rs`):
 //!
 //! ```text
-//! bench, report → sweep → train → {probe, data} → model → recipe → norm → {init, io, rng, stats, device}
+//! bench, report → sweep → train → {probe, data} → model → recipe → norm → kernels → {init, io, rng, stats, device}
 //! ```
 //!
 //! - [`norm`]: normalization layers (LayerNorm, RMSNorm, scalarised LN, DyT, BHyT*, BHyT)
@@ -18,6 +18,8 @@
 //! - [`sweep`]: grids of runs, their results and aggregation
 //! - [`report`]: figures, findings and the HTML/markdown report
 //! - [`bench`]: throughput against the PyTorch reference
+//! - [`kernels`]: fused CPU operations (norms, SwiGLU, RoPE, causal softmax) with hand-written
+//!   backward passes, and the `model.kernels` switch
 //! - bottom: [`init`] (named, seeded parameters), [`io`] (file formats), [`rng`], [`stats`],
 //!   [`device`] (backends and the machine)
 

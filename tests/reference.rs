@@ -11,8 +11,8 @@
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use normlab::init::ParamSource;
 use normlab::io::tensors::{self, TensorFile};
-use normlab::model::params::{named_grads, named_values};
 use normlab::kernels::Kernels;
+use normlab::model::params::{named_grads, named_values};
 use normlab::model::{ModelConfig, Transformer};
 use normlab::train::{OptimConfig, ScheduleConfig, optimizer, step};
 use std::collections::BTreeMap;
