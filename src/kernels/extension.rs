@@ -3,6 +3,7 @@
 //! same kernels. Each forward saves only what its backward needs.
 
 use super::simd::Real;
+use super::tanh_norm::{self, TanhNorm};
 use super::{norm, rope, softmax, swiglu};
 use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};
 use burn::backend::autodiff::grads::Gradients;
@@ -21,6 +22,16 @@ pub trait FusedOps: burn::backend::Backend {
         shift: FloatTensor<Self>,
         eps: f64,
         centred: bool,
+    ) -> FloatTensor<Self>;
+    /// `γ ⊙ tanh(λ x / D) + β` (see [`tanh_norm`]); `variance`: `[…, 1]` for `Given`, else unused.
+    #[allow(clippy::too_many_arguments)]
+    fn tanh_norm(
+        x: FloatTensor<Self>,
+        lambda: FloatTensor<Self>,
+        gain: FloatTensor<Self>,
+        shift: FloatTensor<Self>,
+        variance: FloatTensor<Self>,
+        n: TanhNorm,
     ) -> FloatTensor<Self>;
     /// `SiLU(a) ⊙ b` (see [`swiglu`]).
     fn swiglu(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self>;
@@ -95,9 +106,59 @@ fn norm_bwd<T: Real>(dy: &FlexTensor, st: &NormState) -> [FlexTensor; 3] {
     let shape = dims(&st.x);
     let d = *shape.last().expect("feature axis");
     let stats = norm::RowStats { mean: view::<T>(&st.stats[0]).to_vec(), rstd: view::<T>(&st.stats[1]).to_vec() };
-    let [dx, dg, db] =
-        norm::backward(view::<T>(dy), view::<T>(&st.x), d, &broadcast::<T>(&st.gain, d), &stats, st.centred);
+    // Both parameters scalar (or absent): their gradients are summed row by row.
+    let scalar = st.gain_len == 1 && st.shift_len == 1;
+    let g = broadcast::<T>(&st.gain, d);
+    let [dx, dg, db] = norm::backward(view::<T>(dy), view::<T>(&st.x), d, &g, &stats, st.centred, scalar);
     [tensor(dx, shape), reduce(dg, st.gain_len), reduce(db, st.shift_len)]
+}
+
+/// The inputs of a tanh norm, each contiguous.
+#[derive(Clone, Debug)]
+struct TanhInputs {
+    x: FlexTensor,
+    lambda: FlexTensor,
+    gain: FlexTensor,
+    shift: FlexTensor,
+    variance: FlexTensor,
+    n: TanhNorm,
+}
+
+impl TanhInputs {
+    fn new(
+        x: &FlexTensor,
+        lambda: &FlexTensor,
+        gain: &FlexTensor,
+        shift: &FlexTensor,
+        v: &FlexTensor,
+        n: TanhNorm,
+    ) -> Self {
+        Self { x: dense(x), lambda: dense(lambda), gain: dense(gain), shift: dense(shift), variance: dense(v), n }
+    }
+
+    /// The per-row variances (empty unless the denominator is given).
+    fn v<T: Real>(&self) -> &[T] {
+        if self.n.denominator == tanh_norm::Denominator::Given { view::<T>(&self.variance) } else { &[] }
+    }
+}
+
+fn tanh_fwd<T: Real>(i: &TanhInputs) -> FlexTensor {
+    let shape = dims(&i.x);
+    let d = *shape.last().expect("a norm input has a feature axis");
+    let (g, b) = (broadcast::<T>(&i.gain, d), broadcast::<T>(&i.shift, d));
+    tensor(tanh_norm::forward(view::<T>(&i.x), d, view::<T>(&i.lambda)[0], &g, &b, i.v::<T>(), i.n), shape)
+}
+
+/// `(∂x, ∂λ, ∂γ, ∂β, ∂v)`.
+fn tanh_bwd<T: Real>(dy: &FlexTensor, i: &TanhInputs) -> [FlexTensor; 5] {
+    let shape = dims(&i.x);
+    let d = *shape.last().expect("feature axis");
+    let g = broadcast::<T>(&i.gain, d);
+    let (dx, dg, db, dl, dv) =
+        tanh_norm::backward(view::<T>(dy), view::<T>(&i.x), d, view::<T>(&i.lambda)[0], &g, i.v::<T>(), i.n);
+    let len = |t: &FlexTensor| t.layout().num_elements();
+    let dv = if dv.is_empty() { tensor(vec![T::zero()], vec![1]) } else { tensor(dv, dims(&i.variance)) };
+    [tensor(dx, shape), tensor(vec![dl], vec![1]), reduce(dg, len(&i.gain)), reduce(db, len(&i.shift)), dv]
 }
 
 fn swiglu_fwd<T: Real>(a: &FlexTensor, b: &FlexTensor) -> FlexTensor {
@@ -141,6 +202,18 @@ impl FusedOps for Flex {
         by_dtype!(x.dtype(), norm_fwd(&x, &g, &b, eps, centred)).0
     }
 
+    fn tanh_norm(
+        x: FlexTensor,
+        lambda: FlexTensor,
+        gain: FlexTensor,
+        shift: FlexTensor,
+        v: FlexTensor,
+        n: TanhNorm,
+    ) -> FlexTensor {
+        let i = TanhInputs::new(&x, &lambda, &gain, &shift, &v, n);
+        by_dtype!(i.x.dtype(), tanh_fwd(&i))
+    }
+
     fn swiglu(a: FlexTensor, b: FlexTensor) -> FlexTensor {
         let (a, b) = (dense(&a), dense(&b));
         by_dtype!(a.dtype(), swiglu_fwd(&a, &b))
@@ -179,6 +252,23 @@ impl Backward<Flex, 3> for NormBackward {
         let dy = dense(&grads.consume::<Flex>(&ops.node));
         let [dx, dg, db] = by_dtype!(dy.dtype(), norm_bwd(&dy, &ops.state));
         for (node, grad) in [(nx, dx), (ng, dg), (nb, db)] {
+            if let Some(node) = node {
+                grads.register::<Flex>(node.id, grad);
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct TanhNormBackward;
+
+impl Backward<Flex, 5> for TanhNormBackward {
+    type State = TanhInputs;
+
+    fn backward(self, ops: Ops<TanhInputs, 5>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let dy = dense(&grads.consume::<Flex>(&ops.node));
+        let all = by_dtype!(dy.dtype(), tanh_bwd(&dy, &ops.state));
+        for (node, grad) in ops.parents.into_iter().zip(all) {
             if let Some(node) = node {
                 grads.register::<Flex>(node.id, grad);
             }
@@ -255,6 +345,31 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
                 let (gain_len, shift_len) = (g.layout().num_elements(), b.layout().num_elements());
                 prep.finish(NormState { x: xp, gain: g, stats, gain_len, shift_len, centred }, y)
             }
+            OpsKind::UnTracked(prep) => prep.finish(y),
+        }
+    }
+
+    fn tanh_norm(
+        x: FloatTensor<Self>,
+        lambda: FloatTensor<Self>,
+        gain: FloatTensor<Self>,
+        shift: FloatTensor<Self>,
+        variance: FloatTensor<Self>,
+        n: TanhNorm,
+    ) -> FloatTensor<Self> {
+        let nodes = [x.node(), lambda.node(), gain.node(), shift.node(), variance.node()];
+        let prep = TanhNormBackward.prepare::<C>(nodes).compute_bound().stateful();
+        let i = TanhInputs::new(
+            x.primitive(),
+            lambda.primitive(),
+            gain.primitive(),
+            shift.primitive(),
+            variance.primitive(),
+            n,
+        );
+        let y = by_dtype!(i.x.dtype(), tanh_fwd(&i));
+        match prep {
+            OpsKind::Tracked(prep) => prep.finish(i, y),
             OpsKind::UnTracked(prep) => prep.finish(y),
         }
     }

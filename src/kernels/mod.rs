@@ -14,6 +14,7 @@ pub mod rope;
 pub mod simd;
 pub mod softmax;
 pub mod swiglu;
+pub mod tanh_norm;
 
 #[cfg(test)]
 mod tests;
@@ -22,6 +23,7 @@ use burn::backend::{Dispatch, DispatchDevice};
 use burn::tensor::{DType, Tensor};
 use extension::FusedOps;
 use serde::{Deserialize, Serialize};
+pub use tanh_norm::{Denominator, TanhNorm};
 
 /// Which implementation of the fusable operations a model uses (`model.kernels`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,6 +67,34 @@ pub fn norm_affine<const D: usize>(
         shift.into_dispatch(),
         eps,
         centred,
+    ))
+}
+
+/// `γ ⊙ tanh(λ x / D) + β` over the last axis (DyT, BHyT; see [`tanh_norm`]). `lambda`: `[1]`;
+/// `gain`, `shift`: `[d]`, `[1]` or absent; `variance`: `[…, 1]`, required for
+/// [`Denominator::Given`] and ignored otherwise.
+pub fn tanh_norm<const D: usize>(
+    x: Tensor<D>,
+    lambda: Tensor<1>,
+    gain: Option<Tensor<1>>,
+    shift: Option<Tensor<1>>,
+    variance: Option<Tensor<D>>,
+    n: TanhNorm,
+) -> Tensor<D> {
+    let (device, dtype) = (x.device(), x.dtype());
+    let gain = gain.unwrap_or_else(|| Tensor::ones([1], (&device, dtype)));
+    let shift = shift.unwrap_or_else(|| Tensor::zeros([1], (&device, dtype)));
+    assert_eq!(variance.is_some(), n.denominator == Denominator::Given, "a variance goes with Denominator::Given");
+    let variance = variance
+        .map(Tensor::into_dispatch)
+        .unwrap_or_else(|| Tensor::<1>::zeros([1], (&device, dtype)).into_dispatch());
+    Tensor::from_dispatch(<Dispatch as FusedOps>::tanh_norm(
+        x.into_dispatch(),
+        lambda.into_dispatch(),
+        gain.into_dispatch(),
+        shift.into_dispatch(),
+        variance,
+        n,
     ))
 }
 

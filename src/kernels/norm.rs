@@ -57,17 +57,29 @@ pub fn forward<T: Real>(x: &[T], d: usize, gain: &[T], shift: &[T], eps: f64, ce
     (y, RowStats { mean, rstd })
 }
 
-/// Gradients of [`forward`]: `(∂x, ∂γ, ∂β)`, the last two of length `d`.
-pub fn backward<T: Real>(dy: &[T], x: &[T], d: usize, gain: &[T], stats: &RowStats<T>, centred: bool) -> [Vec<T>; 3] {
+/// Gradients of [`forward`]: `(∂x, ∂γ, ∂β)`, the last two of length `d`, or of length 1 when
+/// `scalar` (KiteNorm's γ′, β′). Scalar parameter gradients are summed row by row: a row's
+/// `Σ_j ∂y` is often nearly 0 (a mean-centring norm follows), and summing it first keeps
+/// the rounding noise of such near-dead parameters at the f32 floor.
+pub fn backward<T: Real>(
+    dy: &[T],
+    x: &[T],
+    d: usize,
+    gain: &[T],
+    stats: &RowStats<T>,
+    centred: bool,
+    scalar: bool,
+) -> [Vec<T>; 3] {
     let mut dx = vec![T::zero(); x.len()];
     let inv_d = T::of(1.0 / d as f64);
+    let width = if scalar { 1 } else { d };
     let partials: Vec<(Vec<T>, Vec<T>)> = dx
         .par_chunks_mut(d * ROWS_PER_TASK)
         .zip(dy.par_chunks(d * ROWS_PER_TASK).zip(x.par_chunks(d * ROWS_PER_TASK)))
         .zip(stats.mean.par_chunks(ROWS_PER_TASK).zip(stats.rstd.par_chunks(ROWS_PER_TASK)))
         .map(|((dx, (dy, x)), (m, r))| {
             with_simd(|| {
-                let (mut dg, mut db) = (vec![T::zero(); d], vec![T::zero(); d]);
+                let (mut dg, mut db) = (vec![T::zero(); width], vec![T::zero(); width]);
                 let mut g = vec![T::zero(); d];
                 let mut xh = vec![T::zero(); d];
                 for (i, ((dxr, dyr), xr)) in
@@ -77,8 +89,15 @@ pub fn backward<T: Real>(dy: &[T], x: &[T], d: usize, gain: &[T], stats: &RowSta
                     for j in 0..d {
                         xh[j] = (xr[j] - mu) * rs;
                         g[j] = dyr[j] * gain[j];
-                        dg[j] = dg[j] + dyr[j] * xh[j];
-                        db[j] = db[j] + dyr[j];
+                    }
+                    if scalar {
+                        dg[0] = dg[0] + dot(dyr, &xh);
+                        db[0] = db[0] + sum(dyr);
+                    } else {
+                        for j in 0..d {
+                            dg[j] = dg[j] + dyr[j] * xh[j];
+                            db[j] = db[j] + dyr[j];
+                        }
                     }
                     let mean_g = if centred { sum(&g) * inv_d } else { T::zero() };
                     let mean_gx = dot(&g, &xh) * inv_d;
@@ -90,9 +109,9 @@ pub fn backward<T: Real>(dy: &[T], x: &[T], d: usize, gain: &[T], stats: &RowSta
             })
         })
         .collect();
-    let (mut dg, mut db) = (vec![T::zero(); d], vec![T::zero(); d]);
+    let (mut dg, mut db) = (vec![T::zero(); width], vec![T::zero(); width]);
     for (pg, pb) in partials {
-        for j in 0..d {
+        for j in 0..width {
             dg[j] = dg[j] + pg[j];
             db[j] = db[j] + pb[j];
         }

@@ -14,7 +14,7 @@
 //! # Shapes
 //! `x`, `p`: `[…, T, S]` flat, rows of `S` keys; the query index of a row is its index modulo `T`.
 
-use super::simd::{Real, dot, with_simd};
+use super::simd::{Real, dot, max, sum, with_simd};
 use rayon::prelude::*;
 
 /// Rows per parallel task.
@@ -29,14 +29,13 @@ pub fn forward<T: Real>(x: &[T], t: usize, s: usize, scale: f64) -> Vec<T> {
             for (i, (pr, xr)) in p.chunks_exact_mut(s).zip(x.chunks_exact(s)).enumerate() {
                 let q = (c * ROWS + i) % t;
                 let n = q + 1 + (s - t);
-                let m = xr[..n].iter().fold(T::neg_infinity(), |m, &v| m.max(v)) * scale;
-                let mut z = T::zero();
+                // Three separate loops, so that the exponentials vectorise (a running sum in
+                // the same loop would serialise them).
+                let m = max(&xr[..n]) * scale;
                 for j in 0..n {
-                    let e = (xr[j] * scale - m).exp_v();
-                    pr[j] = e;
-                    z = z + e;
+                    pr[j] = (xr[j] * scale - m).exp_v();
                 }
-                let inv = T::one() / z;
+                let inv = T::one() / sum(&pr[..n]);
                 for v in &mut pr[..n] {
                     *v = *v * inv;
                 }

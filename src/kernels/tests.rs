@@ -170,3 +170,92 @@ fn f32_kernels_agree_with_f64() {
         assert!(err < 2e-6, "op {i}: f32 off by {err:e}");
     }
 }
+
+/// `D` of one row by hand, as the module table of [`super::tanh_norm`] states it.
+fn denominator_by_hand(row: &[f64], v: f64, n: TanhNorm) -> f64 {
+    let d = row.len() as f64;
+    let mu = row.iter().sum::<f64>() / d;
+    match n.denominator {
+        Denominator::One => 1.0,
+        Denominator::Std => n.kappa * (row.iter().map(|x| (x - mu).powi(2)).sum::<f64>() / d + n.eps).sqrt() + mu.abs(),
+        Denominator::Rms => n.kappa * (row.iter().map(|x| x * x).sum::<f64>() / d + n.eps).sqrt(),
+        Denominator::Given => n.kappa * (v + n.eps).sqrt(),
+    }
+}
+
+const TANH_CASES: [Denominator; 4] = [Denominator::One, Denominator::Std, Denominator::Rms, Denominator::Given];
+
+#[test]
+fn tanh_norm_matches_its_formula_by_hand() {
+    let (rows, d) = (3, 5);
+    let x = pseudo_random(rows * d, 21).iter().map(|v| 3.0 * v + 0.4).collect::<Vec<_>>();
+    let (g, b) = (pseudo_random(d, 22), pseudo_random(d, 23));
+    let v: Vec<f64> = pseudo_random(rows, 24).iter().map(|a| a.abs() + 0.5).collect();
+    for den in TANH_CASES {
+        let n = TanhNorm { denominator: den, kappa: 2.5, eps: 0.1 };
+        let given = (den == Denominator::Given).then(|| f64_tensor(&v, [rows, 1], false));
+        let y = values(tanh_norm(
+            f64_tensor(&x, [rows, d], false),
+            f64_tensor(&[0.7], [1], false),
+            Some(f64_tensor(&g, [d], false)),
+            Some(f64_tensor(&b, [d], false)),
+            given,
+            n,
+        ));
+        for r in 0..rows {
+            let row = &x[r * d..(r + 1) * d];
+            let den_r = denominator_by_hand(row, v[r], n);
+            for j in 0..d {
+                let want = g[j] * (0.7 * row[j] / den_r).tanh() + b[j];
+                assert!((y[r * d + j] - want).abs() < 1e-14, "{den:?} row {r} col {j}: {} vs {want}", y[r * d + j]);
+            }
+        }
+    }
+}
+
+#[test]
+fn tanh_norm_gradients_match_finite_differences() {
+    let (rows, d) = (3, 6);
+    // A row with a negative mean, so that sign(μ) enters both ways.
+    let x = pseudo_random(rows * d, 25)
+        .iter()
+        .enumerate()
+        .map(|(i, v)| 2.0 * v + if i < d { -0.8 } else { 0.5 })
+        .collect::<Vec<_>>();
+    let v: Vec<f64> = pseudo_random(rows, 26).iter().map(|a| a.abs() + 0.3).collect();
+    for den in TANH_CASES {
+        let n = TanhNorm { denominator: den, kappa: 1.7, eps: 0.05 };
+        let mut inputs = vec![x.clone(), vec![1.3], pseudo_random(d, 27), pseudo_random(d, 28)];
+        let mut shapes = vec![vec![rows, d], vec![1], vec![d], vec![d]];
+        if den == Denominator::Given {
+            inputs.push(v.clone());
+            shapes.push(vec![rows, 1]);
+        }
+        check_grads::<2>(&inputs, &shapes, &|t: Vec<Tensor<2>>| {
+            let one = |t: &Tensor<2>, n: usize| t.clone().reshape([n]);
+            let given = t.get(4).cloned();
+            weighted(tanh_norm(t[0].clone(), one(&t[1], 1), Some(one(&t[2], d)), Some(one(&t[3], d)), given, n), 29)
+        });
+    }
+}
+
+#[test]
+fn tanh_f32_and_its_derivative_are_accurate_across_their_range() {
+    let (mut abs, mut rel_small, mut rel_sech2) = (0f64, 0f64, 0f64);
+    for i in -30_000..30_000 {
+        let z = i as f32 * 1e-3 + 1.3e-4;
+        let (t, s) = super::simd::tanh_sech2_f32(z);
+        let want = (z as f64).tanh();
+        let want_s = 1.0 / (z as f64).cosh().powi(2);
+        abs = abs.max((t as f64 - want).abs());
+        if z.abs() < 0.0625 {
+            rel_small = rel_small.max((t as f64 - want).abs() / want.abs());
+        }
+        if want_s > 1e-30 {
+            rel_sech2 = rel_sech2.max((s as f64 - want_s).abs() / want_s);
+        }
+    }
+    assert!(abs < 2e-7, "tanh: worst absolute error {abs:e}");
+    assert!(rel_small < 1e-6, "tanh: worst relative error near 0: {rel_small:e}");
+    assert!(rel_sech2 < 1e-6, "1 − tanh²: worst relative error {rel_sech2:e}");
+}

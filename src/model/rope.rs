@@ -14,9 +14,9 @@ pub fn tables(seq_len: usize, head_dim: usize, base: f64, device: &Device) -> (T
     let half = head_dim / 2;
     let mut cos = Vec::with_capacity(seq_len * half);
     let mut sin = Vec::with_capacity(seq_len * half);
+    let inv: Vec<f64> = (0..half).map(|i| 1.0 / base.powf((2 * i) as f64 / head_dim as f64)).collect();
     for t in 0..seq_len {
-        for i in 0..half {
-            let inv = 1.0 / base.powf((2 * i) as f64 / head_dim as f64);
+        for &inv in &inv {
             let angle = t as f64 * inv;
             cos.push(angle.cos() as f32);
             sin.push(angle.sin() as f32);

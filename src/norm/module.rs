@@ -5,7 +5,7 @@ use super::{
     layer_norm, rms_norm,
 };
 use crate::init::{Init, ParamBuilder};
-use crate::kernels::{self, Kernels};
+use crate::kernels::{self, Denominator, Kernels, TanhNorm};
 use burn::module::{Module, Param};
 use burn::tensor::Tensor;
 
@@ -19,7 +19,7 @@ pub struct Norm {
     pub lambda: Option<Param<Tensor<1>>>,
     #[module(skip)]
     pub kind: NormKind,
-    /// Whether LayerNorm and RMSNorm kinds use the fused kernel (see [`crate::kernels`]).
+    /// Whether the norm uses its fused kernel (see [`crate::kernels`]).
     #[module(skip)]
     pub kernels: Kernels,
 }
@@ -95,7 +95,24 @@ impl Norm {
             }
             NormKind::Dyt { .. } => {
                 let alpha = self.alpha.as_ref().expect("DyT has α").val();
+                if self.kernels.fuse(&x) {
+                    let n = TanhNorm { denominator: Denominator::One, kappa: 1.0, eps: 0.0 };
+                    return kernels::tanh_norm(x, alpha, self.gain_val(), self.shift_val(), None, n);
+                }
                 dyt(x, alpha, self.gain_val(), self.shift_val())
+            }
+            NormKind::BhytStar { p, denominator, eps, .. } if self.kernels.fuse(&x) => {
+                let denominator = match denominator {
+                    BhytDenominator::Std => Denominator::Std,
+                    BhytDenominator::Rms => Denominator::Rms,
+                };
+                let n = TanhNorm { denominator, kappa: kappa(*p), eps: *eps };
+                kernels::tanh_norm(x, self.lambda_val().expect("BHyT has λ"), self.gain_val(), None, None, n)
+            }
+            NormKind::Bhyt { p, eps, .. } if self.kernels.fuse(&x) => {
+                // The exact second moment: Algorithm 1 line 3, κ √(mean(x²) + ε).
+                let n = TanhNorm { denominator: Denominator::Rms, kappa: kappa(*p), eps: *eps };
+                kernels::tanh_norm(x, self.lambda_val().expect("BHyT has λ"), self.gain_val(), None, None, n)
             }
             NormKind::BhytStar { p, denominator, eps, .. } => {
                 let k = kappa(*p);
@@ -118,6 +135,10 @@ impl Norm {
             panic!("forward_with_variance is only defined for BHyT, not {:?}", self.kind)
         };
         let lambda = self.lambda_val().expect("BHyT has λ");
+        if self.kernels.fuse(&x) {
+            let n = TanhNorm { denominator: Denominator::Given, kappa: kappa(*p), eps: *eps };
+            return kernels::tanh_norm(x, lambda, self.gain_val(), None, Some(variance), n);
+        }
         bhyt_with_variance(x, variance, lambda, self.gain_val(), kappa(*p), *eps)
     }
 }

@@ -95,6 +95,10 @@ pub struct TrainSection {
     /// steps (1-based) get uniformly random tokens as inputs and targets, a corrupted batch
     /// whose loss spikes. Empty by default.
     pub corrupt_steps: Vec<usize>,
+    /// Gradient checkpointing (burn's balanced strategy): activations of memory-bound
+    /// operations are recomputed in the backward pass instead of kept, trading compute for
+    /// memory on deep or long-context configurations. Gradients are unchanged.
+    pub checkpoint_activations: bool,
 }
 
 impl Default for TrainSection {
@@ -113,6 +117,7 @@ impl Default for TrainSection {
             skip_step_min_history: 20,
             skip_step_max_consecutive: 3,
             corrupt_steps: Vec::new(),
+            checkpoint_activations: false,
         }
     }
 }

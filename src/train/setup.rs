@@ -43,10 +43,13 @@ pub fn start_with(
     cfg.fit_vocab(data.tokenizer.vocab_size(), &data.info.tokenizer)?;
     data.check_seq_len(cfg.train.seq_len)?;
     data.fit_pairs(cfg.train.seq_len, log)?;
-    let ad = device.clone().autodiff();
+    let ad = autodiff_device(&device, cfg.train.checkpoint_activations);
     let model = Transformer::new(&cfg.model, source, &ad)?;
     let params = crate::model::params::count(&model);
     let total_steps = cfg.total_steps(params);
+    let est = super::memory::estimate(&cfg, params);
+    let on_cpu = matches!(cfg.run.device.as_str(), "cpu" | "flex");
+    super::memory::check(est, on_cpu.then(super::memory::available_cpu).flatten())?;
     let optim = optimizer::build(&cfg.optim, &model);
     let state = TrainerState {
         step: 0,
@@ -133,7 +136,7 @@ fn restore(
     let mut data = Dataset::prepare(&cfg.data, Some(tokenizer), log)?;
     cfg.fit_vocab(data.tokenizer.vocab_size(), &data.info.tokenizer)?;
     data.fit_pairs(cfg.train.seq_len, log)?;
-    let ad = device.clone().autodiff();
+    let ad = autodiff_device(&device, cfg.train.checkpoint_activations);
     let state = checkpoint::load_state(ckpt)?;
     if state.tokenizer != data.info.tokenizer {
         bail!(
@@ -193,4 +196,11 @@ fn run_info(cfg: &RunConfig, data: &Dataset, params: usize, total_steps: usize) 
         data: data.info.clone(),
         unigram_loss: Some(data.unigram_loss(cfg.model.vocab_size)),
     }
+}
+
+/// The training device: autodiff on `device`, with gradient checkpointing when asked
+/// (`train.checkpoint_activations`).
+pub fn autodiff_device(device: &burn::tensor::Device, checkpoint: bool) -> burn::tensor::Device {
+    let ad = device.clone().autodiff();
+    if checkpoint { ad.gradient_checkpointing() } else { ad }
 }

@@ -4,6 +4,7 @@
 
 use super::checkpoint::{self, TrainerState};
 use super::config::RunConfig;
+use super::engine;
 use super::eval::{evaluate, evaluate_pairs};
 use super::metrics::{DivergedRecord, EvalRecord, MetricsRecord, TrainRecord};
 use super::pairs_eval;
@@ -140,7 +141,7 @@ impl Trainer {
                 progress.finish();
                 return Ok(Outcome::Stopped { step: self.state.step });
             }
-            let record = match self.train_step(wall0, session)? {
+            let record = match engine::guarded(self.state.step + 1, || self.train_step(wall0, session))? {
                 StepResult::Done(r, warnings) => {
                     for w in &warnings {
                         progress.warn(&format!("step {}: {w}", r.step));
@@ -154,7 +155,7 @@ impl Trainer {
             let step = self.state.step;
             let every = self.cfg.run.eval_every;
             if (every > 0 && step.is_multiple_of(every)) || step == total {
-                let e = self.validate(wall0 + session.elapsed().as_secs_f64())?;
+                let e = engine::guarded(step, || self.validate(wall0 + session.elapsed().as_secs_f64()))?;
                 progress.eval(&e);
                 last_eval = Some(e);
             }
