@@ -1,5 +1,5 @@
 //! Backend selection and the machine description. The default build runs on burn's `flex` CPU
-//! backend; `--features wgpu` or `--features cuda` add GPU devices.
+//! backend; `--features wgpu`, `--features vulkan` or `--features cuda` add GPU devices.
 
 use burn::tensor::Device;
 
@@ -9,14 +9,17 @@ pub fn parse(name: &str) -> anyhow::Result<Device> {
         "cpu" | "flex" => Ok(Device::flex()),
         #[cfg(feature = "wgpu")]
         "wgpu" => Ok(Device::wgpu(Default::default())),
+        #[cfg(feature = "vulkan")]
+        "vulkan" => Ok(Device::vulkan(Default::default())),
         #[cfg(feature = "cuda")]
         n if n == "cuda" || n.starts_with("cuda:") => {
             let idx: usize = n.strip_prefix("cuda:").unwrap_or("0").parse()?;
             Ok(Device::cuda(idx))
         }
         other => anyhow::bail!(
-            "unknown device `{other}`: use `cpu`{}{}",
+            "unknown device `{other}`: use `cpu`{}{}{}",
             if cfg!(feature = "wgpu") { ", `wgpu`" } else { " (rebuild with --features wgpu for `wgpu`)" },
+            if cfg!(feature = "vulkan") { ", `vulkan`" } else { " (rebuild with --features vulkan for `vulkan`)" },
             if cfg!(feature = "cuda") { ", `cuda:N`" } else { " (rebuild with --features cuda for `cuda`)" }
         ),
     }
