@@ -53,6 +53,17 @@ macro_rules! by_dtype {
     };
 }
 
+/// Registers each gradient with its parent node, where that parent is tracked.
+macro_rules! register {
+    ($grads:expr, $parents:expr, $values:expr) => {
+        for (node, grad) in $parents.into_iter().zip($values) {
+            if let Some(node) = node {
+                $grads.register::<Flex>(node.id, grad);
+            }
+        }
+    };
+}
+
 /// A contiguous copy (free when already contiguous).
 fn dense(t: &FlexTensor) -> FlexTensor {
     t.to_contiguous()
@@ -248,14 +259,8 @@ impl Backward<Flex, 3> for NormBackward {
     type State = NormState;
 
     fn backward(self, ops: Ops<NormState, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [nx, ng, nb] = ops.parents;
         let dy = dense(&grads.consume::<Flex>(&ops.node));
-        let [dx, dg, db] = by_dtype!(dy.dtype(), norm_bwd(&dy, &ops.state));
-        for (node, grad) in [(nx, dx), (ng, dg), (nb, db)] {
-            if let Some(node) = node {
-                grads.register::<Flex>(node.id, grad);
-            }
-        }
+        register!(grads, ops.parents, by_dtype!(dy.dtype(), norm_bwd(&dy, &ops.state)));
     }
 }
 
@@ -267,12 +272,7 @@ impl Backward<Flex, 5> for TanhNormBackward {
 
     fn backward(self, ops: Ops<TanhInputs, 5>, grads: &mut Gradients, _: &mut Checkpointer) {
         let dy = dense(&grads.consume::<Flex>(&ops.node));
-        let all = by_dtype!(dy.dtype(), tanh_bwd(&dy, &ops.state));
-        for (node, grad) in ops.parents.into_iter().zip(all) {
-            if let Some(node) = node {
-                grads.register::<Flex>(node.id, grad);
-            }
-        }
+        register!(grads, ops.parents, by_dtype!(dy.dtype(), tanh_bwd(&dy, &ops.state)));
     }
 }
 
@@ -283,15 +283,9 @@ impl Backward<Flex, 2> for SwigluBackward {
     type State = (FlexTensor, FlexTensor);
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [na, nb] = ops.parents;
         let dy = dense(&grads.consume::<Flex>(&ops.node));
         let (a, b) = &ops.state;
-        let [da, db] = by_dtype!(dy.dtype(), swiglu_bwd(&dy, a, b));
-        for (node, grad) in [(na, da), (nb, db)] {
-            if let Some(node) = node {
-                grads.register::<Flex>(node.id, grad);
-            }
-        }
+        register!(grads, ops.parents, by_dtype!(dy.dtype(), swiglu_bwd(&dy, a, b)));
     }
 }
 
