@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # The GPU code path on a software Vulkan device (lavapipe) against the CPU: the same tiny
 # language-model run and pairs run (masked loss, padded batches, KV-cache decoding) on
-# `run.device = cpu` and `wgpu`, whose per-step training losses must agree within 1e-5
-# relative. Not part of .ci/run: the wgpu build alone takes ≈16 min on 2 cores.
-#   tools/wgpu-smoke.sh            # installs mesa-vulkan-drivers when missing (Debian, root)
+# `run.device = cpu` (fused kernels) and the GPU device (composite ops), whose per-step training
+# losses must agree within 1e-5 relative. Not part of .ci/run: the GPU build alone takes ≈16 min
+# on 2 cores.
+#   tools/wgpu-smoke.sh            # --features wgpu, run.device = wgpu
+#   tools/wgpu-smoke.sh vulkan     # --features vulkan, run.device = vulkan (SPIR-V)
+# Installs mesa-vulkan-drivers when missing (Debian, root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1; then
     apt-get install -y -q mesa-vulkan-drivers libvulkan1 >/dev/null
 fi
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target/wgpu}"
-cargo build --release --features wgpu
+gpu="${1:-wgpu}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target/$gpu}"
+cargo build --release --features "$gpu"
 bin="$CARGO_TARGET_DIR/release/normlab"
 work=$(mktemp -d)
 python3 - "$work" <<'PY'
@@ -25,18 +29,18 @@ common=(--quiet --force --set model.d_model=32 --set model.n_layers=2 --set mode
 lm=(--set "data.corpus=$work/text.txt" --set train.batch_size=4 --set run.eval_windows=2)
 pairs=(--set data.task=pairs --set "data.corpus=$work/pairs.tsv" --set data.heldout=none --set train.batch_size=8
     --set train.micro_batch_size=4)
-for dev in cpu wgpu; do
+for dev in cpu "$gpu"; do
     "$bin" train --set "run.dir=$work/lm-$dev" --set "run.device=$dev" "${common[@]}" "${lm[@]}"
     "$bin" train --set "run.dir=$work/pairs-$dev" --set "run.device=$dev" "${common[@]}" "${pairs[@]}"
 done
-python3 - "$work" <<'PY'
+python3 - "$work" "$gpu" <<'PY'
 import json, sys
-d = sys.argv[1]
+d, gpu = sys.argv[1], sys.argv[2]
 def losses(run):
     return [r['loss'] for r in map(json.loads, open(f'{d}/{run}/metrics.jsonl')) if r['type'] == 'train']
 for kind in ('lm', 'pairs'):
-    a, b = losses(f'{kind}-cpu'), losses(f'{kind}-wgpu')
+    a, b = losses(f'{kind}-cpu'), losses(f'{kind}-{gpu}')
     err = max(abs(x - y) / abs(x) for x, y in zip(a, b))
-    print(f'{kind}: {len(a)} steps, largest relative loss difference wgpu vs cpu {err:.1e}')
+    print(f'{kind}: {len(a)} steps, largest relative loss difference {gpu} vs cpu {err:.1e}')
     assert len(a) == len(b) == 20 and err < 1e-5, kind
 PY

@@ -71,42 +71,15 @@ pub fn backward<T: Real>(
     scalar: bool,
 ) -> [Vec<T>; 3] {
     let mut dx = vec![T::zero(); x.len()];
-    let inv_d = T::of(1.0 / d as f64);
     let width = if scalar { 1 } else { d };
+    let rows = ROWS_PER_TASK;
     let partials: Vec<(Vec<T>, Vec<T>)> = dx
-        .par_chunks_mut(d * ROWS_PER_TASK)
-        .zip(dy.par_chunks(d * ROWS_PER_TASK).zip(x.par_chunks(d * ROWS_PER_TASK)))
-        .zip(stats.mean.par_chunks(ROWS_PER_TASK).zip(stats.rstd.par_chunks(ROWS_PER_TASK)))
+        .par_chunks_mut(d * rows)
+        .zip(dy.par_chunks(d * rows).zip(x.par_chunks(d * rows)))
+        .zip(stats.mean.par_chunks(rows).zip(stats.rstd.par_chunks(rows)))
         .map(|((dx, (dy, x)), (m, r))| {
-            with_simd(|| {
-                let (mut dg, mut db) = (vec![T::zero(); width], vec![T::zero(); width]);
-                let mut g = vec![T::zero(); d];
-                let mut xh = vec![T::zero(); d];
-                for (i, ((dxr, dyr), xr)) in
-                    dx.chunks_exact_mut(d).zip(dy.chunks_exact(d)).zip(x.chunks_exact(d)).enumerate()
-                {
-                    let (mu, rs) = (m[i], r[i]);
-                    for j in 0..d {
-                        xh[j] = (xr[j] - mu) * rs;
-                        g[j] = dyr[j] * gain[j];
-                    }
-                    if scalar {
-                        dg[0] = dg[0] + dot(dyr, &xh);
-                        db[0] = db[0] + sum(dyr);
-                    } else {
-                        for j in 0..d {
-                            dg[j] = dg[j] + dyr[j] * xh[j];
-                            db[j] = db[j] + dyr[j];
-                        }
-                    }
-                    let mean_g = if centred { sum(&g) * inv_d } else { T::zero() };
-                    let mean_gx = dot(&g, &xh) * inv_d;
-                    for j in 0..d {
-                        dxr[j] = rs * (g[j] - mean_g - xh[j] * mean_gx);
-                    }
-                }
-                (dg, db)
-            })
+            let task = RowsTask { d, gain, centred, width };
+            with_simd(|| task.backward(dx, dy, x, m, r))
         })
         .collect();
     let (mut dg, mut db) = (vec![T::zero(); width], vec![T::zero(); width]);
@@ -117,4 +90,45 @@ pub fn backward<T: Real>(
         }
     }
     [dx, dg, db]
+}
+
+/// The constants of one parallel task of [`backward`].
+struct RowsTask<'a, T> {
+    d: usize,
+    gain: &'a [T],
+    centred: bool,
+    /// 1 for scalar parameters, `d` otherwise.
+    width: usize,
+}
+
+impl<T: Real> RowsTask<'_, T> {
+    /// `∂x` of this task's rows, and their partial `(∂γ, ∂β)`.
+    #[inline(always)]
+    fn backward(&self, dx: &mut [T], dy: &[T], x: &[T], mean: &[T], rstd: &[T]) -> (Vec<T>, Vec<T>) {
+        let d = self.d;
+        let inv_d = T::of(1.0 / d as f64);
+        let (mut dg, mut db) = (vec![T::zero(); self.width], vec![T::zero(); self.width]);
+        let (mut g, mut xh) = (vec![T::zero(); d], vec![T::zero(); d]);
+        for (i, ((dxr, dyr), xr)) in dx.chunks_exact_mut(d).zip(dy.chunks_exact(d)).zip(x.chunks_exact(d)).enumerate() {
+            for j in 0..d {
+                xh[j] = (xr[j] - mean[i]) * rstd[i];
+                g[j] = dyr[j] * self.gain[j];
+            }
+            if self.width == 1 {
+                dg[0] = dg[0] + dot(dyr, &xh);
+                db[0] = db[0] + sum(dyr);
+            } else {
+                for j in 0..d {
+                    dg[j] = dg[j] + dyr[j] * xh[j];
+                    db[j] = db[j] + dyr[j];
+                }
+            }
+            let mean_g = if self.centred { sum(&g) * inv_d } else { T::zero() };
+            let mean_gx = dot(&g, &xh) * inv_d;
+            for j in 0..d {
+                dxr[j] = rstd[i] * (g[j] - mean_g - xh[j] * mean_gx);
+            }
+        }
+        (dg, db)
+    }
 }
