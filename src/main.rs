@@ -192,7 +192,8 @@ enum Cmd {
         #[arg(long)]
         hf: PathBuf,
     },
-    /// Throughput of the reference model (d=256, L=6, GLU 688, batch 8×256) per recipe.
+    /// Throughput of the reference model (d=256, L=6, GLU 688, batch 8×256) per recipe, or of
+    /// seed 000's Table-1 model (`--dims table1`), on the CPU or a GPU, beside PyTorch.
     Bench {
         /// Recipes to measure (default: all presets; `pre` uses RMSNorm like the PyTorch script).
         #[arg(long, value_delimiter = ',')]
@@ -206,14 +207,30 @@ enum Cmd {
         /// Write the JSON results here (atomically).
         #[arg(long, default_value = "bench/model.json")]
         out: PathBuf,
-        /// `cpu` (default), or `wgpu` / `cuda:N` when built with those features.
+        /// `cpu` (default), or `wgpu` / `vulkan` / `cuda:N` when built with those features.
         #[arg(long, default_value = "cpu")]
         device: String,
-        /// Also run the PyTorch reference with this Python, in the same invocation, for ratios.
+        /// `reference` (the CPU reference model, 8 × 256) or `table1` (seed 000 Table 1:
+        /// V 50257, d 512, 12 layers, GLU 1536, micro-batch 4 × 2048).
+        #[arg(long, default_value = "reference")]
+        dims: String,
+        /// Override the dims' batch size (sequences).
+        #[arg(long)]
+        batch: Option<usize>,
+        /// Override the dims' sequence length.
+        #[arg(long)]
+        seq: Option<usize>,
+        /// Precisions to measure each recipe in (`train.precision`): f32, bf16, f16.
+        #[arg(long, value_delimiter = ',', default_value = "f32")]
+        precision: Vec<String>,
+        /// Also run the PyTorch twin with this Python, in the same invocation, for ratios:
+        /// `--torch-script` on the CPU, `--torch-gpu-script` (f32 and bf16 autocast) on a GPU.
         #[arg(long)]
         torch_python: Option<String>,
         #[arg(long, default_value = "../shared/bench/torch_reference.py")]
         torch_script: String,
+        #[arg(long, default_value = "../shared/bench/torch_gpu.py")]
+        torch_gpu_script: String,
         /// Also time this many steps of the full training loop (`normlab train`) on the
         /// reference model with `pre`, on the built-in corpus.
         #[arg(long, default_value_t = 0)]
@@ -312,14 +329,34 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             fwd_steps,
             out,
             device,
+            dims,
+            batch,
+            seq,
+            precision,
             torch_python,
             torch_script,
+            torch_gpu_script,
             trainer_steps,
             kernels,
         } => {
-            let torch = torch_python.map(|py| (py, torch_script));
+            let gpu = !matches!(device.as_str(), "cpu" | "flex");
+            let torch = torch_python.map(|py| (py, if gpu { torch_gpu_script } else { torch_script }));
             let kernels = bench::parse_kernels(&kernels)?;
-            let opts = BenchOptions { recipes, warmup, steps, fwd_steps, device, torch, trainer_steps, out, kernels };
+            let dims = bench::Dims::parse(&dims, batch, seq)?;
+            let precisions = bench::parse_precisions(&precision)?;
+            let opts = BenchOptions {
+                recipes,
+                warmup,
+                steps,
+                fwd_steps,
+                device,
+                dims,
+                precisions,
+                torch,
+                trainer_steps,
+                out,
+                kernels,
+            };
             bench::run(&opts).map(|_| 0)
         }
     }

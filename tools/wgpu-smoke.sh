@@ -2,8 +2,8 @@
 # The GPU code path on a software Vulkan device (lavapipe) against the CPU: the same tiny
 # language-model run and pairs run (masked loss, padded batches, KV-cache decoding) on
 # `run.device = cpu` (fused kernels) and the GPU device (composite ops), whose per-step training
-# losses must agree within 1e-5 relative. Not part of .ci/run: the GPU build alone takes ≈16 min
-# on 2 cores.
+# losses must agree within 1e-5 relative (tests/gpu.rs is the same check as a cargo test).
+# Not part of .ci/run: the GPU build alone takes ≈30 min on 2 cores.
 #   tools/wgpu-smoke.sh            # --features wgpu, run.device = wgpu
 #   tools/wgpu-smoke.sh vulkan     # --features vulkan, run.device = vulkan (SPIR-V)
 # Installs mesa-vulkan-drivers when missing (Debian, root).

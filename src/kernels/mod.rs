@@ -10,6 +10,7 @@
 
 mod extension;
 pub mod norm;
+pub mod precision;
 pub mod rope;
 pub mod simd;
 pub mod softmax;
@@ -22,6 +23,7 @@ mod tests;
 use burn::backend::{Dispatch, DispatchDevice};
 use burn::tensor::{DType, Tensor};
 use extension::FusedOps;
+pub use precision::{Precision, widen};
 use serde::{Deserialize, Serialize};
 pub use tanh_norm::{Denominator, TanhNorm};
 

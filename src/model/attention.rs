@@ -12,7 +12,7 @@ use super::linear::project;
 use super::names::child;
 use super::rope;
 use crate::init::{Init, ParamBuilder};
-use crate::kernels::{self, Kernels};
+use crate::kernels::{self, Kernels, Precision, widen};
 use crate::norm::{Norm, NormKind};
 use crate::recipe::QkNorm;
 use burn::module::{Module, Param};
@@ -121,6 +121,9 @@ pub struct Attention {
     /// Whether RoPE and the causal softmax use the fused kernels (see [`crate::kernels`]).
     #[module(skip)]
     pub kernels: Kernels,
+    /// The matmuls' type (`train.precision`); the softmax is always computed in f32.
+    #[module(skip)]
+    pub precision: Precision,
 }
 
 /// Sizes and init scales for one attention block.
@@ -168,6 +171,7 @@ impl Attention {
             head_dim: s.head_dim,
             qk_full: matches!(s.qk_norm, Some((QkNorm::Full, _))),
             kernels: Kernels::default(),
+            precision: Precision::default(),
         })
     }
 
@@ -178,10 +182,10 @@ impl Attention {
     }
 
     /// `x W + bias`.
-    fn linear(x: Tensor<3>, w: &Param<Tensor<2>>, bias: &Option<Param<Tensor<1>>>) -> Tensor<3> {
-        let y = project(x, w);
+    fn linear(&self, x: Tensor<3>, w: &Param<Tensor<2>>, bias: &Option<Param<Tensor<1>>>) -> Tensor<3> {
+        let y = project(x, w, self.precision);
         match bias {
-            Some(bias) => y + bias.val().unsqueeze::<3>(),
+            Some(bias) => y + self.precision.compute(bias.val().unsqueeze::<3>()),
             None => y,
         }
     }
@@ -214,14 +218,14 @@ impl Attention {
         };
         let (k, v) = (self.repeat_kv(k), self.repeat_kv(v));
         let out = self.attend(q, k, v, ctx);
-        project(out.swap_dims(1, 2).reshape([b, t, self.n_heads * self.head_dim]), &self.wo)
+        project(out.swap_dims(1, 2).reshape([b, t, self.n_heads * self.head_dim]), &self.wo, self.precision)
     }
 
     /// Queries, keys and values `[B, n, t, h]`: projected, QK-normed and rotated.
     fn qkv(&self, x: Tensor<3>, ctx: &AttnContext) -> (Tensor<4>, Tensor<4>, Tensor<4>) {
-        let fused = self.kernels.fuse(&x);
-        let (mut q, mut k) = (Self::linear(x.clone(), &self.wq, &self.bq), Self::linear(x.clone(), &self.wk, &self.bk));
-        let v = self.heads(Self::linear(x, &self.wv, &self.bv), self.n_kv_heads);
+        let fused = self.kernels.fuse(&x) && self.precision == Precision::F32;
+        let (mut q, mut k) = (self.linear(x.clone(), &self.wq, &self.bq), self.linear(x.clone(), &self.wk, &self.bk));
+        let v = self.heads(self.linear(x, &self.wv, &self.bv), self.n_kv_heads);
         let qk_norms = self.q_norm.as_ref().zip(self.k_norm.as_ref());
         if let (Some((qn, kn)), true) = (qk_norms, self.qk_full) {
             (q, k) = (qn.forward(q), kn.forward(k));
@@ -243,7 +247,9 @@ impl Attention {
         if let (Some((qn, kn)), false) = (qk_norms, self.qk_full) {
             (q, k) = (qn.forward(q), kn.forward(k));
         }
-        (rope::apply(q, &ctx.cos, &ctx.sin), rope::apply(k, &ctx.cos, &ctx.sin), v)
+        let p = self.precision;
+        let (cos, sin) = (p.compute(ctx.cos.clone()), p.compute(ctx.sin.clone()));
+        (rope::apply(p.compute(q), &cos, &sin), rope::apply(p.compute(k), &cos, &sin), v)
     }
 
     /// `softmax(q kᵀ/√h + M) v`, `[B, H, t, h]`; the fused softmax applies a purely causal `M`
@@ -254,18 +260,19 @@ impl Attention {
         if ctx.causal && ctx.stats.is_none() && self.kernels.fuse(&q) && t >= 2 * CAUSAL_BLOCK {
             return causal_blocks(q, k, v, scale);
         }
-        let raw = q.matmul(k.swap_dims(2, 3));
+        let p = self.precision;
+        let raw = widen(p.matmul(q, k.swap_dims(2, 3)));
         if ctx.causal && self.kernels.fuse(&raw) {
             if let Some(stats) = &ctx.stats {
                 stats.borrow_mut().push(attn_stats(raw.clone() * scale + ctx.mask.clone()));
             }
-            return kernels::causal_softmax(raw, scale).matmul(v);
+            return p.matmul(kernels::causal_softmax(raw, scale), v);
         }
         let scores = raw * scale + ctx.mask.clone();
         if let Some(stats) = &ctx.stats {
             stats.borrow_mut().push(attn_stats(scores.clone()));
         }
-        softmax(scores, 3).matmul(v)
+        p.matmul(softmax(scores, 3), v)
     }
 
     /// `‖W_V W_O‖²_F` (seed 003 Theorem 3.5), `[1]`; differentiable in both matrices.

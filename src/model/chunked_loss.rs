@@ -13,18 +13,29 @@
 //! path, [`super::transformer::masked_cross_entropy`], is the reference.
 //!
 //! # Shapes
+//! The three matmuls run in the model's precision (as autocast runs the projection and its
+//! backward), the softmax and the sums in f32.
+//!
 //! - `h`: `[N, d]` final hidden states, `w`: `[d, V]` output projection, `targets`: `[N]`
 //!   (−1: not counted) → `[1]`, the mean over counted targets.
 
+use crate::kernels::{Precision, widen};
 use burn::tensor::{IndexingUpdateOp, Int, Tensor};
 
 /// Mean cross-entropy of `softmax(h w)` against `targets`, `chunk` rows at a time.
-pub fn chunked_cross_entropy(h: Tensor<2>, w: Tensor<2>, targets: Tensor<1, Int>, chunk: usize) -> Tensor<1> {
+pub fn chunked_cross_entropy(
+    h: Tensor<2>,
+    w: Tensor<2>,
+    targets: Tensor<1, Int>,
+    chunk: usize,
+    p: Precision,
+) -> Tensor<1> {
     let [n, _] = h.dims();
     let grads = h.is_tracked() || w.is_tracked();
     // Off the autodiff tape altogether: nothing of a chunk outlives it.
     let (hd, wd, targets) = (h.clone().without_autodiff(), w.clone().without_autodiff(), targets.without_autodiff());
-    let wt = wd.clone().transpose();
+    let wt = p.compute(wd.clone().transpose());
+    let wc = p.compute(wd.clone());
     let keep = targets.clone().greater_equal_elem(0);
     let count = keep.clone().int().sum().float().clamp_min(1.0);
     let mut loss_sum: Option<Tensor<1>> = None;
@@ -34,7 +45,7 @@ pub fn chunked_cross_entropy(h: Tensor<2>, w: Tensor<2>, targets: Tensor<1, Int>
         let (hc, tc) = (hd.clone().narrow(0, start, len), targets.clone().narrow(0, start, len));
         let mask = hc.zeros_like().narrow(1, 0, 1).mask_fill(keep.clone().narrow(0, start, len).unsqueeze_dim(1), 1.0);
         let tc = tc.clamp_min(0).unsqueeze_dim::<2>(1);
-        let logits = hc.clone().matmul(wd.clone());
+        let logits = widen(p.matmul(hc.clone(), wc.clone()));
         let max = logits.clone().max_dim(1);
         let shifted = logits - max;
         let lse = shifted.clone().exp().sum_dim(1).log();
@@ -47,8 +58,8 @@ pub fn chunked_cross_entropy(h: Tensor<2>, w: Tensor<2>, targets: Tensor<1, Int>
         if grads {
             let onehot = shifted.zeros_like().scatter(1, tc, mask.clone(), IndexingUpdateOp::Add);
             let dlogits = ((shifted - lse).exp() * mask - onehot) / count.clone().unsqueeze_dim(1);
-            gh.push(dlogits.clone().matmul(wt.clone()));
-            let g = hc.transpose().matmul(dlogits);
+            gh.push(widen(p.matmul(dlogits.clone(), wt.clone())));
+            let g = widen(p.matmul(hc.transpose(), dlogits));
             gw = Some(match gw {
                 Some(a) => a + g,
                 None => g,

@@ -4,7 +4,7 @@ use super::config::FfnKind;
 use super::linear::project;
 use super::names::child;
 use crate::init::{Init, ParamBuilder};
-use crate::kernels::{self, Kernels};
+use crate::kernels::{self, Kernels, Precision};
 use burn::module::{Module, Param};
 use burn::tensor::Tensor;
 use burn::tensor::activation::{gelu, silu};
@@ -18,6 +18,9 @@ pub struct FeedForward {
     /// Whether the GLU gate uses the fused SwiGLU kernel (see [`crate::kernels`]).
     #[module(skip)]
     pub kernels: Kernels,
+    /// The matmuls' and the hidden activations' type (`train.precision`).
+    #[module(skip)]
+    pub precision: Precision,
 }
 
 /// Sizes and init scales for one feed-forward block.
@@ -42,16 +45,19 @@ impl FeedForward {
             FfnKind::Mlp => None,
         };
         let w2 = b.matrix(&child(prefix, "w2"), [s.d_ff, s.d_model], n_out)?;
-        Ok(Self { w1, w3, w2, kernels: Kernels::default() })
+        Ok(Self { w1, w3, w2, kernels: Kernels::default(), precision: Precision::default() })
     }
 
     /// `[B, T, d]` → `[B, T, d]`.
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+        let p = self.precision;
         let hidden = match &self.w3 {
-            Some(w3) if self.kernels.fuse(&x) => kernels::swiglu(project(x.clone(), &self.w1), project(x, w3)),
-            Some(w3) => silu(project(x.clone(), &self.w1)) * project(x, w3),
-            None => gelu(project(x, &self.w1)),
+            Some(w3) if self.kernels.fuse(&x) && p == Precision::F32 => {
+                kernels::swiglu(project(x.clone(), &self.w1, p), project(x, w3, p))
+            }
+            Some(w3) => silu(project(x.clone(), &self.w1, p)) * project(x, w3, p),
+            None => gelu(project(x, &self.w1, p)),
         };
-        project(hidden, &self.w2)
+        project(hidden, &self.w2, p)
     }
 }

@@ -3,13 +3,15 @@
 //! Stored as `[d_in, d_out]`, the transpose of `torch.nn.Linear.weight`, so the forward is one
 //! 2-D matmul over all tokens.
 
+use crate::kernels::Precision;
 use burn::module::Param;
 use burn::tensor::Tensor;
 
-/// `x`: `[B, T, d_in]`, `w`: `[d_in, d_out]` → `[B, T, d_out]`.
-pub fn project(x: Tensor<3>, w: &Param<Tensor<2>>) -> Tensor<3> {
+/// `x`: `[B, T, d_in]`, `w`: `[d_in, d_out]` → `[B, T, d_out]`, computed in `p` (a half
+/// precision returns a half-precision output; see [`crate::kernels::precision`]).
+pub fn project(x: Tensor<3>, w: &Param<Tensor<2>>, p: Precision) -> Tensor<3> {
     let [b, t, d_in] = x.dims();
     let w = w.val();
     let d_out = w.dims()[1];
-    x.reshape([b * t, d_in]).matmul(w).reshape([b, t, d_out])
+    p.matmul(x.reshape([b * t, d_in]), w).reshape([b, t, d_out])
 }

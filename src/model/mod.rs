@@ -35,4 +35,6 @@ pub use decode::KvCache;
 pub use transformer::{ForwardOutput, LOGITS_LIMIT, SublayerTrace, Transformer};
 
 #[cfg(test)]
+mod precision_tests;
+#[cfg(test)]
 mod tests;

@@ -11,6 +11,7 @@
 
 use super::names::child;
 use crate::init::ParamBuilder;
+use crate::kernels::widen;
 use crate::norm::{Norm, NormKind};
 use crate::recipe::SublayerPlan;
 use burn::module::Module;
@@ -83,8 +84,10 @@ impl<F> Sublayer<F> {
         n_in: impl FnOnce(&Option<Norm>, Tensor<3>) -> Tensor<3>,
         f: impl FnOnce(&F, Tensor<3>) -> Tensor<3>,
     ) -> SublayerOut {
-        let branch =
-            maybe_norm(&self.output_norm, f(&self.f, scaled(n_in(&self.input_norm, x.clone()), self.scales.input)));
+        // A half-precision branch output joins the f32 residual stream here (and N_out, if any,
+        // normalises it in f32).
+        let f_out = widen(f(&self.f, scaled(n_in(&self.input_norm, x.clone()), self.scales.input)));
+        let branch = maybe_norm(&self.output_norm, f_out);
         let sum = scaled(x, self.scales.skip) + scaled(branch.clone(), self.scales.residual);
         let next = maybe_norm(&self.outer_norm, sum.clone());
         SublayerOut { next, sum, branch }

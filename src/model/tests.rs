@@ -9,11 +9,11 @@ use crate::recipe::{PRESET_NAMES, RecipeConfig};
 use crate::testutil::{cpu, f64_tensor, pseudo_random, rel_err, values};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
-fn tiny(recipe: RecipeConfig, n_layers: usize) -> ModelConfig {
+pub(super) fn tiny(recipe: RecipeConfig, n_layers: usize) -> ModelConfig {
     ModelConfig { vocab_size: 32, d_model: 16, n_layers, n_heads: 2, d_glu: Some(24), recipe, ..Default::default() }
 }
 
-fn tokens(device: &Device, seed: u64) -> (Tensor<2, Int>, Tensor<2, Int>) {
+pub(super) fn tokens(device: &Device, seed: u64) -> (Tensor<2, Int>, Tensor<2, Int>) {
     let mut rng = crate::rng::SplitMix64::new(seed);
     let ids: Vec<i64> = (0..2 * 9).map(|_| (rng.next_u64() % 32) as i64).collect();
     let all = Tensor::<2, Int>::from_data(TensorData::new(ids, [2, 9]), device);
@@ -168,6 +168,7 @@ fn bhyt_approximation_uses_the_frobenius_norm_of_wv_wo() {
         head_dim: 2,
         qk_full: false,
         kernels: Default::default(),
+        precision: Default::default(),
     };
     assert_eq!(values(attn.value_output_frobenius_sq()), vec![15.0]);
     // Grouped-query attention, 2 query heads sharing 1 key/value head of size 1: W_V = [1, 2]ᵀ
@@ -275,7 +276,13 @@ fn every_chunk_size_gives_the_unchunked_loss_and_gradients() {
     let (rh, rw) = (values(h.grad(&g).unwrap()), values(w.grad(&g).unwrap()));
     for chunk in [1, 3, 4, 11, 64] {
         let (h, w) = (leaf(&hv, [n, d]), leaf(&wv, [d, v]));
-        let loss = super::chunked_loss::chunked_cross_entropy(h.clone(), w.clone(), targets(), chunk);
+        let loss = super::chunked_loss::chunked_cross_entropy(
+            h.clone(),
+            w.clone(),
+            targets(),
+            chunk,
+            crate::kernels::Precision::F32,
+        );
         assert!(rel_err(&values(loss.clone()), &values(reference.clone()), 1e-12) < 1e-6, "chunk {chunk}");
         let g = (loss * 0.5).backward();
         let half = |x: &[f64]| x.iter().map(|a| a * 0.5).collect::<Vec<_>>();

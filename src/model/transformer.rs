@@ -12,7 +12,7 @@ use super::names;
 use super::regularizer::variance_penalty;
 use super::sublayer::{Sublayer, SublayerOut};
 use crate::init::{Init, ParamBuilder, ParamSource};
-use crate::kernels::Kernels;
+use crate::kernels::{Kernels, Precision, widen};
 use crate::norm::Norm;
 use crate::recipe::{ResolvedRecipe, SublayerPlan};
 use burn::module::{Module, Param};
@@ -41,6 +41,8 @@ pub struct ModelMeta {
     pub recipe: String,
     /// See [`LOGITS_LIMIT`] (tests lower it to force the chunked loss).
     pub logits_limit: usize,
+    /// The matmuls' and activations' type ([`Transformer::set_precision`]).
+    pub precision: Precision,
 }
 
 /// What a sublayer exposes to the probes: `X_l` (entering), `Z_l` (after the residual
@@ -104,6 +106,15 @@ impl Transformer {
         }
     }
 
+    /// Computes the matmuls and the activations between them in `p` (`train.precision`); the
+    /// parameters stay in their own type. See [`crate::kernels::precision`].
+    pub fn set_precision(&mut self, p: Precision) {
+        self.meta.precision = p;
+        for l in &mut self.layers {
+            (l.attn.f.precision, l.ffn.f.precision) = (p, p);
+        }
+    }
+
     fn build(cfg: &ModelConfig, recipe: &ResolvedRecipe, b: &mut ParamBuilder<'_>) -> anyhow::Result<Self> {
         let (d, std) = (cfg.d_model, cfg.init_std);
         let tok_emb = b.matrix(names::TOKEN_EMBEDDING, [cfg.vocab_size, d], Init::Normal { std })?;
@@ -124,6 +135,7 @@ impl Transformer {
             regularizer: recipe.regularizer,
             recipe: recipe.name.clone(),
             logits_limit: LOGITS_LIMIT,
+            precision: Precision::F32,
         };
         Ok(Self { tok_emb, emb_scale, emb_norm, layers, final_norm, lm_head, meta })
     }
@@ -238,7 +250,7 @@ impl Transformer {
         let [bsz, t, d] = h.hidden.dims();
         let w = self.output_weight();
         let v = w.dims()[1];
-        let logits = h.hidden.reshape([bsz * t, d]).matmul(w).reshape([bsz, t, v]);
+        let logits = widen(self.meta.precision.matmul(h.hidden.reshape([bsz * t, d]), w)).reshape([bsz, t, v]);
         ForwardOutput { logits, sums: h.sums, traces: h.traces, attention: h.attention, last_hidden: h.last_hidden }
     }
 
@@ -266,8 +278,8 @@ impl Transformer {
         let h = self.run_hidden(tokens, ctx, None, keep_sums, false);
         let d = h.hidden.dims()[2];
         let chunk = (limit / v).max(1);
-        let ce =
-            chunked_cross_entropy(h.hidden.reshape([b * t, d]), self.output_weight(), targets.reshape([b * t]), chunk);
+        let (hidden, w, p) = (h.hidden.reshape([b * t, d]), self.output_weight(), self.meta.precision);
+        let ce = chunked_cross_entropy(hidden, w, targets.reshape([b * t]), chunk, p);
         (ce, h.sums)
     }
 

@@ -77,7 +77,10 @@ impl Norm {
 
     /// Applies the norm over the last axis. For [`NormKind::Bhyt`] this is the exact form
     /// (Algorithm 1 lines 3–5); use [`Norm::forward_with_variance`] to supply an approximation.
+    /// A half-precision input is normalised in f32 (its statistics need the range), and the
+    /// output is f32.
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        let x = kernels::widen(x);
         match &self.kind {
             NormKind::LayerNorm { eps, .. } | NormKind::ScalarLayerNorm { eps, .. } => {
                 if self.kernels.fuse(&x) {
@@ -135,6 +138,7 @@ impl Norm {
             panic!("forward_with_variance is only defined for BHyT, not {:?}", self.kind)
         };
         let lambda = self.lambda_val().expect("BHyT has λ");
+        let (x, variance) = (kernels::widen(x), kernels::widen(variance));
         if self.kernels.fuse(&x) {
             let n = TanhNorm { denominator: Denominator::Given, kappa: kappa(*p), eps: *eps };
             return kernels::tanh_norm(x, lambda, self.gain_val(), None, Some(variance), n);

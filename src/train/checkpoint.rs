@@ -41,6 +41,9 @@ pub struct TrainerState {
     /// The probes' gradient statistics and output position.
     #[serde(default)]
     pub probe: Option<crate::probe::ProbeState>,
+    /// f16's dynamic loss scale (unused in f32 and bf16).
+    #[serde(default)]
+    pub loss_scale: super::loss_scale::LossScale,
 }
 
 /// `checkpoints/latest.json`: the newest checkpoint, for people and tools (resuming scans).

@@ -14,22 +14,22 @@ pub fn clip_scale(total: f64, max_norm: f64) -> f64 {
 
 /// Measures the gradients and, when `max_norm > 0` and the total exceeds it, rescales them.
 /// Returns the gradients, the norms before clipping and the factor applied.
-pub fn clip_global<M: Module>(
-    model: &M,
-    mut grads: GradientsParams,
-    max_norm: f64,
-) -> (GradientsParams, GradNorms, f64) {
+pub fn clip_global<M: Module>(model: &M, grads: GradientsParams, max_norm: f64) -> (GradientsParams, GradNorms, f64) {
     let norms = measure(model, &grads);
     let scale = clip_scale(norms.total, max_norm);
-    if scale != 1.0 {
-        for p in &param_table(model) {
-            match p.shape.len() {
-                1 => rescale::<1>(&mut grads, p.id, scale),
-                _ => rescale::<2>(&mut grads, p.id, scale),
-            }
+    let grads = if scale != 1.0 { scale_all(model, grads, scale) } else { grads };
+    (grads, norms, scale)
+}
+
+/// Every parameter's gradient multiplied by `factor` (clipping; undoing a loss scale).
+pub fn scale_all<M: Module>(model: &M, mut grads: GradientsParams, factor: f64) -> GradientsParams {
+    for p in &param_table(model) {
+        match p.shape.len() {
+            1 => rescale::<1>(&mut grads, p.id, factor),
+            _ => rescale::<2>(&mut grads, p.id, factor),
         }
     }
-    (grads, norms, scale)
+    grads
 }
 
 fn rescale<const D: usize>(grads: &mut GradientsParams, id: burn::module::ParamId, scale: f64) {

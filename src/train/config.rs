@@ -99,6 +99,11 @@ pub struct TrainSection {
     /// operations are recomputed in the backward pass instead of kept, trading compute for
     /// memory on deep or long-context configurations. Gradients are unchanged.
     pub checkpoint_activations: bool,
+    /// `f32` (default), `bf16` or `f16`: the type the matmuls and the activations between them
+    /// compute in. Weights, gradients and AdamW's state stay f32; norm statistics, softmax,
+    /// the loss and the regulariser are computed in f32. `f16` adds dynamic loss scaling
+    /// (overflowed steps are skipped and recorded). See the README, "Mixed precision".
+    pub precision: crate::kernels::Precision,
 }
 
 impl Default for TrainSection {
@@ -118,6 +123,7 @@ impl Default for TrainSection {
             skip_step_max_consecutive: 3,
             corrupt_steps: Vec::new(),
             checkpoint_activations: false,
+            precision: crate::kernels::Precision::F32,
         }
     }
 }

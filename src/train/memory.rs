@@ -27,16 +27,19 @@ impl MemoryEstimate {
     }
 }
 
-/// The estimate for `cfg` with `params` parameters, in f32.
+/// The estimate for `cfg` with `params` parameters: f32 parameters and state; the layers'
+/// activations in `train.precision` (a half type also keeps a half copy of each weight for
+/// its matmuls), the logits in f32.
 pub fn estimate(cfg: &RunConfig, params: usize) -> MemoryEstimate {
     let m = &cfg.model;
     let tokens = (cfg.train.micro_batch_size.unwrap_or(cfg.train.batch_size) * cfg.train.seq_len) as f64;
     let per_layer = 7.0 * m.d_model as f64 + 3.0 * m.d_ff() as f64 + (m.n_heads * cfg.train.seq_len) as f64;
     let logits = 3.0 * (tokens * m.vocab_size as f64).min(LOGITS_LIMIT as f64);
-    let f32 = 4.0;
+    let (f32, act) = (4.0, cfg.train.precision.bytes() as f64);
+    let half_weights = if act < f32 { params as f64 * act } else { 0.0 };
     MemoryEstimate {
-        parameters: 4.0 * params as f64 * f32,
-        activations: (m.n_layers as f64 * tokens * per_layer + logits) * f32,
+        parameters: 4.0 * params as f64 * f32 + half_weights,
+        activations: m.n_layers as f64 * tokens * per_layer * act + logits * f32,
     }
 }
 
@@ -84,5 +87,10 @@ mod tests {
         let msg = check(e, Some(1000.0)).unwrap_err().to_string();
         assert!(msg.contains("train.micro_batch_size") && msg.contains("available"), "{msg}");
         assert!(check(e, None).is_ok(), "unknown capacity: no refusal");
+        cfg.train.precision = crate::kernels::Precision::Bf16;
+        let h = estimate(&cfg, 1000);
+        // A bf16 copy of the weights (2 bytes each); layer activations at 2 bytes, logits at 4.
+        assert_eq!(h.parameters, 18_000.0);
+        assert_eq!(h.activations, 2.0 * 6.0 * 110.0 * 2.0 + 180.0 * 4.0);
     }
 }

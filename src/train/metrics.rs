@@ -28,6 +28,9 @@ pub struct TrainRecord {
     /// Set when the skip-step rule refused this step's update: why (`train.skip_step_sigma`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
+    /// f16 training: the loss scale this step's backward pass used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_scale: Option<f64>,
     pub tokens: u64,
     #[serde(deserialize_with = "nan")]
     pub tokens_per_s: f64,

@@ -9,6 +9,7 @@ pub mod divergence;
 pub mod engine;
 pub mod eval;
 pub mod generate;
+pub mod loss_scale;
 pub mod memory;
 pub mod metrics;
 pub mod optimizer;
@@ -30,5 +31,7 @@ pub use trainer::{Outcome, Trainer};
 /// Exit status of `normlab train` when the run diverged (errors exit with 2).
 pub const EXIT_DIVERGED: i32 = 3;
 
+#[cfg(test)]
+mod precision_tests;
 #[cfg(test)]
 mod tests;

@@ -35,6 +35,7 @@ pub fn start_with(
 ) -> anyhow::Result<Trainer> {
     cfg.validate()?;
     let device = crate::device::parse(&cfg.run.device)?;
+    check_precision(&device, &cfg.run.device, cfg.train.precision)?;
     let (source, tokenizer) = match init {
         Some((s, t)) => (s, Some(t)),
         None => (ParamSource::Seeded(cfg.train.seed), None),
@@ -63,6 +64,7 @@ pub fn start_with(
         tokenizer: data.info.tokenizer.clone(),
         recipe: model.meta.recipe.clone(),
         probe: None,
+        loss_scale: Default::default(),
     };
     let dir = cfg.run.dir.clone();
     run_dir::claim(&dir, force)?;
@@ -133,6 +135,7 @@ fn restore(
     log: &dyn Fn(&str),
 ) -> anyhow::Result<Trainer> {
     let device = crate::device::parse(&cfg.run.device)?;
+    check_precision(&device, &cfg.run.device, cfg.train.precision)?;
     let mut data = Dataset::prepare(&cfg.data, Some(tokenizer), log)?;
     cfg.fit_vocab(data.tokenizer.vocab_size(), &data.info.tokenizer)?;
     data.fit_pairs(cfg.train.seq_len, log)?;
@@ -195,6 +198,20 @@ fn run_info(cfg: &RunConfig, data: &Dataset, params: usize, total_steps: usize) 
         recipe: cfg.model.recipe.spec().map(|s| s.name).unwrap_or_default(),
         data: data.info.clone(),
         unigram_loss: Some(data.unigram_loss(cfg.model.vocab_size)),
+    }
+}
+
+/// Refuses a half precision the device cannot compute in (wgpu's WGSL has f16 but no bf16:
+/// burn would run it and produce NaN).
+pub fn check_precision(device: &burn::tensor::Device, name: &str, p: crate::kernels::Precision) -> anyhow::Result<()> {
+    match p.half() {
+        Some(h) if !device.supports_dtype(h) => bail!(
+            "train.precision = \"{}\" is not supported on run.device = \"{}\"{}; use \"f16\" or \"f32\"",
+            format!("{p:?}").to_lowercase(),
+            name,
+            if name == "wgpu" { " (WGSL has no bfloat16; the vulkan device may have it)" } else { "" }
+        ),
+        _ => Ok(()),
     }
 }
 

@@ -3,7 +3,7 @@
 //! clipping. The trainer and the trajectory test against PyTorch (`tests/reference.rs`) both
 //! call this, so that test checks the training loop's own arithmetic.
 
-use super::clip::clip_global;
+use super::clip::{clip_global, scale_all};
 use crate::model::Transformer;
 use crate::probe::grads::GradNorms;
 use burn::optim::{GradientsAccumulator, GradientsParams};
@@ -25,23 +25,27 @@ pub struct StepGradients {
 /// Gradients of the mean loss over `micro_batches` (inputs, targets), clipped to a global
 /// norm of `grad_clip` (0: no clipping). With `masked`, targets below 0 are ignored and each
 /// micro-batch's loss is its mean over its counted targets (as Hugging Face's trainer does).
+/// `loss_scale` multiplies the loss before each backward pass and divides the accumulated
+/// gradients before they are measured (f16's dynamic scaling; 1 otherwise).
 pub fn gradients(
     model: &Transformer,
     micro_batches: impl ExactSizeIterator<Item = (Tensor<2, Int>, Tensor<2, Int>)>,
     grad_clip: f64,
     masked: bool,
+    loss_scale: f64,
 ) -> anyhow::Result<StepGradients> {
     let n = micro_batches.len();
     let mut acc = GradientsAccumulator::<Transformer>::new();
     let mut values = Vec::with_capacity(n);
     for (x, y) in micro_batches {
         let (loss, ce, reg) = model.loss(x, y, masked);
-        let grads = loss.clone().div_scalar(n as f64).backward();
+        let grads = loss.clone().div_scalar(n as f64 / loss_scale).backward();
         acc.accumulate(model, GradientsParams::from_grads(grads, model));
         let reg = reg.unwrap_or_else(|| ce.zeros_like());
         values.push(Tensor::cat(vec![loss.detach(), ce.detach(), reg.detach()], 0));
     }
-    let (grads, norms, scale) = clip_global(model, acc.grads(), grad_clip);
+    let grads = if loss_scale == 1.0 { acc.grads() } else { scale_all(model, acc.grads(), 1.0 / loss_scale) };
+    let (grads, norms, scale) = clip_global(model, grads, grad_clip);
     // One read of all the scalars at the end: no device synchronisation per micro-batch.
     let v = Tensor::cat(values, 0)
         .into_data()

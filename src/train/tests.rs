@@ -18,7 +18,7 @@ use burn::optim::GradientsParams;
 use burn::tensor::{Int, Tensor, TensorData};
 use std::path::Path;
 
-fn quiet(_: &str) {}
+pub(super) fn quiet(_: &str) {}
 
 /// A 2-layer d=32 model on a local synthetic corpus under `root`: a run takes well under a
 /// second.
@@ -43,11 +43,11 @@ pub(crate) fn tiny_cfg(root: &std::path::Path, steps: usize) -> RunConfig {
     c
 }
 
-fn train_losses(dir: &Path) -> Vec<f64> {
+pub(super) fn train_losses(dir: &Path) -> Vec<f64> {
     Metrics::read(&run_dir::metrics(dir)).unwrap().train.iter().map(|r| r.loss).collect()
 }
 
-fn run(cfg: RunConfig) -> (Trainer, Outcome) {
+pub(super) fn run(cfg: RunConfig) -> (Trainer, Outcome) {
     let mut t = start(cfg, false, &quiet).unwrap();
     let mut p = super::progress::Progress::new(t.state.total_steps, 0, true);
     let o = t.run(&mut p).unwrap();

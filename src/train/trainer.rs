@@ -6,6 +6,7 @@ use super::checkpoint::{self, TrainerState};
 use super::config::RunConfig;
 use super::engine;
 use super::eval::{evaluate, evaluate_pairs};
+use super::loss_scale::ScaleDecision;
 use super::metrics::{DivergedRecord, EvalRecord, MetricsRecord, TrainRecord};
 use super::pairs_eval;
 use super::progress::Progress;
@@ -15,6 +16,7 @@ use super::step;
 use crate::data::sampler::{Batch, validation_starts};
 use crate::data::{Dataset, Sampler};
 use crate::io::jsonl::JsonlWriter;
+use crate::kernels::Precision;
 use crate::model::Transformer;
 use crate::probe::{LiveProbe, ProbePaths};
 use burn::module::Module;
@@ -86,6 +88,8 @@ impl Trainer {
         ad: Device,
         lock: run_dir::RunLock,
     ) -> anyhow::Result<Self> {
+        let mut model = model;
+        model.set_precision(cfg.train.precision);
         let metrics = JsonlWriter::open(&run_dir::metrics(&dir), state.metrics_bytes)?;
         let (records, alerts, tb) = (run_dir::probes(&dir), run_dir::alerts(&dir), run_dir::tensorboard(&dir));
         let paths = ProbePaths { records: &records, alerts: &alerts, tensorboard: &tb };
@@ -212,20 +216,11 @@ impl Trainer {
         let probing = self.cfg.probe.is_probe_step(self.state.step + 1, self.state.total_steps);
         let probe_batch = probing.then(|| batches[0].clone());
         let tensors = batches.into_iter().map(|b| to_tensors(b, &self.ad));
-        let g = step::gradients(&self.model, tensors, self.cfg.optim.grad_clip, masked)?;
+        let f16 = self.cfg.train.precision == Precision::F16;
+        let loss_scale = if f16 { self.state.loss_scale.scale } else { 1.0 };
+        let g = step::gradients(&self.model, tensors, self.cfg.optim.grad_clip, masked, loss_scale)?;
         let mut warnings = Vec::new();
-        let skipped = if g.loss.is_finite() && g.norms.total.is_finite() {
-            match self.state.skip.decide(&self.cfg.skip_rule(), g.loss, g.norms.total) {
-                SkipDecision::Apply => None,
-                SkipDecision::Skip(why) => Some(why),
-                SkipDecision::ApplyAfterSkips(why) => {
-                    warnings.push(why);
-                    None
-                }
-            }
-        } else {
-            None
-        };
+        let skipped = self.refuse_update(f16, g.loss, g.norms.total, &mut warnings);
         if skipped.is_none()
             && let Some(reason) = self.state.divergence.check(g.loss, g.norms.total)
         {
@@ -252,6 +247,7 @@ impl Trainer {
             grad_norm: g.norms.total,
             clipped: g.scale < 1.0,
             skipped,
+            loss_scale: f16.then_some(loss_scale),
             tokens: self.state.tokens,
             tokens_per_s: tokens as f64 / t0.elapsed().as_secs_f64(),
             wall_s: wall0 + session.elapsed().as_secs_f64(),
@@ -267,6 +263,29 @@ impl Trainer {
             warnings = self.probe.probe(record.step, &m, x, warnings, histograms)?;
         }
         Ok(StepResult::Done(record, warnings))
+    }
+
+    /// Why this step's update is refused, if it is: f16 gradients that overflowed at the
+    /// current loss scale (the scale then halves), or an outlier under the skip-step rule. A
+    /// non-finite step that is neither is left to the divergence check.
+    fn refuse_update(&mut self, f16: bool, loss: f64, grad_norm: f64, warnings: &mut Vec<String>) -> Option<String> {
+        if f16
+            && loss.is_finite()
+            && let ScaleDecision::Skip(why) = self.state.loss_scale.update(grad_norm)
+        {
+            return Some(why);
+        }
+        if !(loss.is_finite() && grad_norm.is_finite()) {
+            return None;
+        }
+        match self.state.skip.decide(&self.cfg.skip_rule(), loss, grad_norm) {
+            SkipDecision::Apply => None,
+            SkipDecision::Skip(why) => Some(why),
+            SkipDecision::ApplyAfterSkips(why) => {
+                warnings.push(why);
+                None
+            }
+        }
     }
 
     /// Validation loss and perplexity on the fixed windows; written to the metrics.

@@ -1,78 +1,57 @@
 //! Throughput benchmark of the reference model (shared/bench/torch_reference.py): byte vocab
 //! 256, d = 256, 6 layers, 4 heads, RoPE, GLU 688, no biases, untied embeddings, batch 8 × 256,
-//! f32, one fixed batch from the same 64-bit LCG, AdamW(1e-3, 0.9/0.95, wd 0.1).
+//! f32, one fixed batch from the same 64-bit LCG, AdamW(1e-3, 0.9/0.95, wd 0.1); or, with
+//! `--dims table1`, seed 000's Table-1 model (see [`dims`]).
 //!
-//! For each recipe: forward tokens/s (no autodiff) and train tokens/s (forward, backward and
-//! an AdamW step), the same work the PyTorch script times. The PyTorch script can be run in the
-//! same invocation so the ratio is measured on the same machine at the same time.
+//! For each recipe, kernel setting and precision: forward tokens/s (no autodiff) and train
+//! tokens/s (forward, backward and an AdamW step), the same work the PyTorch scripts time.
+//! The PyTorch script runs in the same invocation so the ratio is measured on the same machine
+//! at the same time: `torch_reference.py` on the CPU, `torch_gpu.py` (f32 and bf16 autocast)
+//! when the device is a GPU.
 
 use crate::device::Machine;
 use crate::init::ParamSource;
-use crate::kernels::Kernels;
-use crate::model::{FfnKind, ModelConfig, Transformer};
-use crate::recipe::{PRESET_NAMES, RecipeConfig, RecipeOverlay};
+use crate::kernels::{Kernels, Precision};
+use crate::model::{ModelConfig, Transformer};
+use crate::recipe::PRESET_NAMES;
 use crate::stats::median;
 use crate::train::metrics::Metrics;
 use crate::train::run_dir;
 use anyhow::Context;
 use burn::optim::{AdamWConfig, GradientsParams};
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Instant;
 
-pub const BATCH: usize = 8;
-pub const SEQ: usize = 256;
+pub mod dims;
+pub mod gpu;
+pub mod torch;
 
-/// The reference model with `recipe`; `pre` uses RMSNorm (ε = 1e-5) as the PyTorch script does.
-pub fn reference_config(recipe: &str) -> ModelConfig {
-    let recipe = if recipe == "pre" {
-        RecipeConfig::Custom(Box::new(RecipeOverlay {
-            preset: Some("pre".into()),
-            name: Some("pre".into()),
-            norm: Some(crate::recipe::BaseNorm::Rmsnorm),
-            ..Default::default()
-        }))
-    } else {
-        RecipeConfig::Preset(recipe.into())
-    };
-    ModelConfig {
-        vocab_size: 256,
-        d_model: 256,
-        n_layers: 6,
-        n_heads: 4,
-        ffn: FfnKind::Glu,
-        d_glu: Some(688),
-        rope_base: 10_000.0,
-        norm_eps: 1e-5,
-        init_std: 0.02,
-        recipe,
-        ..Default::default()
-    }
-}
-
-/// The PyTorch script's batch: 8 × 257 bytes from a 64-bit LCG, split into inputs and targets.
-pub fn lcg_batch(device: &Device) -> (Tensor<2, Int>, Tensor<2, Int>) {
-    let mut s: u64 = 0x2545_F491_4F6C_DD1D;
-    let toks: Vec<i64> = (0..BATCH * (SEQ + 1))
-        .map(|_| {
-            s = s.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-            ((s >> 33) & 0xFF) as i64
-        })
-        .collect();
-    let all = Tensor::<2, Int>::from_data(TensorData::new(toks, [BATCH, SEQ + 1]), device);
-    (all.clone().narrow(1, 0, SEQ), all.narrow(1, 1, SEQ))
-}
+pub use dims::Dims;
+pub use torch::{TorchBench, run_torch, run_torch_gpu};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RecipeBench {
     pub recipe: String,
     pub kernels: Kernels,
+    /// `train.precision` of the run (f32 for results written before it existed).
+    #[serde(default)]
+    pub precision: Precision,
     pub params: usize,
     pub fwd_tok_s: f64,
     pub train_tok_s: f64,
+    /// Medians over the timed steps, and the fastest and slowest train step (the spread shows
+    /// whether warm-up, e.g. a GPU's autotuning, is over).
     pub fwd_ms: f64,
     pub train_ms: f64,
+    #[serde(default)]
+    pub train_ms_min: f64,
+    #[serde(default)]
+    pub train_ms_max: f64,
+    /// Model FLOP rate by the 6·N·tokens rule (as `torch_gpu.py`'s `tflops_6N`).
+    #[serde(default)]
+    pub tflops_6n: f64,
     pub loss_first: f64,
     pub loss_last: f64,
     /// Peak resident memory of the whole process during the train steps (MB), where the OS
@@ -80,22 +59,39 @@ pub struct RecipeBench {
     pub train_peak_rss_mb: Option<f64>,
 }
 
-/// Times `warmup + steps` train steps and `fwd_warmup + fwd_steps` forwards.
-pub fn bench_recipe(
-    recipe: &str,
-    kernels: Kernels,
-    device: &Device,
-    warmup: usize,
-    steps: usize,
-    fwd_steps: usize,
-) -> anyhow::Result<RecipeBench> {
-    let cfg = ModelConfig { kernels, ..reference_config(recipe) };
+/// One measurement: a recipe with a kernel setting and a precision.
+#[derive(Clone, Debug)]
+pub struct Case {
+    pub recipe: String,
+    pub kernels: Kernels,
+    pub precision: Precision,
+}
+
+/// How long to measure.
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    pub warmup: usize,
+    pub steps: usize,
+    pub fwd_steps: usize,
+}
+
+/// Builds `case`'s model at `dims` on `device`.
+fn build(case: &Case, dims: &Dims, device: &Device) -> anyhow::Result<(ModelConfig, Transformer)> {
+    let cfg = ModelConfig { kernels: case.kernels, ..dims.model(&case.recipe) };
+    let mut model = Transformer::new(&cfg, ParamSource::Seeded(0), device)
+        .with_context(|| format!("building `{}`", case.recipe))?;
+    model.set_precision(case.precision);
+    Ok((cfg, model))
+}
+
+/// Times `warmup + steps` train steps and `2 + fwd_steps` forwards.
+pub fn bench_recipe(case: &Case, dims: &Dims, device: &Device, timing: Timing) -> anyhow::Result<RecipeBench> {
+    let Timing { warmup, steps, fwd_steps } = timing;
     let ad = device.clone().autodiff();
-    let mut model =
-        Transformer::new(&cfg, ParamSource::Seeded(0), &ad).with_context(|| format!("building `{recipe}`"))?;
+    let (cfg, mut model) = build(case, dims, &ad)?;
     let params = crate::model::params::count(&model);
     let mut optim = AdamWConfig::new().with_beta_2(0.95).with_epsilon(1e-8).with_weight_decay(0.1).init();
-    let (x, y) = lcg_batch(&ad);
+    let (x, y) = dims.lcg_batch(&ad);
     let rss_reset = crate::device::reset_peak_rss();
     let mut losses = Vec::new();
     let mut times = Vec::new();
@@ -114,8 +110,9 @@ pub fn bench_recipe(
     }
     let train_peak_rss_mb = if rss_reset { crate::device::peak_rss_mb() } else { None };
     drop((model, optim));
-    let plain = Transformer::new(&cfg, ParamSource::Seeded(0), device)?;
-    let (xf, _) = lcg_batch(device);
+    let mut plain = Transformer::new(&cfg, ParamSource::Seeded(0), device)?;
+    plain.set_precision(case.precision);
+    let (xf, _) = dims.lcg_batch(device);
     let mut ftimes = Vec::new();
     for i in 0..2 + fwd_steps {
         let t0 = Instant::now();
@@ -125,47 +122,26 @@ pub fn bench_recipe(
             ftimes.push(t0.elapsed().as_secs_f64());
         }
     }
-    let tokens = (BATCH * SEQ) as f64;
+    let tokens = (dims.batch * dims.seq) as f64;
     let train = median(&times);
     let fwd = median(&ftimes);
+    let fold = |f: fn(f64, f64) -> f64, init: f64| times.iter().copied().fold(init, f) * 1e3;
     Ok(RecipeBench {
-        recipe: recipe.into(),
-        kernels,
+        recipe: case.recipe.clone(),
+        kernels: case.kernels,
+        precision: case.precision,
         params,
         fwd_tok_s: tokens / fwd,
         train_tok_s: tokens / train,
         fwd_ms: fwd * 1e3,
         train_ms: train * 1e3,
+        train_ms_min: fold(f64::min, f64::INFINITY),
+        train_ms_max: fold(f64::max, 0.0),
+        tflops_6n: 6.0 * params as f64 * tokens / train / 1e12,
         loss_first: losses[0],
         loss_last: *losses.last().unwrap(),
         train_peak_rss_mb,
     })
-}
-
-/// Runs the PyTorch reference script and returns its JSON line.
-pub fn run_torch(python: &str, script: &str, threads: usize, extra: &[&str]) -> anyhow::Result<TorchBench> {
-    let out = std::process::Command::new(python)
-        .arg(script)
-        .args(["--threads", &threads.to_string()])
-        .args(extra)
-        .output()
-        .with_context(|| {
-            format!(
-                "cannot run `{python} {script}`; install it with: python3 -m venv ~/.venvs/torchref \
-            && ~/.venvs/torchref/bin/pip install torch numpy"
-            )
-        })?;
-    anyhow::ensure!(out.status.success(), "PyTorch reference failed: {}", String::from_utf8_lossy(&out.stderr));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
-        .lines()
-        .rev()
-        .find_map(|l| l.find('{').map(|i| &l[i..]))
-        .context("PyTorch reference printed no JSON line")?;
-    let mut bench: TorchBench = serde_json::from_str(line)
-        .with_context(|| format!("the PyTorch reference printed an unexpected line: {line}"))?;
-    bench.peak_rss_mb = crate::device::children_peak_rss_mb();
-    Ok(bench)
 }
 
 /// The full training loop (sampler, accumulation, global clipping, divergence check, AdamW,
@@ -181,13 +157,12 @@ pub fn bench_trainer(
     probe_every: usize,
 ) -> anyhow::Result<TrainerBench> {
     use crate::train::{RunConfig, progress::Progress};
-    let mut cfg = RunConfig { model: reference_config(recipe), ..Default::default() };
+    let mut cfg = RunConfig { model: Dims::REFERENCE.model(recipe), ..Default::default() };
     cfg.run.dir = std::env::temp_dir().join(format!("normlab-bench-trainer-{}", std::process::id()));
     cfg.run.device = device.to_string();
     cfg.run.eval_every = 0;
     cfg.run.checkpoint_every = 0;
-    cfg.train.batch_size = BATCH;
-    cfg.train.seq_len = SEQ;
+    (cfg.train.batch_size, cfg.train.seq_len) = (Dims::REFERENCE.batch, Dims::REFERENCE.seq);
     cfg.train.steps = Some(warmup + steps);
     cfg.optim.lr = 1e-3;
     cfg.probe.every = probe_every;
@@ -198,7 +173,8 @@ pub fn bench_trainer(
     t.run(&mut p)?;
     let recs = Metrics::read(&run_dir::metrics(&dir))?.train;
     let rates: Vec<f64> = recs.iter().skip(warmup).map(|r| r.tokens_per_s).collect();
-    let overall = (steps * BATCH * SEQ) as f64 / (recs[recs.len() - 1].wall_s - recs[warmup - 1].wall_s);
+    let overall = (steps * Dims::REFERENCE.batch * Dims::REFERENCE.seq) as f64
+        / (recs[recs.len() - 1].wall_s - recs[warmup - 1].wall_s);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(TrainerBench {
         recipe: recipe.into(),
@@ -230,19 +206,6 @@ pub struct TrainerComparison {
     pub probe_overhead: f64,
 }
 
-/// What the PyTorch reference printed.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TorchBench {
-    pub train_tok_s: f64,
-    pub fwd_tok_s: f64,
-    /// The PyTorch process's peak resident memory (MB), measured by normlab when it waits for it.
-    #[serde(default)]
-    pub peak_rss_mb: Option<f64>,
-    /// Everything else it reported (threads, torch version, …).
-    #[serde(flatten)]
-    pub other: serde_json::Map<String, serde_json::Value>,
-}
-
 /// normlab's `pre` over PyTorch eager, measured in the same invocation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Ratios {
@@ -266,10 +229,27 @@ pub struct Ratios {
 pub struct BenchReport {
     pub benchmark: String,
     pub machine: Machine,
+    /// `run.device` the results were measured on (`cpu` for files written before it existed).
+    #[serde(default = "cpu_name")]
+    pub device: String,
+    /// The sizes (`--dims`; the reference model for older files).
+    #[serde(default = "reference_dims")]
+    pub dims: Dims,
     pub results: Vec<RecipeBench>,
     pub trainer: Option<TrainerComparison>,
     pub torch_reference: Option<TorchBench>,
     pub ratios: Option<Ratios>,
+    /// On a GPU: `torch_gpu.py` in f32 and bf16 autocast, and normlab's `pre` over each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<gpu::GpuComparison>,
+}
+
+fn cpu_name() -> String {
+    "cpu".into()
+}
+
+fn reference_dims() -> Dims {
+    Dims::REFERENCE
 }
 
 /// What `normlab bench` measures.
@@ -281,13 +261,28 @@ pub struct BenchOptions {
     pub steps: usize,
     pub fwd_steps: usize,
     pub device: String,
-    /// `(python, script)` of the PyTorch reference, run in the same invocation.
+    pub dims: Dims,
+    /// Each recipe is measured in each of these (`train.precision`).
+    pub precisions: Vec<Precision>,
+    /// `(python, script)` of the PyTorch reference, run in the same invocation:
+    /// `torch_reference.py` on the CPU, `torch_gpu.py` on a GPU device.
     pub torch: Option<(String, String)>,
     /// Steps of the full training loop to time (0: none).
     pub trainer_steps: usize,
     pub out: PathBuf,
     /// Each recipe is measured once per setting, in this order.
     pub kernels: Vec<Kernels>,
+}
+
+/// `f32` / `bf16` / `f16` names as [`Precision`].
+pub fn parse_precisions(names: &[String]) -> anyhow::Result<Vec<Precision>> {
+    names
+        .iter()
+        .map(|n| {
+            serde_json::from_value(serde_json::Value::String(n.clone()))
+                .map_err(|_| anyhow::anyhow!("unknown precision `{n}`: use f32, bf16 or f16"))
+        })
+        .collect()
 }
 
 /// `fused` / `composite` names as [`Kernels`].
@@ -305,49 +300,83 @@ pub fn parse_kernels(names: &[String]) -> anyhow::Result<Vec<Kernels>> {
 /// Runs the benchmark, prints a line per measurement, writes `opts.out` and returns the report.
 pub fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
     let device = crate::device::parse(&opts.device)?;
+    let on_cpu = matches!(opts.device.as_str(), "cpu" | "flex");
+    anyhow::ensure!(
+        !(on_cpu && opts.torch.is_some() && opts.dims != Dims::REFERENCE),
+        "the PyTorch CPU twin (torch_reference.py) has the reference sizes only; use --dims reference with \
+         --torch-python on the CPU"
+    );
     let recipes: Vec<String> = if opts.recipes.is_empty() {
         PRESET_NAMES.iter().map(|s| s.to_string()).collect()
     } else {
         opts.recipes.clone()
     };
+    for &p in &opts.precisions {
+        crate::train::setup::check_precision(&device, &opts.device, p)?;
+    }
+    let timing = Timing { warmup: opts.warmup, steps: opts.steps, fwd_steps: opts.fwd_steps };
     let mut results = Vec::new();
-    for r in &recipes {
-        for &k in &opts.kernels {
-            let b = bench_recipe(r, k, &device, opts.warmup, opts.steps, opts.fwd_steps)?;
-            eprintln!(
-                "{:20} {:9} train {:8.0} tok/s ({:6.1} ms/step)   fwd {:8.0} tok/s   loss {:.3} → {:.3}   peak RSS {}",
-                b.recipe,
-                format!("{k:?}").to_lowercase(),
-                b.train_tok_s,
-                b.train_ms,
-                b.fwd_tok_s,
-                b.loss_first,
-                b.loss_last,
-                b.train_peak_rss_mb.map_or("-".into(), |m| format!("{m:.0} MB")),
-            );
+    for recipe in &recipes {
+        for (&kernels, &precision) in opts.kernels.iter().flat_map(|k| opts.precisions.iter().map(move |p| (k, p))) {
+            let case = Case { recipe: recipe.clone(), kernels, precision };
+            let b = crate::guard::catch(|| bench_recipe(&case, &opts.dims, &device, timing)).unwrap_or_else(|msg| {
+                let first = msg.lines().next().unwrap_or("(no message)");
+                Err(anyhow::anyhow!(
+                    "the compute engine failed benchmarking `{recipe}` in {precision:?} ({first}); if it ran out of \
+                     memory, lower --batch or --seq"
+                ))
+            })?;
+            print_result(&b);
             results.push(b);
         }
     }
-    let trainer = (opts.trainer_steps > 0).then(|| compare_trainer(opts)).transpose()?;
-    let torch = match &opts.torch {
-        Some((py, script)) => Some(run_torch(py, script, crate::device::available_threads(), &[])?),
-        None => None,
+    let trainer = (opts.trainer_steps > 0 && on_cpu).then(|| compare_trainer(opts)).transpose()?;
+    let (torch, gpu) = match (&opts.torch, on_cpu) {
+        (Some((py, script)), true) => (Some(run_torch(py, script, crate::device::available_threads(), &[])?), None),
+        (Some((py, script)), false) => (None, Some(gpu::compare(py, script, &opts.dims, timing, &results)?)),
+        (None, _) => (None, None),
     };
     let ratios = torch.as_ref().map(|t| ratios(&results, trainer.as_ref(), t));
     if let Some(r) = &ratios {
         eprintln!("ratio to PyTorch eager (pre): {}", serde_json::to_string(r)?);
     }
+    let d = &opts.dims;
     let report = BenchReport {
-        benchmark: "reference model: V=256 d=256 L=6 H=4 GLU688 batch 8x256 f32; train = fwd+bwd+AdamW".into(),
+        benchmark: format!(
+            "V={} d={} L={} H={} GLU{} batch {}x{}; train = fwd+bwd+AdamW",
+            d.vocab, d.d_model, d.n_layers, d.n_heads, d.d_ff, d.batch, d.seq
+        ),
         machine: crate::device::machine(),
+        device: opts.device.clone(),
+        dims: opts.dims,
         results,
         trainer,
         torch_reference: torch,
         ratios,
+        gpu,
     };
     crate::io::json::write(&opts.out, &report)?;
     eprintln!("wrote {}", opts.out.display());
     Ok(report)
+}
+
+fn print_result(b: &RecipeBench) {
+    eprintln!(
+        "{:20} {:9} {:4} train {:8.0} tok/s ({:6.1} ms/step, {:.1}–{:.1}) {:6.2} TFLOP/s(6N)   fwd {:8.0} tok/s   \
+         loss {:.3} → {:.3}   peak RSS {}",
+        b.recipe,
+        format!("{:?}", b.kernels).to_lowercase(),
+        format!("{:?}", b.precision).to_lowercase(),
+        b.train_tok_s,
+        b.train_ms,
+        b.train_ms_min,
+        b.train_ms_max,
+        b.tflops_6n,
+        b.fwd_tok_s,
+        b.loss_first,
+        b.loss_last,
+        b.train_peak_rss_mb.map_or("-".into(), |m| format!("{m:.0} MB")),
+    );
 }
 
 fn compare_trainer(opts: &BenchOptions) -> anyhow::Result<TrainerComparison> {
@@ -369,7 +398,8 @@ fn compare_trainer(opts: &BenchOptions) -> anyhow::Result<TrainerComparison> {
 }
 
 fn ratios(results: &[RecipeBench], trainer: Option<&TrainerComparison>, t: &TorchBench) -> Ratios {
-    let pre = |k: Kernels| results.iter().find(|b| b.recipe == "pre" && b.kernels == k);
+    let pre =
+        |k: Kernels| results.iter().find(|b| b.recipe == "pre" && b.kernels == k && b.precision == Precision::F32);
     let (fused, composite) = (pre(Kernels::Fused), pre(Kernels::Composite));
     Ratios {
         pre_train_vs_torch_eager: fused.map(|b| b.train_tok_s / t.train_tok_s),
