@@ -124,7 +124,16 @@ pub struct Attention {
     /// The matmuls' type (`train.precision`); the softmax is always computed in f32.
     #[module(skip)]
     pub precision: Precision,
+    /// Scores `[B, H, t, S]` beyond this many values are computed a block of query rows at a
+    /// time ([`Attention::attend_rows`]); see [`SCORES_LIMIT`].
+    #[module(skip)]
+    pub scores_limit: usize,
 }
+
+/// Attention scores beyond this many values (2²⁶: 256 MiB in f32) are never materialised
+/// whole. Every CPU study stays below it; seed 000's Table-1 micro-batch, 32 × 8 heads ×
+/// 2048², is 16× above (4 GiB in f32: wgpu's buffer limit, where issue #9's run crashed).
+pub const SCORES_LIMIT: usize = 1 << 26;
 
 /// Sizes and init scales for one attention block.
 pub struct AttnShape {
@@ -172,6 +181,7 @@ impl Attention {
             qk_full: matches!(s.qk_norm, Some((QkNorm::Full, _))),
             kernels: Kernels::default(),
             precision: Precision::default(),
+            scores_limit: SCORES_LIMIT,
         })
     }
 
@@ -260,6 +270,10 @@ impl Attention {
         if ctx.causal && ctx.stats.is_none() && self.kernels.fuse(&q) && t >= 2 * CAUSAL_BLOCK {
             return causal_blocks(q, k, v, scale);
         }
+        let [b, h, _, _] = q.dims();
+        if ctx.stats.is_none() && b * h * t * k.dims()[2] > self.scores_limit {
+            return self.attend_rows(q, k, v, ctx, scale);
+        }
         let p = self.precision;
         let raw = widen(p.matmul(q, k.swap_dims(2, 3)));
         if ctx.causal && self.kernels.fuse(&raw) {
@@ -273,6 +287,27 @@ impl Attention {
             stats.borrow_mut().push(attn_stats(scores.clone()));
         }
         p.matmul(softmax(scores, 3), v)
+    }
+
+    /// The composite `softmax(q kᵀ/√h + M) v` a block of query rows at a time, each block's
+    /// scores within `scores_limit` values; under a purely causal mask a block meets only the
+    /// keys it can see. Same formula, same gradient; memory O(limit) instead of O(t·S).
+    fn attend_rows(&self, q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, ctx: &AttnContext, scale: f64) -> Tensor<4> {
+        let [b, h, t, _] = q.dims();
+        let s = k.dims()[2];
+        let rows = (self.scores_limit / (b * h * s)).max(1);
+        let p = self.precision;
+        let (kt, v) = (p.compute(k.swap_dims(2, 3)), p.compute(v));
+        let outs = (0..t.div_ceil(rows))
+            .map(|i| {
+                let (start, len) = (i * rows, rows.min(t - i * rows));
+                let keys = if ctx.causal { s - t + start + len } else { s };
+                let raw = widen(p.matmul(q.clone().narrow(2, start, len), kt.clone().narrow(3, 0, keys)));
+                let scores = raw * scale + ctx.mask.clone().narrow(2, start, len).narrow(3, 0, keys);
+                p.matmul(softmax(scores, 3), v.clone().narrow(2, 0, keys))
+            })
+            .collect();
+        Tensor::cat(outs, 2)
     }
 
     /// `‖W_V W_O‖²_F` (seed 003 Theorem 3.5), `[1]`; differentiable in both matrices.

@@ -169,6 +169,7 @@ fn bhyt_approximation_uses_the_frobenius_norm_of_wv_wo() {
         qk_full: false,
         kernels: Default::default(),
         precision: Default::default(),
+        scores_limit: attention::SCORES_LIMIT,
     };
     assert_eq!(values(attn.value_output_frobenius_sq()), vec![15.0]);
     // Grouped-query attention, 2 query heads sharing 1 key/value head of size 1: W_V = [1, 2]ᵀ
@@ -393,6 +394,36 @@ fn blocked_causal_attention_gives_the_composite_loss_and_gradients() {
         for ((n, a), (_, b)) in gc.iter().zip(&gf) {
             let err = rel_err(&f(b), &f(a), 1e-2 * global);
             assert!(err < 1e-5, "{n}: blocked attention gradient off by {err:e}");
+        }
+    }
+}
+
+/// Attention by blocks of query rows (forced by a small scores limit: blocks of 3 and 5 rows
+/// of 8, the last partial; each block meets only the keys it can see): the loss and every
+/// gradient as the whole-scores path, composite kernels.
+#[test]
+fn attention_by_row_blocks_gives_the_whole_loss_and_gradients() {
+    use crate::kernels::Kernels;
+    let device = cpu().autodiff();
+    let cfg =
+        ModelConfig { init_std: 0.2, kernels: Kernels::Composite, ..tiny(RecipeConfig::Preset("peri".into()), 2) };
+    let f = |d: &Option<TensorData>| d.clone().unwrap().convert::<f64>().try_to_vec::<f64>().unwrap();
+    let (x, y) = tokens(&device, 11);
+    for rows in [usize::MAX, 3, 5] {
+        let run = |limit: usize| {
+            let mut model = Transformer::new(&cfg, ParamSource::Seeded(3), &device).unwrap();
+            model.set_memory_limits(LOGITS_LIMIT, limit);
+            let (loss, _, _) = model.loss(x.clone(), y.clone(), false);
+            let g = loss.clone().backward();
+            (values(loss), named_grads(&model, &g))
+        };
+        // 2 sequences × 2 heads × 8 keys per query row.
+        let ((lw, gw), (lb, gb)) = (run(usize::MAX), run(rows.saturating_mul(2 * 2 * 8)));
+        assert!(rel_err(&lb, &lw, 1e-12) < 1e-6, "rows {rows}: loss {lb:?} vs {lw:?}");
+        let global = gw.iter().flat_map(|(_, g)| f(g)).fold(0.0, |m: f64, v| m.max(v.abs()));
+        for ((n, a), (_, b)) in gw.iter().zip(&gb) {
+            let err = rel_err(&f(b), &f(a), 1e-2 * global);
+            assert!(err < 1e-5, "rows {rows}: {n}: gradient off by {err:e}");
         }
     }
 }

@@ -62,6 +62,10 @@ pub struct SublayerTrace {
 /// tokens × 50257, is 51× above.
 pub const LOGITS_LIMIT: usize = 1 << 26;
 
+/// Both limits on GPU devices (2²⁴ values: 64 MiB in f32), under every Vulkan driver's storage
+/// buffer binding range (lavapipe's is 128 MiB; NVIDIA's 4 GiB).
+pub const GPU_LIMIT: usize = 1 << 24;
+
 /// The forward up to the final norm.
 struct Hidden {
     hidden: Tensor<3>,
@@ -91,7 +95,19 @@ impl Transformer {
         let mut model = Self::build(cfg, &recipe, &mut b)?;
         b.finish()?;
         model.set_kernels(cfg.kernels);
+        if !matches!(device.clone().inner().as_dispatch(), burn::backend::DispatchDevice::Flex(_)) {
+            model.set_memory_limits(GPU_LIMIT, GPU_LIMIT);
+        }
         Ok(model)
+    }
+
+    /// The largest logits and attention-score tensors one forward materialises whole (values);
+    /// beyond them the loss runs over chunks of tokens and attention over blocks of query rows.
+    pub fn set_memory_limits(&mut self, logits: usize, scores: usize) {
+        self.meta.logits_limit = logits;
+        for l in &mut self.layers {
+            l.attn.f.scores_limit = scores;
+        }
     }
 
     /// Selects fused or composite kernels in every norm, attention and feed-forward block.
