@@ -76,19 +76,19 @@ pub struct Timing {
 }
 
 /// Builds `case`'s model at `dims` on `device`.
-fn build(case: &Case, dims: &Dims, device: &Device) -> anyhow::Result<(ModelConfig, Transformer)> {
+fn build(case: &Case, dims: &Dims, device: &Device) -> anyhow::Result<Transformer> {
     let cfg = ModelConfig { kernels: case.kernels, ..dims.model(&case.recipe) };
     let mut model = Transformer::new(&cfg, ParamSource::Seeded(0), device)
         .with_context(|| format!("building `{}`", case.recipe))?;
     model.set_precision(case.precision);
-    Ok((cfg, model))
+    Ok(model)
 }
 
 /// Times `warmup + steps` train steps and `2 + fwd_steps` forwards.
 pub fn bench_recipe(case: &Case, dims: &Dims, device: &Device, timing: Timing) -> anyhow::Result<RecipeBench> {
     let Timing { warmup, steps, fwd_steps } = timing;
     let ad = device.clone().autodiff();
-    let (cfg, mut model) = build(case, dims, &ad)?;
+    let mut model = build(case, dims, &ad)?;
     let params = crate::model::params::count(&model);
     let mut optim = AdamWConfig::new().with_beta_2(0.95).with_epsilon(1e-8).with_weight_decay(0.1).init();
     let (x, y) = dims.lcg_batch(&ad);
@@ -110,8 +110,7 @@ pub fn bench_recipe(case: &Case, dims: &Dims, device: &Device, timing: Timing) -
     }
     let train_peak_rss_mb = if rss_reset { crate::device::peak_rss_mb() } else { None };
     drop((model, optim));
-    let mut plain = Transformer::new(&cfg, ParamSource::Seeded(0), device)?;
-    plain.set_precision(case.precision);
+    let plain = build(case, dims, device)?;
     let (xf, _) = dims.lcg_batch(device);
     let mut ftimes = Vec::new();
     for i in 0..2 + fwd_steps {

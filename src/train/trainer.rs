@@ -81,14 +81,13 @@ impl Trainer {
         cfg: RunConfig,
         dir: PathBuf,
         data: Dataset,
-        model: Transformer,
+        mut model: Transformer,
         optim: ModuleOptimizer,
         state: TrainerState,
         device: Device,
         ad: Device,
         lock: run_dir::RunLock,
     ) -> anyhow::Result<Self> {
-        let mut model = model;
         model.set_precision(cfg.train.precision);
         let metrics = JsonlWriter::open(&run_dir::metrics(&dir), state.metrics_bytes)?;
         let (records, alerts, tb) = (run_dir::probes(&dir), run_dir::alerts(&dir), run_dir::tensorboard(&dir));
