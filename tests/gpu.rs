@@ -1,9 +1,12 @@
 //! The GPU code path without a GPU (issue #9): with `--features wgpu` and a Vulkan driver —
 //! Debian's `mesa-vulkan-drivers` gives lavapipe, a software Vulkan device on the CPU — the same
-//! tiny runs train on `run.device = cpu` (fused kernels) and on `wgpu` (burn's cubecl kernels,
-//! the composite ops). Per-step training losses must agree within 1e-5 relative in f32 (the
-//! two backends sum in different orders; measured ≈1e-7), and an f16 run on the GPU must track
-//! the CPU's f32 curve within the f16 bound of `train::precision_tests` (5e-3).
+//! tiny language-model run trains on `run.device = cpu` (fused kernels) and on `wgpu` (burn's
+//! cubecl kernels, the composite ops, validation and probes included). Per-step training losses
+//! must agree within 1e-5 relative in f32 (the two backends sum in different orders; measured
+//! ≈3e-7), and an f16 run on the GPU must track the CPU's f32 curve within the f16 bound of
+//! `train::precision_tests` (5e-3). `.ci/run` runs it; the pairs task (masked loss, padded
+//! batches, KV-cache decoding) on the GPU is `tools/wgpu-smoke.sh`, kept out of CI because its
+//! varying batch lengths compile kernels per shape (≈ 4.5 min per run on lavapipe).
 //!
 //! Without a Vulkan driver the test says so and passes, unless `NORMLAB_REQUIRE_GPU=1` (set by
 //! `.ci/run`, which installs lavapipe) makes that a failure.
@@ -31,9 +34,14 @@ fn temp(name: &str) -> PathBuf {
     d
 }
 
-/// Trains a 2-layer d = 32 model for 12 steps on `device` in `precision`; returns the losses.
-fn losses(root: &Path, task: &str, device: &str, precision: &str) -> Vec<f64> {
-    let dir = root.join(format!("{task}-{device}-{precision}"));
+/// Trains a 2-layer d = 32 language model for 8 steps on `device` in `precision`; returns the
+/// losses. With `eval` false it skips validation and probes: a GPU process at this size spends
+/// most of its time compiling kernels and running burn's host side unoptimised (≈ 100 s on
+/// lavapipe), and those add their own kernels.
+fn losses(root: &Path, device: &str, precision: &str, eval: bool) -> Vec<f64> {
+    let started = std::time::Instant::now();
+    let dir = root.join(format!("{device}-{precision}"));
+    let every = if eval { "4" } else { "1000" };
     let mut args: Vec<String> = [
         "train",
         "--quiet",
@@ -45,40 +53,30 @@ fn losses(root: &Path, task: &str, device: &str, precision: &str) -> Vec<f64> {
         "--set",
         "model.n_heads=2",
         "--set",
-        "train.steps=12",
+        "train.steps=8",
         "--set",
         "train.seq_len=32",
-        "--set",
-        "run.eval_every=6",
-        "--set",
-        "probe.every=6",
     ]
     .iter()
     .map(|s| s.to_string())
     .collect();
     for (k, v) in [
+        ("run.eval_every", every.into()),
+        ("probe.every", every.into()),
         ("run.dir", dir.display().to_string()),
         ("run.device", device.into()),
         ("train.precision", precision.into()),
         ("data.cache_dir", root.join("cache").display().to_string()),
+        ("data.corpus", root.join("text.txt").display().to_string()),
+        ("train.batch_size", "4".into()),
     ] {
         args.extend(["--set".into(), format!("{k}={v}")]);
     }
-    let task_args = match task {
-        "lm" => vec![format!("data.corpus={}", root.join("text.txt").display()), "train.batch_size=4".into()],
-        _ => vec![
-            "data.task=pairs".into(),
-            format!("data.corpus={}", root.join("pairs.tsv").display()),
-            "data.heldout=none".into(),
-            "train.batch_size=8".into(),
-            "train.micro_batch_size=4".into(),
-        ],
-    };
-    args.extend(task_args.into_iter().flat_map(|a| ["--set".to_string(), a]));
     let out = Command::new(env!("CARGO_BIN_EXE_normlab")).args(&args).output().unwrap();
-    assert!(out.status.success(), "{task} on {device} in {precision}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{device} in {precision}: {}", String::from_utf8_lossy(&out.stderr));
     let metrics = std::fs::read_to_string(dir.join("metrics.jsonl")).unwrap();
     let records = metrics.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap());
+    eprintln!("{device} in {precision}: {:.0} s", started.elapsed().as_secs_f64());
     records.filter(|r| r["type"] == "train").map(|r| r["loss"].as_f64().unwrap()).collect()
 }
 
@@ -100,18 +98,13 @@ fn tiny_runs_on_the_gpu_path_track_the_cpu_in_f32_and_f16() {
     let root = temp("track");
     std::fs::write(root.join("text.txt"), "Fellow citizens of the Senate and House of Representatives. ".repeat(400))
         .unwrap();
-    let w = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"];
-    let pairs: String = (0..100).map(|i| format!("{} {}\t{} {}\n", i / 10, i % 10, w[i / 10], w[i % 10])).collect();
-    std::fs::write(root.join("pairs.tsv"), pairs).unwrap();
-    for task in ["lm", "pairs"] {
-        let cpu = losses(&root, task, "cpu", "f32");
-        let gpu = losses(&root, task, "wgpu", "f32");
-        let gap = worst_gap(&gpu, &cpu);
-        eprintln!("{task}: wgpu f32 vs cpu f32, largest relative loss gap {gap:.1e}");
-        assert!(gap < 1e-5, "{task}: wgpu f32 leaves the CPU curve by {gap:.1e}");
-    }
-    let cpu = losses(&root, "lm", "cpu", "f32");
-    let half = losses(&root, "lm", "wgpu", "f16");
+    let cpu = losses(&root, "cpu", "f32", true);
+    let gpu = losses(&root, "wgpu", "f32", true);
+    let gap = worst_gap(&gpu, &cpu);
+    eprintln!("lm: wgpu f32 vs cpu f32, largest relative loss gap {gap:.1e}");
+    assert!(gap < 1e-5, "lm: wgpu f32 leaves the CPU curve by {gap:.1e}");
+    let cpu = losses(&root, "cpu", "f32", false);
+    let half = losses(&root, "wgpu", "f16", false);
     let gap = worst_gap(&half, &cpu);
     eprintln!("lm: wgpu f16 vs cpu f32, largest relative loss gap {gap:.1e}");
     assert!(gap < 5e-3 && gap > 0.0, "lm: wgpu f16 vs cpu f32 gap {gap:.1e}");
