@@ -204,9 +204,10 @@ enum Cmd {
         steps: usize,
         #[arg(long, default_value_t = 10)]
         fwd_steps: usize,
-        /// Write the JSON results here (atomically).
-        #[arg(long, default_value = "bench/model.json")]
-        out: PathBuf,
+        /// Write the JSON results here (atomically; default bench/model.json, with --gemm
+        /// bench/gemm.json).
+        #[arg(long)]
+        out: Option<PathBuf>,
         /// `cpu` (default), or `wgpu` / `vulkan` / `cuda:N` when built with those features.
         #[arg(long, default_value = "cpu")]
         device: String,
@@ -227,8 +228,9 @@ enum Cmd {
         /// `--torch-script` on the CPU, `--torch-gpu-script` (f32 and bf16 autocast) on a GPU.
         #[arg(long)]
         torch_python: Option<String>,
-        #[arg(long, default_value = "../shared/bench/torch_reference.py")]
-        torch_script: String,
+        /// Default ../shared/bench/torch_reference.py; with --gemm, tools/torch_gemm.py.
+        #[arg(long)]
+        torch_script: Option<String>,
         #[arg(long, default_value = "../shared/bench/torch_gpu.py")]
         torch_gpu_script: String,
         /// Also time this many steps of the full training loop (`normlab train`) on the
@@ -239,6 +241,10 @@ enum Cmd {
         /// the composite reference side by side by default.
         #[arg(long, value_delimiter = ',', default_value = "fused,composite")]
         kernels: Vec<String>,
+        /// Instead of the model: each f32 matmul of a reference-model train step (forward, dX,
+        /// dW, attention) in burn's CPU backend and, with --torch-python, in PyTorch.
+        #[arg(long)]
+        gemm: bool,
     },
 }
 
@@ -338,9 +344,18 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             torch_gpu_script,
             trainer_steps,
             kernels,
+            gemm,
         } => {
+            if gemm {
+                let out = out.unwrap_or_else(|| "bench/gemm.json".into());
+                let script = torch_script.unwrap_or_else(|| "tools/torch_gemm.py".into());
+                let torch = torch_python.as_deref().map(|py| (py, script.as_str()));
+                return bench::gemm::write(torch, warmup, steps, &out).map(|_| 0);
+            }
+            let out = out.unwrap_or_else(|| "bench/model.json".into());
             let gpu = !matches!(device.as_str(), "cpu" | "flex");
-            let torch = torch_python.map(|py| (py, if gpu { torch_gpu_script } else { torch_script }));
+            let cpu_script = torch_script.unwrap_or_else(|| "../shared/bench/torch_reference.py".into());
+            let torch = torch_python.map(|py| (py, if gpu { torch_gpu_script } else { cpu_script }));
             let kernels = bench::parse_kernels(&kernels)?;
             let dims = bench::Dims::parse(&dims, batch, seq)?;
             let precisions = bench::parse_precisions(&precision)?;

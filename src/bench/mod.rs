@@ -25,6 +25,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 pub mod dims;
+pub mod gemm;
 pub mod gpu;
 pub mod torch;
 

@@ -24,23 +24,50 @@ const INSTALL: &str =
 
 /// Runs `python script args…` and parses its last JSON object.
 fn run_script(python: &str, script: &str, args: &[String]) -> anyhow::Result<TorchBench> {
-    let out = std::process::Command::new(python)
+    let mut bench: TorchBench = run_python(python, script, args, "")?;
+    bench.peak_rss_mb = crate::device::children_peak_rss_mb();
+    Ok(bench)
+}
+
+/// Runs `python script` with `input` on its standard input; its last JSON object.
+pub fn run_with_input<T: serde::de::DeserializeOwned>(python: &str, script: &str, input: &str) -> anyhow::Result<T> {
+    run_python(python, script, &[], input)
+}
+
+/// Runs `python script args…`, writes `input` to its standard input and parses the last JSON
+/// object it printed; a failure reports its last line of standard error.
+fn run_python<T: serde::de::DeserializeOwned>(
+    python: &str,
+    script: &str,
+    args: &[String],
+    input: &str,
+) -> anyhow::Result<T> {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(python)
         .arg(script)
         .args(args)
-        .output()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .with_context(|| format!("cannot run `{python} {script}`; {INSTALL}"))?;
+    child.stdin.take().context("no stdin")?.write_all(input.as_bytes())?;
+    let out = child.wait_with_output()?;
     anyhow::ensure!(
         out.status.success(),
         "the PyTorch script {script} failed: {}",
         String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("(no message)")
     );
-    let mut bench = parse_last_json(&String::from_utf8_lossy(&out.stdout))?;
-    bench.peak_rss_mb = crate::device::children_peak_rss_mb();
-    Ok(bench)
+    last_json(&String::from_utf8_lossy(&out.stdout))
 }
 
 /// The JSON object on the last line that has one (after any `RESULT ` prefix).
 pub fn parse_last_json(stdout: &str) -> anyhow::Result<TorchBench> {
+    last_json(stdout)
+}
+
+fn last_json<T: serde::de::DeserializeOwned>(stdout: &str) -> anyhow::Result<T> {
     let line = stdout
         .lines()
         .rev()

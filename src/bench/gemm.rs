@@ -1,0 +1,219 @@
+//! `normlab bench --gemm`: the f32 matmuls of one reference-model train step, one by one, in
+//! burn's CPU backend (the `Tensor::matmul` normlab calls, operands as the autodiff backward
+//! passes them: transposed views, not copies) and in PyTorch (`tools/torch_gemm.py`, same
+//! shapes, same threads) in the same invocation. It answers whether the gap to PyTorch is the
+//! matrix multiply itself or everything around it: the sum over the step's matmuls, weighted by
+//! how often each occurs, is the least time a step can take with this gemm.
+//!
+//! Forward `Y = A B` gives backward `dA = dY Bᵀ` and `dB = Aᵀ dY`; the reference model
+//! (d 256, 6 layers, 4 heads of 64, GLU 688, byte vocabulary, 8 × 256 tokens) has q, k, v, o and
+//! the output projection at d × d, two GLU inputs at d × 688, one GLU output at 688 × d, and per
+//! layer 32 (batch × heads) score and value products of 256 × 64 × 256.
+
+use burn::tensor::{Device, Distribution, Tensor};
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+
+/// One matmul shape: `batch` products `[m, k] · [k, n]`, with `a` (or `b`) read through a
+/// transposed view when `ta` (`tb`); `count` is how many a train step runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GemmCase {
+    pub name: String,
+    pub batch: usize,
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    pub ta: bool,
+    pub tb: bool,
+    pub count: usize,
+}
+
+/// A case's timings: medians over the timed repetitions.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GemmResult {
+    pub case: GemmCase,
+    pub ms: f64,
+    pub gflops: f64,
+    pub torch_ms: Option<f64>,
+    pub torch_gflops: Option<f64>,
+}
+
+/// `bench/gemm.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GemmReport {
+    pub machine: crate::device::Machine,
+    pub threads: usize,
+    pub results: Vec<GemmResult>,
+    /// Σ count × ms over the cases: the step's matmul time, normlab and PyTorch.
+    pub step_ms: f64,
+    pub torch_step_ms: Option<f64>,
+    /// PyTorch's step matmul time over normlab's (> 1: normlab's gemm is faster).
+    pub ratio: Option<f64>,
+    /// The PyTorch script's report.
+    pub torch: Option<TorchGemm>,
+}
+
+fn case(name: &str, batch: usize, (m, k, n): (usize, usize, usize), (ta, tb): (bool, bool), count: usize) -> GemmCase {
+    GemmCase { name: name.into(), batch, m, k, n, ta, tb, count }
+}
+
+/// Every matmul of a reference-model train step (forward and both backward products).
+pub fn reference_step() -> Vec<GemmCase> {
+    let (tokens, d, glu, layers, heads, t, h) = (2048, 256, 688, 6, 32, 256, 64);
+    let mut cases = Vec::new();
+    // (name, A·B forward shape, how many per step)
+    let linears = [("d×d", d, d, 4 * layers + 1), ("glu in", d, glu, 2 * layers), ("glu out", glu, d, layers)];
+    for (name, k, n, count) in linears {
+        cases.push(case(&format!("{name} fwd"), 1, (tokens, k, n), (false, false), count));
+        cases.push(case(&format!("{name} dX"), 1, (tokens, n, k), (false, true), count));
+        cases.push(case(&format!("{name} dW"), 1, (k, tokens, n), (true, false), count));
+    }
+    // Scores S = Q Kᵀ and output O = P V, per (sequence, head).
+    cases.push(case("QKᵀ fwd", heads, (t, h, t), (false, true), layers));
+    cases.push(case("QKᵀ dQ", heads, (t, t, h), (false, false), layers));
+    cases.push(case("QKᵀ dK", heads, (t, t, h), (true, false), layers));
+    cases.push(case("PV fwd", heads, (t, t, h), (false, false), layers));
+    cases.push(case("PV dP", heads, (t, h, t), (false, true), layers));
+    cases.push(case("PV dV", heads, (t, t, h), (true, false), layers));
+    cases
+}
+
+/// `[batch, rows, cols]`, read transposed (a view) when `t`.
+fn operand(batch: usize, rows: usize, cols: usize, t: bool, device: &Device) -> Tensor<3> {
+    let d = Distribution::Uniform(-1.0, 1.0);
+    if t {
+        Tensor::random([batch, cols, rows], d, device).swap_dims(1, 2)
+    } else {
+        Tensor::random([batch, rows, cols], d, device)
+    }
+}
+
+/// Median milliseconds of `reps` products after `warmup` (the CPU backend computes eagerly).
+pub fn time_case(c: &GemmCase, warmup: usize, reps: usize, device: &Device) -> f64 {
+    let a = operand(c.batch, c.m, c.k, c.ta, device);
+    let b = operand(c.batch, c.k, c.n, c.tb, device);
+    let run = || {
+        let y = if c.batch == 1 {
+            let [m, k, n] = [c.m, c.k, c.n];
+            let a2: Tensor<2> = a.clone().reshape([m, k]);
+            a2.matmul(b.clone().reshape([k, n])).unsqueeze::<3>()
+        } else {
+            a.clone().matmul(b.clone())
+        };
+        drop(y)
+    };
+    (0..warmup).for_each(|_| run());
+    let ms: Vec<f64> = (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            run();
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    crate::stats::median(&ms)
+}
+
+fn gflops(c: &GemmCase, ms: f64) -> f64 {
+    2.0 * (c.batch * c.m * c.k * c.n) as f64 / (ms * 1e6)
+}
+
+/// Times every case here and, with `torch`, in PyTorch; the report.
+pub fn run(torch: Option<(&str, &str)>, warmup: usize, reps: usize) -> anyhow::Result<GemmReport> {
+    let cases = reference_step();
+    let device = crate::device::parse("cpu")?;
+    let threads = crate::device::available_threads();
+    let torch = match torch {
+        Some((py, script)) => Some(run_torch(py, script, &cases, threads, warmup, reps)?),
+        None => None,
+    };
+    let mut results = Vec::new();
+    for (i, c) in cases.iter().enumerate() {
+        let ms = time_case(c, warmup, reps, &device);
+        let torch_ms = torch.as_ref().map(|t| t.ms[i]);
+        let r = GemmResult {
+            case: c.clone(),
+            ms,
+            gflops: gflops(c, ms),
+            torch_ms,
+            torch_gflops: torch_ms.map(|t| gflops(c, t)),
+        };
+        eprintln!(
+            "{:<12} {:>3} × {:>4}×{:>4}×{:>4}  {:>7.2} ms {:>6.1} GFLOP/s   PyTorch {}",
+            c.name,
+            c.batch,
+            c.m,
+            c.k,
+            c.n,
+            ms,
+            r.gflops,
+            r.torch_gflops.map_or("-".into(), |g| format!("{g:.1} GFLOP/s"))
+        );
+        results.push(r);
+    }
+    let step_ms = results.iter().map(|r| r.ms * r.case.count as f64).sum();
+    let torch_step_ms = torch.as_ref().map(|_| results.iter().map(|r| r.torch_ms.unwrap() * r.case.count as f64).sum());
+    let ratio = torch_step_ms.map(|t: f64| t / step_ms);
+    Ok(GemmReport { machine: crate::device::machine(), threads, results, step_ms, torch_step_ms, ratio, torch })
+}
+
+/// [`run`], then writes the report to `out`.
+pub fn write(
+    torch: Option<(&str, &str)>,
+    warmup: usize,
+    reps: usize,
+    out: &std::path::Path,
+) -> anyhow::Result<GemmReport> {
+    let report = run(torch, warmup, reps)?;
+    if let Some(r) = report.ratio {
+        eprintln!(
+            "a step's matmuls: normlab {:.0} ms, PyTorch {:.0} ms (ratio {r:.2})",
+            report.step_ms,
+            report.torch_step_ms.unwrap_or(f64::NAN)
+        );
+    } else {
+        eprintln!("a step's matmuls: {:.0} ms", report.step_ms);
+    }
+    crate::io::json::write(out, &report)?;
+    eprintln!("wrote {}", out.display());
+    Ok(report)
+}
+
+/// What `tools/torch_gemm.py` prints: its version and threads, and each case's median ms.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TorchGemm {
+    pub torch: String,
+    pub threads: usize,
+    pub ms: Vec<f64>,
+}
+
+/// `tools/torch_gemm.py` with the cases as JSON on its standard input.
+fn run_torch(
+    python: &str,
+    script: &str,
+    cases: &[GemmCase],
+    threads: usize,
+    warmup: usize,
+    reps: usize,
+) -> anyhow::Result<TorchGemm> {
+    let spec = serde_json::json!({ "threads": threads, "warmup": warmup, "reps": reps, "cases": cases });
+    let t: TorchGemm = super::torch::run_with_input(python, script, &spec.to_string())?;
+    anyhow::ensure!(t.ms.len() == cases.len(), "{script} timed {} cases of {}", t.ms.len(), cases.len());
+    Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The step's matmul FLOPs, counted by hand from the model: 6 layers × (4 d² + 3 d·688)
+    /// weights plus the d × 256 output projection, 2 FLOPs per weight per token, three products
+    /// (forward, dX, dW) over 2048 tokens; attention 2 × 32 × 256² × 64 per product, 6 products
+    /// per layer.
+    #[test]
+    fn the_reference_step_has_the_models_matmul_flops() {
+        let flops: usize = reference_step().iter().map(|c| 2 * c.batch * c.m * c.k * c.n * c.count).sum();
+        let weights = 6 * (4 * 256 * 256 + 3 * 256 * 688) + 256 * 256;
+        let attention = 6 * 6 * 2 * 32 * 256 * 256 * 64;
+        assert_eq!(flops, 3 * 2 * weights * 2048 + attention);
+    }
+}
