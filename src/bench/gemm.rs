@@ -6,10 +6,11 @@
 //! how often each occurs, is the least time a step can take with this gemm.
 //!
 //! Forward `Y = A B` gives backward `dA = dY Bᵀ` and `dB = Aᵀ dY`; the reference model
-//! (d 256, 6 layers, 4 heads of 64, GLU 688, byte vocabulary, 8 × 256 tokens) has q, k, v, o and
-//! the output projection at d × d, two GLU inputs at d × 688, one GLU output at 688 × d, and per
+//! ([`Dims::REFERENCE`]: d 256, 6 layers, 4 heads of 64, GLU 688, byte vocabulary, 8 × 256
+//! tokens) has q, k, v, o at d × d, the output projection at d × 256, two GLU inputs at d × 688, one GLU output at 688 × d, and per
 //! layer 32 (batch × heads) score and value products of 256 × 64 × 256.
 
+use super::Dims;
 use burn::tensor::{Device, Distribution, Tensor};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
@@ -59,10 +60,16 @@ fn case(name: &str, batch: usize, (m, k, n): (usize, usize, usize), (ta, tb): (b
 
 /// Every matmul of a reference-model train step (forward and both backward products).
 pub fn reference_step() -> Vec<GemmCase> {
-    let (tokens, d, glu, layers, heads, t, h) = (2048, 256, 688, 6, 32, 256, 64);
+    let Dims { vocab, d_model: d, n_layers: layers, n_heads, d_ff: glu, batch, seq: t } = Dims::REFERENCE;
+    let (tokens, heads, h) = (batch * t, batch * n_heads, d / n_heads);
     let mut cases = Vec::new();
     // (name, A·B forward shape, how many per step)
-    let linears = [("d×d", d, d, 4 * layers + 1), ("glu in", d, glu, 2 * layers), ("glu out", glu, d, layers)];
+    let linears = [
+        ("d×d", d, d, 4 * layers),
+        ("glu in", d, glu, 2 * layers),
+        ("glu out", glu, d, layers),
+        ("logits", d, vocab, 1),
+    ];
     for (name, k, n, count) in linears {
         cases.push(case(&format!("{name} fwd"), 1, (tokens, k, n), (false, false), count));
         cases.push(case(&format!("{name} dX"), 1, (tokens, n, k), (false, true), count));
@@ -151,7 +158,7 @@ pub fn run(torch: Option<(&str, &str)>, warmup: usize, reps: usize) -> anyhow::R
         results.push(r);
     }
     let step_ms = results.iter().map(|r| r.ms * r.case.count as f64).sum();
-    let torch_step_ms = torch.as_ref().map(|_| results.iter().map(|r| r.torch_ms.unwrap() * r.case.count as f64).sum());
+    let torch_step_ms = torch.as_ref().map(|t| cases.iter().zip(&t.ms).map(|(c, ms)| ms * c.count as f64).sum());
     let ratio = torch_step_ms.map(|t: f64| t / step_ms);
     Ok(GemmReport { machine: crate::device::machine(), threads, results, step_ms, torch_step_ms, ratio, torch })
 }
