@@ -286,6 +286,7 @@ enum DataCmd {
 
 fn main() {
     let cli = Cli::parse();
+    normlab::device::keep_freed_memory();
     // Denormals are flushed to zero unless NORMLAB_DENORMALS=keep (IEEE gradual underflow):
     // see normlab::device::flush_denormals.
     if std::env::var("NORMLAB_DENORMALS").as_deref() != Ok("keep") {

@@ -1,7 +1,8 @@
 //! `normlab bench --gemm`: the f32 matmuls of one reference-model train step, one by one, in
 //! burn's CPU backend (the `Tensor::matmul` normlab calls, operands as the autodiff backward
 //! passes them: transposed views, not copies) and in PyTorch (`tools/torch_gemm.py`, same
-//! shapes, same threads) in the same invocation. It answers whether the gap to PyTorch is the
+//! shapes, same threads) in the same invocation, and through the strided gemm normlab's fused
+//! kernels now call instead ([`crate::kernels::matmul`]). It answers whether the gap to PyTorch is the
 //! matrix multiply itself or everything around it: the sum over the step's matmuls, weighted by
 //! how often each occurs, is the least time a step can take with this gemm.
 //!
@@ -29,12 +30,15 @@ pub struct GemmCase {
     pub count: usize,
 }
 
-/// A case's timings: medians over the timed repetitions.
+/// A case's timings: medians over the timed repetitions; `ms` through burn's `matmul`,
+/// `strided_ms` through [`crate::kernels::matmul`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GemmResult {
     pub case: GemmCase,
     pub ms: f64,
     pub gflops: f64,
+    pub strided_ms: f64,
+    pub strided_gflops: f64,
     pub torch_ms: Option<f64>,
     pub torch_gflops: Option<f64>,
 }
@@ -45,11 +49,15 @@ pub struct GemmReport {
     pub machine: crate::device::Machine,
     pub threads: usize,
     pub results: Vec<GemmResult>,
-    /// Σ count × ms over the cases: the step's matmul time, normlab and PyTorch.
+    /// Σ count × ms over the cases: the step's matmul time, burn's `matmul`, normlab's strided
+    /// gemm and PyTorch.
     pub step_ms: f64,
+    pub strided_step_ms: f64,
     pub torch_step_ms: Option<f64>,
-    /// PyTorch's step matmul time over normlab's (> 1: normlab's gemm is faster).
+    /// PyTorch's step matmul time over burn's `matmul`'s (> 1: burn's is faster).
     pub ratio: Option<f64>,
+    /// PyTorch's step matmul time over the strided gemm's: what the fused model path gets.
+    pub strided_ratio: Option<f64>,
     /// The PyTorch script's report.
     pub torch: Option<TorchGemm>,
 }
@@ -96,11 +104,14 @@ fn operand(batch: usize, rows: usize, cols: usize, t: bool, device: &Device) -> 
 }
 
 /// Median milliseconds of `reps` products after `warmup` (the CPU backend computes eagerly).
-pub fn time_case(c: &GemmCase, warmup: usize, reps: usize, device: &Device) -> f64 {
+/// `strided`: through [`crate::kernels::matmul`] instead of `Tensor::matmul`.
+pub fn time_case(c: &GemmCase, warmup: usize, reps: usize, device: &Device, strided: bool) -> f64 {
     let a = operand(c.batch, c.m, c.k, c.ta, device);
     let b = operand(c.batch, c.k, c.n, c.tb, device);
     let run = || {
-        let y = if c.batch == 1 {
+        let y = if strided {
+            crate::kernels::matmul(a.clone(), b.clone())
+        } else if c.batch == 1 {
             let [m, k, n] = [c.m, c.k, c.n];
             let a2: Tensor<2> = a.clone().reshape([m, k]);
             a2.matmul(b.clone().reshape([k, n])).unsqueeze::<3>()
@@ -135,17 +146,20 @@ pub fn run(torch: Option<(&str, &str)>, warmup: usize, reps: usize) -> anyhow::R
     };
     let mut results = Vec::new();
     for (i, c) in cases.iter().enumerate() {
-        let ms = time_case(c, warmup, reps, &device);
+        let ms = time_case(c, warmup, reps, &device, false);
+        let strided_ms = time_case(c, warmup, reps, &device, true);
         let torch_ms = torch.as_ref().map(|t| t.ms[i]);
         let r = GemmResult {
             case: c.clone(),
             ms,
             gflops: gflops(c, ms),
+            strided_ms,
+            strided_gflops: gflops(c, strided_ms),
             torch_ms,
             torch_gflops: torch_ms.map(|t| gflops(c, t)),
         };
         eprintln!(
-            "{:<12} {:>3} × {:>4}×{:>4}×{:>4}  {:>7.2} ms {:>6.1} GFLOP/s   PyTorch {}",
+            "{:<12} {:>3} × {:>4}×{:>4}×{:>4}  burn {:>7.2} ms {:>6.1} GFLOP/s   strided {:>6.1} GFLOP/s   PyTorch {}",
             c.name,
             c.batch,
             c.m,
@@ -153,14 +167,18 @@ pub fn run(torch: Option<(&str, &str)>, warmup: usize, reps: usize) -> anyhow::R
             c.n,
             ms,
             r.gflops,
+            r.strided_gflops,
             r.torch_gflops.map_or("-".into(), |g| format!("{g:.1} GFLOP/s"))
         );
         results.push(r);
     }
     let step_ms = results.iter().map(|r| r.ms * r.case.count as f64).sum();
+    let strided_step_ms = results.iter().map(|r| r.strided_ms * r.case.count as f64).sum();
     let torch_step_ms = torch.as_ref().map(|t| cases.iter().zip(&t.ms).map(|(c, ms)| ms * c.count as f64).sum());
     let ratio = torch_step_ms.map(|t: f64| t / step_ms);
-    Ok(GemmReport { machine: crate::device::machine(), threads, results, step_ms, torch_step_ms, ratio, torch })
+    let strided_ratio = torch_step_ms.map(|t: f64| t / strided_step_ms);
+    let machine = crate::device::machine();
+    Ok(GemmReport { machine, threads, results, step_ms, strided_step_ms, torch_step_ms, ratio, strided_ratio, torch })
 }
 
 /// [`run`], then writes the report to `out`.
@@ -173,12 +191,14 @@ pub fn write(
     let report = run(torch, warmup, reps)?;
     if let Some(r) = report.ratio {
         eprintln!(
-            "a step's matmuls: normlab {:.0} ms, PyTorch {:.0} ms (ratio {r:.2})",
+            "a step's matmuls: burn {:.0} ms (ratio {r:.2}), strided {:.0} ms (ratio {:.2}), PyTorch {:.0} ms",
             report.step_ms,
+            report.strided_step_ms,
+            report.strided_ratio.unwrap_or(f64::NAN),
             report.torch_step_ms.unwrap_or(f64::NAN)
         );
     } else {
-        eprintln!("a step's matmuls: {:.0} ms", report.step_ms);
+        eprintln!("a step's matmuls: burn {:.0} ms, strided {:.0} ms", report.step_ms, report.strided_step_ms);
     }
     crate::io::json::write(out, &report)?;
     eprintln!("wrote {}", out.display());

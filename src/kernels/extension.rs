@@ -3,6 +3,7 @@
 //! same kernels. Each forward saves only what its backward needs.
 
 use super::simd::Real;
+use super::strided::{self, Strided};
 use super::tanh_norm::{self, TanhNorm};
 use super::{norm, rope, softmax, swiglu};
 use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};
@@ -39,6 +40,8 @@ pub trait FusedOps: burn::backend::Backend {
     fn causal_softmax(x: FloatTensor<Self>, scale: f64) -> FloatTensor<Self>;
     /// RoPE of `[B, T, n, h]` with `[T, h/2]` tables (see [`rope`]); the tables are constants.
     fn rope(x: FloatTensor<Self>, cos: FloatTensor<Self>, sin: FloatTensor<Self>) -> FloatTensor<Self>;
+    /// `a · b` over the last two axes, equal batch axes (see [`strided`]); operands in any layout.
+    fn matmul(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self>;
 }
 
 /// Runs `$f::<T>` for the tensor's element type (the fused path is only taken for f32 and f64,
@@ -207,6 +210,37 @@ fn rope_run<T: Real>(x: &FlexTensor, cos: &FlexTensor, sin: &FlexTensor, inverse
     tensor(rope::rotate(view::<T>(x), t, n, h, view::<T>(cos), view::<T>(sin), inverse), shape)
 }
 
+/// `a · b` of two strided views (see [`strided::matmul`]).
+fn mm<T: Real>(a: &FlexTensor, b: &FlexTensor) -> FlexTensor {
+    let (sa, sb) = (dims(a), dims(b));
+    let r = sa.len();
+    assert!(
+        r >= 2 && sb.len() == r && sa[..r - 2] == sb[..r - 2] && sa[r - 1] == sb[r - 2],
+        "matmul needs [.., m, k] × [.., k, n] with equal batch axes, got {sa:?} × {sb:?}"
+    );
+    let c = strided::matmul(operand::<T>(a), operand(b), &sa[..r - 2], [sa[r - 2], sa[r - 1], sb[r - 1]]);
+    tensor(c, [&sa[..r - 1], &sb[r - 1..]].concat())
+}
+
+/// `t`'s storage and strides, for [`strided::matmul`].
+fn operand<T: Real>(t: &FlexTensor) -> Strided<'_, T> {
+    let s = t.layout().strides();
+    let r = s.len();
+    Strided {
+        data: t.storage::<T>(),
+        offset: t.layout().start_offset(),
+        batch: &s[..r - 2],
+        rows: s[r - 2],
+        cols: s[r - 1],
+    }
+}
+
+/// The view of `t` with its last two axes swapped (no copy).
+fn transposed(t: &FlexTensor) -> FlexTensor {
+    let r = dims(t).len();
+    t.transpose(r - 2, r - 1)
+}
+
 impl FusedOps for Flex {
     fn norm_affine(x: FlexTensor, gain: FlexTensor, shift: FlexTensor, eps: f64, centred: bool) -> FlexTensor {
         let (x, g, b) = (dense(&x), dense(&gain), dense(&shift));
@@ -238,6 +272,10 @@ impl FusedOps for Flex {
     fn rope(x: FlexTensor, cos: FlexTensor, sin: FlexTensor) -> FlexTensor {
         let (x, cos, sin) = (dense(&x), dense(&cos), dense(&sin));
         by_dtype!(x.dtype(), rope_run(&x, &cos, &sin, false))
+    }
+
+    fn matmul(a: FlexTensor, b: FlexTensor) -> FlexTensor {
+        by_dtype!(a.dtype(), mm(&a, &b))
     }
 }
 
@@ -323,6 +361,27 @@ impl Backward<Flex, 1> for RopeBackward {
     }
 }
 
+#[derive(Debug)]
+struct MatmulBackward;
+
+impl Backward<Flex, 2> for MatmulBackward {
+    /// The operands, as the views they were given.
+    type State = (FlexTensor, FlexTensor);
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let dc = grads.consume::<Flex>(&ops.node);
+        let (a, b) = &ops.state;
+        let [na, nb] = ops.parents;
+        // ∂A = ∂C Bᵀ, ∂B = Aᵀ ∂C, each only when its operand is tracked.
+        if let Some(node) = na {
+            grads.register::<Flex>(node.id, by_dtype!(dc.dtype(), mm(&dc, &transposed(b))));
+        }
+        if let Some(node) = nb {
+            grads.register::<Flex>(node.id, by_dtype!(dc.dtype(), mm(&transposed(a), &dc)));
+        }
+    }
+}
+
 impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
     fn norm_affine(
         x: FloatTensor<Self>,
@@ -395,6 +454,16 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
         match prep {
             OpsKind::Tracked(prep) => prep.finish((c, s), y),
             OpsKind::UnTracked(prep) => prep.finish(y),
+        }
+    }
+
+    fn matmul(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
+        let prep = MatmulBackward.prepare::<C>([a.node(), b.node()]).compute_bound().stateful();
+        let (ap, bp) = (a.primitive().clone(), b.primitive().clone());
+        let c = by_dtype!(ap.dtype(), mm(&ap, &bp));
+        match prep {
+            OpsKind::Tracked(prep) => prep.finish((ap, bp), c),
+            OpsKind::UnTracked(prep) => prep.finish(c),
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod precision;
 pub mod rope;
 pub mod simd;
 pub mod softmax;
+pub mod strided;
 pub mod swiglu;
 pub mod tanh_norm;
 
@@ -39,6 +40,12 @@ pub enum Kernels {
 }
 
 impl Kernels {
+    /// `a · b` in `p`: the strided gemm of [`matmul`] where the fused path applies (an f32 or
+    /// f64 compute type on `Flex`), else [`Precision::matmul`].
+    pub fn matmul<const D: usize>(self, p: Precision, a: Tensor<D>, b: Tensor<D>) -> Tensor<D> {
+        if p == Precision::F32 && self.fuse(&a) { matmul(a, b) } else { p.matmul(a, b) }
+    }
+
     /// Whether an operation on `x` takes the fused path.
     pub fn fuse<const D: usize>(self, x: &Tensor<D>) -> bool {
         self == Kernels::Fused && fusable(x)
@@ -115,4 +122,10 @@ pub fn causal_softmax<const D: usize>(x: Tensor<D>, scale: f64) -> Tensor<D> {
 /// RoPE (rotate-half) of `x`: `[B, T, n, h]` with `cos`, `sin`: `[T, h/2]` (constants).
 pub fn rope(x: Tensor<4>, cos: Tensor<2>, sin: Tensor<2>) -> Tensor<4> {
     Tensor::from_dispatch(<Dispatch as FusedOps>::rope(x.into_dispatch(), cos.into_dispatch(), sin.into_dispatch()))
+}
+
+/// `a · b` over the last two axes, `[…, m, k] × […, k, n]` with equal batch axes, written into
+/// a fresh output with transposed or narrowed operands read in place (see [`strided`]).
+pub fn matmul<const D: usize>(a: Tensor<D>, b: Tensor<D>) -> Tensor<D> {
+    Tensor::from_dispatch(<Dispatch as FusedOps>::matmul(a.into_dispatch(), b.into_dispatch()))
 }

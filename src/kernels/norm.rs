@@ -42,17 +42,20 @@ pub fn forward<T: Real>(x: &[T], d: usize, gain: &[T], shift: &[T], eps: f64, ce
         .zip(x.par_chunks(d * ROWS_PER_TASK))
         .zip(mean.par_chunks_mut(ROWS_PER_TASK).zip(rstd.par_chunks_mut(ROWS_PER_TASK)))
         .for_each(|((y, x), (m, r))| {
-            with_simd(|| {
-                for (i, (yr, xr)) in y.chunks_exact_mut(d).zip(x.chunks_exact(d)).enumerate() {
-                    let mu = if centred { sum(xr) * inv_d } else { T::zero() };
-                    let var = sum_map(xr, |v| (v - mu) * (v - mu)) * inv_d;
-                    let rs = T::one() / (var + eps).sqrt();
-                    for j in 0..d {
-                        yr[j] = (xr[j] - mu) * rs * gain[j] + shift[j];
+            with_simd(
+                #[inline(always)]
+                || {
+                    for (i, (yr, xr)) in y.chunks_exact_mut(d).zip(x.chunks_exact(d)).enumerate() {
+                        let mu = if centred { sum(xr) * inv_d } else { T::zero() };
+                        let var = sum_map(xr, |v| (v - mu) * (v - mu)) * inv_d;
+                        let rs = T::one() / (var + eps).sqrt();
+                        for j in 0..d {
+                            yr[j] = (xr[j] - mu) * rs * gain[j] + shift[j];
+                        }
+                        (m[i], r[i]) = (mu, rs);
                     }
-                    (m[i], r[i]) = (mu, rs);
-                }
-            })
+                },
+            )
         });
     (y, RowStats { mean, rstd })
 }
@@ -79,7 +82,10 @@ pub fn backward<T: Real>(
         .zip(stats.mean.par_chunks(rows).zip(stats.rstd.par_chunks(rows)))
         .map(|((dx, (dy, x)), (m, r))| {
             let task = RowsTask { d, gain, centred, width };
-            with_simd(|| task.backward(dx, dy, x, m, r))
+            with_simd(
+                #[inline(always)]
+                || task.backward(dx, dy, x, m, r),
+            )
         })
         .collect();
     let (mut dg, mut db) = (vec![T::zero(); width], vec![T::zero(); width]);

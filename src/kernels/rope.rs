@@ -19,21 +19,24 @@ pub fn rotate<T: Real>(x: &[T], t: usize, heads: usize, h: usize, cos: &[T], sin
     let mut y = vec![T::zero(); x.len()];
     let row = heads * h;
     y.par_chunks_mut(row * 16).zip(x.par_chunks(row * 16)).enumerate().for_each(|(c, (y, x))| {
-        with_simd(|| {
-            for (i, (yr, xr)) in y.chunks_exact_mut(row).zip(x.chunks_exact(row)).enumerate() {
-                let pos = (c * 16 + i) % t;
-                let (cs, sn) = (&cos[pos * half..(pos + 1) * half], &sin[pos * half..(pos + 1) * half]);
-                for (yh, xh) in yr.chunks_exact_mut(h).zip(xr.chunks_exact(h)) {
-                    let (x1, x2) = xh.split_at(half);
-                    let (y1, y2) = yh.split_at_mut(half);
-                    for k in 0..half {
-                        let s = if inverse { -sn[k] } else { sn[k] };
-                        y1[k] = x1[k] * cs[k] - x2[k] * s;
-                        y2[k] = x2[k] * cs[k] + x1[k] * s;
+        with_simd(
+            #[inline(always)]
+            || {
+                for (i, (yr, xr)) in y.chunks_exact_mut(row).zip(x.chunks_exact(row)).enumerate() {
+                    let pos = (c * 16 + i) % t;
+                    let (cs, sn) = (&cos[pos * half..(pos + 1) * half], &sin[pos * half..(pos + 1) * half]);
+                    for (yh, xh) in yr.chunks_exact_mut(h).zip(xr.chunks_exact(h)) {
+                        let (x1, x2) = xh.split_at(half);
+                        let (y1, y2) = yh.split_at_mut(half);
+                        for k in 0..half {
+                            let s = if inverse { -sn[k] } else { sn[k] };
+                            y1[k] = x1[k] * cs[k] - x2[k] * s;
+                            y2[k] = x2[k] * cs[k] + x1[k] * s;
+                        }
                     }
                 }
-            }
-        })
+            },
+        )
     });
     y
 }

@@ -167,6 +167,10 @@ fn fold<T: Real>(mut acc: [T; LANES]) -> T {
 }
 
 /// Runs `f` compiled with AVX2 and FMA enabled when this CPU has them, plainly otherwise.
+/// `f` only gets those features where it is inlined into the AVX2 wrapper, so callers mark
+/// their closures `#[inline(always)]`: without it LLVM kept the larger kernel bodies out of
+/// line, compiled for the SSE2 baseline (a `perf annotate` of SwiGLU's backward showed scalar
+/// `xmm` code).
 /// Both builds perform the same operations in the same order (Rust does not contract `a·b + c`
 /// into an FMA on its own), so the result is the same either way.
 #[inline(always)]

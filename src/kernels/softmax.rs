@@ -25,22 +25,25 @@ pub fn forward<T: Real>(x: &[T], t: usize, s: usize, scale: f64) -> Vec<T> {
     let mut p = vec![T::zero(); x.len()];
     let scale = T::of(scale);
     p.par_chunks_mut(s * ROWS).zip(x.par_chunks(s * ROWS)).enumerate().for_each(|(c, (p, x))| {
-        with_simd(|| {
-            for (i, (pr, xr)) in p.chunks_exact_mut(s).zip(x.chunks_exact(s)).enumerate() {
-                let q = (c * ROWS + i) % t;
-                let n = q + 1 + (s - t);
-                // Three separate loops, so that the exponentials vectorise (a running sum in
-                // the same loop would serialise them).
-                let m = max(&xr[..n]) * scale;
-                for j in 0..n {
-                    pr[j] = (xr[j] * scale - m).exp_v();
+        with_simd(
+            #[inline(always)]
+            || {
+                for (i, (pr, xr)) in p.chunks_exact_mut(s).zip(x.chunks_exact(s)).enumerate() {
+                    let q = (c * ROWS + i) % t;
+                    let n = q + 1 + (s - t);
+                    // Three separate loops, so that the exponentials vectorise (a running sum in
+                    // the same loop would serialise them).
+                    let m = max(&xr[..n]) * scale;
+                    for j in 0..n {
+                        pr[j] = (xr[j] * scale - m).exp_v();
+                    }
+                    let inv = T::one() / sum(&pr[..n]);
+                    for v in &mut pr[..n] {
+                        *v = *v * inv;
+                    }
                 }
-                let inv = T::one() / sum(&pr[..n]);
-                for v in &mut pr[..n] {
-                    *v = *v * inv;
-                }
-            }
-        })
+            },
+        )
     });
     p
 }
@@ -51,18 +54,21 @@ pub fn backward<T: Real>(dp: &[T], p: &[T], t: usize, s: usize, scale: f64) -> V
     let scale = T::of(scale);
     dx.par_chunks_mut(s * ROWS).zip(dp.par_chunks(s * ROWS).zip(p.par_chunks(s * ROWS))).enumerate().for_each(
         |(c, (dx, (dp, p)))| {
-            with_simd(|| {
-                for (i, (dxr, (dpr, pr))) in
-                    dx.chunks_exact_mut(s).zip(dp.chunks_exact(s).zip(p.chunks_exact(s))).enumerate()
-                {
-                    let q = (c * ROWS + i) % t;
-                    let n = q + 1 + (s - t);
-                    let inner = dot(&pr[..n], &dpr[..n]);
-                    for j in 0..n {
-                        dxr[j] = scale * pr[j] * (dpr[j] - inner);
+            with_simd(
+                #[inline(always)]
+                || {
+                    for (i, (dxr, (dpr, pr))) in
+                        dx.chunks_exact_mut(s).zip(dp.chunks_exact(s).zip(p.chunks_exact(s))).enumerate()
+                    {
+                        let q = (c * ROWS + i) % t;
+                        let n = q + 1 + (s - t);
+                        let inner = dot(&pr[..n], &dpr[..n]);
+                        for j in 0..n {
+                            dxr[j] = scale * pr[j] * (dpr[j] - inner);
+                        }
                     }
-                }
-            })
+                },
+            )
         },
     );
     dx

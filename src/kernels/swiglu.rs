@@ -23,11 +23,14 @@ fn sigmoid<T: Real>(a: T) -> T {
 pub fn forward<T: Real>(a: &[T], b: &[T]) -> Vec<T> {
     let mut y = vec![T::zero(); a.len()];
     y.par_chunks_mut(CHUNK).zip(a.par_chunks(CHUNK).zip(b.par_chunks(CHUNK))).for_each(|(y, (a, b))| {
-        with_simd(|| {
-            for i in 0..y.len() {
-                y[i] = a[i] * sigmoid(a[i]) * b[i];
-            }
-        })
+        with_simd(
+            #[inline(always)]
+            || {
+                for i in 0..y.len() {
+                    y[i] = a[i] * sigmoid(a[i]) * b[i];
+                }
+            },
+        )
     });
     y
 }
@@ -40,13 +43,16 @@ pub fn backward<T: Real>(dy: &[T], a: &[T], b: &[T]) -> (Vec<T>, Vec<T>) {
         .zip(db.par_chunks_mut(CHUNK))
         .zip(dy.par_chunks(CHUNK).zip(a.par_chunks(CHUNK).zip(b.par_chunks(CHUNK))))
         .for_each(|((da, db), (dy, (a, b)))| {
-            with_simd(|| {
-                for i in 0..da.len() {
-                    let s = sigmoid(a[i]);
-                    da[i] = dy[i] * b[i] * s * (T::one() + a[i] * (T::one() - s));
-                    db[i] = dy[i] * a[i] * s;
-                }
-            })
+            with_simd(
+                #[inline(always)]
+                || {
+                    for i in 0..da.len() {
+                        let s = sigmoid(a[i]);
+                        da[i] = dy[i] * b[i] * s * (T::one() + a[i] * (T::one() - s));
+                        db[i] = dy[i] * a[i] * s;
+                    }
+                },
+            )
         });
     (da, db)
 }

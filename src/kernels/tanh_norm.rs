@@ -70,15 +70,18 @@ fn denominator<T: Real>(x: &[T], v: Option<T>, n: TanhNorm) -> (T, T, T) {
 pub fn forward<T: Real>(x: &[T], d: usize, lambda: T, gain: &[T], shift: &[T], v: &[T], n: TanhNorm) -> Vec<T> {
     let mut y = vec![T::zero(); x.len()];
     y.par_chunks_mut(d * ROWS_PER_TASK).zip(x.par_chunks(d * ROWS_PER_TASK)).enumerate().for_each(|(c, (y, x))| {
-        with_simd(|| {
-            for (i, (yr, xr)) in y.chunks_exact_mut(d).zip(x.chunks_exact(d)).enumerate() {
-                let (den, _, _) = denominator(xr, v.get(c * ROWS_PER_TASK + i).copied(), n);
-                let s = lambda / den;
-                for j in 0..d {
-                    yr[j] = gain[j] * (s * xr[j]).tanh_sech2().0 + shift[j];
+        with_simd(
+            #[inline(always)]
+            || {
+                for (i, (yr, xr)) in y.chunks_exact_mut(d).zip(x.chunks_exact(d)).enumerate() {
+                    let (den, _, _) = denominator(xr, v.get(c * ROWS_PER_TASK + i).copied(), n);
+                    let s = lambda / den;
+                    for j in 0..d {
+                        yr[j] = gain[j] * (s * xr[j]).tanh_sech2().0 + shift[j];
+                    }
                 }
-            }
-        })
+            },
+        )
     });
     y
 }
@@ -109,7 +112,10 @@ pub fn backward<T: Real>(
         .zip(dv_chunks.into_par_iter())
         .enumerate()
         .map(|(c, ((dx, (dy, x)), dv))| {
-            with_simd(|| backward_rows(dx, dy, x, dv, &v[(c * rows).min(v.len())..], d, lambda, gain, n))
+            with_simd(
+                #[inline(always)]
+                || backward_rows(dx, dy, x, dv, &v[(c * rows).min(v.len())..], d, lambda, gain, n),
+            )
         })
         .collect();
     let (mut dg, mut db, mut dl) = (vec![T::zero(); d], vec![T::zero(); d], T::zero());

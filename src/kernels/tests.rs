@@ -259,3 +259,44 @@ fn tanh_f32_and_its_derivative_are_accurate_across_their_range() {
     assert!(rel_small < 1e-6, "tanh: worst relative error near 0: {rel_small:e}");
     assert!(rel_sech2 < 1e-6, "1 − tanh²: worst relative error {rel_sech2:e}");
 }
+
+#[test]
+fn matmul_matches_the_definition_on_transposed_and_narrowed_views() {
+    // A batch of 2: A = the first 3 rows of a [2, 4, 5] tensor, B = a [2, 2, 5] tensor read
+    // transposed (the Q Kᵀ of a causal block); C_bij = Σ_l A_bil B_blj by hand.
+    let (a, b) = (pseudo_random(2 * 4 * 5, 13), pseudo_random(2 * 2 * 5, 14));
+    let at = f64_tensor(&a, [2, 4, 5], false).narrow(1, 0, 3);
+    let bt = f64_tensor(&b, [2, 2, 5], false).swap_dims(1, 2);
+    let c = values(matmul(at, bt));
+    for (bi, i, j) in (0..2).flat_map(|bi| (0..3).flat_map(move |i| (0..2).map(move |j| (bi, i, j)))) {
+        let want: f64 = (0..5).map(|l| a[bi * 20 + i * 5 + l] * b[bi * 10 + j * 5 + l]).sum();
+        assert!((c[bi * 6 + i * 2 + j] - want).abs() < 1e-14, "[{bi}, {i}, {j}]");
+    }
+}
+
+#[test]
+fn matmul_gradients_match_finite_differences() {
+    // 2-D (a projection) and batched with the right operand a transposed view.
+    let (a, b) = (pseudo_random(12, 15), pseudo_random(20, 16));
+    check_grads::<2>(&[a, b], &[vec![3, 4], vec![4, 5]], &|t: Vec<Tensor<2>>| {
+        weighted(matmul(t[0].clone(), t[1].clone()), 17)
+    });
+    let (q, k) = (pseudo_random(2 * 3 * 4, 18), pseudo_random(2 * 5 * 4, 19));
+    check_grads::<3>(&[q, k], &[vec![2, 3, 4], vec![2, 5, 4]], &|t: Vec<Tensor<3>>| {
+        weighted(matmul(t[0].clone(), t[1].clone().swap_dims(1, 2)), 20)
+    });
+}
+
+#[test]
+fn matmul_gradient_reaches_only_tracked_operands() {
+    // ∂(Σ W ⊙ XC)/∂C = Xᵀ W with X a constant: computed, and X gets none.
+    let (x, c) = (pseudo_random(6, 21), pseudo_random(6, 22));
+    let xt = f64_tensor(&x, [2, 3], false);
+    let ct = f64_tensor(&c, [3, 2], true);
+    let grads = matmul(xt.clone(), ct.clone()).sum().backward();
+    assert!(xt.grad(&grads).is_none());
+    let g = values(ct.grad(&grads).expect("C is tracked"));
+    for (l, j) in (0..3).flat_map(|l| (0..2).map(move |j| (l, j))) {
+        assert!((g[l * 2 + j] - (x[l] + x[3 + l])).abs() < 1e-14, "[{l}, {j}]");
+    }
+}

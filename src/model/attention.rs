@@ -193,7 +193,7 @@ impl Attention {
 
     /// `x W + bias`.
     fn linear(&self, x: Tensor<3>, w: &Param<Tensor<2>>, bias: &Option<Param<Tensor<1>>>) -> Tensor<3> {
-        let y = project(x, w, self.precision);
+        let y = project(x, w, self.precision, self.kernels);
         match bias {
             Some(bias) => y + self.precision.compute(bias.val().unsqueeze::<3>()),
             None => y,
@@ -228,7 +228,12 @@ impl Attention {
         };
         let (k, v) = (self.repeat_kv(k), self.repeat_kv(v));
         let out = self.attend(q, k, v, ctx);
-        project(out.swap_dims(1, 2).reshape([b, t, self.n_heads * self.head_dim]), &self.wo, self.precision)
+        project(
+            out.swap_dims(1, 2).reshape([b, t, self.n_heads * self.head_dim]),
+            &self.wo,
+            self.precision,
+            self.kernels,
+        )
     }
 
     /// Queries, keys and values `[B, n, t, h]`: projected, QK-normed and rotated.
@@ -274,13 +279,13 @@ impl Attention {
         if ctx.stats.is_none() && b * h * t * k.dims()[2] > self.scores_limit {
             return self.attend_rows(q, k, v, ctx, scale);
         }
-        let p = self.precision;
-        let raw = widen(p.matmul(q, k.swap_dims(2, 3)));
+        let (p, mm) = (self.precision, |a, b| self.kernels.matmul(self.precision, a, b));
+        let raw = widen(mm(q, k.swap_dims(2, 3)));
         if ctx.causal && self.kernels.fuse(&raw) {
             if let Some(stats) = &ctx.stats {
                 stats.borrow_mut().push(attn_stats(raw.clone() * scale + ctx.mask.clone()));
             }
-            return p.matmul(kernels::causal_softmax(raw, scale), v);
+            return mm(kernels::causal_softmax(raw, scale), v);
         }
         let scores = raw * scale + ctx.mask.clone();
         if let Some(stats) = &ctx.stats {
@@ -342,8 +347,8 @@ fn causal_blocks(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, scale: f64) -> Tensor
         .map(|i| {
             let (start, len) = (i * CAUSAL_BLOCK, CAUSAL_BLOCK.min(t - i * CAUSAL_BLOCK));
             let keys = offset + start + len;
-            let scores = q.clone().narrow(2, start, len).matmul(k.clone().narrow(2, 0, keys).swap_dims(2, 3));
-            kernels::causal_softmax(scores, scale).matmul(v.clone().narrow(2, 0, keys))
+            let scores = kernels::matmul(q.clone().narrow(2, start, len), k.clone().narrow(2, 0, keys).swap_dims(2, 3));
+            kernels::matmul(kernels::causal_softmax(scores, scale), v.clone().narrow(2, 0, keys))
         })
         .collect();
     Tensor::cat(outs, 2)

@@ -50,14 +50,15 @@ impl FeedForward {
 
     /// `[B, T, d]` → `[B, T, d]`.
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        let p = self.precision;
+        let (p, k) = (self.precision, self.kernels);
+        let project = |x: Tensor<3>, w: &Param<Tensor<2>>| project(x, w, p, k);
         let hidden = match &self.w3 {
             Some(w3) if self.kernels.fuse(&x) && p == Precision::F32 => {
-                kernels::swiglu(project(x.clone(), &self.w1, p), project(x, w3, p))
+                kernels::swiglu(project(x.clone(), &self.w1), project(x, w3))
             }
-            Some(w3) => silu(project(x.clone(), &self.w1, p)) * project(x, w3, p),
-            None => gelu(project(x, &self.w1, p)),
+            Some(w3) => silu(project(x.clone(), &self.w1)) * project(x, w3),
+            None => gelu(project(x, &self.w1)),
         };
-        project(hidden, &self.w2, p)
+        project(hidden, &self.w2)
     }
 }

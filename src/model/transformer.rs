@@ -43,6 +43,8 @@ pub struct ModelMeta {
     pub logits_limit: usize,
     /// The matmuls' and activations' type ([`Transformer::set_precision`]).
     pub precision: Precision,
+    /// Fused or composite kernels ([`Transformer::set_kernels`]), for the output projection.
+    pub kernels: Kernels,
 }
 
 /// What a sublayer exposes to the probes: `X_l` (entering), `Z_l` (after the residual
@@ -114,6 +116,7 @@ impl Transformer {
     pub fn set_kernels(&mut self, k: Kernels) {
         let norms = |s: &mut [&mut Option<Norm>]| s.iter_mut().filter_map(|n| n.as_mut()).for_each(|n| n.kernels = k);
         norms(&mut [&mut self.emb_norm, &mut self.final_norm]);
+        self.meta.kernels = k;
         for l in &mut self.layers {
             let (a, f) = (&mut l.attn, &mut l.ffn);
             norms(&mut [&mut a.input_norm, &mut a.output_norm, &mut a.outer_norm, &mut a.f.q_norm, &mut a.f.k_norm]);
@@ -152,6 +155,7 @@ impl Transformer {
             recipe: recipe.name.clone(),
             logits_limit: LOGITS_LIMIT,
             precision: Precision::F32,
+            kernels: Kernels::default(),
         };
         Ok(Self { tok_emb, emb_scale, emb_norm, layers, final_norm, lm_head, meta })
     }
@@ -266,7 +270,8 @@ impl Transformer {
         let [bsz, t, d] = h.hidden.dims();
         let w = self.output_weight();
         let v = w.dims()[1];
-        let logits = widen(self.meta.precision.matmul(h.hidden.reshape([bsz * t, d]), w)).reshape([bsz, t, v]);
+        let (p, k) = (self.meta.precision, self.meta.kernels);
+        let logits = widen(k.matmul(p, h.hidden.reshape([bsz * t, d]), w)).reshape([bsz, t, v]);
         ForwardOutput { logits, sums: h.sums, traces: h.traces, attention: h.attention, last_hidden: h.last_hidden }
     }
 
