@@ -279,7 +279,8 @@ impl Attention {
         if ctx.stats.is_none() && b * h * t * k.dims()[2] > self.scores_limit {
             return self.attend_rows(q, k, v, ctx, scale);
         }
-        let (p, mm) = (self.precision, |a, b| self.kernels.matmul(self.precision, a, b));
+        let p = self.precision;
+        let mm = |a, b| self.kernels.matmul(p, a, b);
         let raw = widen(mm(q, k.swap_dims(2, 3)));
         if ctx.causal && self.kernels.fuse(&raw) {
             if let Some(stats) = &ctx.stats {
