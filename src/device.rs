@@ -52,11 +52,32 @@ pub fn flushes_denormals() -> bool {
 /// Flushes denormals to zero on this thread and on every thread of the global rayon pool, on
 /// which the CPU backend computes. Denormals (|x| < 1.2e-38 in f32) take a slow microcode
 /// path: post-norm runs at high learning rates, whose gradients underflow, ran 5–10× slower
-/// than the others in `normlab compare`. Call before any tensor work; the pool keeps
-/// `RAYON_NUM_THREADS`. Returns whether the pool was set up here (it can be only once).
+/// than the others in `normlab compare`. Call before any tensor work. Returns whether the pool
+/// was set up here (it can be only once).
 pub fn flush_denormals() -> bool {
     flush_denormals_here();
-    rayon::ThreadPoolBuilder::new().start_handler(|_| flush_denormals_here()).build_global().is_ok()
+    pool(true)
+}
+
+/// Stack of each pool thread: the whole command runs on one ([`on_pool`]), so it gets a main
+/// thread's room (only the pages touched are ever mapped).
+const POOL_STACK: usize = 64 << 20;
+
+/// Sets up the global rayon pool (`RAYON_NUM_THREADS` threads, default one per core), its
+/// threads flushing denormals when `flush`. Returns whether it was set up here.
+pub fn pool(flush: bool) -> bool {
+    let builder = rayon::ThreadPoolBuilder::new().stack_size(POOL_STACK);
+    let builder = if flush { builder.start_handler(|_| flush_denormals_here()) } else { builder };
+    builder.build_global().is_ok()
+}
+
+/// Runs `f` on a thread of the global pool and waits for it. Every parallel operation `f`
+/// starts is then split between the threads with the caller taking a share, as work-stealing
+/// intends, instead of being handed from an outside thread to the pool and back: on 2 cores
+/// that outside thread made three runnable threads for two cores, and two hand-offs per
+/// operation.
+pub fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    rayon::scope(|_| f())
 }
 
 /// Has glibc's allocator keep freed memory for reuse instead of handing it back to the kernel:
@@ -65,13 +86,17 @@ pub fn flush_denormals() -> bool {
 /// and reallocates the same activation sizes every step; with glibc's defaults each came back
 /// as new pages, zeroed by the kernel on first touch. Measured on the reference model (`bench
 /// --recipes pre`, 14 train and 8 forward steps): 382–430 k minor page faults down to 80 k, the
-/// same peak RSS (327 MB). Call before any tensor work; a no-op off glibc.
+/// same peak RSS (327 MB). All threads share the one (main) heap: the command runs on a pool
+/// thread ([`on_pool`]), whose own arena would be a chain of 64 MiB heaps that glibc unmaps as
+/// they empty (124 k page faults with per-thread arenas, 111 k with one). Call before any
+/// tensor work; a no-op off glibc.
 pub fn keep_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes allocator thresholds; called before other threads allocate.
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
         libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
+        libc::mallopt(libc::M_ARENA_MAX, 1);
     }
 }
 

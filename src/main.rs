@@ -245,6 +245,11 @@ enum Cmd {
         /// dW, attention) in burn's CPU backend and, with --torch-python, in PyTorch.
         #[arg(long)]
         gemm: bool,
+        /// With --torch-python on the CPU: measure `pre` (fused) and PyTorch back to back this
+        /// many times in all and report the median of the per-round ratios (the machine's speed
+        /// drifts between two measurements a minute apart).
+        #[arg(long, default_value_t = 1)]
+        rounds: usize,
     },
 }
 
@@ -291,8 +296,10 @@ fn main() {
     // see normlab::device::flush_denormals.
     if std::env::var("NORMLAB_DENORMALS").as_deref() != Ok("keep") {
         normlab::device::flush_denormals();
+    } else {
+        normlab::device::pool(false);
     }
-    match run(cli) {
+    match normlab::device::on_pool(|| run(cli)) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -346,6 +353,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             trainer_steps,
             kernels,
             gemm,
+            rounds,
         } => {
             if gemm {
                 let out = out.unwrap_or_else(|| "bench/gemm.json".into());
@@ -372,6 +380,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 trainer_steps,
                 out,
                 kernels,
+                rounds,
             };
             bench::run(&opts).map(|_| 0)
         }

@@ -27,6 +27,7 @@ use std::time::Instant;
 pub mod dims;
 pub mod gemm;
 pub mod gpu;
+pub mod rounds;
 pub mod torch;
 
 pub use dims::Dims;
@@ -242,6 +243,9 @@ pub struct BenchReport {
     /// On a GPU: `torch_gpu.py` in f32 and bf16 autocast, and normlab's `pre` over each.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<gpu::GpuComparison>,
+    /// `--rounds`: `pre` and PyTorch back to back, every round and the median ratios.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounds: Option<rounds::Rounds>,
 }
 
 fn cpu_name() -> String {
@@ -272,6 +276,9 @@ pub struct BenchOptions {
     pub out: PathBuf,
     /// Each recipe is measured once per setting, in this order.
     pub kernels: Vec<Kernels>,
+    /// With PyTorch on the CPU: measure `pre` (fused, f32) and PyTorch back to back this many
+    /// times in all (the main pass is the first round) and report the median ratios.
+    pub rounds: usize,
 }
 
 /// `f32` / `bf16` / `f16` names as [`Precision`].
@@ -340,6 +347,8 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
     if let Some(r) = &ratios {
         eprintln!("ratio to PyTorch eager (pre): {}", serde_json::to_string(r)?);
     }
+    let rounds =
+        torch.as_ref().filter(|_| opts.rounds > 1).map(|t| more_rounds(opts, &device, &results, t)).transpose()?;
     let d = &opts.dims;
     let report = BenchReport {
         benchmark: format!(
@@ -354,6 +363,7 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
         torch_reference: torch,
         ratios,
         gpu,
+        rounds,
     };
     crate::io::json::write(&opts.out, &report)?;
     eprintln!("wrote {}", opts.out.display());
@@ -395,6 +405,34 @@ fn compare_trainer(opts: &BenchOptions) -> anyhow::Result<TrainerComparison> {
         100.0 * overhead
     );
     Ok(TrainerComparison { with_probes: with, without_probes: without, probe_overhead: overhead })
+}
+
+/// `--rounds`: the main pass's `pre` and PyTorch, then more pairs measured back to back.
+fn more_rounds(
+    opts: &BenchOptions,
+    device: &Device,
+    results: &[RecipeBench],
+    torch: &TorchBench,
+) -> anyhow::Result<rounds::Rounds> {
+    let case = Case { recipe: "pre".into(), kernels: Kernels::Fused, precision: Precision::F32 };
+    let first = results
+        .iter()
+        .find(|b| b.recipe == case.recipe && b.kernels == case.kernels && b.precision == case.precision)
+        .context("--rounds compares `pre` with the fused kernels in f32: include them in --recipes, --kernels and --precision")?;
+    let (py, script) = opts.torch.as_ref().context("--rounds needs --torch-python")?;
+    let timing = Timing { warmup: opts.warmup, steps: opts.steps, fwd_steps: opts.fwd_steps };
+    let r = rounds::run(rounds::Pair::of(first, torch), opts.rounds, || {
+        let ours = bench_recipe(&case, &opts.dims, device, timing)?;
+        let theirs = run_torch(py, script, crate::device::available_threads(), &[])?;
+        Ok(rounds::Pair::of(&ours, &theirs))
+    })?;
+    eprintln!(
+        "median over {} rounds: pre train {:.3}×, forward {:.3}× PyTorch eager",
+        r.pairs.len(),
+        r.train_ratio_median,
+        r.fwd_ratio_median
+    );
+    Ok(r)
 }
 
 fn ratios(results: &[RecipeBench], trainer: Option<&TrainerComparison>, t: &TorchBench) -> Ratios {

@@ -12,6 +12,8 @@ mod extension;
 pub mod norm;
 pub mod precision;
 pub mod rope;
+#[cfg(target_arch = "x86_64")]
+pub mod sgemm;
 pub mod simd;
 pub mod softmax;
 pub mod strided;

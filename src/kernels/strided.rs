@@ -1,13 +1,14 @@
-//! `C = A B` over the last two axes of strided operands, by the gemm crate's packed kernel
-//! written straight into a fresh, uninitialised output.
+//! `C = A B` over the last two axes of strided operands, written straight into a fresh,
+//! uninitialised output: in f32 on an AVX2 CPU by [`sgemm`](super::sgemm), else (f64, other
+//! CPUs) by the gemm crate's packed kernel.
 //!
-//! burn-flex's matmul calls the same kernel, but its output is `FlexTensor::empty`: a zeroed
+//! burn-flex's matmul calls the gemm crate too, but its output is `FlexTensor::empty`: a zeroed
 //! `Vec<u8>` that `Bytes` then copies once more into an aligned allocation, two passes over
 //! fresh pages before the product writes a third; the measured cost on the reference model's
 //! `2048 × 256 × 256` product was 4.0–5.6 ms against 2.1 ms for the kernel alone. Here the
 //! output is one `Vec<T>` the kernel fills, and transposed or narrowed operands (`Kᵀ` in
-//! attention, `Xᵀ` in a weight gradient) are read in place through their strides: gemm packs
-//! its panels from any strides, so no contiguous copy is made first.
+//! attention, `Xᵀ` in a weight gradient) are read in place through their strides: both kernels
+//! pack their panels from any strides, so no contiguous copy is made first.
 //!
 //! # Shapes
 //! - `a`: `[…, m, k]`, `b`: `[…, k, n]` with equal batch axes (no broadcasting) → `[…, m, n]`,
@@ -33,7 +34,16 @@ pub struct Strided<'a, T> {
     pub cols: isize,
 }
 
-impl<T> Strided<'_, T> {
+impl<'a, T: 'static> Strided<'a, T> {
+    /// The same view with elements read as `U`, the same type (checked).
+    #[cfg(target_arch = "x86_64")]
+    fn cast<U: 'static>(self) -> Strided<'a, U> {
+        assert_eq!(std::any::TypeId::of::<T>(), std::any::TypeId::of::<U>(), "a cast to the same type only");
+        // SAFETY: `T` and `U` are the same type.
+        let data = unsafe { std::slice::from_raw_parts(self.data.as_ptr().cast::<U>(), self.data.len()) };
+        Strided { data, offset: self.offset, batch: self.batch, rows: self.rows, cols: self.cols }
+    }
+
     /// Index of element `[.., 0, 0]` of matrix `i` (row-major over `shape`).
     fn start(&self, i: usize, shape: &[usize]) -> isize {
         let (mut rest, mut at) = (i, self.offset as isize);
@@ -76,7 +86,16 @@ pub fn matmul<T: Real>(a: Strided<T>, b: Strided<T>, batch: &[usize], [m, k, n]:
     let mut out: Vec<T> = Vec::with_capacity(len);
     let dst = SendPtr(out.as_mut_ptr());
     let threads = rayon::current_num_threads();
-    let bands = if m * n * k >= PARALLEL_MACS && count < 2 * threads { threads } else { 1 };
+    let split = m * n * k >= PARALLEL_MACS && count < 2 * threads;
+    #[cfg(target_arch = "x86_64")]
+    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() && super::sgemm::available() {
+        // SAFETY: as below; `T` is `f32`, so the casts are identities.
+        unsafe { sgemm_all(a.cast(), b.cast(), batch, [m, k, n], SendPtr(dst.0.cast()), split) };
+        // SAFETY: `sgemm_all` wrote every element of all `count` matrices.
+        unsafe { out.set_len(len) };
+        return out;
+    }
+    let bands = if split { threads } else { 1 };
     let by_rows = m >= n;
     let (span, unit) = if by_rows { (m, ROWS) } else { (n, COLS) };
     let width = span.div_ceil(bands).div_ceil(unit) * unit;
@@ -118,6 +137,32 @@ pub fn matmul<T: Real>(a: Strided<T>, b: Strided<T>, batch: &[usize], [m, k, n]:
     // SAFETY: the tasks above wrote every element of all `count` matrices.
     unsafe { out.set_len(len) };
     out
+}
+
+/// The f32 path: each matrix by [`sgemm`](super::sgemm::sgemm), one after another and split
+/// over the threads when `split`, else a matrix per thread.
+///
+/// # Safety
+/// `a` and `b` are bounds-checked for `batch`, and `dst` has room for every product.
+#[cfg(target_arch = "x86_64")]
+unsafe fn sgemm_all(
+    a: Strided<f32>,
+    b: Strided<f32>,
+    batch: &[usize],
+    [m, k, n]: [usize; 3],
+    dst: SendPtr<f32>,
+    split: bool,
+) {
+    use super::sgemm::{View, sgemm};
+    let view = |s: Strided<f32>, i: usize| View {
+        ptr: s.data.as_ptr().wrapping_offset(s.start(i, batch)),
+        rs: s.rows,
+        cs: s.cols,
+    };
+    // SAFETY: the caller's bounds; matrix `i` of the output is written by this call alone.
+    let one = |i: usize| unsafe { sgemm(view(a, i), view(b, i), dst.at(i * m * n), n, [m, k, n], split) };
+    let count: usize = batch.iter().product();
+    if split { (0..count).for_each(one) } else { (0..count).into_par_iter().for_each(one) }
 }
 
 /// Band widths, multiples of the f32 AVX2 kernel's 16 × 6 register tile.
@@ -183,6 +228,32 @@ mod tests {
                 let got = &c[i * m * n..(i + 1) * m * n];
                 let err = want.iter().zip(got).map(|(w, g)| (w - g).abs()).fold(0.0, f64::max);
                 assert!(err < 1e-10, "batch {i} ({m}×{k}×{n}): max error {err}");
+            }
+        }
+    }
+
+    #[test]
+    fn f32_batches_match_the_definition_exactly() {
+        // The f32 path (the AVX2 kernel where the CPU has it): small integers, so every sum is
+        // exact; batches of 4 small products (a matrix per thread) and of 3 large ones (each
+        // split over the threads), `A` transposed in storage, `B` narrowed with an offset.
+        for (count, [m, k, n]) in [(4, [5, 7, 3]), (3, [200, 190, 210])] {
+            let av: Vec<f32> = (0..count * k * m).map(|i| (i * 37 % 11) as f32 - 5.0).collect();
+            let bv: Vec<f32> = (0..5 + count * k * (n + 2)).map(|i| (i * 53 % 9) as f32 - 4.0).collect();
+            let (ab, bb) = ([(k * m) as isize], [(k * (n + 2)) as isize]);
+            let a = Strided { data: &av, offset: 0, batch: &ab, rows: 1, cols: m as isize };
+            let b = Strided { data: &bv, offset: 5, batch: &bb, rows: (n + 2) as isize, cols: 1 };
+            let c = matmul(a, b, &[count], [m, k, n]);
+            for i in 0..count {
+                let want = naive(
+                    |r, l| av[i * k * m + l * m + r] as f64,
+                    |l, j| bv[5 + i * k * (n + 2) + l * (n + 2) + j] as f64,
+                    m,
+                    k,
+                    n,
+                );
+                let got: Vec<f64> = c[i * m * n..(i + 1) * m * n].iter().map(|&v| v as f64).collect();
+                assert_eq!(got, want, "batch {i} ({m}×{k}×{n})");
             }
         }
     }
