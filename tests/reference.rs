@@ -1,6 +1,7 @@
 //! Every recipe against the PyTorch reference (tools/make_reference_fixtures.py, float64):
 //! same weights and tokens → logits within 1e-5 relative, every parameter gradient of
-//! CE (+ λ·R for recipes with the variance regulariser) within 1e-4 relative.
+//! CE (+ λ·R for recipes with the variance regulariser) within 1e-4 relative (a provably dead
+//! parameter's, whose true gradient is 0, within f32 rounding noise: [`DEAD_NOISE`]).
 //!
 //! Then, in the style of llm.c's `test_gpt2.c`, a multi-step trajectory: from the same weights
 //! and fixed batches, normlab's own step (micro-batch accumulation, global clipping, AdamW with
@@ -32,6 +33,11 @@ const TRAJ_WEIGHT_TOL: f64 = 1e-2 * 3e-3;
 /// ε = 1e-8 and moves them by up to ~lr per step, where float64 noise (~1e-17) moves them by
 /// nothing. They cannot change the output, which the per-step losses confirm.
 const DEAD_GRAD: f64 = 1e-12;
+/// The f32 gradient of such a parameter, against the largest gradient: its rounding noise
+/// (f32's ε is 1.2e-7; measured up to 1.3e-7 with the AVX2 matmul, 6.6e-8 with burn's), held
+/// to about eight ε. Before, these were compared as ordinary gradients against 1e-3 of the
+/// largest, which allowed 1e-7: one ε, passed or failed by the summation order.
+const DEAD_NOISE: f64 = 1e-6;
 
 fn fixture_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/reference")
@@ -95,8 +101,16 @@ fn check_case(path: &Path, kernels: Kernels) -> Result<(), String> {
                 continue;
             }
         };
-        // Per-tensor relative error; tensors whose true gradient is ~0 (provably dead
-        // parameters) are measured against 1e-3 of the largest gradient instead.
+        // Per-tensor relative error. A provably dead parameter (float64 gradient ~1e-17) gets
+        // f32 rounding noise of sums that cancel exactly, which no summation order controls:
+        // it is held to [`DEAD_NOISE`] of the largest gradient instead.
+        if max_abs(want) < DEAD_GRAD * global {
+            let noise = max_abs(&got) / global;
+            if noise > DEAD_NOISE {
+                problems.push(format!("dead grad {name} is {noise:.2e} of the largest, above f32 noise"));
+            }
+            continue;
+        }
         let err = max_diff(&got, want) / max_abs(want).max(1e-3 * global);
         if err > worst.0 {
             worst = (err, name.clone());
