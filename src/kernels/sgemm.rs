@@ -5,8 +5,8 @@
 //!   of `A` per step of `k`. It reaches 95 GFLOP/s on one core of the 2-core AMD EPYC (Zen 3)
 //!   VM from L1, the core's FMA limit at its ~3 GHz.
 //! - `B` is packed into 64-byte aligned panels of [`KC`] × [`NR`] (one panel row is one cache
-//!   line, a panel stays in L1); a column-major `B` (`Kᵀ`, `Wᵀ`) is turned by 8 × 8 register
-//!   transposes.
+//!   line, a panel stays in L1), at most 4096 columns at a time; a column-major `B` (`Kᵀ`,
+//!   `Wᵀ`) is turned by 8 × 8 register transposes.
 //! - A row-major `A` is not packed: the tile reads its six rows in place, six sequential
 //!   streams. Any other `A` (a weight gradient's `Xᵀ`) is packed in blocks of [`MC`] × [`KC`],
 //!   which stay in L2 while every `B` panel passes.
@@ -91,45 +91,59 @@ pub unsafe fn sgemm(a: View, b: View, c: *mut f32, ldc: usize, [m, k, n]: [usize
         return;
     }
     let panels = n.div_ceil(NR);
-    let mut bpack = aligned(k * panels * NR);
-    let packed = PackedB { ptr: bpack.as_mut_ptr().cast(), k, n, panels };
     let threads = if parallel { rayon::current_num_threads().min(panels.max(m.div_ceil(MR))) } else { 1 };
     let out = Out(c);
-    if threads == 1 {
-        pack_panels(packed, b, 0..panels);
-        product(a, packed, out, ldc, 0..m, 0..panels);
-    } else if a.cs == 1 && panels >= threads {
+    if threads > 1 && a.cs == 1 && panels >= threads {
         // `A` read in place: each thread packs the panels of its own columns and uses them, one
         // parallel region (no hand-off between packing and product).
         let per = panels.div_ceil(threads);
         for_each_thread(threads, |t| {
-            let cols = t * per..panels.min((t + 1) * per);
-            pack_panels(packed, b, cols.clone());
-            product(a, packed, out, ldc, 0..m, cols);
+            for cols in chunks(t * per..panels.min((t + 1) * per)) {
+                let (_buf, packed) = PackedB::new(k, n, cols.clone());
+                pack_panels(packed, b, cols.clone());
+                product(a, packed, out, ldc, 0..m, cols);
+            }
         });
-    } else {
-        // `A` packed per thread: bands of rows, after all threads have packed `B` together.
-        let per = panels.div_ceil(threads);
-        for_each_thread(threads, |t| pack_panels(packed, b, t * per..panels.min((t + 1) * per)));
-        let band = m.div_ceil(threads).div_ceil(MR) * MR;
-        for_each_thread(threads, |t| product(a, packed, out, ldc, t * band..m.min((t + 1) * band), 0..panels));
+        return;
+    }
+    // `A` packed per thread: bands of rows, after all threads have packed `B` together.
+    let band = m.div_ceil(threads).div_ceil(MR) * MR;
+    for cols in chunks(0..panels) {
+        let (_buf, packed) = PackedB::new(k, n, cols.clone());
+        let per = cols.len().div_ceil(threads);
+        let share = |t: usize| cols.start + t * per..cols.end.min(cols.start + (t + 1) * per);
+        for_each_thread(threads, |t| pack_panels(packed, b, share(t)));
+        for_each_thread(threads, |t| product(a, packed, out, ldc, t * band..m.min((t + 1) * band), cols.clone()));
     }
 }
 
-/// `f(0)`, …, `f(threads − 1)` on the rayon pool.
+/// `f(0)`, …, `f(threads − 1)`: on the rayon pool, or inline for one.
 fn for_each_thread(threads: usize, f: impl Fn(usize) + Sync + Send) {
     use rayon::prelude::*;
-    (0..threads).into_par_iter().for_each(f);
+    if threads == 1 { f(0) } else { (0..threads).into_par_iter().for_each(f) }
 }
 
-/// `B` packed: for each block of [`KC`] rows, `panels` panels of `kc × NR` floats, each row of
-/// a panel one aligned cache line, columns past `n` zero.
+/// Panels of `B` packed at once (4096 columns): the packed block is at most `k × 4096` floats
+/// (8 MiB at `k` = 512) whatever `n`; a 50 257-word output layer would otherwise have a copy of
+/// its whole weight matrix packed on every call.
+const NC_PANELS: usize = 256;
+
+/// `panels` cut into runs of at most [`NC_PANELS`].
+fn chunks(panels: Range<usize>) -> impl Iterator<Item = Range<usize>> {
+    let end = panels.end;
+    panels.step_by(NC_PANELS).map(move |p| p..end.min(p + NC_PANELS))
+}
+
+/// Panels `first..first + count` of `B` (`k × n`) packed: for each block of [`KC`] rows, the
+/// panels' `kc × NR` floats one after another, each panel row one aligned cache line, columns
+/// past `n` zero.
 #[derive(Clone, Copy)]
 struct PackedB {
     ptr: *mut f32,
     k: usize,
     n: usize,
-    panels: usize,
+    first: usize,
+    count: usize,
 }
 
 // SAFETY: threads write disjoint panels while packing, and only read afterwards.
@@ -137,11 +151,18 @@ unsafe impl Send for PackedB {}
 unsafe impl Sync for PackedB {}
 
 impl PackedB {
-    /// Panel `p` of the block starting at row `k0`.
+    /// Room for `panels` of a `k × n` `B`, and the buffer that owns it (keep it alive).
+    fn new(k: usize, n: usize, panels: Range<usize>) -> (Vec<MaybeUninit<Line>>, PackedB) {
+        let mut buf = aligned(k * panels.len() * NR);
+        let packed = PackedB { ptr: buf.as_mut_ptr().cast(), k, n, first: panels.start, count: panels.len() };
+        (buf, packed)
+    }
+
+    /// Panel `p` (of the whole `B`; one of this pack's) of the block starting at row `k0`.
     fn panel(self, k0: usize, p: usize) -> *mut f32 {
         let kc = KC.min(self.k - k0);
-        // SAFETY: inside the `k · panels · NR` floats allocated.
-        unsafe { self.ptr.add(k0 * self.panels * NR + p * kc * NR) }
+        // SAFETY: inside the `k · count · NR` floats allocated, for `p` in `first..first + count`.
+        unsafe { self.ptr.add(k0 * self.count * NR + (p - self.first) * kc * NR) }
     }
 }
 
@@ -413,9 +434,10 @@ mod tests {
             return;
         }
         // m off the 6-row tile, n off the 16-column panel, k over two blocks of 256 and off
-        // the 8-row transpose; a 1-row, 1-column and depth-1 product; alone and on 2 threads.
+        // the 8-row transpose; a 1-row, 1-column and depth-1 product; n over one packed run of
+        // 4096 columns; alone and on 2 threads.
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-        for [m, k, n] in [[37, 531, 45], [64, 64, 256], [1, 300, 1], [13, 1, 33]] {
+        for [m, k, n] in [[37, 531, 45], [64, 64, 256], [1, 300, 1], [13, 1, 33], [7, 9, 4129]] {
             for (la, lb) in [("row", "row"), ("row", "col"), ("col", "row"), ("pad", "col"), ("col", "pad")] {
                 let (a, b) = (Stored::new(m, k, la, 1), Stored::new(k, n, lb, 2));
                 for parallel in [false, true] {
