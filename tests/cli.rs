@@ -235,6 +235,7 @@ fn edge_values_and_damaged_files_get_one_clear_line() {
     assert!(o.stdout.is_empty(), "nothing is printed before the options are checked");
     assert!(stderr(&o).contains("--top-k must be ≥ 1"), "{}", stderr(&o));
     expect_error(&["train", "--config", cfg.to_str().unwrap(), "--set", "run.keep_checkpoints=0"], "keep_checkpoints");
+    expect_error(&["bench", "--recipes", "pre", "--rounds", "3"], "--rounds measures `pre` against PyTorch");
 
     // A corrupt record is named by the readers, not skipped.
     let metrics = r.join("metrics.jsonl");

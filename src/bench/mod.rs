@@ -313,6 +313,10 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
         "the PyTorch CPU twin (torch_reference.py) has the reference sizes only; use --dims reference with \
          --torch-python on the CPU"
     );
+    anyhow::ensure!(
+        opts.rounds <= 1 || (on_cpu && opts.torch.is_some()),
+        "--rounds measures `pre` against PyTorch on the CPU: add --torch-python, on --device cpu"
+    );
     let recipes: Vec<String> = if opts.recipes.is_empty() {
         PRESET_NAMES.iter().map(|s| s.to_string()).collect()
     } else {
