@@ -351,8 +351,11 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
     if let Some(r) = &ratios {
         eprintln!("ratio to PyTorch eager (pre): {}", serde_json::to_string(r)?);
     }
-    let rounds =
-        torch.as_ref().filter(|_| opts.rounds > 1).map(|t| more_rounds(opts, &device, &results, t)).transpose()?;
+    let rounds = torch
+        .as_ref()
+        .filter(|_| opts.rounds > 1)
+        .map(|t| more_rounds(opts, &device, timing, &results, t))
+        .transpose()?;
     let d = &opts.dims;
     let report = BenchReport {
         benchmark: format!(
@@ -415,16 +418,15 @@ fn compare_trainer(opts: &BenchOptions) -> anyhow::Result<TrainerComparison> {
 fn more_rounds(
     opts: &BenchOptions,
     device: &Device,
+    timing: Timing,
     results: &[RecipeBench],
     torch: &TorchBench,
 ) -> anyhow::Result<rounds::Rounds> {
     let case = Case { recipe: "pre".into(), kernels: Kernels::Fused, precision: Precision::F32 };
-    let first = results
-        .iter()
-        .find(|b| b.recipe == case.recipe && b.kernels == case.kernels && b.precision == case.precision)
-        .context("--rounds compares `pre` with the fused kernels in f32: include them in --recipes, --kernels and --precision")?;
+    let first = pre_f32(results, case.kernels).context(
+        "--rounds compares `pre` with the fused kernels in f32: include them in --recipes, --kernels and --precision",
+    )?;
     let (py, script) = opts.torch.as_ref().context("--rounds needs --torch-python")?;
-    let timing = Timing { warmup: opts.warmup, steps: opts.steps, fwd_steps: opts.fwd_steps };
     let r = rounds::run(rounds::Pair::of(first, torch), opts.rounds, || {
         let ours = bench_recipe(&case, &opts.dims, device, timing)?;
         let theirs = run_torch(py, script, crate::device::available_threads(), &[])?;
@@ -439,10 +441,13 @@ fn more_rounds(
     Ok(r)
 }
 
+/// `pre`'s f32 result with kernels `k`, the one every PyTorch ratio compares.
+fn pre_f32(results: &[RecipeBench], k: Kernels) -> Option<&RecipeBench> {
+    results.iter().find(|b| b.recipe == "pre" && b.kernels == k && b.precision == Precision::F32)
+}
+
 fn ratios(results: &[RecipeBench], trainer: Option<&TrainerComparison>, t: &TorchBench) -> Ratios {
-    let pre =
-        |k: Kernels| results.iter().find(|b| b.recipe == "pre" && b.kernels == k && b.precision == Precision::F32);
-    let (fused, composite) = (pre(Kernels::Fused), pre(Kernels::Composite));
+    let (fused, composite) = (pre_f32(results, Kernels::Fused), pre_f32(results, Kernels::Composite));
     Ratios {
         pre_train_vs_torch_eager: fused.map(|b| b.train_tok_s / t.train_tok_s),
         pre_fwd_vs_torch_eager: fused.map(|b| b.fwd_tok_s / t.fwd_tok_s),
