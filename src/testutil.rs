@@ -66,10 +66,10 @@ pub fn write_tiny_corpus(path: &std::path::Path, n_sentences: usize) {
     std::fs::write(path, text).unwrap();
 }
 
-/// A fresh empty directory under the target dir for one test.
-pub fn temp_dir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("normlab-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+mod scratch;
+pub use scratch::Scratch;
+
+/// A fresh empty directory for one test, removed when the test passes.
+pub fn temp_dir(name: &str) -> Scratch {
+    Scratch::new(&format!("test-{name}"))
 }

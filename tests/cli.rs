@@ -1,6 +1,8 @@
 //! The `normlab` binary as a user runs it: exit statuses, a run killed mid-way and resumed,
 //! divergence, and one-line errors for bad input.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -9,11 +11,8 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_normlab"))
 }
 
-fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("normlab-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn temp(name: &str) -> common::Scratch {
+    common::Scratch::new(&format!("cli-{name}"))
 }
 
 /// A small corpus of numbered sentences and a config for a 2-layer d=32 model on it.

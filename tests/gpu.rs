@@ -12,7 +12,9 @@
 //! `.ci/run`, which installs lavapipe) makes that a failure.
 #![cfg(feature = "wgpu")]
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::Command;
 
 /// Whether a Vulkan driver (ICD) is installed or named by the environment.
@@ -27,11 +29,8 @@ fn vulkan_driver() -> bool {
     named || installed
 }
 
-fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("normlab-gpu-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn temp(name: &str) -> common::Scratch {
+    common::Scratch::new(&format!("gpu-{name}"))
 }
 
 /// Trains a 2-layer d = 32 language model for 8 steps on `device` in `precision`; returns the

@@ -90,9 +90,7 @@ fn a_sweep_through_slurm_survives_scancel_and_equals_the_local_runner() {
         eprintln!("skipped: no Slurm here (start one with `eval \"$(tools/slurm-local.sh start)\"`)");
         return;
     }
-    let root = std::env::temp_dir().join(format!("normlab-slurm-test-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(&root).unwrap();
+    let root = common::Scratch::new("slurm-test");
     ok(bin().args(["sweep", "--config"]).arg(sweep_file(&root, "local")).output().unwrap());
 
     let cfg = sweep_file(&root, "slurm");

@@ -12,11 +12,8 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_normlab"))
 }
 
-fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("normlab-sweep-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn temp(name: &str) -> common::Scratch {
+    common::Scratch::new(&format!("sweep-{name}"))
 }
 
 fn sweep_file(root: &Path, dir: &Path) -> PathBuf {

@@ -1,6 +1,11 @@
-//! Helpers shared by the integration tests.
+//! Helpers shared by the integration tests; each test crate uses a subset of them.
+#![allow(dead_code)]
 
 use std::path::Path;
+
+#[path = "../../src/testutil/scratch.rs"]
+mod scratch;
+pub use scratch::Scratch;
 
 /// A sweep's `results.jsonl` without the timing columns (they differ from run to run).
 pub fn results_without_timings(dir: &Path) -> Vec<serde_json::Value> {
