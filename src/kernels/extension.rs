@@ -5,7 +5,7 @@
 use super::simd::Real;
 use super::strided::{self, Strided};
 use super::tanh_norm::{self, TanhNorm};
-use super::{norm, rope, softmax, swiglu};
+use super::{attention, norm, rope, softmax, swiglu};
 use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
@@ -42,6 +42,14 @@ pub trait FusedOps: burn::backend::Backend {
     fn rope(x: FloatTensor<Self>, cos: FloatTensor<Self>, sin: FloatTensor<Self>) -> FloatTensor<Self>;
     /// `a · b` over the last two axes, equal batch axes (see [`strided`]); operands in any layout.
     fn matmul(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self>;
+    /// Causal `softmax(s·q kᵀ + M) v` of `[B, H, T, h]` queries and `[B, H, S, h]` keys and
+    /// values in any layout (see [`attention`]).
+    fn causal_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        scale: f64,
+    ) -> FloatTensor<Self>;
 }
 
 /// Runs `$f::<T>` for the tensor's element type (the fused path is only taken for f32 and f64,
@@ -241,6 +249,56 @@ fn transposed(t: &FlexTensor) -> FlexTensor {
     t.transpose(r - 2, r - 1)
 }
 
+/// The sizes of an attention call, checked.
+fn attention_shape(q: &FlexTensor, k: &FlexTensor, v: &FlexTensor) -> attention::Shape {
+    let (sq, sk) = (dims(q), dims(k));
+    let [batch, heads, t, h] = sq[..] else { panic!("attention queries must be [B, H, T, h], got {sq:?}") };
+    assert!(
+        sk.len() == 4 && sk[..2] == sq[..2] && sk[3] == h && sk[2] >= t && dims(v) == sk,
+        "attention needs keys and values [B, H, S ≥ T, h] for queries {sq:?}, got {sk:?} and {:?}",
+        dims(v)
+    );
+    attention::Shape { batch, heads, t, s: sk[2], h }
+}
+
+/// `[B, ·, H, h]` storage as the `[B, H, ·, h]` tensor it holds (a view).
+fn heads_view<T: Real>(values: Vec<T>, sh: &attention::Shape, rows: usize) -> FlexTensor {
+    tensor(values, vec![sh.batch, rows, sh.heads, sh.h]).transpose(1, 2)
+}
+
+/// Attention forward: the output `[B, H, T, h]` (a view of `[B, T, H, h]` storage) and the
+/// log-sum-exp per query.
+fn attention_fwd<T: Real>(q: &FlexTensor, k: &FlexTensor, v: &FlexTensor, scale: f64) -> (FlexTensor, FlexTensor) {
+    let sh = attention_shape(q, k, v);
+    let (o, lse) = attention::forward(operand::<T>(q), operand(k), operand(v), sh, scale);
+    (heads_view(o, &sh, sh.t), tensor(lse, vec![sh.batch, sh.heads, sh.t]))
+}
+
+/// What attention's backward keeps: the operands as given, the output and the log-sum-exp.
+#[derive(Clone, Debug)]
+struct AttentionState {
+    q: FlexTensor,
+    k: FlexTensor,
+    v: FlexTensor,
+    o: FlexTensor,
+    lse: FlexTensor,
+    scale: f64,
+}
+
+/// `[∂q, ∂k, ∂v]`, each a `[B, H, ·, h]` view of `[B, ·, H, h]` storage.
+fn attention_bwd<T: Real>(d_o: &FlexTensor, st: &AttentionState) -> [FlexTensor; 3] {
+    let sh = attention_shape(&st.q, &st.k, &st.v);
+    let saved = attention::Saved {
+        q: operand::<T>(&st.q),
+        k: operand(&st.k),
+        v: operand(&st.v),
+        o: operand(&st.o),
+        lse: view::<T>(&st.lse),
+    };
+    let [dq, dk, dv] = attention::backward(&saved, operand(d_o), sh, st.scale);
+    [heads_view(dq, &sh, sh.t), heads_view(dk, &sh, sh.s), heads_view(dv, &sh, sh.s)]
+}
+
 impl FusedOps for Flex {
     fn norm_affine(x: FlexTensor, gain: FlexTensor, shift: FlexTensor, eps: f64, centred: bool) -> FlexTensor {
         let (x, g, b) = (dense(&x), dense(&gain), dense(&shift));
@@ -276,6 +334,10 @@ impl FusedOps for Flex {
 
     fn matmul(a: FlexTensor, b: FlexTensor) -> FlexTensor {
         by_dtype!(a.dtype(), mm(&a, &b))
+    }
+
+    fn causal_attention(q: FlexTensor, k: FlexTensor, v: FlexTensor, scale: f64) -> FlexTensor {
+        by_dtype!(q.dtype(), attention_fwd(&q, &k, &v, scale)).0
     }
 }
 
@@ -382,6 +444,18 @@ impl Backward<Flex, 2> for MatmulBackward {
     }
 }
 
+#[derive(Debug)]
+struct AttentionBackward;
+
+impl Backward<Flex, 3> for AttentionBackward {
+    type State = AttentionState;
+
+    fn backward(self, ops: Ops<AttentionState, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let d_o = grads.consume::<Flex>(&ops.node);
+        register!(grads, ops.parents, by_dtype!(d_o.dtype(), attention_bwd(&d_o, &ops.state)));
+    }
+}
+
 impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
     fn norm_affine(
         x: FloatTensor<Self>,
@@ -464,6 +538,21 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
         match prep {
             OpsKind::Tracked(prep) => prep.finish((ap, bp), c),
             OpsKind::UnTracked(prep) => prep.finish(c),
+        }
+    }
+
+    fn causal_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        scale: f64,
+    ) -> FloatTensor<Self> {
+        let prep = AttentionBackward.prepare::<C>([q.node(), k.node(), v.node()]).compute_bound().stateful();
+        let (qp, kp, vp) = (q.primitive().clone(), k.primitive().clone(), v.primitive().clone());
+        let (o, lse) = by_dtype!(qp.dtype(), attention_fwd(&qp, &kp, &vp, scale));
+        match prep {
+            OpsKind::Tracked(prep) => prep.finish(AttentionState { q: qp, k: kp, v: vp, o: o.clone(), lse, scale }, o),
+            OpsKind::UnTracked(prep) => prep.finish(o),
         }
     }
 }

@@ -8,6 +8,7 @@
 //! element types other than f32/f64 they are used whatever the setting ([`fusable`]). The tests
 //! check every fused op against the composite one and against finite differences in f64.
 
+pub mod attention;
 mod extension;
 pub mod norm;
 pub mod precision;
@@ -124,6 +125,19 @@ pub fn causal_softmax<const D: usize>(x: Tensor<D>, scale: f64) -> Tensor<D> {
 /// RoPE (rotate-half) of `x`: `[B, T, n, h]` with `cos`, `sin`: `[T, h/2]` (constants).
 pub fn rope(x: Tensor<4>, cos: Tensor<2>, sin: Tensor<2>) -> Tensor<4> {
     Tensor::from_dispatch(<Dispatch as FusedOps>::rope(x.into_dispatch(), cos.into_dispatch(), sin.into_dispatch()))
+}
+
+/// Causal attention `softmax(scale · q kᵀ + M) v` in one op (see [`attention`]): `q`:
+/// `[B, H, T, h]`, `k`, `v`: `[B, H, S, h]` (the `S − T` first keys cached, seen by every
+/// query) → `[B, H, T, h]`; no mask tensor, no `T × S` probabilities kept for backward.
+pub fn causal_attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, scale: f64) -> Tensor<4> {
+    assert!(scale > 0.0, "the attention scale must be positive");
+    Tensor::from_dispatch(<Dispatch as FusedOps>::causal_attention(
+        q.into_dispatch(),
+        k.into_dispatch(),
+        v.into_dispatch(),
+        scale,
+    ))
 }
 
 /// `a · b` over the last two axes, `[…, m, k] × […, k, n]` with equal batch axes, written into

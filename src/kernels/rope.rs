@@ -15,8 +15,10 @@ use rayon::prelude::*;
 
 /// Rotates `x`; `inverse` applies the transpose rotation (the backward pass).
 pub fn rotate<T: Real>(x: &[T], t: usize, heads: usize, h: usize, cos: &[T], sin: &[T], inverse: bool) -> Vec<T> {
+    assert!(h % 2 == 0 && x.len() % (heads * h).max(1) == 0, "RoPE rotates whole rows of even-width heads");
     let half = h / 2;
-    let mut y = vec![T::zero(); x.len()];
+    let mut out = Vec::with_capacity(x.len());
+    let y = &mut out.spare_capacity_mut()[..x.len()];
     let row = heads * h;
     y.par_chunks_mut(row * 16).zip(x.par_chunks(row * 16)).enumerate().for_each(|(c, (y, x))| {
         with_simd(
@@ -30,13 +32,16 @@ pub fn rotate<T: Real>(x: &[T], t: usize, heads: usize, h: usize, cos: &[T], sin
                         let (y1, y2) = yh.split_at_mut(half);
                         for k in 0..half {
                             let s = if inverse { -sn[k] } else { sn[k] };
-                            y1[k] = x1[k] * cs[k] - x2[k] * s;
-                            y2[k] = x2[k] * cs[k] + x1[k] * s;
+                            y1[k].write(x1[k] * cs[k] - x2[k] * s);
+                            y2[k].write(x2[k] * cs[k] + x1[k] * s);
                         }
                     }
                 }
             },
         )
     });
-    y
+    // SAFETY: every row of `heads · h` values, both halves of every head, was written above
+    // (asserted: whole rows, even `h`).
+    unsafe { out.set_len(x.len()) };
+    out
 }

@@ -43,9 +43,11 @@ impl<'a, T: 'static> Strided<'a, T> {
         let data = unsafe { std::slice::from_raw_parts(self.data.as_ptr().cast::<U>(), self.data.len()) };
         Strided { data, offset: self.offset, batch: self.batch, rows: self.rows, cols: self.cols }
     }
+}
 
+impl<T> Strided<'_, T> {
     /// Index of element `[.., 0, 0]` of matrix `i` (row-major over `shape`).
-    fn start(&self, i: usize, shape: &[usize]) -> isize {
+    pub(crate) fn start(&self, i: usize, shape: &[usize]) -> isize {
         let (mut rest, mut at) = (i, self.offset as isize);
         for (&len, &stride) in shape.iter().zip(self.batch).rev() {
             at += (rest % len) as isize * stride;
@@ -57,7 +59,7 @@ impl<'a, T: 'static> Strided<'a, T> {
     /// Panics unless every element of every `r × c` matrix lies inside `data`: the bound
     /// that makes the unchecked reads of [`matmul`] sound (called only when there are elements
     /// to read).
-    fn check(&self, shape: &[usize], r: usize, c: usize) {
+    pub(crate) fn check(&self, shape: &[usize], r: usize, c: usize) {
         assert_eq!(self.batch.len(), shape.len(), "one stride per batch axis");
         let mut lo = self.offset as isize;
         let mut hi = lo;
@@ -165,19 +167,104 @@ unsafe fn sgemm_all(
     if split { (0..count).for_each(one) } else { (0..count).into_par_iter().for_each(one) }
 }
 
+/// One matrix in memory: element `(i, j)` at `ptr + i·rs + j·cs`.
+#[derive(Clone, Copy, Debug)]
+pub struct Mat<T> {
+    pub ptr: *const T,
+    pub rs: isize,
+    pub cs: isize,
+}
+
+// SAFETY: a `Mat` is only read, through `product` and `at`, whose callers vouch for the memory.
+unsafe impl<T> Send for Mat<T> {}
+unsafe impl<T> Sync for Mat<T> {}
+
+impl<T: Copy> Mat<T> {
+    /// A row-major matrix with row stride `ld`.
+    pub fn dense(ptr: *const T, ld: usize) -> Self {
+        Mat { ptr, rs: ld as isize, cs: 1 }
+    }
+
+    /// The transpose (a view).
+    pub fn t(self) -> Self {
+        Mat { ptr: self.ptr, rs: self.cs, cs: self.rs }
+    }
+
+    /// The rows from `r` on.
+    pub fn rows_from(self, r: usize) -> Self {
+        Mat { ptr: self.ptr.wrapping_offset(r as isize * self.rs), ..self }
+    }
+
+    /// Element `(i, j)`.
+    ///
+    /// # Safety
+    /// It must be readable.
+    pub unsafe fn at(&self, i: usize, j: usize) -> T {
+        unsafe { *self.ptr.offset(i as isize * self.rs + j as isize * self.cs) }
+    }
+}
+
+/// `C = A B` (`m × k` by `k × n`) on the calling thread, into `c` with row stride `ldc`: by
+/// [`sgemm`](super::sgemm) for f32 on an AVX2 CPU, else by the gemm crate. For callers that
+/// spread whole products over the threads themselves (attention's pairs).
+///
+/// # Safety
+/// Every element of `a` and `b` readable; the `m × n` elements of `c` writable and not accessed
+/// by anyone else meanwhile.
+pub unsafe fn product<T: Real>(a: Mat<T>, b: Mat<T>, c: *mut T, ldc: usize, [m, k, n]: [usize; 3]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() && super::sgemm::available() {
+        use super::sgemm::{View, sgemm};
+        let view = |x: Mat<T>| View { ptr: x.ptr.cast(), rs: x.rs, cs: x.cs };
+        // SAFETY: `T` is `f32`; the caller's contract is `sgemm`'s.
+        return unsafe { sgemm(view(a), view(b), c.cast(), ldc, [m, k, n], false) };
+    }
+    if k == 0 {
+        for i in 0..m {
+            // SAFETY: row `i` of `c` is writable (the caller's contract).
+            unsafe { std::slice::from_raw_parts_mut(c.add(i * ldc), n).fill(T::zero()) };
+        }
+        return;
+    }
+    // SAFETY: the caller's contract; `read_dst` is false, so `c` is only written.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            c,
+            1,
+            ldc as isize,
+            false,
+            a.ptr,
+            a.cs,
+            a.rs,
+            b.ptr,
+            b.cs,
+            b.rs,
+            T::zero(),
+            T::one(),
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        )
+    }
+}
+
 /// Band widths, multiples of the f32 AVX2 kernel's 16 × 6 register tile.
 const ROWS: usize = 16;
 const COLS: usize = 6;
 
 /// The output pointer, shared by the threads that each write their own matrices of it.
 #[derive(Clone, Copy)]
-struct SendPtr<T>(*mut T);
+pub(crate) struct SendPtr<T>(pub *mut T);
 // SAFETY: the threads write disjoint ranges (see `matmul`).
 unsafe impl<T> Send for SendPtr<T> {}
 unsafe impl<T> Sync for SendPtr<T> {}
 
 impl<T> SendPtr<T> {
-    fn at(self, i: usize) -> *mut T {
+    pub(crate) fn at(self, i: usize) -> *mut T {
         // SAFETY: `i` is within the allocation (callers pass a matrix's first index).
         unsafe { self.0.add(i) }
     }

@@ -21,24 +21,27 @@ fn sigmoid<T: Real>(a: T) -> T {
 
 /// `SiLU(a) ⊙ b`.
 pub fn forward<T: Real>(a: &[T], b: &[T]) -> Vec<T> {
-    let mut y = vec![T::zero(); a.len()];
+    let mut out = Vec::with_capacity(a.len());
+    let y = &mut out.spare_capacity_mut()[..a.len()];
     y.par_chunks_mut(CHUNK).zip(a.par_chunks(CHUNK).zip(b.par_chunks(CHUNK))).for_each(|(y, (a, b))| {
         with_simd(
             #[inline(always)]
             || {
                 for i in 0..y.len() {
-                    y[i] = a[i] * sigmoid(a[i]) * b[i];
+                    y[i].write(a[i] * sigmoid(a[i]) * b[i]);
                 }
             },
         )
     });
-    y
+    // SAFETY: the loop above wrote every element.
+    unsafe { out.set_len(a.len()) };
+    out
 }
 
 /// `(∂a, ∂b)` of [`forward`].
 pub fn backward<T: Real>(dy: &[T], a: &[T], b: &[T]) -> (Vec<T>, Vec<T>) {
-    let mut da = vec![T::zero(); a.len()];
-    let mut db = vec![T::zero(); a.len()];
+    let (mut da_out, mut db_out) = (Vec::with_capacity(a.len()), Vec::with_capacity(a.len()));
+    let (da, db) = (&mut da_out.spare_capacity_mut()[..a.len()], &mut db_out.spare_capacity_mut()[..a.len()]);
     da.par_chunks_mut(CHUNK)
         .zip(db.par_chunks_mut(CHUNK))
         .zip(dy.par_chunks(CHUNK).zip(a.par_chunks(CHUNK).zip(b.par_chunks(CHUNK))))
@@ -48,11 +51,13 @@ pub fn backward<T: Real>(dy: &[T], a: &[T], b: &[T]) -> (Vec<T>, Vec<T>) {
                 || {
                     for i in 0..da.len() {
                         let s = sigmoid(a[i]);
-                        da[i] = dy[i] * b[i] * s * (T::one() + a[i] * (T::one() - s));
-                        db[i] = dy[i] * a[i] * s;
+                        da[i].write(dy[i] * b[i] * s * (T::one() + a[i] * (T::one() - s)));
+                        db[i].write(dy[i] * a[i] * s);
                     }
                 },
             )
         });
-    (da, db)
+    // SAFETY: the loop above wrote every element of both.
+    unsafe { (da_out.set_len(a.len()), db_out.set_len(a.len())) };
+    (da_out, db_out)
 }

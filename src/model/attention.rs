@@ -272,8 +272,8 @@ impl Attention {
     fn attend(&self, q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, ctx: &AttnContext) -> Tensor<4> {
         let scale = 1.0 / (self.head_dim as f64).sqrt();
         let t = q.dims()[2];
-        if ctx.causal && ctx.stats.is_none() && self.kernels.fuse(&q) && t >= 2 * CAUSAL_BLOCK {
-            return causal_blocks(q, k, v, scale);
+        if ctx.causal && ctx.stats.is_none() && self.kernels.fuse(&q) {
+            return kernels::causal_attention(q, k, v, scale);
         }
         let [b, h, _, _] = q.dims();
         if ctx.stats.is_none() && b * h * t * k.dims()[2] > self.scores_limit {
@@ -332,27 +332,6 @@ impl Attention {
         };
         wv.matmul(self.wo.val()).square().sum()
     }
-}
-
-/// Query rows per block of [`causal_blocks`].
-pub const CAUSAL_BLOCK: usize = 64;
-
-/// Causal attention by blocks of [`CAUSAL_BLOCK`] queries, each against only the keys it may
-/// see: `softmax(q_i k_{≤i}ᵀ/√h + M) v_{≤i}` with the fused causal softmax (the `i·b` keys
-/// before a block are its "cached" keys). The matmuls skip the fully masked blocks above the
-/// diagonal: with `n` blocks they do `(n + 1)/2n` of the full product's work.
-fn causal_blocks(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, scale: f64) -> Tensor<4> {
-    let (t, s) = (q.dims()[2], k.dims()[2]);
-    let offset = s - t;
-    let outs = (0..t.div_ceil(CAUSAL_BLOCK))
-        .map(|i| {
-            let (start, len) = (i * CAUSAL_BLOCK, CAUSAL_BLOCK.min(t - i * CAUSAL_BLOCK));
-            let keys = offset + start + len;
-            let scores = kernels::matmul(q.clone().narrow(2, start, len), k.clone().narrow(2, 0, keys).swap_dims(2, 3));
-            kernels::matmul(kernels::causal_softmax(scores, scale), v.clone().narrow(2, 0, keys))
-        })
-        .collect();
-    Tensor::cat(outs, 2)
 }
 
 /// Max logit and mean entropy of masked scores `[B, H, T, T]` (−∞ above the diagonal).

@@ -367,12 +367,12 @@ fn fused_kernels_give_the_composite_loss_and_gradients_for_every_recipe() {
     }
 }
 
-/// Sequences of at least two blocks take the blocked causal attention (3 blocks here, the last
-/// one partial): loss and every gradient as the composite model's, for a plain and a GQA model.
+/// The fused attention over several query blocks (3 here, the last one partial): loss and every
+/// gradient as the composite model's, for a plain and a GQA model.
 #[test]
 fn blocked_causal_attention_gives_the_composite_loss_and_gradients() {
-    use crate::kernels::Kernels;
-    let t = 2 * attention::CAUSAL_BLOCK + 22;
+    use crate::kernels::{Kernels, attention::BLOCK};
+    let t = 2 * BLOCK + 22;
     let device = cpu().autodiff();
     let mut rng = crate::rng::SplitMix64::new(4);
     let ids: Vec<i64> = (0..2 * (t + 1)).map(|_| (rng.next_u64() % 32) as i64).collect();
