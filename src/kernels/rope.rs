@@ -15,7 +15,10 @@ use rayon::prelude::*;
 
 /// Rotates `x`; `inverse` applies the transpose rotation (the backward pass).
 pub fn rotate<T: Real>(x: &[T], t: usize, heads: usize, h: usize, cos: &[T], sin: &[T], inverse: bool) -> Vec<T> {
-    assert!(h % 2 == 0 && x.len() % (heads * h).max(1) == 0, "RoPE rotates whole rows of even-width heads");
+    assert!(
+        h.is_multiple_of(2) && x.len().is_multiple_of((heads * h).max(1)),
+        "RoPE rotates whole rows of even-width heads"
+    );
     let half = h / 2;
     let mut out = Vec::with_capacity(x.len());
     let y = &mut out.spare_capacity_mut()[..x.len()];
