@@ -222,20 +222,16 @@ unsafe fn backward_pair<T: Real>(
         let k0 = if j == 0 { 0 } else { e - len };
         let (rows, keys) = (sh.t - r0, e - k0);
         let at = r0 * s + k0;
-        product(
-            Mat::dense(sc.p.as_ptr().add(at), s).t(),
-            d_o.rows_from(r0),
-            dv.0.add(k0 * dv.1),
-            dv.1,
-            [keys, rows, sh.h],
-        );
-        product(
-            Mat::dense(sc.ds.as_ptr().add(at), s).t(),
-            q.rows_from(r0),
-            dk.0.add(k0 * dk.1),
-            dk.1,
-            [keys, rows, sh.h],
-        );
+        // ∂V_j = P_{≥j, j}ᵀ ∂O_{≥j} and ∂K_j = ∂S_{≥j, j}ᵀ Q_{≥j}.
+        for (left, right, (out, ld)) in [(&sc.p, d_o, dv), (&sc.ds, q, dk)] {
+            product(
+                Mat::dense(left.as_ptr().add(at), s).t(),
+                right.rows_from(r0),
+                out.add(k0 * ld),
+                ld,
+                [keys, rows, sh.h],
+            );
+        }
     }
 }
 

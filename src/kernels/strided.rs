@@ -108,30 +108,21 @@ pub fn matmul<T: Real>(a: Strided<T>, b: Strided<T>, batch: &[usize], [m, k, n]:
             return;
         }
         let (r0, c0, rows, cols) = if by_rows { (lo, 0, hi - lo, n) } else { (0, lo, m, hi - lo) };
+        let at = |x: &Strided<T>, band: isize| Mat {
+            ptr: x.data.as_ptr().wrapping_offset(x.start(i, batch) + band),
+            rs: x.rows,
+            cs: x.cols,
+        };
         // SAFETY: `check` bounds every operand element inside its slice; band (r0.., c0..) of
-        // matrix `i` of the output lies inside the `len` allocated elements and is written
-        // (never read: `read_dst` is false) by this task alone.
+        // matrix `i` of the output lies inside the `len` allocated elements and is written by
+        // this task alone.
         unsafe {
-            gemm::gemm(
-                rows,
-                cols,
-                k,
+            product(
+                at(&a, r0 as isize * a.rows),
+                at(&b, c0 as isize * b.cols),
                 dst.at(i * m * n + r0 * n + c0),
-                1,
-                n as isize,
-                false,
-                a.data.as_ptr().offset(a.start(i, batch) + r0 as isize * a.rows),
-                a.cols,
-                a.rows,
-                b.data.as_ptr().offset(b.start(i, batch) + c0 as isize * b.cols),
-                b.cols,
-                b.rows,
-                T::zero(),
-                T::one(),
-                false,
-                false,
-                false,
-                gemm::Parallelism::None,
+                n,
+                [rows, k, cols],
             )
         }
     };
