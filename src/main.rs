@@ -117,8 +117,8 @@ enum Cmd {
     },
     /// Write the HTML/markdown report (and PNG/SVG figures) of a sweep or run directory.
     Report { dir: PathBuf },
-    /// The built-in study: 8 recipes × 4 learning rates on a small deep model on the built-in
-    /// corpus, reseeded at each recipe's best rate, then the report (≈12 min on 2 cores).
+    /// The built-in study: 8 recipes × 5 learning rates on a small deep model on the built-in
+    /// corpus, reseeded at each recipe's best rate, then the report (≈6 min on 2 cores).
     Compare {
         /// The GPU-scale version (configs/sweeps/compare-full.toml).
         #[arg(long)]
