@@ -24,6 +24,17 @@ pub trait FusedOps: burn::backend::Backend {
         eps: f64,
         centred: bool,
     ) -> FloatTensor<Self>;
+    /// The norm of the residual sum `a·x + c·b` (see [`norm::forward_sum`]); `scales` = `[a, c]`.
+    #[allow(clippy::too_many_arguments)]
+    fn add_norm(
+        x: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+        gain: FloatTensor<Self>,
+        shift: FloatTensor<Self>,
+        scales: [f64; 2],
+        eps: f64,
+        centred: bool,
+    ) -> FloatTensor<Self>;
     /// `γ ⊙ tanh(λ x / D) + β` (see [`tanh_norm`]); `variance`: `[…, 1]` for `Given`, else unused.
     #[allow(clippy::too_many_arguments)]
     fn tanh_norm(
@@ -133,6 +144,43 @@ fn norm_bwd<T: Real>(dy: &FlexTensor, st: &NormState) -> [FlexTensor; 3] {
     let g = broadcast::<T>(&st.gain, d);
     let [dx, dg, db] = norm::backward(view::<T>(dy), view::<T>(&st.x), d, &g, &stats, st.centred, scalar);
     [tensor(dx, shape), reduce(dg, st.gain_len), reduce(db, st.shift_len)]
+}
+
+/// Residual sum and norm forward: the output, the sum `z` (the norm's input, kept for the
+/// backward) and the per-row (μ, r).
+#[allow(clippy::too_many_arguments)]
+fn add_norm_fwd<T: Real>(
+    x: &FlexTensor,
+    b: &FlexTensor,
+    g: &FlexTensor,
+    sh: &FlexTensor,
+    [a, c]: [f64; 2],
+    eps: f64,
+    centred: bool,
+) -> (FlexTensor, FlexTensor, [FlexTensor; 2]) {
+    let shape = dims(x);
+    let d = *shape.last().expect("a norm input has a feature axis");
+    let (gain, shift) = (broadcast::<T>(g, d), broadcast::<T>(sh, d));
+    let p = norm::Affine { gain: &gain, shift: &shift, eps, centred };
+    let (z, y, st) = norm::forward_sum(view::<T>(x), view::<T>(b), [T::of(a), T::of(c)], p);
+    let rows = st.mean.len();
+    (tensor(y, shape.clone()), tensor(z, shape), [tensor(st.mean, vec![rows]), tensor(st.rstd, vec![rows])])
+}
+
+/// `s · t` (the same tensor when `s` is 1).
+fn scale<T: Real>(t: FlexTensor, s: f64) -> FlexTensor {
+    if s == 1.0 {
+        return t;
+    }
+    let s = T::of(s);
+    tensor(view::<T>(&t).iter().map(|&v| v * s).collect(), dims(&t))
+}
+
+/// Residual sum and norm backward: the norm's `(∂z, ∂γ, ∂β)`, with `∂x = a ∂z`, `∂b = c ∂z`.
+fn add_norm_bwd<T: Real>(dy: &FlexTensor, st: &AddNormState) -> [FlexTensor; 4] {
+    let [dz, dg, db] = norm_bwd::<T>(dy, &st.norm);
+    let [a, c] = st.scales;
+    [scale::<T>(dz.clone(), a), scale::<T>(dz, c), dg, db]
 }
 
 /// The inputs of a tanh norm, each contiguous.
@@ -305,6 +353,19 @@ impl FusedOps for Flex {
         by_dtype!(x.dtype(), norm_fwd(&x, &g, &b, eps, centred)).0
     }
 
+    fn add_norm(
+        x: FlexTensor,
+        b: FlexTensor,
+        gain: FlexTensor,
+        shift: FlexTensor,
+        scales: [f64; 2],
+        eps: f64,
+        centred: bool,
+    ) -> FlexTensor {
+        let (x, b, g, sh) = (dense(&x), dense(&b), dense(&gain), dense(&shift));
+        by_dtype!(x.dtype(), add_norm_fwd(&x, &b, &g, &sh, scales, eps, centred)).0
+    }
+
     fn tanh_norm(
         x: FlexTensor,
         lambda: FlexTensor,
@@ -361,6 +422,25 @@ impl Backward<Flex, 3> for NormBackward {
     fn backward(self, ops: Ops<NormState, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
         let dy = dense(&grads.consume::<Flex>(&ops.node));
         register!(grads, ops.parents, by_dtype!(dy.dtype(), norm_bwd(&dy, &ops.state)));
+    }
+}
+
+/// What the residual sum and norm's backward keeps: the norm's state on the sum, and `[a, c]`.
+#[derive(Clone, Debug)]
+struct AddNormState {
+    norm: NormState,
+    scales: [f64; 2],
+}
+
+#[derive(Debug)]
+struct AddNormBackward;
+
+impl Backward<Flex, 4> for AddNormBackward {
+    type State = AddNormState;
+
+    fn backward(self, ops: Ops<AddNormState, 4>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let dy = dense(&grads.consume::<Flex>(&ops.node));
+        register!(grads, ops.parents, by_dtype!(dy.dtype(), add_norm_bwd(&dy, &ops.state)));
     }
 }
 
@@ -471,6 +551,30 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
             OpsKind::Tracked(prep) => {
                 let (gain_len, shift_len) = (g.layout().num_elements(), b.layout().num_elements());
                 prep.finish(NormState { x: xp, gain: g, stats, gain_len, shift_len, centred }, y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(y),
+        }
+    }
+
+    fn add_norm(
+        x: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+        gain: FloatTensor<Self>,
+        shift: FloatTensor<Self>,
+        scales: [f64; 2],
+        eps: f64,
+        centred: bool,
+    ) -> FloatTensor<Self> {
+        let nodes = [x.node(), b.node(), gain.node(), shift.node()];
+        let prep = AddNormBackward.prepare::<C>(nodes).compute_bound().stateful();
+        let (xp, bp) = (dense(x.primitive()), dense(b.primitive()));
+        let (g, sh) = (dense(gain.primitive()), dense(shift.primitive()));
+        let (y, z, stats) = by_dtype!(xp.dtype(), add_norm_fwd(&xp, &bp, &g, &sh, scales, eps, centred));
+        match prep {
+            OpsKind::Tracked(prep) => {
+                let (gain_len, shift_len) = (g.layout().num_elements(), sh.layout().num_elements());
+                let norm = NormState { x: z, gain: g, stats, gain_len, shift_len, centred };
+                prep.finish(AddNormState { norm, scales }, y)
             }
             OpsKind::UnTracked(prep) => prep.finish(y),
         }

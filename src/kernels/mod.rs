@@ -82,6 +82,31 @@ pub fn norm_affine<const D: usize>(
     ))
 }
 
+/// [`norm_affine`] of the residual sum `a·x + c·b`, the sum formed row by row in the same pass
+/// (a sublayer's outer norm on its residual addition). `[a, c]` = `scales`.
+pub fn add_norm<const D: usize>(
+    x: Tensor<D>,
+    b: Tensor<D>,
+    scales: [f64; 2],
+    gain: Option<Tensor<1>>,
+    shift: Option<Tensor<1>>,
+    eps: f64,
+    centred: bool,
+) -> Tensor<D> {
+    let (device, dtype) = (x.device(), x.dtype());
+    let gain = gain.unwrap_or_else(|| Tensor::ones([1], (&device, dtype)));
+    let shift = shift.unwrap_or_else(|| Tensor::zeros([1], (&device, dtype)));
+    Tensor::from_dispatch(<Dispatch as FusedOps>::add_norm(
+        x.into_dispatch(),
+        b.into_dispatch(),
+        gain.into_dispatch(),
+        shift.into_dispatch(),
+        scales,
+        eps,
+        centred,
+    ))
+}
+
 /// `γ ⊙ tanh(λ x / D) + β` over the last axis (DyT, BHyT; see [`tanh_norm`]). `lambda`: `[1]`;
 /// `gain`, `shift`: `[d]`, `[1]` or absent; `variance`: `[…, 1]`, required for
 /// [`Denominator::Given`] and ignored otherwise.

@@ -31,13 +31,37 @@ pub struct RowStats<T> {
     pub rstd: Vec<T>,
 }
 
+/// The affine norm's constants.
+#[derive(Clone, Copy)]
+pub struct Affine<'a, T> {
+    pub gain: &'a [T],
+    pub shift: &'a [T],
+    pub eps: f64,
+    pub centred: bool,
+}
+
+impl<T: Real> Affine<'_, T> {
+    /// Normalises one row into `yr`, returning its `(μ, r)`.
+    #[inline(always)]
+    fn row(&self, xr: &[T], yr: &mut [T]) -> (T, T) {
+        let d = xr.len();
+        let inv_d = T::of(1.0 / d as f64);
+        let mu = if self.centred { sum(xr) * inv_d } else { T::zero() };
+        let var = sum_map(xr, |v| (v - mu) * (v - mu)) * inv_d;
+        let rs = T::one() / (var + T::of(self.eps)).sqrt();
+        for j in 0..d {
+            yr[j] = (xr[j] - mu) * rs * self.gain[j] + self.shift[j];
+        }
+        (mu, rs)
+    }
+}
+
 /// `y = γ ⊙ (x − μ) r + β` over rows of width `d`.
 pub fn forward<T: Real>(x: &[T], d: usize, gain: &[T], shift: &[T], eps: f64, centred: bool) -> (Vec<T>, RowStats<T>) {
     let rows = x.len() / d;
     let mut y = vec![T::zero(); x.len()];
     let (mut mean, mut rstd) = (vec![T::zero(); rows], vec![T::zero(); rows]);
-    let inv_d = T::of(1.0 / d as f64);
-    let eps = T::of(eps);
+    let p = Affine { gain, shift, eps, centred };
     y.par_chunks_mut(d * ROWS_PER_TASK)
         .zip(x.par_chunks(d * ROWS_PER_TASK))
         .zip(mean.par_chunks_mut(ROWS_PER_TASK).zip(rstd.par_chunks_mut(ROWS_PER_TASK)))
@@ -46,18 +70,43 @@ pub fn forward<T: Real>(x: &[T], d: usize, gain: &[T], shift: &[T], eps: f64, ce
                 #[inline(always)]
                 || {
                     for (i, (yr, xr)) in y.chunks_exact_mut(d).zip(x.chunks_exact(d)).enumerate() {
-                        let mu = if centred { sum(xr) * inv_d } else { T::zero() };
-                        let var = sum_map(xr, |v| (v - mu) * (v - mu)) * inv_d;
-                        let rs = T::one() / (var + eps).sqrt();
-                        for j in 0..d {
-                            yr[j] = (xr[j] - mu) * rs * gain[j] + shift[j];
-                        }
-                        (m[i], r[i]) = (mu, rs);
+                        (m[i], r[i]) = p.row(xr, yr);
                     }
                 },
             )
         });
     (y, RowStats { mean, rstd })
+}
+
+/// The residual sum `z = a·x + c·b` and `y = γ ⊙ (z − μ) r + β` of it, each row normalised
+/// while its sum is in cache (a sublayer's outer norm on its residual addition). Returns
+/// `(z, y, stats)`; the gradients are [`backward`] on `z`, times `a` for `x` and `c` for `b`.
+pub fn forward_sum<T: Real>(x: &[T], b: &[T], [a, c]: [T; 2], p: Affine<'_, T>) -> (Vec<T>, Vec<T>, RowStats<T>) {
+    assert_eq!(x.len(), b.len(), "the residual sum's terms have the same shape");
+    let d = p.gain.len();
+    let rows = x.len() / d;
+    let (mut z, mut y) = (vec![T::zero(); x.len()], vec![T::zero(); x.len()]);
+    let (mut mean, mut rstd) = (vec![T::zero(); rows], vec![T::zero(); rows]);
+    let n = d * ROWS_PER_TASK;
+    (z.par_chunks_mut(n).zip(y.par_chunks_mut(n)))
+        .zip(x.par_chunks(n).zip(b.par_chunks(n)))
+        .zip(mean.par_chunks_mut(ROWS_PER_TASK).zip(rstd.par_chunks_mut(ROWS_PER_TASK)))
+        .for_each(|(((z, y), (x, b)), (m, r))| {
+            with_simd(
+                #[inline(always)]
+                || {
+                    let rows =
+                        z.chunks_exact_mut(d).zip(y.chunks_exact_mut(d)).zip(x.chunks_exact(d).zip(b.chunks_exact(d)));
+                    for (i, ((zr, yr), (xr, br))) in rows.enumerate() {
+                        for j in 0..d {
+                            zr[j] = xr[j] * a + br[j] * c;
+                        }
+                        (m[i], r[i]) = p.row(zr, yr);
+                    }
+                },
+            )
+        });
+    (z, y, RowStats { mean, rstd })
 }
 
 /// Gradients of [`forward`]: `(∂x, ∂γ, ∂β)`, the last two of length `d`, or of length 1 when

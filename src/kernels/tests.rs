@@ -88,6 +88,54 @@ fn norm_gradients_match_finite_differences() {
 }
 
 #[test]
+fn add_norm_matches_the_formula_by_hand() {
+    // z = a·x + c·b row by row, then the affine norm of z.
+    let (rows, d, [a, c]) = (3, 5, [0.7, 1.9]);
+    let x = pseudo_random(rows * d, 21).iter().map(|v| 3.0 * v + 0.5).collect::<Vec<_>>();
+    let br = pseudo_random(rows * d, 22);
+    let (g, sh) = (pseudo_random(d, 23), pseudo_random(d, 24));
+    for centred in [true, false] {
+        let t = |v: &[f64], s: [usize; 2]| f64_tensor(v, s, false);
+        let y = values(add_norm(
+            t(&x, [rows, d]),
+            t(&br, [rows, d]),
+            [a, c],
+            Some(f64_tensor(&g, [d], false)),
+            Some(f64_tensor(&sh, [d], false)),
+            0.1,
+            centred,
+        ));
+        for r in 0..rows {
+            let z: Vec<f64> = (0..d).map(|j| a * x[r * d + j] + c * br[r * d + j]).collect();
+            let mu = if centred { z.iter().sum::<f64>() / d as f64 } else { 0.0 };
+            let var = z.iter().map(|v| (v - mu) * (v - mu)).sum::<f64>() / d as f64;
+            for j in 0..d {
+                let want = g[j] * (z[j] - mu) / (var + 0.1).sqrt() + sh[j];
+                assert!((y[r * d + j] - want).abs() < 1e-13, "centred={centred} row {r} col {j}");
+            }
+        }
+    }
+}
+
+#[test]
+fn add_norm_gradients_match_finite_differences() {
+    // Both terms, vector and scalar parameters, with the scales at 1 (post) and not (KEEL).
+    let (rows, d) = (4, 6);
+    let x = pseudo_random(rows * d, 25).iter().map(|v| 2.0 * v + 0.3).collect::<Vec<_>>();
+    let br = pseudo_random(rows * d, 26);
+    for (centred, len, scales) in [(true, d, [1.0, 1.0]), (true, 1, [0.6, 1.7]), (false, d, [2.0, 0.5])] {
+        let p = |seed| pseudo_random(len, seed).iter().map(|v| v + 1.0).collect::<Vec<_>>();
+        let inputs = [x.clone(), br.clone(), p(27), p(28)];
+        let shapes = [vec![rows, d], vec![rows, d], vec![len], vec![len]];
+        check_grads::<2>(&inputs, &shapes, &|t: Vec<Tensor<2>>| {
+            let [x, b, g, sh]: [Tensor<2>; 4] = t.try_into().unwrap();
+            let (g, sh) = (Some(g.reshape([len])), Some(sh.reshape([len])));
+            weighted(add_norm(x, b, scales, g, sh, 1e-2, centred), 29)
+        });
+    }
+}
+
+#[test]
 fn swiglu_matches_its_formula_and_finite_differences() {
     let a = pseudo_random(12, 8).iter().map(|v| 4.0 * v).collect::<Vec<_>>();
     let b = pseudo_random(12, 9);

@@ -40,10 +40,11 @@ pub struct Sublayer<F> {
 }
 
 /// What a sublayer produces: `X_{l+1}`, and for the probes and the regulariser the sum `z_l`
-/// (before any outer norm) and the scaled-in branch output `N_out(F_l(·))`.
+/// (before any outer norm; `None` when it was not asked for and the outer norm formed it
+/// inside its fused pass) and the scaled-in branch output `N_out(F_l(·))`.
 pub struct SublayerOut {
     pub next: Tensor<3>,
-    pub sum: Tensor<3>,
+    pub sum: Option<Tensor<3>>,
     pub branch: Tensor<3>,
 }
 
@@ -77,20 +78,29 @@ impl<F> Sublayer<F> {
     /// `X_{l+1} = N_outer(a·X_l + c·N_out(F_l(s·N_in(X_l))))`.
     ///
     /// `n_in` applies the input norm slot: [`maybe_norm`] computes its statistics exactly;
-    /// BHyT's FFN norm supplies an approximated one instead (see [`super::bhyt`]).
+    /// BHyT's FFN norm supplies an approximated one instead (see [`super::bhyt`]). `keep_sum`:
+    /// return `z_l` (the probes or the regulariser read it).
     pub fn forward(
         &self,
         x: Tensor<3>,
         n_in: impl FnOnce(&Option<Norm>, Tensor<3>) -> Tensor<3>,
         f: impl FnOnce(&F, Tensor<3>) -> Tensor<3>,
+        keep_sum: bool,
     ) -> SublayerOut {
         // A half-precision branch output joins the f32 residual stream here (and N_out, if any,
         // normalises it in f32).
         let f_out = widen(f(&self.f, scaled(n_in(&self.input_norm, x.clone()), self.scales.input)));
         let branch = maybe_norm(&self.output_norm, f_out);
-        let sum = scaled(x, self.scales.skip) + scaled(branch.clone(), self.scales.residual);
+        let Scales { skip, residual, .. } = self.scales;
+        // The outer norm forms the sum itself, in the same pass, when nobody reads the sum.
+        let fused =
+            self.outer_norm.as_ref().filter(|_| !keep_sum).and_then(|n| n.forward_sum(&x, &branch, [skip, residual]));
+        if let Some(next) = fused {
+            return SublayerOut { next, sum: None, branch };
+        }
+        let sum = scaled(x, skip) + scaled(branch.clone(), residual);
         let next = maybe_norm(&self.outer_norm, sum.clone());
-        SublayerOut { next, sum, branch }
+        SublayerOut { next, sum: Some(sum), branch }
     }
 
     /// The input norm when it is BHyT's approximating kind.

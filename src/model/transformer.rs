@@ -235,7 +235,7 @@ impl Transformer {
         let mut traces = trace.then(Vec::new);
         for (i, layer) in self.layers.iter().enumerate() {
             let input = x.clone();
-            let out = layer.forward(x, &ctx, cache.as_deref_mut().map(|c| &mut c[i]));
+            let out = layer.forward(x, &ctx, cache.as_deref_mut().map(|c| &mut c[i]), keep_sums || trace);
             let ffn_input = out.attn.next.clone();
             record(&mut sums, &mut traces, keep_sums, input, &out.attn, None);
             record(&mut sums, &mut traces, keep_sums, ffn_input, &out.ffn, out.ffn_variance);
@@ -332,11 +332,13 @@ fn record(
     out: &SublayerOut,
     approx_variance: Option<Tensor<3>>,
 ) {
+    // The layer was asked for its sums whenever either is wanted.
+    let sum = || out.sum.clone().expect("a sublayer returns its sum when asked");
     if keep_sums {
-        sums.push(out.sum.clone());
+        sums.push(sum());
     }
     if let Some(tr) = traces {
-        tr.push(SublayerTrace { input, sum: out.sum.clone(), branch: out.branch.clone(), approx_variance });
+        tr.push(SublayerTrace { input, sum: sum(), branch: out.branch.clone(), approx_variance });
     }
 }
 

@@ -132,6 +132,25 @@ impl Norm {
         }
     }
 
+    /// This norm of the residual sum `a·x + c·b` (`[a, c]` = `scales`) in one fused pass, when
+    /// the fused kernels apply to both terms and the norm is a LayerNorm or RMSNorm (vector or
+    /// scalar); `None` otherwise, and the caller forms the sum and calls [`Norm::forward`].
+    pub fn forward_sum<const D: usize>(&self, x: &Tensor<D>, b: &Tensor<D>, scales: [f64; 2]) -> Option<Tensor<D>> {
+        if !(self.kernels.fuse(x) && self.kernels.fuse(b)) || x.dtype() != b.dtype() {
+            return None;
+        }
+        let (x, b) = (x.clone(), b.clone());
+        match &self.kind {
+            NormKind::LayerNorm { eps, .. } | NormKind::ScalarLayerNorm { eps, .. } => {
+                Some(kernels::add_norm(x, b, scales, self.gain_val(), self.shift_val(), *eps, true))
+            }
+            NormKind::RmsNorm { eps, .. } | NormKind::ScalarRmsNorm { eps } => {
+                Some(kernels::add_norm(x, b, scales, self.gain_val(), None, *eps, false))
+            }
+            _ => None,
+        }
+    }
+
     /// BHyT with a given per-token variance `[..., 1]` (Algorithm 1 lines 7–9).
     pub fn forward_with_variance<const D: usize>(&self, x: Tensor<D>, variance: Tensor<D>) -> Tensor<D> {
         let NormKind::Bhyt { p, eps, .. } = &self.kind else {
