@@ -61,6 +61,14 @@ pub fn fusable<const D: usize>(x: &Tensor<D>) -> bool {
     matches!(x.dtype(), DType::F32 | DType::F64) && matches!(x.device().inner().as_dispatch(), DispatchDevice::Flex(_))
 }
 
+/// A norm's gain and shift for the kernels, an absent one as the identity's `[1]` (1 or 0)
+/// on `x`'s device and in its type.
+fn affine<const D: usize>(x: &Tensor<D>, gain: Option<Tensor<1>>, shift: Option<Tensor<1>>) -> [Tensor<1>; 2] {
+    let (device, dtype) = (x.device(), x.dtype());
+    let gain = gain.unwrap_or_else(|| Tensor::ones([1], (&device, dtype)));
+    [gain, shift.unwrap_or_else(|| Tensor::zeros([1], (&device, dtype)))]
+}
+
 /// `γ ⊙ (x − μ)/√(σ² + ε) + β` over the last axis, `μ = 0` unless `centred` (then σ² is the
 /// centred variance, else the mean square). `gain`, `shift`: `[d]`, `[1]` or absent.
 pub fn norm_affine<const D: usize>(
@@ -70,9 +78,7 @@ pub fn norm_affine<const D: usize>(
     eps: f64,
     centred: bool,
 ) -> Tensor<D> {
-    let (device, dtype) = (x.device(), x.dtype());
-    let gain = gain.unwrap_or_else(|| Tensor::ones([1], (&device, dtype)));
-    let shift = shift.unwrap_or_else(|| Tensor::zeros([1], (&device, dtype)));
+    let [gain, shift] = affine(&x, gain, shift);
     Tensor::from_dispatch(<Dispatch as FusedOps>::norm_affine(
         x.into_dispatch(),
         gain.into_dispatch(),
@@ -93,9 +99,7 @@ pub fn add_norm<const D: usize>(
     eps: f64,
     centred: bool,
 ) -> Tensor<D> {
-    let (device, dtype) = (x.device(), x.dtype());
-    let gain = gain.unwrap_or_else(|| Tensor::ones([1], (&device, dtype)));
-    let shift = shift.unwrap_or_else(|| Tensor::zeros([1], (&device, dtype)));
+    let [gain, shift] = affine(&x, gain, shift);
     Tensor::from_dispatch(<Dispatch as FusedOps>::add_norm(
         x.into_dispatch(),
         b.into_dispatch(),
@@ -118,9 +122,8 @@ pub fn tanh_norm<const D: usize>(
     variance: Option<Tensor<D>>,
     n: TanhNorm,
 ) -> Tensor<D> {
+    let [gain, shift] = affine(&x, gain, shift);
     let (device, dtype) = (x.device(), x.dtype());
-    let gain = gain.unwrap_or_else(|| Tensor::ones([1], (&device, dtype)));
-    let shift = shift.unwrap_or_else(|| Tensor::zeros([1], (&device, dtype)));
     assert_eq!(variance.is_some(), n.denominator == Denominator::Given, "a variance goes with Denominator::Given");
     let variance = variance
         .map(Tensor::into_dispatch)
