@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 pub type Target = (&'static str, fn(&[u8]));
 
 /// Every target.
-pub const TARGETS: [Target; 11] = [
+pub const TARGETS: [Target; 15] = [
     ("run_config", run_config),
     ("set_edits", set_edits),
     ("recipe", recipe),
@@ -27,6 +27,10 @@ pub const TARGETS: [Target; 11] = [
     ("tokenizer_json", tokenizer_json),
     ("jsonl_corpus", jsonl_corpus),
     ("pair_files", pair_files),
+    ("metrics_jsonl", metrics_jsonl),
+    ("probes_jsonl", probes_jsonl),
+    ("results_jsonl", results_jsonl),
+    ("sweep_file", sweep_file),
 ];
 
 fn text(data: &[u8]) -> Option<&str> {
@@ -119,6 +123,61 @@ pub fn tokenizer_json(data: &[u8]) {
 pub fn jsonl_corpus(data: &[u8]) {
     if let Some(t) = text(data) {
         let _ = corpus::parse_jsonl(t, "text", "fuzz");
+    }
+}
+
+/// The axes (ranges and ticks) of `points` as the report would plot them, on every axis kind.
+fn plot_axes(points: Vec<(f64, f64)>) {
+    use crate::report::plot::{Chart, Series, axes};
+    let series = vec![Series { name: "s".into(), points, ..Default::default() }];
+    for (log_x, log_y) in [(false, false), (true, false), (false, true), (true, true)] {
+        let mut c = Chart::new("fuzz", "x", "y", series.clone()).log(log_x, log_y);
+        c.clip_outliers = true;
+        let _ = axes(&c);
+    }
+}
+
+/// A run's `metrics.jsonl` as the report reads it, and the axes of its curves.
+pub fn metrics_jsonl(data: &[u8]) {
+    use crate::train::metrics::{Metrics, MetricsRecord};
+    let Some(t) = text(data) else { return };
+    let Ok(records) = crate::io::jsonl::parse::<MetricsRecord>(t, "fuzz") else { return };
+    let m = Metrics::from_records(records);
+    plot_axes(m.train.iter().map(|r| (r.step as f64, r.loss)).collect());
+    plot_axes(m.train.iter().map(|r| (r.lr, r.grad_norm)).collect());
+    plot_axes(m.eval.iter().map(|r| (r.step as f64, r.val_loss)).collect());
+}
+
+/// A run's `probes.jsonl` as the report reads it, and the axes of its depth profiles.
+pub fn probes_jsonl(data: &[u8]) {
+    use crate::report::data::RunData;
+    let Some(t) = text(data) else { return };
+    let Ok(records) = crate::io::jsonl::parse::<crate::probe::ProbeRecord>(t, "fuzz") else { return };
+    for p in &records {
+        plot_axes(RunData::per_layer(p, |s| Some(s.z.max_abs)));
+        plot_axes(RunData::per_layer(p, |s| s.grad_cv_run));
+    }
+}
+
+/// A sweep's `results.jsonl`: aggregated per method, tabled and put into words.
+pub fn results_jsonl(data: &[u8]) {
+    use crate::sweep::aggregate::summarize;
+    let Some(t) = text(data) else { return };
+    let Ok(rows) = crate::io::jsonl::parse::<crate::sweep::results::RunResult>(t, "fuzz") else { return };
+    let ms = summarize(&rows, "model.recipe", "optim.lr");
+    let _ = crate::report::summary_table(&ms);
+    let _ = crate::report::table_notes(&ms);
+    let _ = crate::report::findings::findings(&ms, &[]);
+    for m in &ms {
+        plot_axes(m.curve.iter().filter_map(|p| Some((p.lr, p.val_loss?))).collect());
+    }
+}
+
+/// A sweep file: parsed (every run's config validated) and its grid planned.
+pub fn sweep_file(data: &[u8]) {
+    let Some(t) = text(data) else { return };
+    if let Ok(s) = crate::sweep::Sweep::parse(t, std::path::Path::new("fuzz.toml"), &[]) {
+        let _ = s.to_toml();
     }
 }
 

@@ -20,8 +20,9 @@
 //! - [`bench`]: throughput against the PyTorch reference
 //! - [`kernels`]: fused CPU operations (norms, SwiGLU, RoPE, causal softmax) with hand-written
 //!   backward passes, and the `model.kernels` switch
-//! - bottom: [`init`] (named, seeded parameters), [`io`] (file formats), [`rng`], [`stats`],
-//!   [`device`] (backends and the machine)
+//! - bottom: [`init`] (named, seeded parameters), [`io`] (file formats, locks, printing),
+//!   [`rng`], [`stats`], [`device`] (backends and the machine), [`stop`] (SIGINT and SIGTERM
+//!   as requests to stop at a step's end)
 
 pub mod bench;
 pub mod data;
@@ -40,6 +41,7 @@ pub mod recipe;
 pub mod report;
 pub mod rng;
 pub mod stats;
+pub mod stop;
 pub mod sweep;
 pub mod train;
 

@@ -10,6 +10,19 @@ use normlab::sweep::slurm::SubmitOptions;
 use normlab::train::generate::SampleOptions;
 use std::path::PathBuf;
 
+/// `println!`, `eprintln!` and `print!` that a closed pipe cannot turn into a panic
+/// (`normlab recipes | head -1`; see `normlab::io::term`).
+macro_rules! outln {
+    () => { normlab::io::term::out(format_args!("")) };
+    ($($t:tt)*) => { normlab::io::term::out(format_args!($($t)*)) };
+}
+macro_rules! errln {
+    ($($t:tt)*) => { normlab::io::term::err(format_args!($($t)*)) };
+}
+macro_rules! outp {
+    ($($t:tt)*) => { normlab::io::term::out_partial(format_args!($($t)*)) };
+}
+
 mod cli;
 
 #[derive(Parser)]
@@ -39,6 +52,10 @@ enum Cmd {
         /// Replace an existing run in run.dir.
         #[arg(long, conflicts_with = "resume")]
         force: bool,
+        /// With --resume: continue although the corpus changed since the run started (its
+        /// batches then come from the new text); refused otherwise.
+        #[arg(long, requires = "resume")]
+        allow_corpus_change: bool,
     },
     /// Validation loss and perplexity of a trained run (its final or latest weights).
     Eval {
@@ -61,7 +78,7 @@ enum Cmd {
         #[arg(long, default_value_t = 200)]
         max_new_tokens: usize,
         /// 0 = greedy.
-        #[arg(long, default_value_t = 0.8)]
+        #[arg(long, default_value_t = 0.8, allow_negative_numbers = true)]
         temperature: f64,
         #[arg(long, default_value_t = 40)]
         top_k: usize,
@@ -114,6 +131,10 @@ enum Cmd {
         /// Slurm: print the sbatch script and submit nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Retrain runs whose directory was made from another config than the sweep now gives
+        /// (their directories are replaced); refused otherwise.
+        #[arg(long)]
+        rerun_changed: bool,
     },
     /// Write the HTML/markdown report (and PNG/SVG figures) of a sweep or run directory.
     Report { dir: PathBuf },
@@ -128,6 +149,9 @@ enum Cmd {
         sets: Vec<String>,
         #[arg(long)]
         jobs: Option<usize>,
+        /// Retrain runs made from another config than the study now gives.
+        #[arg(long)]
+        rerun_changed: bool,
     },
     /// Seed 004's build: Pre-LN, Post-LN and Peri-LN (or `--recipes`) trained on generated
     /// English text-normalisation pairs over a small learning-rate grid, scored with exact match
@@ -145,6 +169,9 @@ enum Cmd {
         sets: Vec<String>,
         #[arg(long)]
         jobs: Option<usize>,
+        /// Retrain runs made from another config than the study now gives.
+        #[arg(long)]
+        rerun_changed: bool,
     },
     /// The built-in corpus and token caches.
     Data {
@@ -182,6 +209,9 @@ enum Cmd {
         /// Edit the run's config (data, training), e.g. `--set data.corpus=my.txt --set train.steps=200`.
         #[arg(long = "set", value_name = "KEY=VALUE")]
         sets: Vec<String>,
+        /// Replace a run already in --out.
+        #[arg(long)]
+        force: bool,
     },
     /// Write a run whose recipe has a Hugging Face equivalent (pre-norm RMSNorm Llama/Qwen,
     /// OLMo 2) as a checkpoint directory `transformers` loads.
@@ -302,7 +332,7 @@ fn main() {
     match normlab::device::on_pool(|| run(cli)) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            errln!("error: {e:#}");
             std::process::exit(2);
         }
     }
@@ -310,7 +340,10 @@ fn main() {
 
 fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.cmd {
-        Cmd::Train { config, sets, resume, quiet, force } => cli::train(config, sets, resume, quiet, force),
+        Cmd::Train { config, sets, resume, quiet, force, allow_corpus_change } => {
+            let how = cli::TrainHow { quiet, force, resume: normlab::train::ResumeOptions { allow_corpus_change } };
+            cli::train(config, sets, resume, how)
+        }
         Cmd::Eval { checkpoint, data, windows } => cli::eval(&checkpoint, data, windows).map(|()| 0),
         Cmd::Generate { checkpoint, prompt, max_new_tokens, temperature, top_k, seed, no_cache } => {
             let top_k = Some(top_k);
@@ -323,17 +356,22 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             SweepCmd::RunOne { dir, index } => cli::sweep_run_one(&dir, index).map(|()| 0),
             SweepCmd::NextStage { dir } => cli::sweep_next_stage(&dir).map(|()| 0),
         },
-        Cmd::Sweep { action: None, config, sets, jobs, report, executor, detach, dry_run } => {
-            let how = cli::SweepHow { jobs, report, executor, submit: SubmitOptions { detach, dry_run } };
-            cli::sweep(&config.unwrap_or_default(), &sets, how).map(|()| 0)
+        Cmd::Sweep { action: None, config, sets, jobs, report, executor, detach, dry_run, rerun_changed } => {
+            let how =
+                cli::SweepHow { jobs, report, executor, submit: SubmitOptions { detach, dry_run }, rerun_changed };
+            cli::sweep(&config.unwrap_or_default(), &sets, how)
         }
         Cmd::Report { dir } => cli::report(&dir).map(|()| 0),
-        Cmd::Compare { full, sets, jobs } => cli::compare(full, &sets, jobs).map(|()| 0),
-        Cmd::Textnorm { full, recipes, sets, jobs } => cli::textnorm(full, &recipes, &sets, jobs).map(|()| 0),
+        Cmd::Compare { full, sets, jobs, rerun_changed } => cli::compare(full, &sets, jobs, rerun_changed),
+        Cmd::Textnorm { full, recipes, sets, jobs, rerun_changed } => {
+            cli::textnorm(full, &recipes, &sets, jobs, rerun_changed)
+        }
         Cmd::Data { cmd: DataCmd::FetchWetext { file } } => cli::data_fetch_wetext(file).map(|()| 0),
         Cmd::Data { cmd: DataCmd::Fetch { tarball } } => cli::data_fetch(tarball).map(|()| 0),
         Cmd::Data { cmd: DataCmd::Stats { config, sets } } => cli::data_stats(config, sets).map(|()| 0),
-        Cmd::Import { hf_dir, out, recipe, sets } => cli::import(&hf_dir, &out, recipe.as_deref(), &sets).map(|()| 0),
+        Cmd::Import { hf_dir, out, recipe, sets, force } => {
+            cli::import(&hf_dir, &out, recipe.as_deref(), &sets, force).map(|()| 0)
+        }
         Cmd::Export { run_dir, hf } => cli::export(&run_dir, &hf).map(|()| 0),
         Cmd::Recipes { name, config, layers, d_model } => recipes(name, config, layers, d_model).map(|()| 0),
         Cmd::Bench {
@@ -398,12 +436,9 @@ fn recipes(
     let specs = if let Some(path) = config {
         if let Some(rec) = path.parent().map(normlab::hf::import::record_path).filter(|p| p.is_file()) {
             let r: normlab::hf::import::ImportRecord = normlab::io::json::read(&rec)?;
-            println!("imported from {} ({}) as recipe {}", r.source.display(), r.model_type, r.recipe);
-            println!(
-                "  added (initialised): {}",
-                if r.added.is_empty() { "nothing".into() } else { r.added.join(", ") }
-            );
-            println!(
+            outln!("imported from {} ({}) as recipe {}", r.source.display(), r.model_type, r.recipe);
+            outln!("  added (initialised): {}", if r.added.is_empty() { "nothing".into() } else { r.added.join(", ") });
+            outln!(
                 "  removed (dropped): {}\n",
                 if r.removed.is_empty() { "nothing".into() } else { r.removed.join(", ") }
             );
@@ -419,20 +454,20 @@ fn recipes(
         PRESET_NAMES.iter().filter_map(|n| preset(n)).map(|s| (s, None)).collect()
     };
     for (spec, cfg_dims) in specs {
-        println!("{} — {}", spec.name, spec.about);
+        outln!("{} — {}", spec.name, spec.about);
         for line in equation::describe(&spec) {
-            println!("    {line}");
+            outln!("    {line}");
         }
         for note in &spec.notes {
-            println!("    note: {note}");
+            outln!("    note: {note}");
         }
         if let Some(n_layers) = layers.or(cfg_dims.map(|c| c.0)) {
             let d_model = d_model.or(cfg_dims.map(|c| c.1)).unwrap_or(ModelConfig::default().d_model);
             for line in equation::plan_lines(&resolve(&spec, Dims { n_layers, d_model }, 1e-6)?) {
-                println!("      {line}");
+                outln!("      {line}");
             }
         }
-        println!();
+        outln!();
     }
     Ok(())
 }

@@ -11,8 +11,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Each room's floor; a room may import only rooms on a lower floor.
-const FLOORS: [(&str, u32); 20] = [
+const FLOORS: [(&str, u32); 21] = [
     ("io", 0),
+    ("stop", 0),
     ("rng", 0),
     ("stats", 0),
     ("device", 0),

@@ -279,7 +279,7 @@ fn a_sweep_axis_of_recipe_tables_runs_and_sweep_errors_cite_the_users_keys() {
         results.contains("recipe=preset-peri+norm-rmsnorm") && results.contains("\"state\":\"finished\""),
         "{results}"
     );
-    let cfg = std::fs::read_to_string(root.join("sw/runs/r000-recipe=preset-peri+norm-rmsnorm/config.toml")).unwrap();
+    let cfg = std::fs::read_to_string(root.join("sw/runs/recipe=preset-peri+norm-rmsnorm/config.toml")).unwrap();
     assert!(cfg.contains("norm = \"rmsnorm\"") && cfg.contains("preset = \"peri\""), "{cfg}");
     std::fs::write(&f, sweep.replace("steps = 4", "stepz = 4")).unwrap();
     let o = run(bin().args(["sweep", "--config"]).arg(&f));

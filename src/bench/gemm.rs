@@ -158,7 +158,7 @@ pub fn run(torch: Option<(&str, &str)>, warmup: usize, reps: usize) -> anyhow::R
             torch_ms,
             torch_gflops: torch_ms.map(|t| gflops(c, t)),
         };
-        eprintln!(
+        crate::io::term::err(format_args!(
             "{:<12} {:>3} × {:>4}×{:>4}×{:>4}  burn {:>7.2} ms {:>6.1} GFLOP/s   strided {:>6.1} GFLOP/s   PyTorch {}",
             c.name,
             c.batch,
@@ -169,7 +169,7 @@ pub fn run(torch: Option<(&str, &str)>, warmup: usize, reps: usize) -> anyhow::R
             r.gflops,
             r.strided_gflops,
             r.torch_gflops.map_or("-".into(), |g| format!("{g:.1} GFLOP/s"))
-        );
+        ));
         results.push(r);
     }
     let step_ms = results.iter().map(|r| r.ms * r.case.count as f64).sum();
@@ -190,18 +190,21 @@ pub fn write(
 ) -> anyhow::Result<GemmReport> {
     let report = run(torch, warmup, reps)?;
     if let Some(r) = report.ratio {
-        eprintln!(
+        crate::io::term::err(format_args!(
             "a step's matmuls: burn {:.0} ms (ratio {r:.2}), strided {:.0} ms (ratio {:.2}), PyTorch {:.0} ms",
             report.step_ms,
             report.strided_step_ms,
             report.strided_ratio.unwrap_or(f64::NAN),
             report.torch_step_ms.unwrap_or(f64::NAN)
-        );
+        ));
     } else {
-        eprintln!("a step's matmuls: burn {:.0} ms, strided {:.0} ms", report.step_ms, report.strided_step_ms);
+        crate::io::term::err(format_args!(
+            "a step's matmuls: burn {:.0} ms, strided {:.0} ms",
+            report.step_ms, report.strided_step_ms
+        ));
     }
     crate::io::json::write(out, &report)?;
-    eprintln!("wrote {}", out.display());
+    crate::io::term::err(format_args!("wrote {}", out.display()));
     Ok(report)
 }
 

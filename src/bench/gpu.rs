@@ -36,16 +36,16 @@ pub fn compare(
 ) -> anyhow::Result<GpuComparison> {
     let torch_f32 = run_torch_gpu(python, script, dims, "f32", timing.warmup, timing.steps)?;
     let torch_bf16 = run_torch_gpu(python, script, dims, "bf16", timing.warmup, timing.steps)?;
-    eprintln!(
+    crate::io::term::err(format_args!(
         "PyTorch eager on CUDA: f32 train {:.0} tok/s, bf16 autocast train {:.0} tok/s",
         torch_f32.train_tok_s, torch_bf16.train_tok_s
-    );
+    ));
     let ratios = ratios(results, &torch_f32, &torch_bf16);
     for r in &ratios {
-        eprintln!(
+        crate::io::term::err(format_args!(
             "pre {:?}: train {:.2}× PyTorch f32, {:.2}× PyTorch bf16 autocast",
             r.precision, r.train_vs_torch_f32, r.train_vs_torch_bf16
-        );
+        ));
     }
     Ok(GpuComparison { torch_f32, torch_bf16, ratios })
 }

@@ -169,7 +169,7 @@ pub fn bench_trainer(
     cfg.probe.every = probe_every;
     cfg.probe.tensorboard = probe_every > 0;
     let dir = cfg.run.dir.clone();
-    let mut t = crate::train::start(cfg, true, &|m| eprintln!("{m}"))?;
+    let mut t = crate::train::start(cfg, true, &|m| crate::io::term::err(format_args!("{m}")))?;
     let mut p = Progress::new(warmup + steps, 0, true);
     t.run(&mut p)?;
     let recs = Metrics::read(&run_dir::metrics(&dir))?.train;
@@ -349,7 +349,7 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
     };
     let ratios = torch.as_ref().map(|t| ratios(&results, trainer.as_ref(), t));
     if let Some(r) = &ratios {
-        eprintln!("ratio to PyTorch eager (pre): {}", serde_json::to_string(r)?);
+        crate::io::term::err(format_args!("ratio to PyTorch eager (pre): {}", serde_json::to_string(r)?));
     }
     let rounds = torch
         .as_ref()
@@ -373,12 +373,12 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
         rounds,
     };
     crate::io::json::write(&opts.out, &report)?;
-    eprintln!("wrote {}", opts.out.display());
+    crate::io::term::err(format_args!("wrote {}", opts.out.display()));
     Ok(report)
 }
 
 fn print_result(b: &RecipeBench) {
-    eprintln!(
+    crate::io::term::err(format_args!(
         "{:20} {:9} {:4} train {:8.0} tok/s ({:6.1} ms/step, {:.1}–{:.1}) {:6.2} TFLOP/s(6N)   fwd {:8.0} tok/s   \
          loss {:.3} → {:.3}   peak RSS {}",
         b.recipe,
@@ -393,7 +393,7 @@ fn print_result(b: &RecipeBench) {
         b.loss_first,
         b.loss_last,
         b.train_peak_rss_mb.map_or("-".into(), |m| format!("{m:.0} MB")),
-    );
+    ));
 }
 
 fn compare_trainer(opts: &BenchOptions) -> anyhow::Result<TrainerComparison> {
@@ -402,7 +402,7 @@ fn compare_trainer(opts: &BenchOptions) -> anyhow::Result<TrainerComparison> {
     let with = bench_trainer("pre", &opts.device, warmup, opts.trainer_steps, every)?;
     let without = bench_trainer("pre", &opts.device, warmup, opts.trainer_steps, 0)?;
     let overhead = without.overall_tok_s / with.overall_tok_s - 1.0;
-    eprintln!(
+    crate::io::term::err(format_args!(
         "{:20} full training loop {:8.0} tok/s per step; overall {:8.0} tok/s with probes every {every}, {:8.0} \
             without: probe overhead {:.1}%",
         "pre (trainer)",
@@ -410,7 +410,7 @@ fn compare_trainer(opts: &BenchOptions) -> anyhow::Result<TrainerComparison> {
         with.overall_tok_s,
         without.overall_tok_s,
         100.0 * overhead
-    );
+    ));
     Ok(TrainerComparison { with_probes: with, without_probes: without, probe_overhead: overhead })
 }
 
@@ -432,12 +432,12 @@ fn more_rounds(
         let theirs = run_torch(py, script, crate::device::available_threads(), &[])?;
         Ok(rounds::Pair::of(&ours, &theirs))
     })?;
-    eprintln!(
+    crate::io::term::err(format_args!(
         "median over {} rounds: pre train {:.3}×, forward {:.3}× PyTorch eager",
         r.pairs.len(),
         r.train_ratio_median,
         r.fwd_ratio_median
-    );
+    ));
     Ok(r)
 }
 

@@ -66,7 +66,7 @@ pub fn run(first: Pair, rounds: usize, mut measure: impl FnMut() -> anyhow::Resu
     let mut pairs = vec![first];
     while pairs.len() < rounds {
         let p = measure()?;
-        eprintln!(
+        crate::io::term::err(format_args!(
             "round {}: pre train {:.0} vs PyTorch {:.0} tok/s ({:.3}×), forward {:.0} vs {:.0} ({:.3}×)",
             pairs.len() + 1,
             p.normlab_train_tok_s,
@@ -75,7 +75,7 @@ pub fn run(first: Pair, rounds: usize, mut measure: impl FnMut() -> anyhow::Resu
             p.normlab_fwd_tok_s,
             p.torch_fwd_tok_s,
             p.fwd_ratio()
-        );
+        ));
         pairs.push(p);
     }
     Ok(Rounds::of(pairs))

@@ -10,7 +10,7 @@ use super::tokenizer::{Tokenizer, bpe_for};
 use super::tokens::TokenFile;
 use anyhow::ensure;
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Documents are joined with this separator before tokenizing.
 pub const DOC_SEPARATOR: &str = "\n\n";
@@ -130,14 +130,19 @@ impl Dataset {
         let key = &sha256_parts([corpus_hash.as_bytes(), fp.as_bytes()])[..20];
         let dir = cache.join("tokens");
         let paths = [dir.join(format!("{key}-train.bin")), dir.join(format!("{key}-val.bin"))];
-        for (docs, path) in [&corpus.train, &corpus.val].into_iter().zip(&paths) {
-            if !path.is_file() {
-                log(&format!("tokenizing {} documents with {fp} → {}", docs.len(), path.display()));
-                TokenFile::write(path, &tokenize(&tokenizer, docs)?)?;
+        let cached = |docs: &[Document], path: &Path| -> anyhow::Result<TokenFile> {
+            if path.is_file() {
+                match TokenFile::open(path) {
+                    Ok(f) => return Ok(f),
+                    Err(e) => log(&format!("{e:#}: tokenizing again")),
+                }
             }
-        }
-        let train = TokenFile::open(&paths[0])?;
-        let val = TokenFile::open(&paths[1])?;
+            log(&format!("tokenizing {} documents with {fp} → {}", docs.len(), path.display()));
+            TokenFile::write(path, &tokenize(&tokenizer, docs)?)?;
+            TokenFile::open(path)
+        };
+        let train = cached(&corpus.train, &paths[0])?;
+        let val = cached(&corpus.val, &paths[1])?;
         let (train_chars, val_chars) = corpus.sizes();
         let info = DataInfo {
             corpus: corpus.name.clone(),

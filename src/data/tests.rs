@@ -8,6 +8,7 @@ use super::sampler::{Sampler, validation_starts, windows};
 use super::{Dataset, TokenFile, Tokenizer, sotu};
 use crate::testutil::{temp_dir, write_tiny_corpus};
 use std::cell::RefCell;
+use std::path::Path;
 
 fn doc(name: &str, text: &str) -> Document {
     Document { name: name.into(), text: text.into() }
@@ -136,7 +137,20 @@ fn token_files_round_trip_in_both_widths_and_reject_truncation() {
         assert_eq!(bytes.len(), 24 + toks.len() * if name == "small" { 2 } else { 4 });
         std::fs::write(&p, &bytes[..bytes.len() - 1]).unwrap();
         assert!(TokenFile::open(&p).err().unwrap().to_string().contains("truncated"));
+        // Same size, one token changed: caught by the CRC-32 over the token bytes.
+        let mut changed = bytes.clone();
+        changed[24] ^= 0x5a;
+        std::fs::write(&p, &changed).unwrap();
+        assert!(TokenFile::open(&p).err().unwrap().to_string().contains("checksum"));
     }
+    // A file written by Python (struct and zlib.crc32), the fuzz seed: "Hello world\n".
+    let seed = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/token_file/val.tok");
+    let f = TokenFile::open(&seed).unwrap();
+    assert_eq!(f.iter().map(|t| t as u8 as char).collect::<String>(), "Hello world\n");
+    // The checksum is the IEEE CRC-32 (zlib's): its standard check value.
+    let mut c = flate2::Crc::new();
+    c.update(b"123456789");
+    assert_eq!(c.sum(), 0xCBF4_3926);
 }
 
 #[test]

@@ -54,7 +54,7 @@ impl Tokenizer {
 
     /// A BPE tokenizer from `tokenizer.json` bytes; `name` is for messages.
     pub fn bpe_from_json(bytes: &[u8], name: &str) -> anyhow::Result<Self> {
-        let invalid = |e: String| anyhow!("{name} is not a valid tokenizer.json ({e}); delete it to retrain the BPE");
+        let invalid = |e: String| anyhow!("{name} is not a valid tokenizer.json ({e})");
         // The tokenizers crate panics on some malformed files instead of returning an error.
         let tok = crate::guard::catch(|| tokenizers::Tokenizer::from_bytes(bytes))
             .map_err(invalid)?
@@ -123,11 +123,11 @@ impl Tokenizer {
 }
 
 /// The BPE for a corpus: reuse the cached one trained on the same training split and vocabulary
-/// size, else train and cache it.
+/// size, else (none cached, or the cached file damaged) train and cache it.
 pub fn bpe_for(train: &[Document], vocab_size: usize, corpus_hash: &str, cache: &Path) -> anyhow::Result<Tokenizer> {
     let path = cache.join("tokenizers").join(format!("bpe-{vocab_size}-{}.json", &corpus_hash[..16]));
-    if path.is_file() {
-        return Tokenizer::load_bpe(&path);
+    if let Some(t) = path.is_file().then(|| Tokenizer::load_bpe(&path).ok()).flatten() {
+        return Ok(t);
     }
     let tok = Tokenizer::train_bpe(train, vocab_size)?;
     let json = tok.to_json()?.unwrap();

@@ -1,13 +1,14 @@
 //! A tokenized split as a flat binary file, read through `memmap2` so a second run starts
 //! without tokenizing again and without reading the file into memory.
 //!
-//! Layout (little-endian): magic `NLTOK001`, `u32` bytes per token (2 or 4), `u32` reserved,
-//! `u64` token count, then the tokens.
+//! Layout (little-endian): magic `NLTOK002`, `u32` bytes per token (2 or 4), `u32` CRC-32 of
+//! the token bytes, `u64` token count, then the tokens. The checksum is verified on opening: a
+//! cache file changed on disk (same size, other bytes) is refused, and the dataset rebuilds it.
 
 use anyhow::{Context, bail, ensure};
 use std::path::Path;
 
-const MAGIC: &[u8; 8] = b"NLTOK001";
+const MAGIC: &[u8; 8] = b"NLTOK002";
 const HEADER: usize = 24;
 
 pub struct TokenFile {
@@ -89,14 +90,25 @@ impl TokenFile {
 /// The header's token width and count, refusing a file whose size does not match them exactly
 /// (the count comes from the file: the size is computed without overflow).
 fn check(bytes: &[u8], name: &str) -> anyhow::Result<(usize, usize)> {
-    ensure!(bytes.len() >= HEADER && &bytes[..8] == MAGIC, "{name} is not a normlab token file; delete it");
+    ensure!(
+        bytes.len() >= HEADER && &bytes[..8] == MAGIC,
+        "{name} is not a token file of this normlab version (magic {MAGIC:?})"
+    );
     let width = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes")) as usize;
+    let crc = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes"));
     let len = u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes"));
     let size = usize::try_from(len).ok().and_then(|n| n.checked_mul(width)).and_then(|b| b.checked_add(HEADER));
     if !(width == 2 || width == 4) || size != Some(bytes.len()) {
-        bail!("token file {name} is truncated or corrupt; delete it and it will be rebuilt");
+        bail!("token file {name} is truncated or corrupt (its size does not match its header)");
     }
+    ensure!(crc32(&bytes[HEADER..]) == crc, "token file {name} is corrupt (its tokens do not match their checksum)");
     Ok((width, len as usize))
+}
+
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut c = flate2::Crc::new();
+    c.update(bytes);
+    c.sum()
 }
 
 /// The file's bytes: header then tokens.
@@ -114,5 +126,7 @@ fn encode(tokens: &[u32]) -> Vec<u8> {
             bytes.extend_from_slice(&t.to_le_bytes());
         }
     }
+    let crc = crc32(&bytes[HEADER..]);
+    bytes[12..16].copy_from_slice(&crc.to_le_bytes());
     bytes
 }

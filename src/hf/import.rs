@@ -53,19 +53,22 @@ fn run_config(
     RunConfig::from_text(&cfg.to_toml()?, "the imported checkpoint's config", sets)
 }
 
-/// Imports `hf_dir` into a new run directory `out`.
+/// Imports `hf_dir` into a new run directory `out` (replacing a run there with `force`).
 pub fn import(
     hf_dir: &Path,
     out: &Path,
     recipe: Option<&str>,
     sets: &[String],
+    force: bool,
     log: &dyn Fn(&str),
 ) -> anyhow::Result<ImportRecord> {
     let hf = HfConfig::read(hf_dir)?;
     let family = hf.family()?;
     let tok_path = hf_dir.join("tokenizer.json");
     ensure!(tok_path.is_file(), "{} has no tokenizer.json; the checkpoint's own tokenizer is needed", hf_dir.display());
-    let tokenizer = Tokenizer::load_bpe(&tok_path)?;
+    let tokenizer = Tokenizer::load_bpe(&tok_path).context(
+        "the checkpoint's tokenizer is damaged; copy its tokenizer.json again from where the checkpoint came from",
+    )?;
     let cfg = run_config(&hf, family, recipe, out, sets)?;
     let maps = mappings(family, hf.num_hidden_layers, hf.attn_bias(family), hf.tie_word_embeddings);
     let raw = read_checkpoint(hf_dir)?;
@@ -83,7 +86,7 @@ pub fn import(
     let names: BTreeSet<String> = weights.keys().cloned().collect();
     let seed = cfg.train.seed;
     let mut trainer =
-        crate::train::start_with(cfg, false, Some((ParamSource::Overlay(weights, seed), tokenizer)), log)?;
+        crate::train::start_with(cfg, force, Some((ParamSource::Overlay(weights, seed), tokenizer)), log)?;
     let have: BTreeSet<String> = param_table(&trainer.model).into_iter().map(|p| p.name).collect();
     let record = ImportRecord {
         source: std::fs::canonicalize(hf_dir).unwrap_or(hf_dir.to_path_buf()),

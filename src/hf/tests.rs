@@ -49,7 +49,7 @@ fn every_family_imports_and_matches_the_transformers_logits() {
     let root = temp_dir("hf-import");
     for case in CASES {
         let run = root.join(case);
-        let rec = import(&fixture(case), &run, None, &sets(&root), &quiet).unwrap();
+        let rec = import(&fixture(case), &run, None, &sets(&root), false, &quiet).unwrap();
         assert!(rec.added.is_empty() && rec.removed.is_empty(), "{case}: {rec:?}");
         let saved = SavedRun::open(&run).unwrap();
         let model = saved.model(&cpu()).unwrap();
@@ -76,7 +76,7 @@ fn export_writes_back_the_imported_checkpoint() {
     let root = temp_dir("hf-export");
     for case in CASES {
         let (run, out) = (root.join(case), root.join(format!("{case}-hf")));
-        import(&fixture(case), &run, None, &sets(&root), &quiet).unwrap();
+        import(&fixture(case), &run, None, &sets(&root), false, &quiet).unwrap();
         export(&run, &out).unwrap();
         let (orig, back) = (read_checkpoint(&fixture(case)).unwrap(), read_checkpoint(&out).unwrap());
         assert_eq!(orig.keys().collect::<Vec<_>>(), back.keys().collect::<Vec<_>>(), "{case}: tensor names");
@@ -111,12 +111,12 @@ fn export_writes_back_the_imported_checkpoint() {
 #[test]
 fn a_placement_change_lists_what_it_added_and_removed_and_fine_tunes() {
     let root = temp_dir("hf-recipe");
-    let peri = import(&fixture("llama"), &root.join("peri"), Some("peri"), &sets(&root), &quiet).unwrap();
+    let peri = import(&fixture("llama"), &root.join("peri"), Some("peri"), &sets(&root), false, &quiet).unwrap();
     assert!(peri.removed.is_empty(), "{peri:?}");
     // Peri-LN normalises the embedding too, and adds an output norm to each of the 4 sublayers.
     assert_eq!(peri.added.len(), 5, "{peri:?}");
     assert!(peri.added.iter().all(|n| n.ends_with("output_norm.gain") || n == "emb_norm.gain"));
-    let post = import(&fixture("llama"), &root.join("post"), Some("post"), &sets(&root), &quiet).unwrap();
+    let post = import(&fixture("llama"), &root.join("post"), Some("post"), &sets(&root), false, &quiet).unwrap();
     assert_eq!(post.removed.len(), 5, "4 input norms and the final norm: {post:?}");
     assert!(post.added.iter().all(|n| n.contains("outer_norm")), "{post:?}");
     let a = tensors::read(&SavedRun::open(&root.join("peri")).unwrap().weights).unwrap().tensors;
@@ -137,12 +137,12 @@ fn unsupported_or_incomplete_checkpoints_are_refused_clearly() {
     let d = root.join("gpt2");
     std::fs::create_dir_all(&d).unwrap();
     std::fs::write(d.join("config.json"), r#"{"model_type": "gpt2", "hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "vocab_size": 10}"#).unwrap();
-    let e = format!("{:#}", import(&d, &root.join("r1"), None, &[], &quiet).unwrap_err());
+    let e = format!("{:#}", import(&d, &root.join("r1"), None, &[], false, &quiet).unwrap_err());
     assert!(e.contains("model_type `gpt2` is not supported"), "{e}");
     let d = root.join("notok");
     std::fs::create_dir_all(&d).unwrap();
     std::fs::copy(fixture("llama").join("config.json"), d.join("config.json")).unwrap();
-    let e = format!("{:#}", import(&d, &root.join("r2"), None, &[], &quiet).unwrap_err());
+    let e = format!("{:#}", import(&d, &root.join("r2"), None, &[], false, &quiet).unwrap_err());
     assert!(e.contains("no tokenizer.json"), "{e}");
     assert!(!root.join("r1").exists() && !root.join("r2").exists(), "no run directory is left behind");
 }

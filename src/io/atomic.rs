@@ -4,8 +4,9 @@
 use anyhow::Context;
 use std::path::Path;
 
-/// Writes `bytes` to `path` via a temp file in the same directory, fsync and rename, so a
-/// reader never sees a half-written file. An error names the file and the operation, and the
+/// Writes `bytes` to `path` via a temp file in the same directory, fsync, rename and fsync of
+/// the directory, so a reader never sees a half-written file and the new name survives a power
+/// loss once this returns. An error names the file and the operation, and the
 /// temp file is removed (a full disk is not filled further by leftovers).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     use std::io::Write;
@@ -21,10 +22,21 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
         let mut f = std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
         f.write_all(bytes).with_context(|| format!("cannot write {} ({} bytes)", path.display(), bytes.len()))?;
         f.sync_all().with_context(|| format!("cannot flush {} to disk", path.display()))?;
-        std::fs::rename(&tmp, path).with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))
+        std::fs::rename(&tmp, path)
+            .with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
+        sync_dir(dir)
     })();
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
     written
+}
+
+/// Forces `dir`'s entries (a rename into it) to disk.
+pub fn sync_dir(dir: &Path) -> anyhow::Result<()> {
+    #[cfg(unix)]
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("cannot flush the directory {} to disk", dir.display()))?;
+    Ok(())
 }

@@ -112,5 +112,64 @@ pub fn write(
         .collect::<Result<_, safetensors::SafeTensorError>>()?;
     let meta: HashMap<String, String> = metadata.clone().into_iter().collect();
     let bytes = safetensors::serialize(views, &Some(meta))?;
-    write_atomic(path, &bytes)
+    write_atomic(path, &canonical_header(bytes)?)
+}
+
+/// `v` with every object's keys in sorted order (whatever map type serde_json was built with).
+fn sorted(v: serde_json::Value) -> serde_json::Value {
+    match v {
+        serde_json::Value::Object(m) => {
+            let by_key: BTreeMap<String, serde_json::Value> = m.into_iter().map(|(k, v)| (k, sorted(v))).collect();
+            serde_json::Value::Object(by_key.into_iter().collect())
+        }
+        other => other,
+    }
+}
+
+/// The same file with its JSON header's keys sorted (the `safetensors` crate writes
+/// `__metadata__` in hash-map order, which differs from process to process), so equal tensors
+/// and metadata give equal bytes. Data offsets are relative to the data, so only the header's
+/// length changes; it stays padded with spaces to a multiple of 8 bytes.
+fn canonical_header(bytes: Vec<u8>) -> anyhow::Result<Vec<u8>> {
+    let n = u64::from_le_bytes(bytes[..8].try_into()?) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n])?;
+    let mut text = serde_json::to_vec(&sorted(header))?;
+    while !text.len().is_multiple_of(8) {
+        text.push(b' ');
+    }
+    let mut out = Vec::with_capacity(8 + text.len() + bytes.len() - 8 - n);
+    out.extend_from_slice(&(text.len() as u64).to_le_bytes());
+    out.extend_from_slice(&text);
+    out.extend_from_slice(&bytes[8 + n..]);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod determinism_tests {
+    use super::*;
+
+    #[test]
+    fn equal_tensors_and_metadata_give_equal_bytes_with_sorted_keys() {
+        let dir = std::env::temp_dir().join(format!("normlab-st-det-{}", std::process::id()));
+        let tensors = BTreeMap::from([("b".to_string(), TensorData::new(vec![1f32, 2.0], [2]))]);
+        let meta: BTreeMap<String, String> = (0..12).map(|i| (format!("k{i:02}"), format!("v{i}"))).collect();
+        let mut files = Vec::new();
+        // A fresh HashMap per write draws a fresh random hash seed: the order the crate would
+        // write differs between writes.
+        for i in 0..4 {
+            let p = dir.join(format!("w{i}.safetensors"));
+            write(&p, &tensors, &meta).unwrap();
+            files.push(std::fs::read(&p).unwrap());
+        }
+        assert!(files.windows(2).all(|w| w[0] == w[1]));
+        let n = u64::from_le_bytes(files[0][..8].try_into().unwrap()) as usize;
+        assert_eq!(n % 8, 0);
+        let header = std::str::from_utf8(&files[0][8..8 + n]).unwrap();
+        let positions: Vec<usize> = (0..12).map(|i| header.find(&format!("\"k{i:02}\"")).unwrap()).collect();
+        assert!(positions.windows(2).all(|w| w[0] < w[1]), "{header}");
+        let back = read(&dir.join("w0.safetensors")).unwrap();
+        assert_eq!(back.metadata, meta);
+        assert_eq!(back.tensors["b"].as_slice::<f32>().unwrap(), [1.0, 2.0]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -91,6 +91,25 @@ impl ModelConfig {
         }
     }
 
+    /// Parameters of the embedding, attention, feed-forward and output matrices (and the
+    /// attention biases), from the sizes alone and in f64 so that no size overflows: what a
+    /// memory estimate needs before anything is allocated. The norms' gains, shifts and scales
+    /// (a few `d`-vectors per sublayer) are left out.
+    pub fn matrix_params(&self) -> f64 {
+        let (v, d, l) = (self.vocab_size as f64, self.d_model as f64, self.n_layers as f64);
+        let dq = (self.n_heads * self.head_dim()) as f64;
+        let dkv = (self.kv_heads() * self.head_dim()) as f64;
+        let bias = if self.attn_bias { dq + 2.0 * dkv } else { 0.0 };
+        let attn = 2.0 * d * dq + 2.0 * d * dkv + bias;
+        let ffn = match self.ffn {
+            FfnKind::Glu => 3.0,
+            FfnKind::Mlp => 2.0,
+        } * d
+            * self.d_ff() as f64;
+        let output = if self.tie_embeddings { 0.0 } else { v * d };
+        v * d + output + l * (attn + ffn)
+    }
+
     pub fn head_dim(&self) -> usize {
         self.head_dim.unwrap_or(self.d_model / self.n_heads.max(1))
     }

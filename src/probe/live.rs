@@ -217,8 +217,8 @@ impl LiveProbe {
 
     /// The state to save in a checkpoint.
     pub fn checkpoint_state(&mut self) -> anyhow::Result<ProbeState> {
-        self.state.probes_bytes = self.out.bytes_written()?;
-        self.state.alerts_bytes = self.alerts.bytes_written()?;
+        self.state.probes_bytes = self.out.durable_len()?;
+        self.state.alerts_bytes = self.alerts.durable_len()?;
         if let Some(tb) = &mut self.tb {
             tb.flush()?;
         }

@@ -15,6 +15,7 @@ use std::path::Path;
 use std::sync::Once;
 
 /// One line (or set of points) of a chart.
+#[derive(Clone, Default)]
 pub struct Series {
     pub name: String,
     pub points: Vec<(f64, f64)>,
@@ -151,12 +152,19 @@ fn range(values: impl Iterator<Item = f64>, log: bool) -> (f64, f64) {
         return if log { (0.1, 10.0) } else { (0.0, 1.0) };
     }
     let (lo, hi) = v.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| (a.min(x), b.max(x)));
-    if log {
+    let (a, b) = if log {
         let (lo, hi) = if lo == hi { (lo / 2.0, hi * 2.0) } else { (lo, hi) };
         (lo / 1.3, hi * 1.3)
     } else {
         let pad = if hi > lo { 0.05 * (hi - lo) } else { 0.5 * hi.abs().max(1.0) };
         (lo - pad, hi + pad)
+    };
+    // Values at the ends of f64 (1e308, 5e-324) can pad to infinity or zero.
+    let usable = a.is_finite() && b.is_finite() && a < b && (!log || a > 0.0);
+    match (usable, log) {
+        (true, _) => (a, b),
+        (false, true) => (0.1, 10.0),
+        (false, false) => (0.0, 1.0),
     }
 }
 
@@ -175,7 +183,11 @@ pub fn outlier_cap(values: &[f64]) -> Option<f64> {
 
 /// Ticks of a log axis inside `lo..hi`: powers of ten over three decades or more, 1, 2, 5 ×
 /// 10^k over one or two, every 1…9 × 10^k within a decade (so a narrow range still has labels).
+/// A range that is not positive and finite (a linear axis, an empty series) has none.
 fn decade_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    if !(lo > 0.0 && hi >= lo && hi.is_finite()) {
+        return Vec::new();
+    }
     let decades = (hi / lo).log10();
     let mantissas: &[f64] = if decades >= 3.0 {
         &[1.0]
@@ -197,6 +209,33 @@ fn decade_ticks(lo: f64, hi: f64) -> Vec<f64> {
     t
 }
 
+/// A chart's axis ranges, outlier cap and x ticks: everything drawn is placed by these.
+pub struct Axes {
+    pub x: (f64, f64),
+    pub y: (f64, f64),
+    pub cap: Option<f64>,
+    pub x_ticks: Vec<f64>,
+}
+
+/// The axes of `c`, from its points (non-finite ones, and non-positive ones on a log axis, are
+/// left out; no points gives a default range).
+pub fn axes(c: &Chart) -> Axes {
+    let pts = || c.series.iter().flat_map(|s| s.points.iter());
+    let x = range(pts().map(|p| p.0).chain(c.top_marks.iter().map(|m| m.0)), c.log_x);
+    let ys: Vec<f64> = pts().map(|p| p.1).collect();
+    let cap = if c.clip_outliers { outlier_cap(&ys) } else { None };
+    let mut y = range(ys.iter().copied().filter(|y| cap.is_none_or(|cap| *y <= cap)), c.log_y);
+    if let Some(cap) = cap {
+        y.1 = y.1.max(cap);
+    }
+    let x_ticks = match (c.x_ticks.is_empty(), c.log_x) {
+        (true, true) => decade_ticks(x.0, x.1),
+        (true, false) => Vec::new(),
+        (false, _) => c.x_ticks.clone(),
+    };
+    Axes { x, y, cap, x_ticks }
+}
+
 fn render<DB: DrawingBackend>(c: &Chart, root: &DrawingArea<DB, Shift>, legend: bool) -> anyhow::Result<()>
 where
     DB::ErrorType: 'static,
@@ -211,18 +250,10 @@ where
         (root.clone(), None)
     };
     let compact = !legend;
-    let pts = || c.series.iter().flat_map(|s| s.points.iter());
-    let xr = range(pts().map(|p| p.0).chain(c.top_marks.iter().map(|m| m.0)), c.log_x);
-    let ys: Vec<f64> = pts().map(|p| p.1).collect();
-    let cap = if c.clip_outliers { outlier_cap(&ys) } else { None };
-    let mut yr = range(ys.iter().copied().filter(|y| cap.is_none_or(|cap| *y <= cap)), c.log_y);
-    if let Some(cap) = cap {
-        yr.1 = yr.1.max(cap);
-    }
+    let Axes { x: xr, y: yr, cap, x_ticks } = axes(c);
     let mut b = ChartBuilder::on(&plot);
     let (title_px, label_px, area) = if compact { (16, 12, (32, 52)) } else { (22, 14, (45, 70)) };
     b.caption(&c.title, ("sans-serif", title_px)).margin(10).x_label_area_size(area.0).y_label_area_size(area.1);
-    let x_ticks = if c.x_ticks.is_empty() { decade_ticks(xr.0, xr.1) } else { c.x_ticks.clone() };
     let lr_style = !c.x_ticks.is_empty();
     // A log axis over three decades or more labels every tick as a power: 1e1 … 1e6.
     let (x_exp, y_exp) = (c.log_x && xr.1 / xr.0 >= 1e3, c.log_y && yr.1 / yr.0 >= 1e3);
@@ -353,5 +384,36 @@ mod tests {
         assert_eq!(decade_ticks(0.8e-3, 0.12), [1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 0.1]);
         assert_eq!(decade_ticks(0.9e-6, 2e-2), [1e-6, 1e-5, 1e-4, 1e-3, 1e-2]);
         assert_eq!(decade_ticks(2.5e-3, 7.5e-3), [3e-3, 4e-3, 5e-3, 6e-3, 7e-3]);
+    }
+
+    #[test]
+    fn decade_ticks_of_an_empty_or_linear_range_are_none() {
+        // log10(0) = -inf would start the decade loop at i32::MIN.
+        for (lo, hi) in [(0.0, 1.0), (-1.0, 1.0), (f64::NAN, 1.0), (1.0, f64::INFINITY), (2.0, 1.0)] {
+            assert!(decade_ticks(lo, hi).is_empty(), "{lo}..{hi}");
+        }
+        assert_eq!(decade_ticks(3.0, 3.0), [3.0], "a single point");
+    }
+
+    #[test]
+    fn empty_single_point_and_all_nan_series_draw_on_every_axis_kind() {
+        let dir = std::env::temp_dir().join(format!("normlab-plot-edge-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let series = |points: Vec<(f64, f64)>| Series { name: "s".into(), points, ..Default::default() };
+        let cases = [
+            vec![],
+            vec![series(vec![])],
+            vec![series(vec![(3.0, 2.5)])],
+            vec![series(vec![(f64::NAN, f64::NAN), (1.0, f64::NAN)])],
+            vec![series(vec![(0.0, 0.0), (0.0, 0.0)])],
+            vec![series(vec![(-1e308, 1e308), (1e308, -1e308), (5e-324, 5e-324)])],
+        ];
+        for (i, s) in cases.into_iter().enumerate() {
+            for (lx, ly) in [(false, false), (true, false), (false, true), (true, true)] {
+                let c = Chart::new("edge", "x", "y", s.clone()).log(lx, ly);
+                draw(&c, &dir.join(format!("c{i}-{lx}-{ly}"))).unwrap();
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

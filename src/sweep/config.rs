@@ -21,6 +21,9 @@ use anyhow::{Context, bail, ensure};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+/// The most runs one sweep's grid may hold (each is a directory and a process).
+pub const MAX_RUNS: usize = 10_000;
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SweepSection {
@@ -131,6 +134,9 @@ pub struct Sweep {
     pub section: SweepSection,
     /// The base run config as a TOML table (without `[sweep]`).
     pub base: toml::Table,
+    /// Retrain runs whose directory was made from another config (`--rerun-changed`); they
+    /// are refused otherwise.
+    pub rerun_changed: bool,
 }
 
 impl Sweep {
@@ -191,14 +197,30 @@ impl Sweep {
             .map_err(|e: toml::de::Error| anyhow::anyhow!("{} [sweep]: {}", path.display(), e.message()))?;
         ensure!(section.jobs > 0, "sweep.jobs must be > 0");
         ensure!(!section.axes.is_empty(), "sweep.axes is empty; give at least one key with a list of values");
+        let mut runs = 1usize;
         for (k, v) in &section.axes {
             let Some(vs) = v.as_array() else { bail!("sweep.axes.\"{k}\" must be a list of values") };
             ensure!(!vs.is_empty(), "sweep.axes.\"{k}\" is an empty list");
+            runs = runs.saturating_mul(vs.len());
         }
+        ensure!(
+            runs <= MAX_RUNS,
+            "sweep.axes make a grid of {runs} runs, more than {MAX_RUNS}; split the sweep into several sweep.dir"
+        );
+        // The base config as the file gives it, with the edits that are not the sweep's: its
+        // errors cite the file's lines, or the `--set` that caused them.
         let origin = format!("{}", path.display());
-        crate::train::RunConfig::from_table(&table, &origin)?;
-        let s = Self { section, base: table };
-        for run in s.grid() {
+        let mut file_base: toml::Table = toml::from_str(text)?;
+        file_base.remove("sweep");
+        let run_sets: Vec<String> = sets.iter().filter(|s| !s.trim_start().starts_with("sweep.")).cloned().collect();
+        crate::train::RunConfig::from_parts(&file_base, &origin, Some(text), &run_sets)?;
+        let s = Self { section, base: table, rerun_changed: false };
+        let grid = s.grid();
+        let mut names = std::collections::BTreeSet::new();
+        if let Some(dup) = grid.iter().find(|r| !names.insert(r.name.as_str())) {
+            bail!("two runs of the grid are both named {}: an axis lists the same value twice", dup.name);
+        }
+        for run in grid {
             s.run_config(&run).and_then(|c| c.validate()).with_context(|| format!("sweep run {}", run.name))?;
         }
         Ok(s)
@@ -222,11 +244,7 @@ impl Sweep {
                 .flat_map(|c| vs.iter().map(move |v| [c.clone(), vec![((*k).clone(), v.clone())]].concat()))
                 .collect();
         }
-        combos
-            .into_iter()
-            .enumerate()
-            .map(|(i, axes)| PlannedRun { name: run_name(i, &axes), stage: "grid".into(), axes })
-            .collect()
+        combos.into_iter().map(|axes| PlannedRun { name: run_name(&axes), stage: "grid".into(), axes }).collect()
     }
 
     /// The config of one run, with its directory inside the sweep.
@@ -252,8 +270,9 @@ fn value_label(v: &toml::Value) -> String {
     }
 }
 
-/// `r007-recipe=peri,lr=0.003`: index plus each axis's last key part and value.
-pub fn run_name(i: usize, axes: &[(String, toml::Value)]) -> String {
+/// `recipe=peri,lr=0.003`: each axis's last key part and value. A name depends on the run's
+/// own values only, so it stays the same when the grid grows (a learning rate added).
+pub fn run_name(axes: &[(String, toml::Value)]) -> String {
     let parts: Vec<String> = axes
         .iter()
         .map(|(k, v)| {
@@ -261,6 +280,6 @@ pub fn run_name(i: usize, axes: &[(String, toml::Value)]) -> String {
             format!("{key}={}", value_label(v))
         })
         .collect();
-    let name = format!("r{i:03}-{}", parts.join(","));
+    let name = parts.join(",");
     name.chars().map(|c| if c.is_ascii_alphanumeric() || "=,.-_+".contains(c) { c } else { '_' }).collect()
 }

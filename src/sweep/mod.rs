@@ -25,8 +25,10 @@ pub use layout::is_sweep;
 use anyhow::Context;
 
 /// Runs the grid, then the reseed stage, on this machine, and writes the results; returns them.
+/// The sweep directory is locked meanwhile: a second sweep on it is refused.
 pub fn run(sweep: &Sweep, log: &(dyn Fn(&str) + Sync)) -> anyhow::Result<Vec<results::RunResult>> {
     let dir = &sweep.section.dir;
+    let _lock = lock(dir)?;
     let grid = sweep.grid();
     prepare(sweep, &grid)?;
     log(&format!("sweep {}: {} runs in the grid, {} at a time", dir.display(), grid.len(), sweep.section.jobs));
@@ -41,6 +43,24 @@ pub fn run(sweep: &Sweep, log: &(dyn Fn(&str) + Sync)) -> anyhow::Result<Vec<res
         all.extend(extra);
     }
     finish(sweep, &all, log)
+}
+
+/// Takes the sweep directory's lock (creating the directory), or says who holds it.
+pub fn lock(dir: &std::path::Path) -> anyhow::Result<crate::io::lock::DirLock> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    match crate::io::lock::try_lock(dir)? {
+        Ok(l) => Ok(l),
+        Err(holder) => anyhow::bail!(
+            "the sweep in {} is being run right now by another normlab process ({holder}); wait for it to finish or \
+                stop it, or choose another sweep.dir (--set sweep.dir=...)",
+            dir.display()
+        ),
+    }
+}
+
+/// Whether any of `rows` did not end (interrupted, stopped, failed or never started).
+pub fn unfinished(rows: &[results::RunResult]) -> Vec<&str> {
+    rows.iter().filter(|r| !matches!(r.state.as_str(), "finished" | "diverged")).map(|r| r.name.as_str()).collect()
 }
 
 /// Before any run: the sweep directory, the sweep file as run, the plan and every run's config.
@@ -63,7 +83,7 @@ fn write_plan(sweep: &Sweep, runs: &[PlannedRun]) -> anyhow::Result<()> {
 pub fn plan_reseed(sweep: &Sweep, grid: &[PlannedRun]) -> anyhow::Result<Vec<PlannedRun>> {
     let Some(re) = &sweep.section.reseed else { return Ok(Vec::new()) };
     let rows = results::collect(&sweep.section.dir, grid, sweep.section.target_loss)?;
-    let extra = reseed_runs(sweep, &rows, &re.seeds, grid.len());
+    let extra = reseed_runs(sweep, &rows, &re.seeds);
     let all: Vec<PlannedRun> = grid.iter().chain(&extra).cloned().collect();
     write_plan(sweep, &all)?;
     runner::write_configs(sweep, &extra)?;
@@ -77,8 +97,7 @@ pub fn finish(sweep: &Sweep, runs: &[PlannedRun], log: &dyn Fn(&str)) -> anyhow:
     let rows = results::collect(dir, runs, sweep.section.target_loss)?;
     write_plan(sweep, runs)?;
     results::write(dir, &rows)?;
-    let failed: Vec<&str> =
-        rows.iter().filter(|r| r.state == "missing" || r.state == "running").map(|r| r.name.as_str()).collect();
+    let failed = unfinished(&rows);
     if !failed.is_empty() {
         log(&format!(
             "{} runs did not finish (see {}): {}; run the sweep again to retry them",
@@ -91,12 +110,7 @@ pub fn finish(sweep: &Sweep, runs: &[PlannedRun], log: &dyn Fn(&str)) -> anyhow:
 }
 
 /// The reseed runs: for each method's LR* (from the grid), one run per extra seed.
-pub fn reseed_runs(
-    sweep: &Sweep,
-    grid_rows: &[results::RunResult],
-    seeds: &[u64],
-    first_index: usize,
-) -> Vec<PlannedRun> {
+pub fn reseed_runs(sweep: &Sweep, grid_rows: &[results::RunResult], seeds: &[u64]) -> Vec<PlannedRun> {
     let s = &sweep.section;
     let summaries = aggregate::summarize(grid_rows, &s.group_by, &s.tuned);
     let mut out = Vec::new();
@@ -116,7 +130,7 @@ pub fn reseed_runs(
                 base_axes.iter().filter(|(k, _)| k != "train.seed" && k != "train.sampler_seed").cloned().collect();
             axes.push(("train.seed".into(), toml::Value::Integer(seed as i64)));
             axes.push(("train.sampler_seed".into(), toml::Value::Integer(seed as i64)));
-            let name = config::run_name(first_index + out.len(), &axes);
+            let name = format!("reseed-{}", config::run_name(&axes));
             out.push(PlannedRun { name, stage: "reseed".into(), axes });
         }
     }

@@ -18,7 +18,7 @@ pub struct RunResult {
     pub stage: String,
     /// Axis key → value (`model.recipe` → "peri", `optim.lr` → 0.003).
     pub axes: BTreeMap<String, serde_json::Value>,
-    /// `finished`, `diverged`, `running` (interrupted) or `missing`.
+    /// `finished`, `diverged`, `running` (interrupted), `stopped` (by a signal) or `missing`.
     pub state: String,
     pub diverged: bool,
     pub diverged_step: Option<usize>,
@@ -77,6 +77,7 @@ fn collect_one(dir: &Path, r: &PlannedRun, target: Option<f64>) -> anyhow::Resul
         Some(Status::Finished { .. }) => ("finished", None, None),
         Some(Status::Diverged { step, reason }) => ("diverged", Some(*step), Some(reason.clone())),
         Some(Status::Running { .. }) => ("running", None, None),
+        Some(Status::Stopped { .. }) => ("stopped", None, None),
         None => ("missing", None, None),
     };
     let final_val = if state == "finished" { m.eval.last().and_then(|e| finite_or_none(e.val_loss)) } else { None };

@@ -1,7 +1,10 @@
 //! Executes a sweep's runs as separate `normlab train` processes, `jobs` at a time. A run that
 //! finished or diverged is skipped; one that stopped part-way is resumed from its checkpoint;
 //! one never started is started. Children die with the sweep (Linux `PR_SET_PDEATHSIG`), so a
-//! killed sweep leaves no orphan writing into a run directory, and restarting it continues.
+//! killed sweep leaves no orphan writing into a run directory, and restarting it continues. A
+//! stop signal to the sweep starts no further run and is passed once to each running child
+//! (they run in their own process group, so a terminal's Ctrl-C reaches them only this way),
+//! which stops at its next step's end with a checkpoint.
 
 use super::config::{PlannedRun, Sweep};
 use super::layout;
@@ -23,18 +26,90 @@ pub enum Todo {
 pub fn todo(dir: &Path) -> Todo {
     match run_dir::read_status(dir).ok().flatten() {
         Some(Status::Finished { .. } | Status::Diverged { .. }) => Todo::Done,
-        Some(Status::Running { .. }) => Todo::Resume,
+        Some(Status::Running { .. } | Status::Stopped { .. }) => Todo::Resume,
         None => Todo::Start,
     }
 }
 
-/// Writes each run's full config to `DIR/configs/NAME.toml`.
+/// Writes each run's full config to `DIR/configs/NAME.toml`, the record a run is keyed by. A
+/// run that already has a directory must have been made from the same config: a changed one
+/// (the sweep file edited, a `--set` that differs) is refused, naming what changed, or with
+/// `sweep.rerun_changed` its directory is removed so that it trains again.
 pub fn write_configs(sweep: &Sweep, runs: &[PlannedRun]) -> anyhow::Result<()> {
+    let dir = &sweep.section.dir;
+    let mut changed = Vec::new();
+    let mut texts = Vec::new();
     for r in runs {
-        let cfg = sweep.run_config(r)?;
-        crate::io::write_atomic(&layout::run_config(&sweep.section.dir, &r.name), cfg.to_toml()?.as_bytes())?;
+        let text = sweep.run_config(r)?.to_toml()?;
+        let run = layout::run(dir, &r.name);
+        if run.exists()
+            && let Some(why) = config_change(&layout::run_config(dir, &r.name), &text)
+        {
+            changed.push((r.name.clone(), run, why));
+        }
+        texts.push(text);
+    }
+    if !changed.is_empty() {
+        let names: Vec<String> = changed.iter().map(|(n, _, why)| format!("{n} ({why})")).collect();
+        anyhow::ensure!(
+            sweep.rerun_changed,
+            "{} runs in {} were made from another config than the sweep now gives: {}; rerun them with \
+                --rerun-changed (their directories are replaced), or choose another sweep.dir (--set sweep.dir=...)",
+            changed.len(),
+            dir.display(),
+            names.join("; ")
+        );
+        for (_, run, _) in &changed {
+            std::fs::remove_dir_all(run).with_context(|| format!("cannot remove {} to rerun it", run.display()))?;
+        }
+    }
+    for (r, text) in runs.iter().zip(texts) {
+        crate::io::write_atomic(&layout::run_config(dir, &r.name), text.as_bytes())?;
     }
     Ok(())
+}
+
+/// How the config recorded at `path` differs from `now`, or `None` when they are the same.
+fn config_change(path: &Path, now: &str) -> Option<String> {
+    let Ok(was) = std::fs::read_to_string(path) else {
+        return Some(format!("no record of its config at {}", path.display()));
+    };
+    if was == now {
+        return None;
+    }
+    let (a, b) = (flat(&was), flat(now));
+    let keys: Vec<String> = a
+        .keys()
+        .chain(b.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .filter(|k| a.get(*k) != b.get(*k))
+        .map(|k| {
+            let show = |v: Option<&String>| v.cloned().unwrap_or_else(|| "unset".into());
+            format!("{k}: {} → {}", show(a.get(k)), show(b.get(k)))
+        })
+        .collect();
+    Some(if keys.is_empty() { "its config file differs".into() } else { keys.join(", ") })
+}
+
+/// A TOML document as dotted key → value text.
+fn flat(text: &str) -> std::collections::BTreeMap<String, String> {
+    fn walk(prefix: &str, t: &toml::Table, out: &mut std::collections::BTreeMap<String, String>) {
+        for (k, v) in t {
+            let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+            match v {
+                toml::Value::Table(inner) => walk(&key, inner, out),
+                other => {
+                    out.insert(key, other.to_string());
+                }
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    if let Ok(t) = text.parse::<toml::Table>() {
+        walk("", &t, &mut out);
+    }
+    out
 }
 
 /// Runs what is not done of `runs` (their configs written), `jobs` at a time.
@@ -54,7 +129,10 @@ pub fn execute(sweep: &Sweep, runs: &[PlannedRun], log: &(dyn Fn(&str) + Sync)) 
         for _ in 0..jobs {
             s.spawn(|| {
                 loop {
-                    let Some((i, r)) = queue.lock().unwrap().next() else { break };
+                    if crate::stop::requested().is_some() {
+                        break;
+                    }
+                    let Some((i, r)) = queue.lock().unwrap_or_else(|e| e.into_inner()).next() else { break };
                     let t0 = Instant::now();
                     let outcome = run_one(&exe, dir, r, threads).unwrap_or_else(|e| format!("failed to start: {e:#}"));
                     log(&format!("[{}/{total}] {} {outcome} ({:.0} s)", i + 1, r.name, t0.elapsed().as_secs_f64()));
@@ -93,12 +171,44 @@ pub fn run_one(exe: &Path, sweep_dir: &Path, r: &PlannedRun, threads: usize) -> 
     let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path)?;
     cmd.stdout(Stdio::from(log.try_clone()?)).stderr(Stdio::from(log)).env("RAYON_NUM_THREADS", threads.to_string());
     die_with_parent(&mut cmd);
-    let status = cmd.status()?;
+    let status = wait_forwarding_stop(cmd.spawn()?)?;
+    let see = format!("see {}", log_path.display());
     Ok(match (status.code(), run_dir::read_status(&dir).ok().flatten()) {
-        (Some(0), Some(s)) => run_dir::describe(&s),
-        (Some(crate::train::EXIT_DIVERGED), Some(s)) => run_dir::describe(&s),
-        (code, _) => format!("failed (exit {code:?}); see {}", log_path.display()),
+        (Some(0 | crate::train::EXIT_DIVERGED), Some(s)) => run_dir::describe(&s),
+        (Some(_), Some(s @ Status::Stopped { .. })) => run_dir::describe(&s),
+        (Some(code), _) => format!("failed (exit status {code}): {}; {see}", last_error(&log_path)),
+        (None, _) => format!("failed: killed by {}; {see}", killed_by(&status)),
     })
+}
+
+/// Waits for `child`, passing it the sweep's stop signal once, when one arrives.
+fn wait_forwarding_stop(mut child: std::process::Child) -> anyhow::Result<std::process::ExitStatus> {
+    let mut forwarded = false;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        if let Some(sig) = crate::stop::requested().filter(|_| !forwarded) {
+            crate::stop::forward(child.id(), sig);
+            forwarded = true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// The signal that ended a child, in words.
+fn killed_by(status: &std::process::ExitStatus) -> String {
+    #[cfg(unix)]
+    if let Some(sig) = std::os::unix::process::ExitStatusExt::signal(status) {
+        return crate::stop::describe(sig);
+    }
+    format!("{status}")
+}
+
+/// The last `error:` line of a run's log (what the child said), or a pointer to the log.
+fn last_error(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines().rev().find(|l| l.starts_with("error:")).map_or("no error line".into(), |l| l.to_string())
 }
 
 #[cfg(target_os = "linux")]
@@ -111,6 +221,8 @@ fn die_with_parent(cmd: &mut Command) {
             Ok(())
         });
     }
+    // Its own process group: a terminal's Ctrl-C reaches the child once, through the sweep.
+    cmd.process_group(0);
 }
 
 #[cfg(not(target_os = "linux"))]

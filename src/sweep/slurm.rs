@@ -58,6 +58,7 @@ pub fn submit(
     // Jobs start elsewhere: every path they read must be absolute.
     sweep.section.dir = std::path::absolute(&sweep.section.dir)?;
     let dir = sweep.section.dir.clone();
+    let _lock = super::lock(&dir)?;
     let runs = planned_runs(sweep)?;
     super::prepare(sweep, &runs)?;
     let pending: Vec<usize> =
@@ -66,7 +67,7 @@ pub fn submit(
     let (grid, reseed): (Vec<usize>, Vec<usize>) = pending.iter().partition(|&&i| i < grid_len);
     let script = array_script(sweep, "grid", &grid)?;
     if opts.dry_run {
-        println!("{script}");
+        crate::io::term::out(format_args!("{script}"));
         return Ok(None);
     }
     let mut jobs = Jobs::default();
@@ -216,7 +217,7 @@ fn progress(dir: &Path, queued: usize) -> anyhow::Result<String> {
         let i = match run_dir::read_status(&layout::run(dir, &r.name)).ok().flatten() {
             Some(Status::Finished { .. }) => 0,
             Some(Status::Diverged { .. }) => 1,
-            Some(Status::Running { .. }) => 2,
+            Some(Status::Running { .. } | Status::Stopped { .. }) => 2,
             None => 3,
         };
         counts[i] += 1;

@@ -112,10 +112,10 @@ fn the_grid_is_the_product_of_the_axes_and_reseeds_use_lr_star() {
     assert_eq!(
         names,
         [
-            "r000-recipe=post,lr=0.001,n_layers=2",
-            "r001-recipe=post,lr=0.01,n_layers=2",
-            "r002-recipe=peri,lr=0.001,n_layers=2",
-            "r003-recipe=peri,lr=0.01,n_layers=2"
+            "recipe=post,lr=0.001,n_layers=2",
+            "recipe=post,lr=0.01,n_layers=2",
+            "recipe=peri,lr=0.001,n_layers=2",
+            "recipe=peri,lr=0.01,n_layers=2"
         ]
     );
     let cfg = s.run_config(&g[3]).unwrap();
@@ -127,7 +127,7 @@ fn the_grid_is_the_product_of_the_axes_and_reseeds_use_lr_star() {
         row(&g[2].name, "grid", "peri", 1e-3, 7, Some(2.6)),
         row(&g[3].name, "grid", "peri", 1e-2, 7, Some(2.5)),
     ];
-    let re = super::reseed_runs(&s, &rows, &[8, 9], 4);
+    let re = super::reseed_runs(&s, &rows, &[8, 9]);
     assert_eq!(re.len(), 4);
     let post = s.run_config(&re[0]).unwrap();
     assert_eq!((post.optim.lr, post.train.seed, post.train.sampler_seed), (1e-3, 8, 8));

@@ -44,6 +44,10 @@ pub struct TrainerState {
     /// f16's dynamic loss scale (unused in f32 and bf16).
     #[serde(default)]
     pub loss_scale: super::loss_scale::LossScale,
+    /// The latest validation (already in `metrics.jsonl`): a run resumed after its last step
+    /// finishes with it instead of validating, and recording, a second time.
+    #[serde(default)]
+    pub last_eval: Option<super::metrics::EvalRecord>,
 }
 
 /// `checkpoints/latest.json`: the newest checkpoint, for people and tools (resuming scans).
@@ -98,6 +102,7 @@ pub fn save(
         std::fs::remove_dir_all(&dest).with_context(|| format!("cannot remove the old {}", dest.display()))?;
     }
     std::fs::rename(&tmp, &dest).with_context(|| format!("cannot rename {} to {}", tmp.display(), dest.display()))?;
+    crate::io::atomic::sync_dir(&root)?;
     let latest = Latest { step: state.step, dir: name };
     write_atomic(&run_dir::latest_checkpoint(run), serde_json::to_string(&latest)?.as_bytes())?;
     for (_, old) in checkpoint_dirs(run)?.into_iter().skip(keep.max(1)) {
@@ -116,9 +121,28 @@ fn write_checkpoint(
     let weights = run_dir::checkpoint_weights(dir);
     save_weights(&weights, model, state.step, &state.tokenizer)?;
     let optim_bytes = optim.into_bytes().map_err(|e| anyhow::anyhow!("cannot serialise the optimizer state: {e:?}"))?;
+    let optim_bytes = in_name_order(optim_bytes)?;
     write_atomic(&run_dir::checkpoint_optimizer(dir), &optim_bytes)?;
     let sha256 = Checksums { weights: sha256_of(&weights)?, optimizer: crate::data::cache::sha256_hex(&optim_bytes) };
     json::write(&run_dir::checkpoint_state(dir), &StateFile { state: state.clone(), sha256: Some(sha256) })
+}
+
+/// The optimizer state with its tensors in name order: burn writes them in the order of a hash
+/// map, so the same state would give other bytes from run to run.
+fn in_name_order(bytes: burn::tensor::Bytes) -> anyhow::Result<Vec<u8>> {
+    let err = |e: burn_pack::Error| anyhow::anyhow!("cannot serialise the optimizer state: {e:?}");
+    let reader = burn_pack::Reader::from_bytes(bytes).map_err(err)?;
+    let (scalars, metadata) = (reader.scalars().clone(), reader.metadata().clone());
+    let mut tensors = reader.into_tensors().map_err(err)?;
+    tensors.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut writer = burn_pack::Writer::new(tensors);
+    for (k, v) in &scalars {
+        writer = writer.with_scalar(k, *v);
+    }
+    for (k, v) in &metadata {
+        writer = writer.with_metadata(k, v);
+    }
+    Ok(writer.into_bytes().map_err(err)?.to_vec())
 }
 
 /// The run's checkpoint directories, newest first.

@@ -168,24 +168,46 @@ impl RunConfig {
 
     /// A config from TOML text (`origin` names it in messages), with `--set` edits applied.
     pub fn from_text(text: &str, origin: &str, sets: &[String]) -> anyhow::Result<Self> {
-        Self::parse(text, origin, sets, if sets.is_empty() { Cite::Lines } else { Cite::Keys })
+        let table: toml::Table = toml::from_str(text).with_context(|| format!("{origin} is not valid TOML"))?;
+        Self::from_parts(&table, origin, Some(text), sets)
     }
 
     /// A config from an in-memory table (a sweep's run); `origin` names where the table came
     /// from. Errors cite the dotted key, since the table's text exists nowhere on disk.
     pub fn from_table(table: &toml::Table, origin: &str) -> anyhow::Result<Self> {
-        Self::parse(&toml::to_string(table)?, origin, &[], Cite::Keys)
+        Self::from_parts(table, origin, None, &[])
     }
 
-    fn parse(text: &str, origin: &str, sets: &[String], cite: Cite) -> anyhow::Result<Self> {
-        let mut table: toml::Table = toml::from_str(text).with_context(|| format!("{origin} is not valid TOML"))?;
+    /// The config of `table` with `sets` applied. `text`, the file `table` was read from, lets
+    /// an error cite its line. An error that only the edits cause is blamed on the first edit
+    /// that causes it, not on the file.
+    pub fn from_parts(table: &toml::Table, origin: &str, text: Option<&str>, sets: &[String]) -> anyhow::Result<Self> {
+        let mut edited = table.clone();
         for s in sets {
-            apply_set(&mut table, s)?;
+            apply_set(&mut edited, s)?;
         }
-        let merged = toml::to_string(&table)?;
-        let mut cfg: RunConfig = toml::from_str(if sets.is_empty() { text } else { &merged }).map_err(|e| {
-            let src = if sets.is_empty() { text } else { merged.as_str() };
-            anyhow::anyhow!("{origin}{}: {}", describe_error(&e, src, cite), e.message().trim())
+        let err = match Self::deserialize(&edited, text) {
+            Ok(cfg) => return Ok(cfg),
+            Err(e) => e,
+        };
+        if !sets.is_empty() && Self::deserialize(table, text).is_ok() {
+            let mut t = table.clone();
+            for s in sets {
+                apply_set(&mut t, s)?;
+                if let Err(e) = Self::deserialize(&t, None) {
+                    bail!("--set `{s}`: {}", e.message);
+                }
+            }
+        }
+        bail!("{origin}{}: {}", err.place, err.message)
+    }
+
+    /// The config of a table, or where (in `text`, when given) and why it is wrong.
+    fn deserialize(table: &toml::Table, text: Option<&str>) -> Result<Self, ParseError> {
+        let merged = toml::to_string(table).map_err(|e| ParseError { place: String::new(), message: e.to_string() })?;
+        let mut cfg: RunConfig = toml::from_str(&merged).map_err(|e| {
+            let message = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
+            ParseError { place: describe_error(&e, &merged, &message, text), message }
         })?;
         cfg.vocab_size_given = table.get("model").and_then(|m| m.get("vocab_size")).is_some();
         // A token budget given as a ratio replaces the default step count.
@@ -349,28 +371,67 @@ fn merge(dst: &mut toml::Table, src: toml::Table) {
     }
 }
 
-/// How a parse error says where it is.
-#[derive(Clone, Copy, PartialEq)]
-enum Cite {
-    /// The line of the user's own file.
-    Lines,
-    /// The dotted key: the text was put together (after `--set`, or a sweep's run) and exists
-    /// nowhere the user could look up a line number.
-    Keys,
+/// A config that does not deserialize: where (` (line 3: `…`)` or ` (at `model.x`)`) and why,
+/// in one line.
+struct ParseError {
+    place: String,
+    message: String,
 }
 
-fn describe_error(e: &toml::de::Error, text: &str, cite: Cite) -> String {
+/// Where the error `e` in `merged` (a table written out as TOML) is: the line of `original`,
+/// the user's file, that holds the same key when there is one, else the dotted key.
+fn describe_error(e: &toml::de::Error, merged: &str, message: &str, original: Option<&str>) -> String {
     let Some(span) = e.span() else { return String::new() };
-    let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-    let shown = text.lines().nth(line - 1).unwrap_or("").trim();
-    if cite == Cite::Lines {
-        return format!(" (line {line}: `{shown}`)");
+    let line = merged[..span.start.min(merged.len())].matches('\n').count() + 1;
+    let shown = merged.lines().nth(line - 1).unwrap_or("").trim();
+    let section = merged
+        .lines()
+        .take(line)
+        .filter_map(|l| l.trim().strip_prefix('['))
+        .last()
+        .map(|h| h.trim_end_matches(']').to_string())
+        .unwrap_or_default();
+    // A nested table's error points at its header and names the field last: "… in `norm`".
+    let inner = message.rsplit_once(" in `").map(|(_, k)| k.trim_end_matches('`'));
+    let key = match (shown.starts_with('['), inner) {
+        (true, Some(k)) => format!("{section}.{k}"),
+        (true, None) => section.clone(),
+        (false, _) => {
+            let k = shown.split('=').next().unwrap_or("").trim().trim_matches('"');
+            if section.is_empty() { k.to_string() } else { format!("{section}.{k}") }
+        }
+    };
+    match original.and_then(|t| find_line(t, &key)) {
+        Some((n, text)) => format!(" (line {n}: `{text}`)"),
+        None if !key.is_empty() => format!(" (at `{key}`)"),
+        None => format!(" (`{shown}`)"),
     }
-    let section =
-        text.lines().take(line).filter_map(|l| l.trim().strip_prefix('[')).last().map(|h| h.trim_end_matches(']'));
-    let key = shown.split('=').next().unwrap_or("").trim();
-    match section {
-        Some(sec) if !key.is_empty() && !shown.starts_with('[') => format!(" (at `{sec}.{key}`)"),
-        _ => format!(" (`{shown}`)"),
+}
+
+/// The line of `text` (number and content) that sets the dotted `key`, or else the nearest
+/// enclosing key (an inline table holding it).
+fn find_line(text: &str, key: &str) -> Option<(usize, String)> {
+    let mut section = String::new();
+    let mut best: Option<(usize, usize, String)> = None;
+    for (i, raw) in text.lines().enumerate() {
+        let l = raw.trim();
+        if let Some(h) = l.strip_prefix('[') {
+            section = h.trim_start_matches('[').trim_end_matches(']').trim().replace('"', "");
+            let depth = section.len();
+            if key == section || key.starts_with(&format!("{section}.")) && best.as_ref().is_none_or(|b| depth > b.1) {
+                best = Some((i + 1, depth, l.to_string()));
+            }
+            continue;
+        }
+        let Some((k, _)) = l.split_once('=') else { continue };
+        let k = k.trim().replace('"', "");
+        let full = if section.is_empty() { k } else { format!("{section}.{k}") };
+        if full == key {
+            return Some((i + 1, l.to_string()));
+        }
+        if key.starts_with(&format!("{full}.")) && best.as_ref().is_none_or(|b| full.len() > b.1) {
+            best = Some((i + 1, full.len(), l.to_string()));
+        }
     }
+    best.map(|(n, _, l)| (n, l))
 }

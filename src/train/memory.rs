@@ -29,16 +29,16 @@ impl MemoryEstimate {
 
 /// The estimate for `cfg` with `params` parameters: f32 parameters and state; the layers'
 /// activations in `train.precision` (a half type also keeps a half copy of each weight for
-/// its matmuls), the logits in f32.
-pub fn estimate(cfg: &RunConfig, params: usize) -> MemoryEstimate {
+/// its matmuls), the logits in f32. In f64 throughout, so that no size overflows.
+pub fn estimate(cfg: &RunConfig, params: f64) -> MemoryEstimate {
     let m = &cfg.model;
-    let tokens = (cfg.train.micro_batch_size.unwrap_or(cfg.train.batch_size) * cfg.train.seq_len) as f64;
-    let per_layer = 7.0 * m.d_model as f64 + 3.0 * m.d_ff() as f64 + (m.n_heads * cfg.train.seq_len) as f64;
+    let tokens = cfg.train.micro_batch_size.unwrap_or(cfg.train.batch_size) as f64 * cfg.train.seq_len as f64;
+    let per_layer = 7.0 * m.d_model as f64 + 3.0 * m.d_ff() as f64 + m.n_heads as f64 * cfg.train.seq_len as f64;
     let logits = 3.0 * (tokens * m.vocab_size as f64).min(LOGITS_LIMIT as f64);
     let (f32, act) = (4.0, cfg.train.precision.bytes() as f64);
-    let half_weights = if act < f32 { params as f64 * act } else { 0.0 };
+    let half_weights = if act < f32 { params * act } else { 0.0 };
     MemoryEstimate {
-        parameters: 4.0 * params as f64 * f32 + half_weights,
+        parameters: 4.0 * params * f32 + half_weights,
         activations: m.n_layers as f64 * tokens * per_layer * act + logits * f32,
     }
 }
@@ -79,7 +79,7 @@ mod tests {
         let mut cfg = RunConfig::default();
         cfg.model = ModelConfig { d_model: 8, n_layers: 2, n_heads: 2, d_glu: Some(16), vocab_size: 10, ..cfg.model };
         (cfg.train.batch_size, cfg.train.micro_batch_size, cfg.train.seq_len) = (4, Some(2), 3);
-        let e = estimate(&cfg, 1000);
+        let e = estimate(&cfg, 1000.0);
         assert_eq!(e.parameters, 16_000.0);
         // 6 tokens; per layer and token 7·8 + 3·16 + 2·3 = 110 values; logits 3 · 6 · 10.
         assert_eq!(e.activations, (2.0 * 6.0 * 110.0 + 180.0) * 4.0);
@@ -88,9 +88,43 @@ mod tests {
         assert!(msg.contains("train.micro_batch_size") && msg.contains("available"), "{msg}");
         assert!(check(e, None).is_ok(), "unknown capacity: no refusal");
         cfg.train.precision = crate::kernels::Precision::Bf16;
-        let h = estimate(&cfg, 1000);
+        let h = estimate(&cfg, 1000.0);
         // A bf16 copy of the weights (2 bytes each); layer activations at 2 bytes, logits at 4.
         assert_eq!(h.parameters, 18_000.0);
         assert_eq!(h.activations, 2.0 * 6.0 * 110.0 * 2.0 + 180.0 * 4.0);
+    }
+
+    #[test]
+    fn matrix_params_counts_every_matrix_of_a_built_model() {
+        use crate::init::ParamSource;
+        use crate::model::{FfnKind, Transformer};
+        let base = ModelConfig { d_model: 16, n_layers: 3, n_heads: 4, vocab_size: 40, ..ModelConfig::default() };
+        let configs = [
+            base.clone(),
+            ModelConfig { n_kv_heads: Some(2), attn_bias: true, tie_embeddings: true, ..base.clone() },
+            ModelConfig {
+                ffn: FfnKind::Mlp,
+                recipe: crate::recipe::RecipeConfig::Preset("kitenorm".into()),
+                ..base.clone()
+            },
+        ];
+        // By hand for the first: embedding and output 2·40·16, per layer 4·16² + 3·16·48 (GLU 48).
+        assert_eq!(configs[0].matrix_params(), 2.0 * 40.0 * 16.0 + 3.0 * (4.0 * 256.0 + 3.0 * 16.0 * 48.0));
+        for cfg in configs {
+            let model = Transformer::new(&cfg, ParamSource::Seeded(1), &crate::testutil::cpu()).unwrap();
+            let exact = crate::model::params::count(&model) as f64;
+            let norms = exact - cfg.matrix_params();
+            // What is left out: gains, shifts and scales, a few d-vectors per sublayer.
+            assert!((0.0..=8.0 * 16.0 * (2.0 * 3.0 + 2.0)).contains(&norms), "{norms} for {cfg:?}");
+        }
+    }
+
+    #[test]
+    fn a_model_too_large_for_any_machine_is_refused_from_its_sizes() {
+        let mut cfg = RunConfig::default();
+        cfg.model.d_model = 1_000_000_000;
+        let e = estimate(&cfg, cfg.model.matrix_params());
+        assert!(e.total() > 1e18 && e.total().is_finite(), "{e:?}");
+        assert!(check(e, Some(24e9)).is_err());
     }
 }

@@ -79,14 +79,19 @@ impl Metrics {
     /// Reads `metrics.jsonl`; a missing file reads as no records, a corrupt line is an error
     /// naming it.
     pub fn read(path: &Path) -> anyhow::Result<Self> {
+        Ok(Self::from_records(jsonl::read_if_exists::<MetricsRecord>(path)?))
+    }
+
+    /// The records sorted by kind, in file order.
+    pub fn from_records(records: Vec<MetricsRecord>) -> Self {
         let mut m = Self::default();
-        for r in jsonl::read_if_exists::<MetricsRecord>(path)? {
+        for r in records {
             match r {
                 MetricsRecord::Train(t) => m.train.push(t),
                 MetricsRecord::Eval(e) => m.eval.push(e),
                 MetricsRecord::Diverged(d) => m.diverged = Some(d),
             }
         }
-        Ok(m)
+        m
     }
 }

@@ -25,7 +25,7 @@ pub mod trainer;
 
 pub use config::{OptimConfig, RunConfig, RunSection, TrainSection};
 pub use schedule::{ScheduleConfig, ScheduleKind};
-pub use setup::{Resumed, load_run, resume, start, start_with};
+pub use setup::{ResumeOptions, Resumed, load_run, resume, resume_with, start, start_with};
 pub use trainer::{Outcome, Trainer};
 
 /// Exit status of `normlab train` when the run diverged (errors exit with 2).

@@ -54,7 +54,9 @@ impl Progress {
                 b.set_position(r.step as u64);
                 b.set_message(msg);
             }
-            None if r.step.is_multiple_of(self.log_every) || r.step == 1 => eprintln!("step {:>6}  {msg}", r.step),
+            None if r.step.is_multiple_of(self.log_every) || r.step == 1 => {
+                crate::io::term::err(format_args!("step {:>6}  {msg}", r.step))
+            }
             None => {}
         }
     }
@@ -72,7 +74,7 @@ impl Progress {
     pub fn println(&self, msg: &str) {
         match &self.bar {
             Some(b) => b.println(msg),
-            None => eprintln!("{msg}"),
+            None => crate::io::term::err(format_args!("{msg}")),
         }
     }
 

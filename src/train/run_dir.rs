@@ -12,7 +12,8 @@
 //! RUN/model.safetensors    the final weights
 //! RUN/probes/{init,step-N}.json   `normlab probe` results
 //! RUN/report/              `normlab report RUN`
-//! RUN/.lock                held (advisory lock) by the one process training the run
+//! RUN/.lock                the pid of the process training the run (the lock itself is
+//!                          flock(2) on RUN; see crate::io::lock)
 //! ```
 //!
 //! The directory appears by one rename once its first files are complete, so a run that fails
@@ -90,61 +91,24 @@ pub fn checkpoint_state(ckpt: &Path) -> PathBuf {
     ckpt.join("state.json")
 }
 
-/// An exclusive, advisory lock on a run directory, held while a process trains the run and
-/// released by the kernel when the process ends however it ends (kill -9 included).
-#[derive(Debug)]
-pub struct RunLock {
-    _file: std::fs::File,
-}
-
-fn lock_path(run: &Path) -> PathBuf {
-    run.join(".lock")
-}
+/// The run's lock ([`crate::io::lock`]), held by the one process training the run.
+pub type RunLock = crate::io::lock::DirLock;
 
 /// Takes the run's lock, or says which process holds it.
 pub fn lock(run: &Path) -> anyhow::Result<RunLock> {
-    use std::io::{Read, Seek, Write};
-    let p = lock_path(run);
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&p)
-        .with_context(|| format!("cannot open the lock file {}", p.display()))?;
-    if !try_lock(&file) {
-        let mut pid = String::new();
-        let _ = file.read_to_string(&mut pid);
-        bail!(
-            "the run in {} is being trained right now by another normlab process (pid {}); wait for it to finish or \
-                stop it, then resume",
-            run.display(),
-            pid.trim()
-        );
+    match crate::io::lock::try_lock(run)? {
+        Ok(l) => Ok(l),
+        Err(holder) => bail!(
+            "the run in {} is being trained right now by another normlab process ({holder}); wait for it to finish \
+                or stop it, then resume",
+            run.display()
+        ),
     }
-    file.set_len(0)
-        .and_then(|_| file.rewind())
-        .and_then(|_| write!(file, "{}", std::process::id()))
-        .with_context(|| format!("cannot write {}", p.display()))?;
-    Ok(RunLock { _file: file })
 }
 
 /// Whether another process holds the run's lock now.
 pub fn is_locked(run: &Path) -> bool {
-    let Ok(file) = std::fs::File::open(lock_path(run)) else { return false };
-    !try_lock(&file)
-}
-
-#[cfg(unix)]
-fn try_lock(file: &std::fs::File) -> bool {
-    use std::os::unix::io::AsRawFd;
-    // SAFETY: flock on a file descriptor we own; no memory is shared.
-    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
-}
-
-#[cfg(not(unix))]
-fn try_lock(_: &std::fs::File) -> bool {
-    true
+    crate::io::lock::is_locked(run)
 }
 
 /// Removes what an interrupted writer left: `.NAME.*.tmp` files and `.step-N.tmp` directories
@@ -203,6 +167,19 @@ pub enum Status {
         step: usize,
         reason: String,
     },
+    /// Stopped by a signal at a step's end, with a checkpoint of that step: resumable.
+    Stopped {
+        step: usize,
+        total_steps: usize,
+        signal: String,
+    },
+}
+
+impl Status {
+    /// Whether `--resume` continues the run (it was interrupted or stopped part-way).
+    pub fn resumable(&self) -> bool {
+        matches!(self, Status::Running { .. } | Status::Stopped { .. })
+    }
 }
 
 pub fn write_status(dir: &Path, s: &Status) -> anyhow::Result<()> {
@@ -262,24 +239,55 @@ pub fn describe(s: &Status) -> String {
         }
         Status::Finished { step, val_loss, .. } => format!("finished {step} steps, val loss {val_loss:.4}"),
         Status::Diverged { step, reason } => format!("diverged at step {step}: {reason}"),
+        Status::Stopped { step, total_steps, signal } => {
+            format!("stopped by {signal} at step {step}/{total_steps} (checkpoint written)")
+        }
     }
 }
 
 /// Lets `write` fill a temporary sibling of `dir` (laid out as a run directory), then renames
-/// it to `dir`.
-pub fn create(dir: &Path, write: impl FnOnce(&Path) -> anyhow::Result<()>) -> anyhow::Result<()> {
+/// it to `dir` and returns the run's lock, taken on the temporary directory before anything is
+/// written: a run is never visible unlocked. Two processes creating the same run race on the
+/// rename; the loser gets the same refusal as [`claim`]. Temporaries that an interrupted
+/// creator left (unlocked `.NAME.creating-PID` directories) are removed first.
+pub fn create(dir: &Path, write: impl FnOnce(&Path) -> anyhow::Result<()>) -> anyhow::Result<RunLock> {
     let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
-    let name = dir.file_name().context("run.dir has no final component")?.to_string_lossy();
+    let name = dir.file_name().context("run.dir has no final component")?.to_string_lossy().into_owned();
+    remove_abandoned_creations(parent, &name);
     let tmp = parent.join(format!(".{name}.creating-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
     let result = (|| {
+        let lock = lock(&tmp)?;
         write(&tmp)?;
-        std::fs::rename(&tmp, dir).with_context(|| format!("cannot create {}", dir.display()))
+        if let Err(e) = std::fs::rename(&tmp, dir) {
+            if dir.exists() {
+                claim(dir, false)?;
+            }
+            return Err(e).with_context(|| format!("cannot create {}", dir.display()));
+        }
+        crate::io::atomic::sync_dir(parent)?;
+        Ok(lock)
     })();
     if result.is_err() {
         let _ = std::fs::remove_dir_all(&tmp);
     }
     result
+}
+
+/// Removes `.NAME.creating-PID` directories in `parent` whose creator is gone: no process PID,
+/// and nobody holds their lock.
+fn remove_abandoned_creations(parent: &Path, name: &str) {
+    let prefix = format!(".{name}.creating-");
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    for e in entries.flatten() {
+        let p = e.path();
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.strip_prefix(&prefix)?.parse::<u32>().ok()) else {
+            continue;
+        };
+        if p.is_dir() && !crate::io::lock::alive(pid) && !is_locked(&p) {
+            let _ = std::fs::remove_dir_all(&p);
+        }
+    }
 }

@@ -47,14 +47,20 @@ fn resolve_weights(path: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
     if run_dir::final_weights(path).is_file() {
         return Ok((path.to_path_buf(), run_dir::final_weights(path)));
     }
-    match checkpoint::latest(path, &|m| eprintln!("{m}"))? {
+    match checkpoint::latest(path, &|m| crate::io::term::err(format_args!("{m}")))? {
         Some(c) => Ok((path.to_path_buf(), run_dir::checkpoint_weights(&c))),
-        None if run_dir::config(path).is_file() => {
-            bail!(
+        None if run_dir::config(path).is_file() => match run_dir::read_status(path).ok().flatten() {
+            Some(run_dir::Status::Diverged { step, reason }) => bail!(
+                "{} diverged at step {step} ({reason}) before its first checkpoint, so it has no weights; start a \
+                    new run with a lower optim.lr (or a smaller run.checkpoint_every to keep weights from before \
+                    a divergence)",
+                path.display()
+            ),
+            _ => bail!(
                 "{} has no weights yet (no checkpoint); train longer or wait for the first checkpoint",
                 path.display()
-            )
-        }
+            ),
+        },
         None => bail!("{} is not a normlab run directory; give the run.dir of a run", path.display()),
     }
 }

@@ -44,13 +44,14 @@ pub fn start_with(
     cfg.fit_vocab(data.tokenizer.vocab_size(), &data.info.tokenizer)?;
     data.check_seq_len(cfg.train.seq_len)?;
     data.fit_pairs(cfg.train.seq_len, log)?;
+    // Refused from the sizes before anything is allocated (a model too large to build would
+    // abort the process inside the allocator).
+    check_memory(&cfg, cfg.model.matrix_params())?;
     let ad = autodiff_device(&device, cfg.train.checkpoint_activations);
     let model = Transformer::new(&cfg.model, source, &ad)?;
     let params = crate::model::params::count(&model);
     let total_steps = cfg.total_steps(params);
-    let est = super::memory::estimate(&cfg, params);
-    let on_cpu = matches!(cfg.run.device.as_str(), "cpu" | "flex");
-    super::memory::check(est, on_cpu.then(super::memory::available_cpu).flatten())?;
+    check_memory(&cfg, params as f64)?;
     let optim = optimizer::build(&cfg.optim, &model);
     let state = TrainerState {
         step: 0,
@@ -65,23 +66,23 @@ pub fn start_with(
         recipe: model.meta.recipe.clone(),
         probe: None,
         loss_scale: Default::default(),
+        last_eval: None,
     };
     let dir = cfg.run.dir.clone();
     run_dir::claim(&dir, force)?;
-    create_run_dir(&dir, &cfg, &data, params, total_steps)?;
-    let lock = run_dir::lock(&dir)?;
+    let lock = create_run_dir(&dir, &cfg, &data, params, total_steps)?;
     Trainer::assemble(cfg, dir, data, model, optim, state, device, ad, lock)
 }
 
 /// Writes a new run's first files (config, run.json, status, tokenizer) and publishes the
-/// directory in one rename.
+/// directory, locked, in one rename.
 fn create_run_dir(
     dir: &Path,
     cfg: &RunConfig,
     data: &Dataset,
     params: usize,
     total_steps: usize,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<run_dir::RunLock> {
     let info = run_info(cfg, data, params, total_steps);
     let tokenizer = data.tokenizer.to_json()?;
     run_dir::create(dir, |tmp| {
@@ -95,10 +96,24 @@ fn create_run_dir(
     })
 }
 
+/// How `--resume` treats a run whose data changed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResumeOptions {
+    /// Continue although the corpus no longer hashes to `run.json`'s `corpus_sha256`
+    /// (`train --resume RUN --allow-corpus-change`); refused otherwise.
+    pub allow_corpus_change: bool,
+}
+
 /// Continues the run in `dir` from its newest intact checkpoint (or from the start if it has
 /// none), with the config, tokenizer, sampler and optimizer state it was saved with. Refuses a
-/// run another process is training, and clears what an interrupted writer left behind.
+/// run another process is training or whose corpus changed, and clears what an interrupted
+/// writer left behind.
 pub fn resume(dir: &Path, log: &dyn Fn(&str)) -> anyhow::Result<Resumed> {
+    resume_with(dir, ResumeOptions::default(), log)
+}
+
+/// [`resume`] with options.
+pub fn resume_with(dir: &Path, opts: ResumeOptions, log: &dyn Fn(&str)) -> anyhow::Result<Resumed> {
     let status = run_dir::read_status(dir)?.with_context(|| {
         format!("{} is not a normlab run directory (no status.json); give the run.dir of a run", dir.display())
     })?;
@@ -109,19 +124,32 @@ pub fn resume(dir: &Path, log: &dyn Fn(&str)) -> anyhow::Result<Resumed> {
                 lower optim.lr",
             dir.display()
         ),
-        Status::Running { .. } => {}
+        Status::Running { .. } | Status::Stopped { .. } => {}
     }
     let lock = run_dir::lock(dir)?;
     run_dir::remove_temporaries(dir);
     let (mut cfg, tokenizer) = load_run(dir)?;
     let Some(ckpt) = checkpoint::latest(dir, log)? else {
+        let step = match status {
+            Status::Running { step, .. } | Status::Stopped { step, .. } => step,
+            _ => 0,
+        };
+        if step > 0 {
+            bail!(
+                "{} has no checkpoint although its status.json says one was written at step {step} (was {} \
+                    deleted?); nothing was changed — restore the checkpoints from a backup, or start a new run with \
+                    `normlab train --config {} --force`",
+                dir.display(),
+                run_dir::checkpoints(dir).display(),
+                run_dir::config(dir).display()
+            );
+        }
         log("no checkpoint yet: starting the run again from step 0");
         cfg.run.dir = dir.to_path_buf();
-        std::fs::remove_dir_all(dir).with_context(|| format!("cannot remove {} to start it again", dir.display()))?;
         drop(lock);
-        return Ok(Resumed::Trainer(Box::new(start(cfg, false, log)?)));
+        return Ok(Resumed::Trainer(Box::new(start(cfg, true, log)?)));
     };
-    let trainer = restore(cfg, tokenizer, dir, &ckpt, lock, log)?;
+    let trainer = restore(cfg, tokenizer, dir, &ckpt, lock, opts, log)?;
     Ok(Resumed::Trainer(Box::new(trainer)))
 }
 
@@ -132,11 +160,13 @@ fn restore(
     dir: &Path,
     ckpt: &Path,
     lock: run_dir::RunLock,
+    opts: ResumeOptions,
     log: &dyn Fn(&str),
 ) -> anyhow::Result<Trainer> {
     let device = crate::device::parse(&cfg.run.device)?;
     check_precision(&device, &cfg.run.device, cfg.train.precision)?;
     let mut data = Dataset::prepare(&cfg.data, Some(tokenizer), log)?;
+    check_corpus(dir, &data.info.corpus_sha256, opts, log)?;
     cfg.fit_vocab(data.tokenizer.vocab_size(), &data.info.tokenizer)?;
     data.fit_pairs(cfg.train.seq_len, log)?;
     let ad = autodiff_device(&device, cfg.train.checkpoint_activations);
@@ -153,6 +183,26 @@ fn restore(
     let optim = checkpoint::load_optimizer(ckpt, optimizer::build(&cfg.optim, &model))?;
     log(&format!("resuming {} at step {}/{} from {}", dir.display(), state.step, state.total_steps, ckpt.display()));
     Trainer::assemble(cfg, dir.to_path_buf(), data, model, optim, state, device, ad, lock)
+}
+
+/// Refuses to continue a run on a corpus other than the one it started on (its batches would
+/// come from other text, and the curve would not continue the one recorded), unless allowed.
+fn check_corpus(dir: &Path, now: &str, opts: ResumeOptions, log: &dyn Fn(&str)) -> anyhow::Result<()> {
+    let info: RunInfo = json::read(&run_dir::info(dir))?;
+    let was = &info.data.corpus_sha256;
+    if was == now {
+        return Ok(());
+    }
+    if opts.allow_corpus_change {
+        log(&format!("the corpus changed since the run started (sha256 {was:.12}… → {now:.12}…); continuing on it"));
+        return Ok(());
+    }
+    bail!(
+        "the corpus of {} ({}) changed since the run started (sha256 {was:.12}… then, {now:.12}… now); restore the \
+            original text, or pass --allow-corpus-change to continue on the new text",
+        dir.display(),
+        info.data.corpus
+    )
 }
 
 /// A run's config and tokenizer, as saved in its directory.
@@ -174,7 +224,9 @@ pub fn load_run(dir: &Path) -> anyhow::Result<(RunConfig, Tokenizer)> {
                     p.display()
                 );
             }
-            Tokenizer::load_bpe(&p)?
+            Tokenizer::load_bpe(&p).with_context(|| {
+                format!("{} is damaged; restore the run's tokenizer.json from a backup", dir.display())
+            })?
         }
     };
     Ok((cfg, tokenizer))
@@ -199,6 +251,14 @@ fn run_info(cfg: &RunConfig, data: &Dataset, params: usize, total_steps: usize) 
         data: data.info.clone(),
         unigram_loss: Some(data.unigram_loss(cfg.model.vocab_size)),
     }
+}
+
+/// Refuses a training step that cannot fit the CPU's available memory (other devices do not
+/// report theirs through burn).
+fn check_memory(cfg: &RunConfig, params: f64) -> anyhow::Result<()> {
+    let est = super::memory::estimate(cfg, params);
+    let on_cpu = matches!(cfg.run.device.as_str(), "cpu" | "flex");
+    super::memory::check(est, on_cpu.then(super::memory::available_cpu).flatten())
 }
 
 /// Refuses a half precision the device cannot compute in (wgpu's WGSL has f16 but no bf16:

@@ -41,6 +41,12 @@ pub enum Outcome {
     Stopped {
         step: usize,
     },
+    /// A stop signal (SIGINT, SIGTERM) arrived: the run stopped at a step's end with a
+    /// checkpoint of that step and `status: stopped`, and resumes from there.
+    Interrupted {
+        step: usize,
+        signal: crate::stop::Signal,
+    },
 }
 
 pub struct Trainer {
@@ -138,11 +144,14 @@ impl Trainer {
         let session = Instant::now();
         let wall0 = self.state.wall_s;
         let total = self.state.total_steps;
-        let mut last_eval = None;
+        let mut last_eval = self.state.last_eval.clone().filter(|e| e.step == self.state.step);
         while self.state.step < total {
             if self.stop_after.is_some_and(|s| self.state.step >= s) {
                 progress.finish();
                 return Ok(Outcome::Stopped { step: self.state.step });
+            }
+            if let Some(signal) = crate::stop::requested() {
+                return self.interrupted(signal, wall0 + session.elapsed().as_secs_f64(), progress);
             }
             let record = match engine::guarded(self.state.step + 1, || self.train_step(wall0, session))? {
                 StepResult::Done(r, warnings) => {
@@ -185,6 +194,22 @@ impl Trainer {
         )?;
         progress.finish();
         Ok(Outcome::Finished { val_loss: e.val_loss, val_ppl: e.val_ppl })
+    }
+
+    /// Stops at this step's end on a signal: a checkpoint of the step, then `status: stopped`.
+    fn interrupted(
+        &mut self,
+        signal: crate::stop::Signal,
+        wall_s: f64,
+        progress: &Progress,
+    ) -> anyhow::Result<Outcome> {
+        let step = self.state.step;
+        progress.println(&format!("{} received: writing a checkpoint at step {step} and stopping", signal.name()));
+        self.checkpoint(wall_s)?;
+        let status = Status::Stopped { step, total_steps: self.state.total_steps, signal: signal.name().into() };
+        run_dir::write_status(&self.dir, &status)?;
+        progress.finish();
+        Ok(Outcome::Interrupted { step, signal })
     }
 
     fn diverged(&mut self, reason: String, progress: &Progress) -> anyhow::Result<Outcome> {
@@ -297,6 +322,7 @@ impl Trainer {
         };
         let r = EvalRecord { step: self.state.step, val_loss, val_ppl, val_tokens: n, wall_s };
         self.metrics.write(&MetricsRecord::Eval(r.clone()))?;
+        self.state.last_eval = Some(r.clone());
         self.probe.scalars(r.step, &[("val/loss", r.val_loss as f32), ("val/ppl", r.val_ppl as f32)])?;
         Ok(r)
     }
@@ -321,7 +347,7 @@ impl Trainer {
 
     fn checkpoint(&mut self, wall_s: f64) -> anyhow::Result<()> {
         self.state.wall_s = wall_s;
-        self.state.metrics_bytes = self.metrics.bytes_written()?;
+        self.state.metrics_bytes = self.metrics.durable_len()?;
         self.state.probe = Some(self.probe.checkpoint_state()?);
         checkpoint::save(&self.dir, &self.model, &self.optim, &self.state, self.cfg.run.keep_checkpoints)?;
         run_dir::write_status(

@@ -22,7 +22,7 @@ pub mod metrics;
 pub mod render;
 pub mod wetext;
 
-use anyhow::{Context, bail};
+use anyhow::{Context, bail, ensure};
 use serde::{Deserialize, Serialize};
 
 /// One example: written form, spoken form, and the category it exercises when known.
@@ -86,8 +86,14 @@ pub fn parse(text: &str, format: &PairFormat, name: &str, category: Option<&str>
 fn parse_line(line: &str, format: &PairFormat) -> anyhow::Result<Pair> {
     let (source, target, category) = match format {
         PairFormat::Tsv => {
-            let (s, t) = line.split_once('\t').context("expected `source<TAB>target`")?;
-            (s.to_string(), t.to_string(), None)
+            let fields: Vec<&str> = line.split('\t').collect();
+            ensure!(
+                fields.len() == 2,
+                "expected `source<TAB>target` (two columns) but found {} column{}",
+                fields.len(),
+                if fields.len() == 1 { "" } else { "s" }
+            );
+            (fields[0].to_string(), fields[1].to_string(), None)
         }
         PairFormat::Arrow => {
             let (s, t) = line.split_once("=>").context("expected `source => target`")?;
@@ -102,7 +108,7 @@ fn parse_line(line: &str, format: &PairFormat) -> anyhow::Result<Pair> {
             (field(source_field)?, field(target_field)?, category)
         }
     };
-    if source.is_empty() || target.is_empty() {
+    if source.trim().is_empty() || target.trim().is_empty() {
         bail!("empty source or target");
     }
     Ok(Pair { source, target, category })
@@ -127,5 +133,11 @@ mod tests {
         let e = format!("{:#}", parse("{\"in\": 1}", &ru, "ru.jsonl", None).unwrap_err());
         assert!(e.contains("ru.jsonl:1") && e.contains("`in`"), "{e}");
         assert!(parse("x =>  \n", &PairFormat::Arrow, "f", None).is_err(), "an empty side is refused");
+        let e = format!("{:#}", parse("a\tb\n1\t2\t3\n", &PairFormat::Tsv, "t.tsv", None).unwrap_err());
+        assert!(e.contains("t.tsv:2") && e.contains("3 columns"), "{e}");
+        for empty in ["\tb", "a\t", " \tb", "a\t  "] {
+            let e = format!("{:#}", parse(empty, &PairFormat::Tsv, "t.tsv", None).unwrap_err());
+            assert!(e.contains("t.tsv:1") && e.contains("empty"), "{empty:?}: {e}");
+        }
     }
 }
