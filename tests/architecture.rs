@@ -31,8 +31,8 @@ const FLOORS: [(&str, u32); 21] = [
     ("hf", 8),
     ("report", 9),
     ("bench", 9),
-    ("fuzzing", 9),
-    ("lib", 10),
+    ("fuzzing", 10),
+    ("lib", 11),
 ];
 
 fn floor(room: &str) -> u32 {

@@ -285,7 +285,8 @@ fn a_sweep_axis_of_recipe_tables_runs_and_sweep_errors_cite_the_users_keys() {
     let o = run(bin().args(["sweep", "--config"]).arg(&f));
     let e = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{e}");
-    assert!(e.contains(&f.display().to_string()) && e.contains("train.stepz") && !e.contains("line "), "{e}");
+    let n = sweep.replace("steps = 4", "stepz = 4").lines().position(|l| l == "stepz = 4").unwrap() + 1;
+    assert!(e.contains(&format!("{} (line {n}: `stepz = 4`)", f.display())), "{e}");
 }
 
 #[test]

@@ -96,3 +96,30 @@ pub fn write_all<T: Serialize>(path: &Path, records: &[T]) -> anyhow::Result<()>
     }
     super::write_atomic(path, &text)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_shorter_than_its_recorded_length_keeps_its_complete_lines_and_is_never_padded() {
+        let dir = std::env::temp_dir().join(format!("normlab-jsonl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("m.jsonl");
+        // Two complete records (8 bytes each), a cut third, then NULs a lying disk left.
+        std::fs::write(&p, b"{\"a\":1}\n{\"a\":2}\n{\"a\":\0\0\0").unwrap();
+        let mut w = JsonlWriter::open(&p, 100).unwrap();
+        assert_eq!(w.durable_len().unwrap(), 16);
+        w.write(&serde_json::json!({"a": 3})).unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "{\"a\":1}\n{\"a\":2}\n{\"a\":3}\n");
+        // Longer than recorded: cut back to the checkpoint's length.
+        let w = JsonlWriter::open(&p, 8).unwrap();
+        drop(w);
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "{\"a\":1}\n");
+        // Deleted: starts empty.
+        std::fs::remove_file(&p).unwrap();
+        let mut w = JsonlWriter::open(&p, 8).unwrap();
+        assert_eq!(w.durable_len().unwrap(), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -418,7 +418,8 @@ fn find_line(text: &str, key: &str) -> Option<(usize, String)> {
         if let Some(h) = l.strip_prefix('[') {
             section = h.trim_start_matches('[').trim_end_matches(']').trim().replace('"', "");
             let depth = section.len();
-            if key == section || key.starts_with(&format!("{section}.")) && best.as_ref().is_none_or(|b| depth > b.1) {
+            let inside = key == section || key.starts_with(&format!("{section}."));
+            if inside && best.as_ref().is_none_or(|b| depth > b.1) {
                 best = Some((i + 1, depth, l.to_string()));
             }
             continue;

@@ -130,13 +130,15 @@ pub fn resume_with(dir: &Path, opts: ResumeOptions, log: &dyn Fn(&str)) -> anyho
     run_dir::remove_temporaries(dir);
     let (mut cfg, tokenizer) = load_run(dir)?;
     let Some(ckpt) = checkpoint::latest(dir, log)? else {
+        // The status names the step of the last checkpoint written (a run whose first
+        // checkpoint was never written says step 0 and starts again).
         let step = match status {
             Status::Running { step, .. } | Status::Stopped { step, .. } => step,
             _ => 0,
         };
         if step > 0 {
             bail!(
-                "{} has no checkpoint although its status.json says one was written at step {step} (was {} \
+                "{} has no checkpoint although its status.json records one at step {step} (was {} \
                     deleted?); nothing was changed — restore the checkpoints from a backup, or start a new run with \
                     `normlab train --config {} --force`",
                 dir.display(),
