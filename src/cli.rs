@@ -226,9 +226,12 @@ pub fn sweep_status(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn sweep_run_one(dir: &Path, index: usize) -> anyhow::Result<()> {
+/// A Slurm array task: one run; a stop signal (Slurm's SIGTERM) reaches the run itself, which
+/// stops with a checkpoint, and the task exits with the signal's status.
+pub fn sweep_run_one(dir: &Path, index: usize) -> anyhow::Result<i32> {
+    normlab::stop::install();
     errln!("{}", slurm::run_one(dir, index)?);
-    Ok(())
+    Ok(normlab::stop::requested().map_or(0, |s| s.exit_code()))
 }
 
 pub fn sweep_next_stage(dir: &Path) -> anyhow::Result<()> {

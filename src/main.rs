@@ -353,7 +353,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Cmd::Probe { checkpoint, data, batches, init } => cli::probe(&checkpoint, data, batches, init).map(|()| 0),
         Cmd::Sweep { action: Some(a), .. } => match a {
             SweepCmd::Status { dir } => cli::sweep_status(&dir).map(|()| 0),
-            SweepCmd::RunOne { dir, index } => cli::sweep_run_one(&dir, index).map(|()| 0),
+            SweepCmd::RunOne { dir, index } => cli::sweep_run_one(&dir, index),
             SweepCmd::NextStage { dir } => cli::sweep_next_stage(&dir).map(|()| 0),
         },
         Cmd::Sweep { action: None, config, sets, jobs, report, executor, detach, dry_run, rerun_changed } => {

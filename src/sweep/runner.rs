@@ -134,7 +134,8 @@ pub fn execute(sweep: &Sweep, runs: &[PlannedRun], log: &(dyn Fn(&str) + Sync)) 
                     }
                     let Some((i, r)) = queue.lock().unwrap_or_else(|e| e.into_inner()).next() else { break };
                     let t0 = Instant::now();
-                    let outcome = run_one(&exe, dir, r, threads).unwrap_or_else(|e| format!("failed to start: {e:#}"));
+                    let outcome = run_one(&exe, dir, r, threads, StopSignals::Forward)
+                        .unwrap_or_else(|e| format!("failed to start: {e:#}"));
                     log(&format!("[{}/{total}] {} {outcome} ({:.0} s)", i + 1, r.name, t0.elapsed().as_secs_f64()));
                 }
             });
@@ -154,9 +155,26 @@ pub fn normlab_exe() -> anyhow::Result<std::path::PathBuf> {
     }
 }
 
+/// Whether a stop signal the sweep receives is passed on to its running child.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopSignals {
+    /// Pass it on: the child runs in its own process group, so nothing else reaches it (the
+    /// local runner).
+    Forward,
+    /// Leave it: whoever signalled the sweep signals the child too (Slurm signals every
+    /// process of a job step), and a second signal would end the child at once.
+    Reach,
+}
+
 /// Runs (or resumes) one run to its end as a child `normlab train` process with `threads`
 /// threads, its output appended to `DIR/logs/NAME.log`; returns how it ended, in words.
-pub fn run_one(exe: &Path, sweep_dir: &Path, r: &PlannedRun, threads: usize) -> anyhow::Result<String> {
+pub fn run_one(
+    exe: &Path,
+    sweep_dir: &Path,
+    r: &PlannedRun,
+    threads: usize,
+    stops: StopSignals,
+) -> anyhow::Result<String> {
     let dir = layout::run(sweep_dir, &r.name);
     let mut cmd = Command::new(exe);
     cmd.arg("train").arg("--quiet");
@@ -171,7 +189,7 @@ pub fn run_one(exe: &Path, sweep_dir: &Path, r: &PlannedRun, threads: usize) -> 
     let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path)?;
     cmd.stdout(Stdio::from(log.try_clone()?)).stderr(Stdio::from(log)).env("RAYON_NUM_THREADS", threads.to_string());
     die_with_parent(&mut cmd);
-    let status = wait_forwarding_stop(cmd.spawn()?)?;
+    let status = wait_forwarding_stop(cmd.spawn()?, stops)?;
     let see = format!("see {}", log_path.display());
     Ok(match (status.code(), run_dir::read_status(&dir).ok().flatten()) {
         (Some(0 | crate::train::EXIT_DIVERGED), Some(s)) => run_dir::describe(&s),
@@ -181,9 +199,13 @@ pub fn run_one(exe: &Path, sweep_dir: &Path, r: &PlannedRun, threads: usize) -> 
     })
 }
 
-/// Waits for `child`, passing it the sweep's stop signal once, when one arrives.
-fn wait_forwarding_stop(mut child: std::process::Child) -> anyhow::Result<std::process::ExitStatus> {
-    let mut forwarded = false;
+/// Waits for `child`, passing it the sweep's stop signal once, when one arrives and `stops`
+/// says so.
+fn wait_forwarding_stop(
+    mut child: std::process::Child,
+    stops: StopSignals,
+) -> anyhow::Result<std::process::ExitStatus> {
+    let mut forwarded = stops == StopSignals::Reach;
     loop {
         if let Some(status) = child.try_wait()? {
             return Ok(status);

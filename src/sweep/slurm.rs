@@ -266,7 +266,9 @@ pub fn run_one(dir: &Path, index: usize) -> anyhow::Result<String> {
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(crate::device::available_threads);
     let exe = super::runner::normlab_exe()?;
-    let outcome = super::runner::run_one(&exe, dir, run, threads)?;
+    // Slurm signals every process of the step (SIGTERM before a time limit or preemption):
+    // the run stops itself at a step's end with a checkpoint; this process only waits.
+    let outcome = super::runner::run_one(&exe, dir, run, threads, super::runner::StopSignals::Reach)?;
     Ok(format!("{}: {outcome}", run.name))
 }
 
