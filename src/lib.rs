@@ -5,7 +5,7 @@
 //! `tests/architecture.rs`):
 //!
 //! ```text
-//! bench, report → sweep → train → {probe, data} → model → recipe → norm → kernels → {init, io, rng, stats, device}
+//! fuzzing → {bench, report} → {sweep, hf} → train → {probe, data} → model → recipe → norm → kernels → init → {io, rng, stats, device, guard, stop}
 //! ```
 //!
 //! - [`norm`]: normalization layers (LayerNorm, RMSNorm, scalarised LN, DyT, BHyT*, BHyT)

@@ -1,7 +1,7 @@
 //! The rooms of the library and the direction of their imports, checked from the source text:
 //!
 //! ```text
-//! bench, report → sweep → train → {probe, data} → model → recipe → norm → init → {io, rng, stats, device}
+//! fuzzing → {bench, report} → {sweep, hf} → train → {probe, data} → model → recipe → norm → kernels → init → {io, rng, stats, device, guard, stop}
 //! ```
 //!
 //! A room may import only rooms below it (not its siblings), and inside a room no two files

@@ -1,4 +1,4 @@
-//! The GPU code path without a GPU (issue #9): with `--features wgpu` and a Vulkan driver —
+//! The GPU code path without a GPU: with `--features wgpu` and a Vulkan driver —
 //! Debian's `mesa-vulkan-drivers` gives lavapipe, a software Vulkan device on the CPU — the same
 //! tiny language-model run trains on `run.device = cpu` (fused kernels) and on `wgpu` (burn's
 //! cubecl kernels, the composite ops, validation and probes included). Per-step training losses

@@ -25,7 +25,7 @@ impl Dims {
     pub const REFERENCE: Dims =
         Dims { vocab: 256, d_model: 256, n_layers: 6, n_heads: 4, d_ff: 688, batch: 8, seq: 256 };
     /// Seed 000 Table 1 (GPT-2 vocabulary, d 512, 12 layers, 8 heads, GLU 1536; 92 M parameters)
-    /// at micro-batch 4 × 2048, where the PyTorch H100 figures in issue #9 were taken.
+    /// at micro-batch 4 × 2048.
     pub const TABLE1: Dims =
         Dims { vocab: 50257, d_model: 512, n_layers: 12, n_heads: 8, d_ff: 1536, batch: 4, seq: 2048 };
 

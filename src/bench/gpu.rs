@@ -1,7 +1,6 @@
 //! The GPU side by side: `torch_gpu.py` (PyTorch eager on CUDA) in f32 and in bf16 autocast at
 //! the benchmark's sizes, run after normlab's measurements in the same invocation, and the
-//! ratio of normlab's `pre` in each of its precisions over both. Issue #9's goal is `pre` in
-//! bf16 at ≥ 0.5× PyTorch bf16 autocast at Table-1 sizes.
+//! ratio of normlab's `pre` in each of its precisions over both.
 
 use super::torch::{TorchBench, run_torch_gpu};
 use super::{Dims, RecipeBench, Timing};

@@ -5,8 +5,12 @@
 //! `repeat_kv`) and query/key/value biases (Qwen2) are options for imported checkpoints; the
 //! KV cache holds the `n_kv_heads` heads.
 //!
-//! `softmax(q kᵀ/√h + M) v` written out with matmul, an additive causal mask and softmax,
-//! not burn's fused attention op, so the gradient is plain autodiff (checked against PyTorch).
+//! On the CPU with `model.kernels = "fused"` (the default), unprobed causal attention is one
+//! fused op with a hand-written backward ([`crate::kernels::attention`]: blocks of query rows,
+//! masked blocks skipped, the log-sum-exp saved instead of the probabilities). The composite
+//! path, `softmax(q kᵀ/√h + M) v` written out with matmul, an additive mask and softmax and
+//! differentiated by autodiff, is the reference (checked against PyTorch) and serves probing,
+//! padding masks, half precision and the GPU backends.
 
 use super::linear::project;
 use super::names::child;
@@ -132,7 +136,7 @@ pub struct Attention {
 
 /// Attention scores beyond this many values (2²⁶: 256 MiB in f32) are never materialised
 /// whole. Every CPU study stays below it; seed 000's Table-1 micro-batch, 32 × 8 heads ×
-/// 2048², is 16× above (4 GiB in f32: wgpu's buffer limit, where issue #9's run crashed).
+/// 2048², is 16× above (4 GiB in f32: over wgpu's buffer limit).
 pub const SCORES_LIMIT: usize = 1 << 26;
 
 /// Sizes and init scales for one attention block.

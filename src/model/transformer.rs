@@ -60,7 +60,7 @@ pub struct SublayerTrace {
 
 /// Logits beyond this many values per micro-batch (2²⁶: 256 MiB in f32) are never
 /// materialised whole: the loss runs over chunks of `2²⁶ / V` tokens. Every CPU study stays
-/// below it (and so unchunked, bit for bit as before); seed 000's Table-1 micro-batch, 32 × 2048
+/// below it (and so unchunked); seed 000's Table-1 micro-batch, 32 × 2048
 /// tokens × 50257, is 51× above.
 pub const LOGITS_LIMIT: usize = 1 << 26;
 

@@ -256,7 +256,7 @@ pub fn dyt() -> RecipeSpec {
 
 /// DyT in its plain form: every norm of pre-norm replaced by `γ tanh(α x) + β` with α₀ = 0.5
 /// everywhere (the DyT repository's default) and no embedding scale. At `compare`'s scale it
-/// stalls at the unigram loss: the residual stream outgrows tanh's range (see the README).
+/// stalls at the unigram loss: the residual stream outgrows tanh's range (docs/recipes.md).
 pub fn dyt_plain() -> RecipeSpec {
     let mut r = blank(
         "dyt-plain",

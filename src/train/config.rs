@@ -102,7 +102,7 @@ pub struct TrainSection {
     /// `f32` (default), `bf16` or `f16`: the type the matmuls and the activations between them
     /// compute in. Weights, gradients and AdamW's state stay f32; norm statistics, softmax,
     /// the loss and the regulariser are computed in f32. `f16` adds dynamic loss scaling
-    /// (overflowed steps are skipped and recorded). See the README, "Mixed precision".
+    /// (overflowed steps are skipped and recorded). See docs/training.md, "Mixed precision".
     pub precision: crate::kernels::Precision,
 }
 

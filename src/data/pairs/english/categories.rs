@@ -1,5 +1,5 @@
 //! One generator per category: a written form and its spoken form, in the held-out set's
-//! conventions (see [`super::words`] and the README's table).
+//! conventions (see [`super::words`] and the table in docs/studies.md).
 
 use super::words::{cardinal, cardinal_u, decimal, digits, ordinal, year};
 use crate::rng::SplitMix64;
