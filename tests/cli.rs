@@ -48,20 +48,6 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-fn records(run: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(run.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
-            let o = v.as_object_mut().unwrap();
-            o.remove("tokens_per_s");
-            o.remove("wall_s");
-            v
-        })
-        .collect()
-}
-
 #[test]
 fn a_killed_run_resumes_to_the_uninterrupted_curve() {
     let root = temp("kill");
@@ -99,12 +85,16 @@ fn a_killed_run_resumes_to_the_uninterrupted_curve() {
     let o = run(bin().args(["train", "--quiet", "--resume"]).arg(root.join("run")));
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("resuming"), "{}", stderr(&o));
-    assert_eq!(records(&whole), records(&root.join("run")), "identical train and eval records");
+    assert_eq!(
+        common::metrics_without_timings(&whole),
+        common::metrics_without_timings(&root.join("run")),
+        "identical train and eval records"
+    );
 
     // eval reproduces the final validation loss of the log; generate is seeded.
     let o = run(bin().args(["eval", "--checkpoint"]).arg(root.join("run")));
     assert!(o.status.success(), "{}", stderr(&o));
-    let last_eval = records(&whole).into_iter().rev().find(|r| r["type"] == "eval").unwrap();
+    let last_eval = common::metrics_without_timings(&whole).into_iter().rev().find(|r| r["type"] == "eval").unwrap();
     let printed = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(printed.contains(&format!("val_loss {:.4}", last_eval["val_loss"].as_f64().unwrap())), "{printed}");
     for extra in [None, Some("--init")] {

@@ -56,21 +56,6 @@ fn error_line(o: &Output) -> String {
     lines[0].to_string()
 }
 
-/// Metric records without the timing fields.
-fn records(run: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(run.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
-            let o = v.as_object_mut().unwrap();
-            o.remove("tokens_per_s");
-            o.remove("wall_s");
-            v
-        })
-        .collect()
-}
-
 fn status(run: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(run.join("status.json")).unwrap_or_else(|_| "{}".into());
     serde_json::from_str(&text).unwrap()
@@ -129,7 +114,10 @@ fn report_finishes_on_a_run_that_diverged_before_its_first_validation() {
     let cfg = setup(&root, 50, "");
     let o = train(&cfg, &["optim.lr=1e3", "optim.grad_clip=0", "schedule.kind=constant", "schedule.warmup_fraction=0"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert!(!records(&root.join("run")).iter().any(|r| r["type"] == "eval"), "no validation happened");
+    assert!(
+        !common::metrics_without_timings(&root.join("run")).iter().any(|r| r["type"] == "eval"),
+        "no validation happened"
+    );
     let mut child = bin().arg("report").arg(root.join("run")).stderr(Stdio::piped()).spawn().unwrap();
     let t0 = Instant::now();
     let code = loop {
@@ -184,7 +172,7 @@ fn a_truncated_or_deleted_metrics_file_resumes_without_padding() {
     assert!(o.status.success(), "{}", stderr(&o));
     let after = std::fs::read(run.join("metrics.jsonl")).unwrap();
     assert!(!after.contains(&0), "no NUL padding");
-    assert!(records(&run).last().is_some_and(|r| r["type"] == "eval"));
+    assert!(common::metrics_without_timings(&run).last().is_some_and(|r| r["type"] == "eval"));
     let o = bin().arg("report").arg(&run).output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
 
@@ -194,7 +182,10 @@ fn a_truncated_or_deleted_metrics_file_resumes_without_padding() {
     let o = bin().args(["train", "--quiet", "--resume"]).arg(&run).output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!std::fs::read(run.join("metrics.jsonl")).unwrap().contains(&0));
-    assert!(records(&run).first().unwrap()["step"].as_u64().unwrap() > 10, "starts after the checkpoint");
+    assert!(
+        common::metrics_without_timings(&run).first().unwrap()["step"].as_u64().unwrap() > 10,
+        "starts after the checkpoint"
+    );
 }
 
 /// A sweep file over `lrs` with `steps` steps in `root/sw`.
@@ -271,8 +262,9 @@ fn a_rerun_sweep_refuses_changed_runs_and_keeps_names_when_the_grid_grows() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("1 of 2 runs already done"), "{}", stderr(&o));
     assert_eq!(std::fs::metadata(&weights).unwrap().modified().unwrap(), before, "the finished run is kept");
-    let o = bin().args(["sweep", "--rerun-changed", "--config"]).arg(&two).args(["--set", "train.steps=5"]).output();
-    let o = o.unwrap();
+    let mut rerun = bin();
+    rerun.args(["sweep", "--rerun-changed", "--config"]).arg(&two).args(["--set", "train.steps=5"]);
+    let o = rerun.output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(status(&root.join("sw/runs/lr=0.03"))["step"], 5);
 }
@@ -297,7 +289,7 @@ fn sigint_and_sigterm_stop_with_a_checkpoint_and_resume_to_the_same_curve() {
         assert!(st["step"].as_u64().unwrap() < 400);
         let o = bin().args(["train", "--quiet", "--resume"]).arg(&run).output().unwrap();
         assert!(o.status.success(), "{}", stderr(&o));
-        assert_eq!(records(&whole), records(&run));
+        assert_eq!(common::metrics_without_timings(&whole), common::metrics_without_timings(&run));
     }
     // A second Ctrl-C ends the process at once.
     let root = common::Scratch::new("faults-signal-twice");
@@ -343,15 +335,18 @@ fn a_run_killed_during_its_final_write_records_one_final_validation() {
     let o = train(&cfg, &[]);
     assert!(o.status.success(), "{}", stderr(&o));
     let run = root.join("run");
-    let before = records(&run);
+    let before = common::metrics_without_timings(&run);
     // What a kill inside the final model.safetensors write leaves: the final checkpoint, the
     // status still running, no final weights.
     std::fs::remove_file(run.join("model.safetensors")).unwrap();
     std::fs::write(run.join("status.json"), r#"{"state":"running","step":20,"total_steps":20}"#).unwrap();
     let o = bin().args(["train", "--quiet", "--resume"]).arg(&run).output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
-    assert_eq!(records(&run), before);
-    assert_eq!(records(&run).iter().filter(|r| r["type"] == "eval" && r["step"] == 20).count(), 1);
+    assert_eq!(common::metrics_without_timings(&run), before);
+    assert_eq!(
+        common::metrics_without_timings(&run).iter().filter(|r| r["type"] == "eval" && r["step"] == 20).count(),
+        1
+    );
     assert!(run.join("model.safetensors").is_file());
 }
 
@@ -361,7 +356,7 @@ fn a_corrupt_token_cache_is_rebuilt() {
     let root = common::Scratch::new("faults-cache");
     let cfg = setup(&root, 10, "");
     assert!(train(&cfg, &[]).status.success());
-    let whole = records(&root.join("run"));
+    let whole = common::metrics_without_timings(&root.join("run"));
     let tokens = root.join("cache/tokens");
     let file =
         std::fs::read_dir(&tokens).unwrap().flatten().find(|e| e.path().to_string_lossy().ends_with("-train.bin"));
@@ -374,7 +369,7 @@ fn a_corrupt_token_cache_is_rebuilt() {
     let o = train(&cfg, &[&format!("run.dir=\"{}\"", root.join("again").display())]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("checksum") && stderr(&o).contains("tokenizing again"), "{}", stderr(&o));
-    assert_eq!(records(&root.join("again")), whole);
+    assert_eq!(common::metrics_without_timings(&root.join("again")), whole);
     let leftovers =
         std::fs::read_dir(&*root).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().contains(".creating-"));
     assert_eq!(leftovers.count(), 0);
@@ -393,7 +388,7 @@ fn identical_runs_write_identical_files() {
         let (a, b) = (std::fs::read(root.join("a").join(f)).unwrap(), std::fs::read(root.join("b").join(f)).unwrap());
         assert!(a == b, "{f} differs between identical runs");
     }
-    assert_eq!(records(&root.join("a")), records(&root.join("b")));
+    assert_eq!(common::metrics_without_timings(&root.join("a")), common::metrics_without_timings(&root.join("b")));
 }
 
 /// Item 12: deleting `.lock` lets no second writer in, and the refusal names the holder.

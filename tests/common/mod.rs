@@ -21,3 +21,19 @@ pub fn results_without_timings(dir: &Path) -> Vec<serde_json::Value> {
         })
         .collect()
 }
+
+/// A run's `metrics.jsonl` records without their timing fields (they differ from run to run;
+/// no other field may).
+pub fn metrics_without_timings(run: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(run.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let o = v.as_object_mut().unwrap();
+            o.remove("tokens_per_s");
+            o.remove("wall_s");
+            v
+        })
+        .collect()
+}
