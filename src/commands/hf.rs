@@ -1,0 +1,29 @@
+//! `normlab import` and `normlab export`: Hugging Face checkpoints.
+
+use super::log;
+use std::path::Path;
+
+/// `normlab import`: the checkpoint as a run at step 0, and what the placement change did.
+pub fn import(hf_dir: &Path, out: &Path, recipe: Option<&str>, sets: &[String], force: bool) -> anyhow::Result<()> {
+    let r = crate::hf::import::import(hf_dir, out, recipe, sets, force, &log)?;
+    errln!("imported {} ({}) into {} as recipe {}", r.source.display(), r.model_type, out.display(), r.recipe);
+    let list = |v: &[String]| if v.is_empty() { "nothing".to_string() } else { v.join(", ") };
+    errln!("  added (initialised: gains 1, shifts 0): {}", list(&r.added));
+    errln!("  removed (no place in the recipe): {}", list(&r.removed));
+    errln!(
+        "fine-tune: normlab train --resume {o}; sample: normlab generate --checkpoint {o}; recipe: normlab recipes --config {o}/config.toml",
+        o = out.display()
+    );
+    Ok(())
+}
+
+/// `normlab export RUN --hf OUT`.
+pub fn export(run: &Path, out: &Path) -> anyhow::Result<()> {
+    let f = crate::hf::export::export(run, out)?;
+    errln!(
+        "wrote {} as a {} checkpoint (config.json, model.safetensors, tokenizer.json)",
+        out.display(),
+        f.model_type()
+    );
+    Ok(())
+}

@@ -1,0 +1,40 @@
+//! What each `normlab` command does and prints: the binary (`src/main.rs`) parses the command
+//! line and calls one of these. Every line goes through [`crate::io::term`], so a closed pipe
+//! ends the output and never the work.
+
+/// `println!` that a closed pipe cannot turn into a panic.
+macro_rules! outln {
+    () => {
+        crate::io::term::out(format_args!(""))
+    };
+    ($($t:tt)*) => {
+        crate::io::term::out(format_args!($($t)*))
+    };
+}
+
+/// `eprintln!` that a closed pipe cannot turn into a panic.
+macro_rules! errln {
+    ($($t:tt)*) => {
+        crate::io::term::err(format_args!($($t)*))
+    };
+}
+
+/// `print!` and flush (text as it is generated).
+macro_rules! outp {
+    ($($t:tt)*) => {
+        crate::io::term::out_partial(format_args!($($t)*))
+    };
+}
+
+pub mod bench;
+pub mod data;
+pub mod hf;
+pub mod recipes;
+pub mod saved;
+pub mod sweep;
+pub mod train;
+
+/// Progress lines of the library, on standard error.
+fn log(msg: &str) {
+    errln!("{msg}");
+}

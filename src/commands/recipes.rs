@@ -1,0 +1,55 @@
+//! `normlab recipes`: every preset (or one, or a config's) with its equations and, with a
+//! depth, its resolved plan; an imported run's record of what the import changed.
+
+use crate::hf::import::{ImportRecord, record_path};
+use crate::model::ModelConfig;
+use crate::recipe::{Dims, PRESET_NAMES, equation, preset, resolve};
+use anyhow::Context;
+use std::path::PathBuf;
+
+/// `normlab recipes`: every preset (or one, or a config's) with its equations and, with a
+/// depth, its resolved plan.
+pub fn recipes(
+    name: Option<String>,
+    config: Option<PathBuf>,
+    layers: Option<usize>,
+    d_model: Option<usize>,
+) -> anyhow::Result<()> {
+    let specs = if let Some(path) = config {
+        if let Some(rec) = path.parent().map(record_path).filter(|p| p.is_file()) {
+            let r: ImportRecord = crate::io::json::read(&rec)?;
+            outln!("imported from {} ({}) as recipe {}", r.source.display(), r.model_type, r.recipe);
+            outln!("  added (initialised): {}", if r.added.is_empty() { "nothing".into() } else { r.added.join(", ") });
+            outln!(
+                "  removed (dropped): {}\n",
+                if r.removed.is_empty() { "nothing".into() } else { r.removed.join(", ") }
+            );
+        }
+        let cfg = crate::train::RunConfig::load(Some(&path), &[])?;
+        let (spec, _) = cfg.model.validate().with_context(|| format!("{}", path.display()))?;
+        vec![(spec, Some((cfg.model.n_layers, cfg.model.d_model)))]
+    } else if let Some(n) = name {
+        let spec =
+            preset(&n).with_context(|| format!("unknown recipe `{n}`; presets are: {}", PRESET_NAMES.join(", ")))?;
+        vec![(spec, None)]
+    } else {
+        PRESET_NAMES.iter().filter_map(|n| preset(n)).map(|s| (s, None)).collect()
+    };
+    for (spec, cfg_dims) in specs {
+        outln!("{} — {}", spec.name, spec.about);
+        for line in equation::describe(&spec) {
+            outln!("    {line}");
+        }
+        for note in &spec.notes {
+            outln!("    note: {note}");
+        }
+        if let Some(n_layers) = layers.or(cfg_dims.map(|c| c.0)) {
+            let d_model = d_model.or(cfg_dims.map(|c| c.1)).unwrap_or(ModelConfig::default().d_model);
+            for line in equation::plan_lines(&resolve(&spec, Dims { n_layers, d_model }, 1e-6)?) {
+                outln!("      {line}");
+            }
+        }
+        outln!();
+    }
+    Ok(())
+}

@@ -1,0 +1,63 @@
+//! The commands on a saved run: `eval`, `generate`, `probe`.
+
+use super::log;
+use crate::train::generate::SampleOptions;
+use crate::train::saved;
+use std::path::{Path, PathBuf};
+
+pub fn eval(path: &Path, data: Option<PathBuf>, windows: Option<usize>) -> anyhow::Result<()> {
+    let e = saved::eval(path, data.as_deref(), windows, &log)?;
+    outln!("{}: {}", e.weights.display(), e.source);
+    outln!(
+        "val_loss {:.4}  val_ppl {:.3}  ({} tokens in {} windows of {})",
+        e.val_loss,
+        e.val_ppl,
+        e.tokens,
+        e.windows,
+        e.seq_len
+    );
+    if let Some(p) = &e.pairs {
+        for s in &p.sets {
+            outln!(
+                "{}: exact match {:.3}, token F1 {:.3} ({} pairs)",
+                s.name,
+                s.overall.exact_match,
+                s.overall.token_f1,
+                s.overall.n
+            );
+            for (c, sc) in &s.categories {
+                outln!("  {c:<12} EM {:.3}  F1 {:.3}  (n = {})", sc.exact_match, sc.token_f1, sc.n);
+            }
+        }
+        outln!(
+            "decoding: {} tokens in {:.2} s ({:.0} tokens/s, KV cache on)",
+            p.generated_tokens,
+            p.decode_s,
+            p.generated_tokens as f64 / p.decode_s
+        );
+    }
+    Ok(())
+}
+
+/// `normlab generate`: samples from a saved run, printing the text as it grows and, on
+/// standard error, the decoding speed.
+pub fn generate(path: &Path, prompt: &str, opts: SampleOptions) -> anyhow::Result<()> {
+    opts.validate()?;
+    outp!("{prompt}");
+    let t0 = std::time::Instant::now();
+    let (n, cache) = (opts.max_new_tokens, opts.cache);
+    saved::sample(path, prompt, opts, &mut |t| {
+        outp!("{t}");
+    })?;
+    outln!();
+    let s = t0.elapsed().as_secs_f64();
+    errln!("{n} tokens in {s:.2} s: {:.1} tokens/s (KV cache {})", n as f64 / s, if cache { "on" } else { "off" });
+    Ok(())
+}
+
+pub fn probe(path: &Path, data: Option<PathBuf>, batches: usize, init: bool) -> anyhow::Result<()> {
+    let (p, out, source) = saved::probe(path, data.as_deref(), batches, init, &log)?;
+    outln!("{}", crate::probe::offline::table(&p));
+    outln!("windows from {source}; JSON in {}", out.display());
+    Ok(())
+}
