@@ -74,7 +74,7 @@ fn check_case(path: &Path, kernels: Kernels) -> Result<(), String> {
     let device = Device::flex().autodiff();
     let model = Transformer::new(&cfg, ParamSource::Loaded(weights), &device).map_err(|e| format!("{case}: {e:#}"))?;
     let tok = |k: &str| Tensor::<2, Int>::from_data(file.tensors[k].clone(), &device);
-    let logits = model.forward(tok("input/tokens"), false, false).logits;
+    let logits = model.forward(tok("input/tokens"), normlab::model::Keep::LOGITS).logits;
     let want = floats(&file.tensors["out/logits"]);
     let got = floats(&logits.into_data());
     let logit_err = max_diff(&got, &want) / max_abs(&want);

@@ -117,7 +117,7 @@ pub fn bench_recipe(case: &Case, dims: &Dims, device: &Device, timing: Timing) -
     let mut ftimes = Vec::new();
     for i in 0..2 + fwd_steps {
         let t0 = Instant::now();
-        let out = plain.forward(xf.clone(), false, false);
+        let out = plain.forward(xf.clone(), crate::model::Keep::LOGITS);
         let _: f32 = out.logits.slice([0..1, 0..1, 0..1]).into_scalar();
         if i >= 2 {
             ftimes.push(t0.elapsed().as_secs_f64());

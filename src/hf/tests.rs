@@ -55,7 +55,7 @@ fn every_family_imports_and_matches_the_transformers_logits() {
         let model = saved.model(&cpu()).unwrap();
         let want = tensors::read(&fixture(case).join("expected.safetensors")).unwrap().tensors;
         let tokens = Tensor::<2, Int>::from_data(want["tokens"].clone(), &cpu());
-        let got = f32s(&model.forward(tokens, false, false).logits.into_data());
+        let got = f32s(&model.forward(tokens, crate::model::Keep::LOGITS).logits.into_data());
         let exp = f32s(&want["logits"]);
         assert_eq!(got.len(), exp.len(), "{case}");
         let scale = exp.iter().fold(0f32, |m, v| m.max(v.abs()));

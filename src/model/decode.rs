@@ -7,7 +7,7 @@
 //! cache, the reference the cached path is tested against.
 
 use super::attention::{AttnContext, Decoding, KvSlot, PAD_MASK};
-use super::transformer::Transformer;
+use super::transformer::{Keep, Transformer};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 /// Every layer's keys and values so far, and how many positions they hold.
@@ -47,7 +47,7 @@ impl Transformer {
         let key_mask = pads.iter().any(|&p| p > 0).then(|| padding_mask(pads, cache.len + t, &device));
         let d = Decoding { new: t, offset: cache.len, key_mask, bhyt_len };
         let ctx = AttnContext::decoding(d, self.meta.head_dim, self.meta.rope_base, &device);
-        let logits = self.run(tokens, ctx, Some(&mut cache.slots), false, false).logits;
+        let logits = self.run(tokens, ctx, Some(&mut cache.slots), Keep::LOGITS).logits;
         cache.len += t;
         logits
     }
@@ -59,6 +59,6 @@ impl Transformer {
         let key_mask = pads.iter().any(|&p| p > 0).then(|| padding_mask(pads, t, &device));
         let d = Decoding { new: t, offset: 0, key_mask, bhyt_len };
         let ctx = AttnContext::decoding(d, self.meta.head_dim, self.meta.rope_base, &device);
-        self.run(tokens, ctx, None, false, false).logits
+        self.run(tokens, ctx, None, Keep::LOGITS).logits
     }
 }

@@ -32,7 +32,7 @@ pub mod transformer;
 
 pub use config::{FfnKind, ModelConfig};
 pub use decode::KvCache;
-pub use transformer::{ForwardOutput, LOGITS_LIMIT, SublayerTrace, Transformer};
+pub use transformer::{ForwardOutput, Keep, LOGITS_LIMIT, SublayerTrace, Transformer};
 
 #[cfg(test)]
 mod precision_tests;

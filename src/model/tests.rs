@@ -124,8 +124,8 @@ fn tracing_does_not_change_the_logits() {
         let model =
             Transformer::new(&tiny(RecipeConfig::Preset(name.into()), 3), ParamSource::Seeded(5), &device).unwrap();
         let (x, _) = tokens(&device, 9);
-        let plain = model.forward(x.clone(), false, false);
-        let traced = model.forward(x, true, true);
+        let plain = model.forward(x.clone(), super::Keep::LOGITS);
+        let traced = model.forward(x, super::Keep { sums: true, traces: true });
         assert_eq!(plain.logits.into_data(), traced.logits.into_data(), "{name}");
         let traces = traced.traces.unwrap();
         assert_eq!((traces.len(), traced.sums.len()), (6, 6));

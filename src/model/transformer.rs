@@ -58,6 +58,22 @@ pub struct SublayerTrace {
     pub approx_variance: Option<Tensor<3>>,
 }
 
+/// What [`Transformer::forward`] returns besides the logits; neither changes the computation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Keep {
+    /// Every sublayer's `z_l` (the variance regulariser reads them).
+    pub sums: bool,
+    /// The per-sublayer traces (the probes read them).
+    pub traces: bool,
+}
+
+impl Keep {
+    /// The logits only.
+    pub const LOGITS: Keep = Keep { sums: false, traces: false };
+    /// The logits and the per-sublayer traces.
+    pub const TRACES: Keep = Keep { sums: false, traces: true };
+}
+
 /// Logits beyond this many values per micro-batch (2²⁶: 256 MiB in f32) are never
 /// materialised whole: the loss runs over chunks of `2²⁶ / V` tokens. Every CPU study stays
 /// below it (and so unchunked); seed 000's Table-1 micro-batch, 32 × 2048
@@ -200,13 +216,11 @@ impl Transformer {
         self.layers.len()
     }
 
-    /// Logits `[B, T, V]` for tokens `[B, T]`, plus every `z_l` when `keep_sums` (the
-    /// regulariser needs them) and the per-sublayer traces when `trace`. Neither flag changes
-    /// the computation, only what is returned.
-    pub fn forward(&self, tokens: Tensor<2, Int>, keep_sums: bool, trace: bool) -> ForwardOutput {
+    /// Logits `[B, T, V]` for tokens `[B, T]`, plus what `keep` asks for.
+    pub fn forward(&self, tokens: Tensor<2, Int>, keep: Keep) -> ForwardOutput {
         let t = tokens.dims()[1];
         let ctx = AttnContext::new(t, self.meta.head_dim, self.meta.rope_base, &tokens.device());
-        self.run(tokens, ctx, None, keep_sums, trace)
+        self.run(tokens, ctx, None, keep)
     }
 
     /// The forward under `ctx` up to the final norm, reading and extending one KV slot per
@@ -216,9 +230,9 @@ impl Transformer {
         tokens: Tensor<2, Int>,
         mut ctx: AttnContext,
         mut cache: Option<&mut [KvSlot]>,
-        keep_sums: bool,
-        trace: bool,
+        keep: Keep,
     ) -> Hidden {
+        let Keep { sums: keep_sums, traces: trace } = keep;
         let [bsz, t] = tokens.dims();
         if trace {
             ctx.stats = Some(Default::default());
@@ -263,10 +277,9 @@ impl Transformer {
         tokens: Tensor<2, Int>,
         ctx: AttnContext,
         cache: Option<&mut [KvSlot]>,
-        keep_sums: bool,
-        trace: bool,
+        keep: Keep,
     ) -> ForwardOutput {
-        let h = self.run_hidden(tokens, ctx, cache, keep_sums, trace);
+        let h = self.run_hidden(tokens, ctx, cache, keep);
         let [bsz, t, d] = h.hidden.dims();
         let w = self.output_weight();
         let v = w.dims()[1];
@@ -290,13 +303,13 @@ impl Transformer {
         let v = self.tok_emb.dims()[0];
         let limit = self.meta.logits_limit;
         if b * t * v <= limit {
-            let out = self.forward(tokens, keep_sums, false);
+            let out = self.forward(tokens, Keep { sums: keep_sums, traces: false });
             let ce =
                 if masked { masked_cross_entropy(out.logits, targets).0 } else { cross_entropy(out.logits, targets) };
             return (ce, out.sums);
         }
         let ctx = AttnContext::new(t, self.meta.head_dim, self.meta.rope_base, &tokens.device());
-        let h = self.run_hidden(tokens, ctx, None, keep_sums, false);
+        let h = self.run_hidden(tokens, ctx, None, Keep { sums: keep_sums, traces: false });
         let d = h.hidden.dims()[2];
         let chunk = (limit / v).max(1);
         let (hidden, w, p) = (h.hidden.reshape([b * t, d]), self.output_weight(), self.meta.precision);

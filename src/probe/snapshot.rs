@@ -12,6 +12,7 @@ use crate::model::Transformer;
 use crate::model::names::is_stream_norm;
 use crate::model::params::named_tensors;
 use crate::norm::{Norm, NormKind};
+use crate::recipe::Branch;
 use crate::stats::{mean, min_max};
 use burn::tensor::{Int, Tensor};
 use serde::{Deserialize, Serialize};
@@ -39,7 +40,7 @@ pub struct SublayerProbe {
     /// 1-based Transformer layer k.
     pub layer: usize,
     /// `attn` or `ffn`.
-    pub branch: String,
+    pub branch: Branch,
     /// `X_l`, entering the sublayer.
     pub x: HiddenStats,
     /// `z_l`, after the residual addition and before any outer norm.
@@ -123,7 +124,7 @@ pub fn forward_probe_with_histograms(
     top_k: usize,
     histograms: bool,
 ) -> (ForwardProbe, Vec<(String, Histogram)>) {
-    let out = model.forward(tokens, false, true);
+    let out = model.forward(tokens, crate::model::Keep::TRACES);
     let traces = out.traces.expect("traced");
     let hists = if histograms {
         let x = |(i, tr): (usize, &crate::model::SublayerTrace)| {
@@ -184,7 +185,7 @@ pub fn forward_probe_with_histograms(
             SublayerProbe {
                 l: i + 1,
                 layer: i / 2 + 1,
-                branch: if is_attn { "attn" } else { "ffn" }.into(),
+                branch: if is_attn { Branch::Attn } else { Branch::Ffn },
                 x: hidden(p.x),
                 z: hidden(p.z),
                 jacobian_bound: p.bound.map(|(sigma, gain)| {

@@ -138,7 +138,12 @@ fn at_initialisation_post_is_flat_and_pre_grows_with_depth() {
     // Post: γ = 1, so the bound is the mean of 1/σ(z_l) over tokens.
     let b = post.sublayers[5].jacobian_bound.unwrap();
     assert!(b > 0.0 && (b - 1.0 / post.sublayers[5].z.var.sqrt()).abs() < 0.2 * b, "{b}");
-    assert!(post.sublayers.iter().filter(|p| p.branch == "attn").all(|p| p.attn_entropy.unwrap() > 0.0));
+    assert!(
+        post.sublayers
+            .iter()
+            .filter(|p| p.branch == crate::recipe::Branch::Attn)
+            .all(|p| p.attn_entropy.unwrap() > 0.0)
+    );
 }
 
 #[test]
@@ -146,7 +151,7 @@ fn bhyt_approximation_is_compared_with_the_exact_statistic() {
     let p = init_probe("bhyt", 4);
     let f = p.bhyt_fit.expect("bhyt probes its variance approximation");
     assert_eq!(f.n, 4 * 8 * 64, "one value per token in each FFN sublayer");
-    assert!(p.sublayers.iter().filter(|s| s.branch == "ffn").all(|s| s.bhyt_fit.is_some()));
+    assert!(p.sublayers.iter().filter(|s| s.branch == crate::recipe::Branch::Ffn).all(|s| s.bhyt_fit.is_some()));
     assert!(f.pearson > 0.5, "{f:?}");
     assert!(init_probe("pre", 2).bhyt_fit.is_none());
 }

@@ -8,11 +8,21 @@ use crate::norm::{BhytDenominator, NormKind};
 use anyhow::{Context, bail, ensure};
 use std::collections::BTreeMap;
 
-/// Attention or feed-forward.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Attention or feed-forward (`attn` / `ffn` in files and tables).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Branch {
     Attn,
     Ffn,
+}
+
+impl std::fmt::Display for Branch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(match self {
+            Branch::Attn => "attn",
+            Branch::Ffn => "ffn",
+        })
+    }
 }
 
 /// One sublayer's resolved equation `X_{l+1} = N_outer(a·X_l + c·N_out(F_l(s·N_in(X_l))))`.

@@ -96,7 +96,7 @@ fn sweep_report(dir: &Path) -> anyhow::Result<Report> {
 
 fn best_run<'a>(rows: &'a [RunResult], m: &MethodSummary, group: &str, tuned: &str) -> Option<&'a RunResult> {
     rows.iter()
-        .filter(|r| axis_label(r.axes.get(group)) == m.method && !r.diverged && r.final_val_loss.is_some())
+        .filter(|r| axis_label(r.axes.get(group)) == m.method && !r.state.is_diverged() && r.final_val_loss.is_some())
         .filter(|r| m.lr_star.is_none() || r.axes.get(tuned).and_then(|v| v.as_f64()) == m.lr_star)
         .min_by(|a, b| a.final_val_loss.unwrap().total_cmp(&b.final_val_loss.unwrap()))
 }

@@ -5,6 +5,7 @@
 //! excluded from every value and counted here), and steps/time to the target loss at LR*
 //! (BHyT D.1). Methods are ranked by the mean over seeds, not by their luckiest seed.
 
+use super::config::Stage;
 use super::results::RunResult;
 use crate::stats::sample_std;
 use serde::Serialize;
@@ -92,16 +93,16 @@ fn summarize_method(rows: &[RunResult], method: &str, group_by: &str, tuned: &st
     let curve: Vec<LrPoint> = lrs
         .iter()
         .map(|&lr| {
-            let at: Vec<&&RunResult> = mine.iter().filter(|r| r.stage == "grid" && lr_of(r) == Some(lr)).collect();
+            let at: Vec<&&RunResult> = mine.iter().filter(|r| r.stage == Stage::Grid && lr_of(r) == Some(lr)).collect();
             LrPoint {
                 lr,
                 val_loss: at
                     .iter()
-                    .filter(|r| !r.diverged)
+                    .filter(|r| !r.state.is_diverged())
                     .filter_map(|r| r.final_val_loss)
                     .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.min(v)))),
                 runs: at.len(),
-                diverged: at.iter().filter(|r| r.diverged).count(),
+                diverged: at.iter().filter(|r| r.state.is_diverged()).count(),
             }
         })
         .collect();
@@ -112,7 +113,7 @@ fn summarize_method(rows: &[RunResult], method: &str, group_by: &str, tuned: &st
         .map(|p| p.lr);
     let at_star: Vec<&&RunResult> = mine
         .iter()
-        .filter(|r| !r.diverged && r.final_val_loss.is_some() && (lr_star.is_none() || lr_of(r) == lr_star))
+        .filter(|r| !r.state.is_diverged() && r.final_val_loss.is_some() && (lr_star.is_none() || lr_of(r) == lr_star))
         .collect();
     let vals: Vec<f64> =
         if lr_star.is_some() { at_star.iter().filter_map(|r| r.final_val_loss).collect() } else { Vec::new() };
@@ -138,10 +139,10 @@ fn summarize_method(rows: &[RunResult], method: &str, group_by: &str, tuned: &st
         std,
         seeds_at_lr_star: n,
         runs: mine.len(),
-        diverged: mine.iter().filter(|r| r.diverged).count(),
+        diverged: mine.iter().filter(|r| r.state.is_diverged()).count(),
         diverged_runs: mine
             .iter()
-            .filter(|r| r.diverged)
+            .filter(|r| r.state.is_diverged())
             .map(|r| format!("{} (step {})", r.name, r.diverged_step.unwrap_or(0)))
             .collect(),
         curve,

@@ -121,12 +121,30 @@ pub struct Plan {
     pub runs: Vec<PlannedRun>,
 }
 
+/// The stage a run belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    /// The grid of the sweep's axes.
+    Grid,
+    /// The extra seeds at each method's best `tuned` value.
+    Reseed,
+}
+
+impl std::fmt::Display for Stage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(match self {
+            Stage::Grid => "grid",
+            Stage::Reseed => "reseed",
+        })
+    }
+}
+
 /// One run of the sweep: its name, its axis values and the `--set` edits that make its config.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PlannedRun {
     pub name: String,
-    /// `grid` or `reseed`.
-    pub stage: String,
+    pub stage: Stage,
     pub axes: Vec<(String, toml::Value)>,
 }
 
@@ -244,7 +262,7 @@ impl Sweep {
                 .flat_map(|c| vs.iter().map(move |v| [c.clone(), vec![((*k).clone(), v.clone())]].concat()))
                 .collect();
         }
-        combos.into_iter().map(|axes| PlannedRun { name: run_name(&axes), stage: "grid".into(), axes }).collect()
+        combos.into_iter().map(|axes| PlannedRun { name: run_name(&axes), stage: Stage::Grid, axes }).collect()
     }
 
     /// The config of one run, with its directory inside the sweep.

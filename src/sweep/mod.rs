@@ -19,7 +19,7 @@ pub mod slurm;
 #[cfg(test)]
 mod tests;
 
-pub use config::{Plan, PlannedRun, Sweep};
+pub use config::{Plan, PlannedRun, Stage, Sweep};
 pub use layout::is_sweep;
 
 use anyhow::Context;
@@ -60,7 +60,7 @@ pub fn lock(dir: &std::path::Path) -> anyhow::Result<crate::io::lock::DirLock> {
 
 /// Whether any of `rows` did not end (interrupted, stopped, failed or never started).
 pub fn unfinished(rows: &[results::RunResult]) -> Vec<&str> {
-    rows.iter().filter(|r| !matches!(r.state.as_str(), "finished" | "diverged")).map(|r| r.name.as_str()).collect()
+    rows.iter().filter(|r| !r.state.ended()).map(|r| r.name.as_str()).collect()
 }
 
 /// Before any run: the sweep directory, the sweep file as run, the plan and every run's config.
@@ -131,7 +131,7 @@ pub fn reseed_runs(sweep: &Sweep, grid_rows: &[results::RunResult], seeds: &[u64
             axes.push(("train.seed".into(), toml::Value::Integer(seed as i64)));
             axes.push(("train.sampler_seed".into(), toml::Value::Integer(seed as i64)));
             let name = format!("reseed-{}", config::run_name(&axes));
-            out.push(PlannedRun { name, stage: "reseed".into(), axes });
+            out.push(PlannedRun { name, stage: config::Stage::Reseed, axes });
         }
     }
     out

@@ -2,7 +2,7 @@
 //! wall time, tokens/s, steps and time to a target loss, and summary probe values. Written as
 //! `results.jsonl` and `results.csv`.
 
-use super::config::PlannedRun;
+use super::config::{PlannedRun, Stage};
 use super::layout;
 use crate::io::jsonl;
 use crate::probe::ProbeRecord;
@@ -12,15 +12,48 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// How a run of a sweep stands: its [`Status`], or `missing` when it has none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunState {
+    Finished,
+    Diverged,
+    /// Interrupted part-way (resumable).
+    Running,
+    /// Stopped by a signal with a checkpoint (resumable).
+    Stopped,
+    /// Never started, or its directory holds no run.
+    Missing,
+}
+
+impl RunState {
+    pub fn of(status: Option<&Status>) -> Self {
+        match status {
+            Some(Status::Finished { .. }) => Self::Finished,
+            Some(Status::Diverged { .. }) => Self::Diverged,
+            Some(Status::Running { .. }) => Self::Running,
+            Some(Status::Stopped { .. }) => Self::Stopped,
+            None => Self::Missing,
+        }
+    }
+
+    /// Finished or diverged: a result either way.
+    pub fn ended(self) -> bool {
+        matches!(self, Self::Finished | Self::Diverged)
+    }
+
+    pub fn is_diverged(self) -> bool {
+        self == Self::Diverged
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {
     pub name: String,
-    pub stage: String,
+    pub stage: Stage,
     /// Axis key → value (`model.recipe` → "peri", `optim.lr` → 0.003).
     pub axes: BTreeMap<String, serde_json::Value>,
-    /// `finished`, `diverged`, `running` (interrupted), `stopped` (by a signal) or `missing`.
-    pub state: String,
-    pub diverged: bool,
+    pub state: RunState,
     pub diverged_step: Option<usize>,
     pub diverged_reason: Option<String>,
     pub final_val_loss: Option<f64>,
@@ -73,21 +106,21 @@ fn collect_one(dir: &Path, r: &PlannedRun, target: Option<f64>) -> anyhow::Resul
     let probe = last_probe(dir)?;
     let subs = probe.as_ref().map(|p| p.forward.sublayers.as_slice()).unwrap_or_default();
     let cvs: Vec<f64> = subs.iter().filter_map(|s| s.grad_cv_run).filter(|v| v.is_finite()).collect();
-    let (state, diverged_step, diverged_reason) = match &status {
-        Some(Status::Finished { .. }) => ("finished", None, None),
-        Some(Status::Diverged { step, reason }) => ("diverged", Some(*step), Some(reason.clone())),
-        Some(Status::Running { .. }) => ("running", None, None),
-        Some(Status::Stopped { .. }) => ("stopped", None, None),
-        None => ("missing", None, None),
+    let state = RunState::of(status.as_ref());
+    let (diverged_step, diverged_reason) = match &status {
+        Some(Status::Diverged { step, reason }) => (Some(*step), Some(reason.clone())),
+        _ => (None, None),
     };
-    let final_val = if state == "finished" { m.eval.last().and_then(|e| finite_or_none(e.val_loss)) } else { None };
+    let final_val = match state {
+        RunState::Finished => m.eval.last().and_then(|e| finite_or_none(e.val_loss)),
+        _ => None,
+    };
     let last = m.train.last();
     Ok(RunResult {
         name: r.name.clone(),
-        stage: r.stage.clone(),
+        stage: r.stage,
         axes,
-        state: state.into(),
-        diverged: state == "diverged",
+        state,
         diverged_step,
         diverged_reason,
         final_val_loss: final_val,
@@ -151,7 +184,7 @@ pub fn to_csv(rows: &[RunResult]) -> anyhow::Result<Vec<u8>> {
         let v = serde_json::to_value(r)?;
         let axes = axis_keys.iter().map(|k| cell(r.axes.get(k).unwrap_or(&serde_json::Value::Null)));
         let rest = CSV_COLUMNS.iter().map(|c| cell(&v[*c]));
-        let record: Vec<String> = [r.name.clone(), r.stage.clone()].into_iter().chain(axes).chain(rest).collect();
+        let record: Vec<String> = [r.name.clone(), r.stage.to_string()].into_iter().chain(axes).chain(rest).collect();
         w.write_record(&record)?;
     }
     w.into_inner().map_err(|e| anyhow::anyhow!("cannot write CSV: {e}"))

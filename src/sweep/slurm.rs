@@ -101,7 +101,7 @@ fn planned_runs(sweep: &Sweep) -> anyhow::Result<Vec<PlannedRun>> {
     let p = layout::plan(&sweep.section.dir);
     if p.is_file() {
         let old: Plan = json::read(&p)?;
-        runs.extend(old.runs.into_iter().filter(|r| r.stage == "reseed"));
+        runs.extend(old.runs.into_iter().filter(|r| r.stage == super::Stage::Reseed));
     }
     Ok(runs)
 }

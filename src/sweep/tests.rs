@@ -2,8 +2,8 @@
 //! the reseed stage.
 
 use super::aggregate::{LrEdge, summarize};
-use super::config::Sweep;
-use super::results::RunResult;
+use super::config::{Stage, Sweep};
+use super::results::{RunResult, RunState};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -14,10 +14,9 @@ fn row(name: &str, stage: &str, recipe: &str, lr: f64, seed: i64, val: Option<f6
     axes.insert("train.seed".to_string(), serde_json::json!(seed));
     RunResult {
         name: name.into(),
-        stage: stage.into(),
+        stage: if stage == "grid" { Stage::Grid } else { Stage::Reseed },
         axes,
-        state: if val.is_some() { "finished" } else { "diverged" }.into(),
-        diverged: val.is_none(),
+        state: if val.is_some() { RunState::Finished } else { RunState::Diverged },
         diverged_step: val.is_none().then_some(17),
         diverged_reason: val.is_none().then(|| "loss is NaN".into()),
         final_val_loss: val,
