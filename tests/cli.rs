@@ -15,29 +15,9 @@ fn temp(name: &str) -> common::Scratch {
     common::Scratch::new(&format!("cli-{name}"))
 }
 
-/// A small corpus of numbered sentences and a config for a 2-layer d=32 model on it.
+/// The shared tiny run (`common::tiny_run`) with the `peri` recipe.
 fn setup(root: &Path, steps: usize, extra: &str) -> PathBuf {
-    let mut text = String::new();
-    for i in 0..4000 {
-        text += &format!(
-            "Item {} of the report concerns the {} district. ",
-            i % 97,
-            ["north", "south", "east", "west"][i % 4]
-        );
-    }
-    std::fs::write(root.join("corpus.txt"), text).unwrap();
-    let cfg = format!(
-        "[run]\ndir = \"{run}\"\neval_every = 10\neval_windows = 4\ncheckpoint_every = 10\n\n\
-         [model]\nd_model = 32\nn_layers = 2\nn_heads = 2\nrecipe = \"peri\"\n\n\
-         [data]\ncorpus = \"{corpus}\"\ncache_dir = \"{cache}\"\n\n\
-         [train]\nbatch_size = 4\nseq_len = 32\nsteps = {steps}\n{extra}\n",
-        run = root.join("run").display(),
-        corpus = root.join("corpus.txt").display(),
-        cache = root.join("cache").display(),
-    );
-    let p = root.join("cfg.toml");
-    std::fs::write(&p, cfg).unwrap();
-    p
+    common::tiny_run(root, steps, "recipe = \"peri\"\n", extra)
 }
 
 fn run(cmd: &mut Command) -> Output {

@@ -16,25 +16,9 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// A corpus of numbered sentences and a config for a 2-layer d=32 byte model on it, in `root`.
+/// The shared tiny run (`common::tiny_run`) with the default recipe.
 fn setup(root: &Path, steps: usize, extra: &str) -> PathBuf {
-    let mut text = String::new();
-    for i in 0..3000 {
-        text += &format!("Item {} of the list names the {} gate. ", i % 89, ["red", "blue", "green"][i % 3]);
-    }
-    std::fs::write(root.join("corpus.txt"), text).unwrap();
-    let cfg = format!(
-        "[run]\ndir = \"{run}\"\neval_every = 10\neval_windows = 4\ncheckpoint_every = 10\n\n\
-         [model]\nd_model = 32\nn_layers = 2\nn_heads = 2\n\n\
-         [data]\ncorpus = \"{corpus}\"\ncache_dir = \"{cache}\"\n\n\
-         [train]\nbatch_size = 4\nseq_len = 32\nsteps = {steps}\n{extra}\n",
-        run = root.join("run").display(),
-        corpus = root.join("corpus.txt").display(),
-        cache = root.join("cache").display(),
-    );
-    let p = root.join("cfg.toml");
-    std::fs::write(&p, cfg).unwrap();
-    p
+    common::tiny_run(root, steps, "", extra)
 }
 
 fn train(cfg: &Path, sets: &[&str]) -> Output {
@@ -131,7 +115,7 @@ fn report_finishes_on_a_run_that_diverged_before_its_first_validation() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert_eq!(code, Some(0));
-    assert!(root.join("run/report/index.html").is_file() || root.join("run/report").is_dir());
+    assert!(root.join("run/report/report.html").is_file(), "the report was written");
 }
 
 /// Item 2: the memory check comes from the sizes, before anything is allocated.
@@ -150,7 +134,7 @@ fn resume_refuses_a_changed_corpus_unless_allowed() {
     let root = common::Scratch::new("faults-corpus");
     let run = killed_run(&root, 400);
     let text = std::fs::read_to_string(root.join("corpus.txt")).unwrap();
-    std::fs::write(root.join("corpus.txt"), text.replace("gate", "door")).unwrap();
+    std::fs::write(root.join("corpus.txt"), text.replace("district", "ward")).unwrap();
     let o = bin().args(["train", "--quiet", "--resume"]).arg(&run).output().unwrap();
     let line = error_line(&o);
     assert!(line.contains("changed since the run started") && line.contains("--allow-corpus-change"), "{line}");

@@ -8,6 +8,7 @@
 
 use super::config::{PlannedRun, Sweep};
 use super::layout;
+use super::results::RunState;
 use crate::train::run_dir::{self, Status};
 use anyhow::Context;
 use std::path::Path;
@@ -24,10 +25,10 @@ pub enum Todo {
 }
 
 pub fn todo(dir: &Path) -> Todo {
-    match run_dir::read_status(dir).ok().flatten() {
-        Some(Status::Finished { .. } | Status::Diverged { .. }) => Todo::Done,
-        Some(Status::Running { .. } | Status::Stopped { .. }) => Todo::Resume,
-        None => Todo::Start,
+    match RunState::of(run_dir::read_status(dir).ok().flatten().as_ref()) {
+        RunState::Missing => Todo::Start,
+        s if s.ended() => Todo::Done,
+        _ => Todo::Resume,
     }
 }
 

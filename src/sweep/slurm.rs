@@ -11,10 +11,11 @@
 //! runner does.
 
 use super::config::{PlannedRun, Sweep};
+use super::results::{self, RunState};
 use super::runner::{Todo, todo};
-use super::{Plan, layout, results};
+use super::{Plan, layout};
 use crate::io::json;
-use crate::train::run_dir::{self, Status};
+use crate::train::run_dir;
 use anyhow::{Context, bail, ensure};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -214,11 +215,11 @@ fn progress(dir: &Path, queued: usize) -> anyhow::Result<String> {
     let plan: Plan = json::read(&layout::plan(dir))?;
     let mut counts = [0usize; 4];
     for r in &plan.runs {
-        let i = match run_dir::read_status(&layout::run(dir, &r.name)).ok().flatten() {
-            Some(Status::Finished { .. }) => 0,
-            Some(Status::Diverged { .. }) => 1,
-            Some(Status::Running { .. } | Status::Stopped { .. }) => 2,
-            None => 3,
+        let i = match RunState::of(run_dir::read_status(&layout::run(dir, &r.name)).ok().flatten().as_ref()) {
+            RunState::Finished => 0,
+            RunState::Diverged => 1,
+            RunState::Running | RunState::Stopped => 2,
+            RunState::Missing => 3,
         };
         counts[i] += 1;
     }

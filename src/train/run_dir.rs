@@ -175,13 +175,6 @@ pub enum Status {
     },
 }
 
-impl Status {
-    /// Whether `--resume` continues the run (it was interrupted or stopped part-way).
-    pub fn resumable(&self) -> bool {
-        matches!(self, Status::Running { .. } | Status::Stopped { .. })
-    }
-}
-
 pub fn write_status(dir: &Path, s: &Status) -> anyhow::Result<()> {
     json::write(&status(dir), s)
 }

@@ -1,39 +1,62 @@
 //! Helpers shared by the integration tests; each test crate uses a subset of them.
 #![allow(dead_code)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 #[path = "../../src/testutil/scratch.rs"]
 mod scratch;
 pub use scratch::Scratch;
 
-/// A sweep's `results.jsonl` without the timing columns (they differ from run to run).
-pub fn results_without_timings(dir: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(dir.join("results.jsonl"))
+/// The records of a JSON-lines file as JSON values, without the `keys` (timings, which
+/// differ from run to run; no other field may).
+fn records_without(path: &Path, keys: &[&str]) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
         .unwrap()
         .lines()
         .map(|l| {
             let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
-            for k in ["wall_s", "tokens_per_s", "time_to_target_s"] {
-                v.as_object_mut().unwrap().remove(k);
+            let o = v.as_object_mut().unwrap();
+            for k in keys {
+                o.remove(*k);
             }
             v
         })
         .collect()
 }
 
-/// A run's `metrics.jsonl` records without their timing fields (they differ from run to run;
-/// no other field may).
+/// A sweep's `results.jsonl` without the timing columns.
+pub fn results_without_timings(dir: &Path) -> Vec<serde_json::Value> {
+    records_without(&dir.join("results.jsonl"), &["wall_s", "tokens_per_s", "time_to_target_s"])
+}
+
+/// A run's `metrics.jsonl` records without their timing fields.
 pub fn metrics_without_timings(run: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(run.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
-            let o = v.as_object_mut().unwrap();
-            o.remove("tokens_per_s");
-            o.remove("wall_s");
-            v
-        })
-        .collect()
+    records_without(&run.join("metrics.jsonl"), &["tokens_per_s", "wall_s"])
+}
+
+/// In `root`: a corpus of numbered sentences (`corpus.txt`) and a config (`cfg.toml`) for a
+/// 2-layer d=32 byte model on it training `steps` steps into `root/run`; `model` and `train`
+/// are extra lines of those sections.
+pub fn tiny_run(root: &Path, steps: usize, model: &str, train: &str) -> PathBuf {
+    let mut text = String::new();
+    for i in 0..4000 {
+        text += &format!(
+            "Item {} of the report concerns the {} district. ",
+            i % 97,
+            ["north", "south", "east", "west"][i % 4]
+        );
+    }
+    std::fs::write(root.join("corpus.txt"), text).unwrap();
+    let cfg = format!(
+        "[run]\ndir = \"{run}\"\neval_every = 10\neval_windows = 4\ncheckpoint_every = 10\n\n\
+         [model]\nd_model = 32\nn_layers = 2\nn_heads = 2\n{model}\n\
+         [data]\ncorpus = \"{corpus}\"\ncache_dir = \"{cache}\"\n\n\
+         [train]\nbatch_size = 4\nseq_len = 32\nsteps = {steps}\n{train}\n",
+        run = root.join("run").display(),
+        corpus = root.join("corpus.txt").display(),
+        cache = root.join("cache").display(),
+    );
+    let p = root.join("cfg.toml");
+    std::fs::write(&p, cfg).unwrap();
+    p
 }
