@@ -12,11 +12,12 @@
 //! differentiated by autodiff, is the reference (checked against PyTorch) and serves probing,
 //! padding masks, half precision and the GPU backends.
 
+use super::compute::Compute;
 use super::linear::project;
 use super::names::child;
 use super::rope;
 use crate::init::{Init, ParamBuilder};
-use crate::kernels::{self, Kernels, Precision, widen};
+use crate::kernels::{self, Precision, widen};
 use crate::norm::{Norm, NormKind};
 use crate::recipe::QkNorm;
 use burn::module::{Module, Param};
@@ -44,6 +45,8 @@ pub struct AttnContext {
     /// Whether `mask` is purely causal (no padding keys): the fused softmax then applies it
     /// without reading the mask tensor.
     pub causal: bool,
+    /// The model's kernels, precision and memory limits.
+    pub compute: Compute,
 }
 
 /// The additive value hiding a padding key: finite, so that a padding query (which sees only
@@ -62,19 +65,14 @@ pub struct AttnStats {
 
 impl AttnContext {
     /// A full causal forward over `seq_len` positions (training, evaluation, probes).
-    pub fn new(seq_len: usize, head_dim: usize, rope_base: f64, device: &burn::tensor::Device) -> Self {
-        Self::decoding(
-            Decoding { new: seq_len, offset: 0, key_mask: None, bhyt_len: seq_len },
-            head_dim,
-            rope_base,
-            device,
-        )
+    pub fn new(seq_len: usize, rope: Rope, compute: Compute, device: &burn::tensor::Device) -> Self {
+        Self::decoding(Decoding { new: seq_len, offset: 0, key_mask: None, bhyt_len: seq_len }, rope, compute, device)
     }
 
     /// `d.new` positions after `d.offset` cached ones, with an optional padding mask.
-    pub fn decoding(d: Decoding, head_dim: usize, rope_base: f64, device: &burn::tensor::Device) -> Self {
+    pub fn decoding(d: Decoding, r: Rope, compute: Compute, device: &burn::tensor::Device) -> Self {
         let total = d.offset + d.new;
-        let (cos, sin) = rope::tables(total, head_dim, rope_base, device);
+        let (cos, sin) = rope::tables(total, r.head_dim, r.base, device);
         let rows = |t: Tensor<4>| if d.offset == 0 { t } else { t.narrow(2, d.offset, d.new) };
         let mut m = vec![0f32; d.new * total];
         for i in 0..d.new {
@@ -88,8 +86,16 @@ impl AttnContext {
             Some(k) => causal + k,
             None => causal,
         };
-        Self { cos: rows(cos), sin: rows(sin), mask, stats: None, bhyt_len: d.bhyt_len, causal: only_causal }
+        let (cos, sin) = (rows(cos), rows(sin));
+        Self { cos, sin, mask, stats: None, bhyt_len: d.bhyt_len, causal: only_causal, compute }
     }
+}
+
+/// The rotary embedding's head size and base (`model.rope_base`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rope {
+    pub head_dim: usize,
+    pub base: f64,
 }
 
 /// Where a forward sits in a decoded sequence.
@@ -122,16 +128,6 @@ pub struct Attention {
     /// QK-norm over the full width (before the head split) rather than per head.
     #[module(skip)]
     pub qk_full: bool,
-    /// Whether RoPE and the causal softmax use the fused kernels (see [`crate::kernels`]).
-    #[module(skip)]
-    pub kernels: Kernels,
-    /// The matmuls' type (`train.precision`); the softmax is always computed in f32.
-    #[module(skip)]
-    pub precision: Precision,
-    /// Scores `[B, H, t, S]` beyond this many values are computed a block of query rows at a
-    /// time ([`Attention::attend_rows`]); see [`SCORES_LIMIT`].
-    #[module(skip)]
-    pub scores_limit: usize,
 }
 
 /// Attention scores beyond this many values (2²⁶: 256 MiB in f32) are never materialised
@@ -183,9 +179,6 @@ impl Attention {
             n_kv_heads: s.n_kv_heads,
             head_dim: s.head_dim,
             qk_full: matches!(s.qk_norm, Some((QkNorm::Full, _))),
-            kernels: Kernels::default(),
-            precision: Precision::default(),
-            scores_limit: SCORES_LIMIT,
         })
     }
 
@@ -195,11 +188,11 @@ impl Attention {
         x.reshape([b, t, n, self.head_dim]).swap_dims(1, 2)
     }
 
-    /// `x W + bias`.
-    fn linear(&self, x: Tensor<3>, w: &Param<Tensor<2>>, bias: &Option<Param<Tensor<1>>>) -> Tensor<3> {
-        let y = project(x, w, self.precision, self.kernels);
+    /// `x W + bias` in `c`'s precision.
+    fn linear(x: Tensor<3>, w: &Param<Tensor<2>>, bias: &Option<Param<Tensor<1>>>, c: &Compute) -> Tensor<3> {
+        let y = project(x, w, c.precision, c.kernels);
         match bias {
-            Some(bias) => y + self.precision.compute(bias.val().unsqueeze::<3>()),
+            Some(bias) => y + c.precision.compute(bias.val().unsqueeze::<3>()),
             None => y,
         }
     }
@@ -232,22 +225,20 @@ impl Attention {
         };
         let (k, v) = (self.repeat_kv(k), self.repeat_kv(v));
         let out = self.attend(q, k, v, ctx);
-        project(
-            out.swap_dims(1, 2).reshape([b, t, self.n_heads * self.head_dim]),
-            &self.wo,
-            self.precision,
-            self.kernels,
-        )
+        let c = &ctx.compute;
+        project(out.swap_dims(1, 2).reshape([b, t, self.n_heads * self.head_dim]), &self.wo, c.precision, c.kernels)
     }
 
     /// Queries, keys and values `[B, n, t, h]`: projected, QK-normed and rotated.
     fn qkv(&self, x: Tensor<3>, ctx: &AttnContext) -> (Tensor<4>, Tensor<4>, Tensor<4>) {
-        let fused = self.kernels.fuse(&x) && self.precision == Precision::F32;
-        let (mut q, mut k) = (self.linear(x.clone(), &self.wq, &self.bq), self.linear(x.clone(), &self.wk, &self.bk));
-        let v = self.heads(self.linear(x, &self.wv, &self.bv), self.n_kv_heads);
+        let (c, kern) = (&ctx.compute, ctx.compute.kernels);
+        let fused = kern.fuse(&x) && c.precision == Precision::F32;
+        let linear = |w, b| Self::linear(x.clone(), w, b, c);
+        let (mut q, mut k, v) = (linear(&self.wq, &self.bq), linear(&self.wk, &self.bk), linear(&self.wv, &self.bv));
+        let v = self.heads(v, self.n_kv_heads);
         let qk_norms = self.q_norm.as_ref().zip(self.k_norm.as_ref());
         if let (Some((qn, kn)), true) = (qk_norms, self.qk_full) {
-            (q, k) = (qn.forward(q), kn.forward(k));
+            (q, k) = (qn.forward(q, kern), kn.forward(k, kern));
         }
         if fused {
             // RoPE on the projections' own [B, t, n, h] layout, then the head transpose.
@@ -255,7 +246,7 @@ impl Attention {
             let split = |y: Tensor<3>, n: usize| y.reshape([b, t, n, self.head_dim]);
             let (mut q, mut k) = (split(q, self.n_heads), split(k, self.n_kv_heads));
             if let (Some((qn, kn)), false) = (qk_norms, self.qk_full) {
-                (q, k) = (qn.forward(q), kn.forward(k));
+                (q, k) = (qn.forward(q, kern), kn.forward(k, kern));
             }
             let half = self.head_dim / 2;
             let (cos, sin) = (ctx.cos.clone().reshape([t, half]), ctx.sin.clone().reshape([t, half]));
@@ -264,9 +255,9 @@ impl Attention {
         }
         let (mut q, mut k) = (self.heads(q, self.n_heads), self.heads(k, self.n_kv_heads));
         if let (Some((qn, kn)), false) = (qk_norms, self.qk_full) {
-            (q, k) = (qn.forward(q), kn.forward(k));
+            (q, k) = (qn.forward(q, kern), kn.forward(k, kern));
         }
-        let p = self.precision;
+        let p = c.precision;
         let (cos, sin) = (p.compute(ctx.cos.clone()), p.compute(ctx.sin.clone()));
         (rope::apply(p.compute(q), &cos, &sin), rope::apply(p.compute(k), &cos, &sin), v)
     }
@@ -276,17 +267,17 @@ impl Attention {
     fn attend(&self, q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, ctx: &AttnContext) -> Tensor<4> {
         let scale = 1.0 / (self.head_dim as f64).sqrt();
         let t = q.dims()[2];
-        if ctx.causal && ctx.stats.is_none() && self.kernels.fuse(&q) {
+        let Compute { kernels: kn, precision: p, scores_limit, .. } = ctx.compute;
+        if ctx.causal && ctx.stats.is_none() && kn.fuse(&q) {
             return kernels::causal_attention(q, k, v, scale);
         }
         let [b, h, _, _] = q.dims();
-        if ctx.stats.is_none() && b * h * t * k.dims()[2] > self.scores_limit {
+        if ctx.stats.is_none() && b * h * t * k.dims()[2] > scores_limit {
             return self.attend_rows(q, k, v, ctx, scale);
         }
-        let p = self.precision;
-        let mm = |a, b| self.kernels.matmul(p, a, b);
+        let mm = |a, b| kn.matmul(p, a, b);
         let raw = widen(mm(q, k.swap_dims(2, 3)));
-        if ctx.causal && self.kernels.fuse(&raw) {
+        if ctx.causal && kn.fuse(&raw) {
             if let Some(stats) = &ctx.stats {
                 stats.borrow_mut().push(attn_stats(raw.clone() * scale + ctx.mask.clone()));
             }
@@ -300,13 +291,13 @@ impl Attention {
     }
 
     /// The composite `softmax(q kᵀ/√h + M) v` a block of query rows at a time, each block's
-    /// scores within `scores_limit` values; under a purely causal mask a block meets only the
+    /// scores within `ctx.compute.scores_limit` values; under a purely causal mask a block meets only the
     /// keys it can see. Same formula, same gradient; memory O(limit) instead of O(t·S).
     fn attend_rows(&self, q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, ctx: &AttnContext, scale: f64) -> Tensor<4> {
         let [b, h, t, _] = q.dims();
         let s = k.dims()[2];
-        let rows = (self.scores_limit / (b * h * s)).max(1);
-        let p = self.precision;
+        let rows = (ctx.compute.scores_limit / (b * h * s)).max(1);
+        let p = ctx.compute.precision;
         let (kt, v) = (p.compute(k.swap_dims(2, 3)), p.compute(v));
         let outs = (0..t.div_ceil(rows))
             .map(|i| {

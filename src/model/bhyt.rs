@@ -8,7 +8,8 @@
 use super::attention::Attention;
 use super::ffn::FeedForward;
 use super::sublayer::{Sublayer, maybe_norm};
-use crate::norm::{Norm, NormKind, kappa};
+use crate::kernels::Kernels;
+use crate::norm::Norm;
 use burn::tensor::Tensor;
 
 /// The exact `s_x²` `[B, T, 1]` of the block input `x` `[B, T, d]` when the attention input
@@ -18,7 +19,8 @@ pub fn block_statistic(attn: &Sublayer<Attention>, x: &Tensor<3>) -> Option<Tens
 }
 
 /// `ŝ²` `[B, T, 1]` for the FFN input norm from the block's exact statistic, when that norm
-/// is BHyT; `None` otherwise. `t`, `d`: sequence length and width.
+/// is BHyT; `None` otherwise. `t`, `d`: sequence length and width. (The recipe refuses a BHyT
+/// FFN norm without a BHyT attention norm; such a norm would use its exact statistic.)
 pub fn ffn_variance(
     attn: &Sublayer<Attention>,
     ffn: &Sublayer<FeedForward>,
@@ -27,18 +29,16 @@ pub fn ffn_variance(
     d: usize,
 ) -> Option<Tensor<3>> {
     ffn.bhyt_input()?;
-    let attn_norm = attn.bhyt_input().expect("validated: a BHyT FFN norm needs a BHyT attention norm");
-    let NormKind::Bhyt { p, .. } = attn_norm.kind else { unreachable!("bhyt_input is BHyT") };
-    let lambda = attn_norm.lambda_val().expect("BHyT has λ");
+    let (attn_norm, exact) = (attn.bhyt_input()?, exact?);
     let gain = attn.f.value_output_frobenius_sq() / ((t * d) as f64);
-    let added = gain * (lambda / kappa(p)).square();
-    Some(exact.expect("computed for a BHyT attention norm") + added.unsqueeze::<3>())
+    let added = gain * (attn_norm.lambda.val() / attn_norm.kappa).square();
+    Some(exact + added.unsqueeze::<3>())
 }
 
 /// An input norm slot: with the supplied statistic when there is one, else exact.
-pub fn input_norm(norm: &Option<Norm>, x: Tensor<3>, variance: Option<Tensor<3>>) -> Tensor<3> {
-    match (norm, variance) {
-        (Some(n), Some(v)) => n.forward_with_variance(x, v),
-        (norm, _) => maybe_norm(norm, x),
+pub fn input_norm(norm: &Option<Norm>, x: Tensor<3>, variance: Option<Tensor<3>>, k: Kernels) -> Tensor<3> {
+    match (norm.as_ref().and_then(Norm::as_bhyt), variance) {
+        (Some(n), Some(v)) => n.forward_with_variance(x, v, k),
+        _ => maybe_norm(norm, x, k),
     }
 }

@@ -46,7 +46,7 @@ impl Transformer {
         let device = tokens.device();
         let key_mask = pads.iter().any(|&p| p > 0).then(|| padding_mask(pads, cache.len + t, &device));
         let d = Decoding { new: t, offset: cache.len, key_mask, bhyt_len };
-        let ctx = AttnContext::decoding(d, self.meta.head_dim, self.meta.rope_base, &device);
+        let ctx = AttnContext::decoding(d, self.meta.rope, self.meta.compute, &device);
         let logits = self.run(tokens, ctx, Some(&mut cache.slots), Keep::LOGITS).logits;
         cache.len += t;
         logits
@@ -58,7 +58,7 @@ impl Transformer {
         let device = tokens.device();
         let key_mask = pads.iter().any(|&p| p > 0).then(|| padding_mask(pads, t, &device));
         let d = Decoding { new: t, offset: 0, key_mask, bhyt_len };
-        let ctx = AttnContext::decoding(d, self.meta.head_dim, self.meta.rope_base, &device);
+        let ctx = AttnContext::decoding(d, self.meta.rope, self.meta.compute, &device);
         self.run(tokens, ctx, None, Keep::LOGITS).logits
     }
 }

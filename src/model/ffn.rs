@@ -1,10 +1,11 @@
 //! Feed-forward branch: GLU with SiLU gate (default) or GELU MLP. No biases.
 
+use super::compute::Compute;
 use super::config::FfnKind;
 use super::linear::project;
 use super::names::child;
 use crate::init::{Init, ParamBuilder};
-use crate::kernels::{self, Kernels, Precision};
+use crate::kernels::{self, Precision};
 use burn::module::{Module, Param};
 use burn::tensor::Tensor;
 use burn::tensor::activation::{gelu, silu};
@@ -15,12 +16,6 @@ pub struct FeedForward {
     pub w1: Param<Tensor<2>>,
     pub w3: Option<Param<Tensor<2>>>,
     pub w2: Param<Tensor<2>>,
-    /// Whether the GLU gate uses the fused SwiGLU kernel (see [`crate::kernels`]).
-    #[module(skip)]
-    pub kernels: Kernels,
-    /// The matmuls' and the hidden activations' type (`train.precision`).
-    #[module(skip)]
-    pub precision: Precision,
 }
 
 /// Sizes and init scales for one feed-forward block.
@@ -45,15 +40,16 @@ impl FeedForward {
             FfnKind::Mlp => None,
         };
         let w2 = b.matrix(&child(prefix, "w2"), [s.d_ff, s.d_model], n_out)?;
-        Ok(Self { w1, w3, w2, kernels: Kernels::default(), precision: Precision::default() })
+        Ok(Self { w1, w3, w2 })
     }
 
-    /// `[B, T, d]` → `[B, T, d]`.
-    pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        let (p, k) = (self.precision, self.kernels);
+    /// `[B, T, d]` → `[B, T, d]`; the matmuls and the hidden activations in `c.precision`, the
+    /// GLU gate by the fused SwiGLU kernel where `c.kernels` fuses in f32.
+    pub fn forward(&self, x: Tensor<3>, c: &Compute) -> Tensor<3> {
+        let (p, k) = (c.precision, c.kernels);
         let project = |x: Tensor<3>, w: &Param<Tensor<2>>| project(x, w, p, k);
         let hidden = match &self.w3 {
-            Some(w3) if self.kernels.fuse(&x) && p == Precision::F32 => {
+            Some(w3) if k.fuse(&x) && p == Precision::F32 => {
                 kernels::swiglu(project(x.clone(), &self.w1), project(x, w3))
             }
             Some(w3) => silu(project(x.clone(), &self.w1)) * project(x, w3),

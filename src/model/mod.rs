@@ -1,6 +1,7 @@
 //! The decoder-only Transformer.
 //!
 //! - [`config`]: model size and options
+//! - [`compute`]: the run-wide settings a forward reads (kernels, precision, memory limits)
 //! - [`names`]: the parameter naming scheme
 //! - [`linear`]: bias-free projection
 //! - [`rope`]: rotary position embeddings
@@ -18,6 +19,7 @@
 pub mod attention;
 pub mod bhyt;
 pub mod chunked_loss;
+pub mod compute;
 pub mod config;
 pub mod decode;
 pub mod ffn;
@@ -30,6 +32,7 @@ pub mod rope;
 pub mod sublayer;
 pub mod transformer;
 
+pub use compute::Compute;
 pub use config::{FfnKind, ModelConfig};
 pub use decode::KvCache;
 pub use transformer::{ForwardOutput, Keep, LOGITS_LIMIT, SublayerTrace, Transformer};

@@ -32,14 +32,16 @@ struct Visited {
 }
 
 struct Walk<'a> {
-    path: Vec<String>,
+    /// The module path; `None` for an enum's variant, which is not part of a name.
+    path: Vec<Option<String>>,
     take: Take<'a>,
     out: Vec<Visited>,
 }
 
 impl ModuleVisitor for Walk<'_> {
-    fn enter_module(&mut self, name: &str, _: &str) {
-        self.path.push(name.to_string());
+    fn enter_module(&mut self, name: &str, container_type: &str) {
+        // A `Norm` is an enum module: `layers.0.attn.input_norm.gain`, not `….LayerNorm.gain`.
+        self.path.push((!container_type.starts_with("Enum:")).then(|| name.to_string()));
     }
     fn exit_module(&mut self, _: &str, _: &str) {
         self.path.pop();
@@ -54,7 +56,8 @@ impl ModuleVisitor for Walk<'_> {
             Take::Value => (None, Some(value.into_data())),
             Take::Grad(g) => (None, value.grad(g).map(|t| t.into_data())),
         };
-        let entry = ParamEntry { name: self.path.join("."), id: param.id, shape };
+        let entry =
+            ParamEntry { name: self.path.iter().flatten().cloned().collect::<Vec<_>>().join("."), id: param.id, shape };
         self.out.push(Visited { entry, tensor, data });
     }
 }
@@ -95,4 +98,42 @@ pub fn named_grads<M: Module>(module: &M, grads: &Gradients) -> Vec<(String, Opt
 /// Number of scalar parameters, from the shapes alone (no data leaves the device).
 pub fn count<M: Module>(module: &M) -> usize {
     param_table(module).iter().map(|p| p.shape.iter().product::<usize>()).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::param_table;
+    use crate::init::{ParamBuilder, ParamSource};
+    use crate::norm::{BhytDenominator, Norm, NormKind};
+
+    /// Each norm kind holds exactly the parameters of its formula (the table in
+    /// [`crate::norm`]), named without the enum's variant.
+    #[test]
+    fn every_norm_kind_has_exactly_its_parameters_under_the_slot_name() {
+        let d = 6;
+        let eps = 1e-5;
+        let cases: [(NormKind, &[(&str, usize)]); 9] = [
+            (NormKind::LayerNorm { gain: true, shift: true, eps }, &[("gain", d), ("shift", d)]),
+            (NormKind::LayerNorm { gain: true, shift: false, eps }, &[("gain", d)]),
+            (NormKind::LayerNorm { gain: false, shift: false, eps }, &[]),
+            (NormKind::RmsNorm { gain: true, eps }, &[("gain", d)]),
+            (NormKind::ScalarLayerNorm { shift: true, eps }, &[("gain", 1), ("shift", 1)]),
+            (NormKind::ScalarRmsNorm { eps }, &[("gain", 1)]),
+            (NormKind::Dyt { alpha: 0.5 }, &[("gain", d), ("shift", d), ("alpha", 1)]),
+            (
+                NormKind::BhytStar { lambda: 1.0, p: 0.99, denominator: BhytDenominator::Std, eps },
+                &[("gain", d), ("lambda", 1)],
+            ),
+            (NormKind::Bhyt { lambda: 1.0, p: 0.99, eps }, &[("gain", d), ("lambda", 1)]),
+        ];
+        for (kind, want) in cases {
+            let device = crate::testutil::cpu();
+            let mut b = ParamBuilder::new(&device, ParamSource::Seeded(0));
+            let norm = Norm::new(kind.clone(), d, &mut b, "layers.0.attn.input_norm").unwrap();
+            let got: Vec<(String, usize)> = param_table(&norm).into_iter().map(|p| (p.name, p.shape[0])).collect();
+            // Walked on its own, a slot's names are its fields': no `LayerNorm.` or `Dyt.` prefix.
+            let want: Vec<(String, usize)> = want.iter().map(|(n, len)| (n.to_string(), *len)).collect();
+            assert_eq!(got, want, "{kind:?}");
+        }
+    }
 }

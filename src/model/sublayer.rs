@@ -11,8 +11,8 @@
 
 use super::names::child;
 use crate::init::ParamBuilder;
-use crate::kernels::widen;
-use crate::norm::{Norm, NormKind};
+use crate::kernels::{Kernels, widen};
+use crate::norm::{Bhyt, Norm, NormKind};
 use crate::recipe::SublayerPlan;
 use burn::module::Module;
 use burn::tensor::Tensor;
@@ -54,9 +54,9 @@ fn scaled(x: Tensor<3>, s: f64) -> Tensor<3> {
 }
 
 /// A norm slot applied exactly: the norm when the slot has one, the identity when it is empty.
-pub fn maybe_norm(norm: &Option<Norm>, x: Tensor<3>) -> Tensor<3> {
+pub fn maybe_norm(norm: &Option<Norm>, x: Tensor<3>, k: Kernels) -> Tensor<3> {
     match norm {
-        Some(n) => n.forward(x),
+        Some(n) => n.forward(x, k),
         None => x,
     }
 }
@@ -79,10 +79,12 @@ impl<F> Sublayer<F> {
     ///
     /// `n_in` applies the input norm slot: [`maybe_norm`] computes its statistics exactly;
     /// BHyT's FFN norm supplies an approximated one instead (see [`super::bhyt`]). `keep_sum`:
-    /// return `z_l` (the probes or the regulariser read it).
+    /// return `z_l` (the probes or the regulariser read it). `k`: the output and outer norms'
+    /// kernels.
     pub fn forward(
         &self,
         x: Tensor<3>,
+        k: Kernels,
         n_in: impl FnOnce(&Option<Norm>, Tensor<3>) -> Tensor<3>,
         f: impl FnOnce(&F, Tensor<3>) -> Tensor<3>,
         keep_sum: bool,
@@ -90,21 +92,24 @@ impl<F> Sublayer<F> {
         // A half-precision branch output joins the f32 residual stream here (and N_out, if any,
         // normalises it in f32).
         let f_out = widen(f(&self.f, scaled(n_in(&self.input_norm, x.clone()), self.scales.input)));
-        let branch = maybe_norm(&self.output_norm, f_out);
+        let branch = maybe_norm(&self.output_norm, f_out, k);
         let Scales { skip, residual, .. } = self.scales;
         // The outer norm forms the sum itself, in the same pass, when nobody reads the sum.
-        let fused =
-            self.outer_norm.as_ref().filter(|_| !keep_sum).and_then(|n| n.forward_sum(&x, &branch, [skip, residual]));
+        let fused = self
+            .outer_norm
+            .as_ref()
+            .filter(|_| !keep_sum)
+            .and_then(|n| n.forward_sum(&x, &branch, [skip, residual], k));
         if let Some(next) = fused {
             return SublayerOut { next, sum: None, branch };
         }
         let sum = scaled(x, skip) + scaled(branch.clone(), residual);
-        let next = maybe_norm(&self.outer_norm, sum.clone());
+        let next = maybe_norm(&self.outer_norm, sum.clone(), k);
         SublayerOut { next, sum: Some(sum), branch }
     }
 
     /// The input norm when it is BHyT's approximating kind.
-    pub fn bhyt_input(&self) -> Option<&Norm> {
-        self.input_norm.as_ref().filter(|n| matches!(n.kind, NormKind::Bhyt { .. }))
+    pub fn bhyt_input(&self) -> Option<&Bhyt> {
+        self.input_norm.as_ref().and_then(Norm::as_bhyt)
     }
 }

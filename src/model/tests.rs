@@ -127,7 +127,7 @@ fn tracing_does_not_change_the_logits() {
         let plain = model.forward(x.clone(), super::Keep::LOGITS);
         let traced = model.forward(x, super::Keep { sums: true, traces: true });
         assert_eq!(plain.logits.into_data(), traced.logits.into_data(), "{name}");
-        let traces = traced.traces.unwrap();
+        let traces = traced.traces;
         assert_eq!((traces.len(), traced.sums.len()), (6, 6));
         // X_{l+1} = N_outer(Z_l): for recipes without an outer norm, the next input is Z_l.
         if name == "peri" {
@@ -167,9 +167,6 @@ fn bhyt_approximation_uses_the_frobenius_norm_of_wv_wo() {
         n_kv_heads: 1,
         head_dim: 2,
         qk_full: false,
-        kernels: Default::default(),
-        precision: Default::default(),
-        scores_limit: attention::SCORES_LIMIT,
     };
     assert_eq!(values(attn.value_output_frobenius_sq()), vec![15.0]);
     // Grouped-query attention, 2 query heads sharing 1 key/value head of size 1: W_V = [1, 2]ᵀ
@@ -302,7 +299,7 @@ fn the_model_loss_is_the_same_chunked_and_whole() {
         let cfg = ModelConfig { tie_embeddings: tied, init_std: 0.2, ..tiny(RecipeConfig::Preset(name.into()), 2) };
         let grads_of = |limit: usize| {
             let mut model = Transformer::new(&cfg, ParamSource::Seeded(5), &device).unwrap();
-            model.meta.logits_limit = limit;
+            model.meta.compute.logits_limit = limit;
             let (x, y) = tokens(&device, 9);
             let (loss, _, _) = model.loss(x, y, false);
             let g = loss.clone().backward();

@@ -3,8 +3,9 @@
 //! each Transformer layer), `logits = N_final(X_{2L+1}) W_out`. Embedding and output
 //! projection are untied unless `model.tie_embeddings` (imported checkpoints): then `W_out = Eᵀ`.
 
-use super::attention::{Attention, AttnContext, AttnShape, KvSlot};
+use super::attention::{Attention, AttnContext, AttnShape, KvSlot, Rope};
 use super::chunked_loss::chunked_cross_entropy;
+use super::compute::Compute;
 use super::config::ModelConfig;
 use super::ffn::{FeedForward, FfnShape};
 use super::layer::Layer;
@@ -12,7 +13,7 @@ use super::names;
 use super::regularizer::variance_penalty;
 use super::sublayer::{Sublayer, SublayerOut};
 use crate::init::{Init, ParamBuilder, ParamSource};
-use crate::kernels::{Kernels, Precision, widen};
+use crate::kernels::{Precision, widen};
 use crate::norm::Norm;
 use crate::recipe::{ResolvedRecipe, SublayerPlan};
 use burn::module::{Module, Param};
@@ -35,16 +36,11 @@ pub struct Transformer {
 /// Non-parameter facts the forward needs.
 #[derive(Clone, Debug)]
 pub struct ModelMeta {
-    pub head_dim: usize,
-    pub rope_base: f64,
+    pub rope: Rope,
     pub regularizer: f64,
     pub recipe: String,
-    /// See [`LOGITS_LIMIT`] (tests lower it to force the chunked loss).
-    pub logits_limit: usize,
-    /// The matmuls' and activations' type ([`Transformer::set_precision`]).
-    pub precision: Precision,
-    /// Fused or composite kernels ([`Transformer::set_kernels`]), for the output projection.
-    pub kernels: Kernels,
+    /// Kernels, precision and memory limits, handed to every module each forward.
+    pub compute: Compute,
 }
 
 /// What a sublayer exposes to the probes: `X_l` (entering), `Z_l` (after the residual
@@ -88,20 +84,22 @@ pub const GPU_LIMIT: usize = 1 << 24;
 struct Hidden {
     hidden: Tensor<3>,
     sums: Vec<Tensor<3>>,
-    traces: Option<Vec<SublayerTrace>>,
+    traces: Vec<SublayerTrace>,
     attention: Vec<super::attention::AttnStats>,
-    last_hidden: Option<Tensor<3>>,
+    last_hidden: Tensor<3>,
 }
 
-/// Forward results. `sums` holds every `z_l` when the regulariser or tracing needs them.
+/// Forward results. `sums` holds every `z_l` when [`Keep::sums`] asked for them, `traces`
+/// and `attention` one entry per sublayer (per attention sublayer) when [`Keep::traces`] did;
+/// each is empty otherwise.
 pub struct ForwardOutput {
     pub logits: Tensor<3>,
     pub sums: Vec<Tensor<3>>,
-    pub traces: Option<Vec<SublayerTrace>>,
-    /// With tracing: per attention sublayer, its softmax diagnostics.
+    pub traces: Vec<SublayerTrace>,
+    /// Per attention sublayer, its softmax diagnostics.
     pub attention: Vec<super::attention::AttnStats>,
-    /// With tracing: `X_{2L+1}`, the hidden state after the last sublayer (before any final norm).
-    pub last_hidden: Option<Tensor<3>>,
+    /// `X_{2L+1}`, the hidden state after the last sublayer (before any final norm).
+    pub last_hidden: Tensor<3>,
 }
 
 impl Transformer {
@@ -110,47 +108,30 @@ impl Transformer {
     pub fn new(cfg: &ModelConfig, source: ParamSource, device: &Device) -> anyhow::Result<Self> {
         let (_, recipe) = cfg.validate()?;
         let mut b = ParamBuilder::new(device, source);
-        let mut model = Self::build(cfg, &recipe, &mut b)?;
+        let compute = Compute::for_device(cfg.kernels, device);
+        let model = Self::build(cfg, &recipe, &mut b, compute)?;
         b.finish()?;
-        model.set_kernels(cfg.kernels);
-        if !matches!(device.clone().inner().as_dispatch(), burn::backend::DispatchDevice::Flex(_)) {
-            model.set_memory_limits(GPU_LIMIT, GPU_LIMIT);
-        }
         Ok(model)
     }
 
     /// The largest logits and attention-score tensors one forward materialises whole (values);
     /// beyond them the loss runs over chunks of tokens and attention over blocks of query rows.
     pub fn set_memory_limits(&mut self, logits: usize, scores: usize) {
-        self.meta.logits_limit = logits;
-        for l in &mut self.layers {
-            l.attn.f.scores_limit = scores;
-        }
-    }
-
-    /// Selects fused or composite kernels in every norm, attention and feed-forward block.
-    pub fn set_kernels(&mut self, k: Kernels) {
-        let norms = |s: &mut [&mut Option<Norm>]| s.iter_mut().filter_map(|n| n.as_mut()).for_each(|n| n.kernels = k);
-        norms(&mut [&mut self.emb_norm, &mut self.final_norm]);
-        self.meta.kernels = k;
-        for l in &mut self.layers {
-            let (a, f) = (&mut l.attn, &mut l.ffn);
-            norms(&mut [&mut a.input_norm, &mut a.output_norm, &mut a.outer_norm, &mut a.f.q_norm, &mut a.f.k_norm]);
-            norms(&mut [&mut f.input_norm, &mut f.output_norm, &mut f.outer_norm]);
-            (a.f.kernels, f.f.kernels) = (k, k);
-        }
+        (self.meta.compute.logits_limit, self.meta.compute.scores_limit) = (logits, scores);
     }
 
     /// Computes the matmuls and the activations between them in `p` (`train.precision`); the
     /// parameters stay in their own type. See [`crate::kernels::precision`].
     pub fn set_precision(&mut self, p: Precision) {
-        self.meta.precision = p;
-        for l in &mut self.layers {
-            (l.attn.f.precision, l.ffn.f.precision) = (p, p);
-        }
+        self.meta.compute.precision = p;
     }
 
-    fn build(cfg: &ModelConfig, recipe: &ResolvedRecipe, b: &mut ParamBuilder<'_>) -> anyhow::Result<Self> {
+    fn build(
+        cfg: &ModelConfig,
+        recipe: &ResolvedRecipe,
+        b: &mut ParamBuilder<'_>,
+        compute: Compute,
+    ) -> anyhow::Result<Self> {
         let (d, std) = (cfg.d_model, cfg.init_std);
         let tok_emb = b.matrix(names::TOKEN_EMBEDDING, [cfg.vocab_size, d], Init::Normal { std })?;
         let emb_scale =
@@ -165,13 +146,10 @@ impl Transformer {
             .then(|| b.matrix(names::OUTPUT_PROJECTION, [d, cfg.vocab_size], Init::Normal { std }))
             .transpose()?;
         let meta = ModelMeta {
-            head_dim: cfg.head_dim(),
-            rope_base: cfg.rope_base,
+            rope: Rope { head_dim: cfg.head_dim(), base: cfg.rope_base },
             regularizer: recipe.regularizer,
             recipe: recipe.name.clone(),
-            logits_limit: LOGITS_LIMIT,
-            precision: Precision::F32,
-            kernels: Kernels::default(),
+            compute,
         };
         Ok(Self { tok_emb, emb_scale, emb_norm, layers, final_norm, lm_head, meta })
     }
@@ -219,7 +197,7 @@ impl Transformer {
     /// Logits `[B, T, V]` for tokens `[B, T]`, plus what `keep` asks for.
     pub fn forward(&self, tokens: Tensor<2, Int>, keep: Keep) -> ForwardOutput {
         let t = tokens.dims()[1];
-        let ctx = AttnContext::new(t, self.meta.head_dim, self.meta.rope_base, &tokens.device());
+        let ctx = AttnContext::new(t, self.meta.rope, self.meta.compute, &tokens.device());
         self.run(tokens, ctx, None, keep)
     }
 
@@ -242,22 +220,32 @@ impl Transformer {
         if let Some(e) = &self.emb_scale {
             x = x * e.val().unsqueeze::<3>();
         }
+        let k = self.meta.compute.kernels;
         if let Some(n) = &self.emb_norm {
-            x = n.forward(x);
+            x = n.forward(x, k);
         }
-        let mut sums = Vec::new();
-        let mut traces = trace.then(Vec::new);
+        let (mut sums, mut traces) = (Vec::new(), Vec::new());
         for (i, layer) in self.layers.iter().enumerate() {
             let input = x.clone();
             let out = layer.forward(x, &ctx, cache.as_deref_mut().map(|c| &mut c[i]), keep_sums || trace);
             let ffn_input = out.attn.next.clone();
-            record(&mut sums, &mut traces, keep_sums, input, &out.attn, None);
-            record(&mut sums, &mut traces, keep_sums, ffn_input, &out.ffn, out.ffn_variance);
+            let mut record = |input, out: &SublayerOut, approx_variance| {
+                // A sublayer returns its sum whenever either was asked for.
+                let Some(sum) = out.sum.clone() else { return };
+                if keep_sums {
+                    sums.push(sum.clone());
+                }
+                if trace {
+                    traces.push(SublayerTrace { input, sum, branch: out.branch.clone(), approx_variance });
+                }
+            };
+            record(input, &out.attn, None);
+            record(ffn_input, &out.ffn, out.ffn_variance);
             x = out.ffn.next;
         }
-        let last_hidden = trace.then(|| x.clone());
+        let last_hidden = x.clone();
         if let Some(n) = &self.final_norm {
-            x = n.forward(x);
+            x = n.forward(x, k);
         }
         let attention = ctx.stats.map(|s| s.into_inner()).unwrap_or_default();
         Hidden { hidden: x, sums, traces, attention, last_hidden }
@@ -283,15 +271,15 @@ impl Transformer {
         let [bsz, t, d] = h.hidden.dims();
         let w = self.output_weight();
         let v = w.dims()[1];
-        let (p, k) = (self.meta.precision, self.meta.kernels);
+        let Compute { precision: p, kernels: k, .. } = self.meta.compute;
         let logits = widen(k.matmul(p, h.hidden.reshape([bsz * t, d]), w)).reshape([bsz, t, v]);
         ForwardOutput { logits, sums: h.sums, traces: h.traces, attention: h.attention, last_hidden: h.last_hidden }
     }
 
     /// Mean next-token cross-entropy of `tokens` against `targets` (below 0: not counted when
     /// `masked`), and the `z_l` the regulariser needs when `keep_sums`. When one micro-batch's
-    /// logits would hold more than `meta.logits_limit` ([`LOGITS_LIMIT`]) values, the projection and the loss run over
-    /// chunks of tokens ([`chunked_cross_entropy`]) instead of materialising them.
+    /// logits would hold more than [`Compute::logits_limit`] values, the projection and the
+    /// loss run over chunks of tokens ([`chunked_cross_entropy`]) instead of materialising them.
     pub fn cross_entropy_of(
         &self,
         tokens: Tensor<2, Int>,
@@ -301,18 +289,18 @@ impl Transformer {
     ) -> (Tensor<1>, Vec<Tensor<3>>) {
         let [b, t] = tokens.dims();
         let v = self.tok_emb.dims()[0];
-        let limit = self.meta.logits_limit;
+        let limit = self.meta.compute.logits_limit;
         if b * t * v <= limit {
             let out = self.forward(tokens, Keep { sums: keep_sums, traces: false });
             let ce =
                 if masked { masked_cross_entropy(out.logits, targets).0 } else { cross_entropy(out.logits, targets) };
             return (ce, out.sums);
         }
-        let ctx = AttnContext::new(t, self.meta.head_dim, self.meta.rope_base, &tokens.device());
+        let ctx = AttnContext::new(t, self.meta.rope, self.meta.compute, &tokens.device());
         let h = self.run_hidden(tokens, ctx, None, Keep { sums: keep_sums, traces: false });
         let d = h.hidden.dims()[2];
         let chunk = (limit / v).max(1);
-        let (hidden, w, p) = (h.hidden.reshape([b * t, d]), self.output_weight(), self.meta.precision);
+        let (hidden, w, p) = (h.hidden.reshape([b * t, d]), self.output_weight(), self.meta.compute.precision);
         let ce = chunked_cross_entropy(hidden, w, targets.reshape([b * t]), chunk, p);
         (ce, h.sums)
     }
@@ -334,24 +322,6 @@ impl Transformer {
         } else {
             (ce.clone(), ce, None)
         }
-    }
-}
-
-fn record(
-    sums: &mut Vec<Tensor<3>>,
-    traces: &mut Option<Vec<SublayerTrace>>,
-    keep_sums: bool,
-    input: Tensor<3>,
-    out: &SublayerOut,
-    approx_variance: Option<Tensor<3>>,
-) {
-    // The layer was asked for its sums whenever either is wanted.
-    let sum = || out.sum.clone().expect("a sublayer returns its sum when asked");
-    if keep_sums {
-        sums.push(sum());
-    }
-    if let Some(tr) = traces {
-        tr.push(SublayerTrace { input, sum: sum(), branch: out.branch.clone(), approx_variance });
     }
 }
 

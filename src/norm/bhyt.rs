@@ -15,7 +15,9 @@
 //! recomputing it. [`bhyt_with_variance`] is the shared tanh step given a (possibly
 //! approximated) variance.
 
-use super::broadcast;
+use super::{BhytDenominator, broadcast};
+use crate::kernels::{self, Denominator, Kernels, TanhNorm};
+use burn::module::{Module, Param};
 use burn::tensor::Tensor;
 
 /// `κ = (1 − p)^{−1/2}`.
@@ -64,4 +66,81 @@ pub fn bhyt_with_variance<const D: usize>(
 ) -> Tensor<D> {
     let denom = (variance + eps).sqrt() * kappa;
     bhyt_star(x, lambda, gamma, denom)
+}
+
+/// A BHyT* slot (exact statistics): learnable scalar λ (`[1]`), `γ ∈ ℝ^d`, and the fixed
+/// `κ`, `ε` and denominator.
+///
+/// # Shapes
+/// - input and output: `[..., d]`
+#[derive(Module, Debug)]
+pub struct BhytStar {
+    pub gain: Param<Tensor<1>>,
+    pub lambda: Param<Tensor<1>>,
+    #[module(skip)]
+    pub kappa: f64,
+    #[module(skip)]
+    pub eps: f64,
+    #[module(skip)]
+    pub denominator: BhytDenominator,
+}
+
+impl BhytStar {
+    /// [`bhyt_star`] with the configured denominator, or its fused kernel when `k` fuses on `x`.
+    pub fn forward<const D: usize>(&self, x: Tensor<D>, k: Kernels) -> Tensor<D> {
+        let (lambda, gain) = (self.lambda.val(), Some(self.gain.val()));
+        if k.fuse(&x) {
+            let denominator = match self.denominator {
+                BhytDenominator::Std => Denominator::Std,
+                BhytDenominator::Rms => Denominator::Rms,
+            };
+            let n = TanhNorm { denominator, kappa: self.kappa, eps: self.eps };
+            return kernels::tanh_norm(x, lambda, gain, None, None, n);
+        }
+        let denom = match self.denominator {
+            BhytDenominator::Std => bhyt_std_denominator(x.clone(), self.kappa, self.eps),
+            BhytDenominator::Rms => bhyt_rms_denominator(x.clone(), self.kappa, self.eps),
+        };
+        bhyt_star(x, lambda, gain, denom)
+    }
+}
+
+/// A BHyT slot (Algorithm 1): learnable scalar λ (`[1]`), `γ ∈ ℝ^d`, fixed `κ` and `ε`. Alone
+/// it uses the exact second moment (lines 3–5); a block's FFN norm is given the approximated
+/// variance instead ([`Bhyt::forward_with_variance`], lines 7–9).
+///
+/// # Shapes
+/// - input and output: `[..., d]`; a given variance `[..., 1]`
+#[derive(Module, Debug)]
+pub struct Bhyt {
+    pub gain: Param<Tensor<1>>,
+    pub lambda: Param<Tensor<1>>,
+    #[module(skip)]
+    pub kappa: f64,
+    #[module(skip)]
+    pub eps: f64,
+}
+
+impl Bhyt {
+    /// The exact form: `κ √(mean(x²) + ε)` as the denominator (Algorithm 1 line 3).
+    pub fn forward<const D: usize>(&self, x: Tensor<D>, k: Kernels) -> Tensor<D> {
+        if k.fuse(&x) {
+            let n = TanhNorm { denominator: Denominator::Rms, kappa: self.kappa, eps: self.eps };
+            return kernels::tanh_norm(x, self.lambda.val(), Some(self.gain.val()), None, None, n);
+        }
+        let variance = x.clone().square().mean_dim(D - 1);
+        self.forward_with_variance(x, variance, k)
+    }
+
+    /// With a given per-token variance `[..., 1]` (Algorithm 1 lines 7–9). A half-precision
+    /// input is normalised in f32.
+    pub fn forward_with_variance<const D: usize>(&self, x: Tensor<D>, variance: Tensor<D>, k: Kernels) -> Tensor<D> {
+        let (x, variance) = (kernels::widen(x), kernels::widen(variance));
+        let (lambda, gain) = (self.lambda.val(), Some(self.gain.val()));
+        if k.fuse(&x) {
+            let n = TanhNorm { denominator: Denominator::Given, kappa: self.kappa, eps: self.eps };
+            return kernels::tanh_norm(x, lambda, gain, None, Some(variance), n);
+        }
+        bhyt_with_variance(x, variance, lambda, gain, self.kappa, self.eps)
+    }
 }

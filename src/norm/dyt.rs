@@ -1,6 +1,8 @@
 //! Dynamic Tanh (Zhu et al., 2025): a statistics-free replacement for a norm layer.
 
 use super::broadcast;
+use crate::kernels::{self, Denominator, Kernels, TanhNorm};
+use burn::module::{Module, Param};
 use burn::tensor::Tensor;
 
 /// `y = γ ⊙ tanh(α x) + β`.
@@ -22,4 +24,28 @@ pub fn dyt<const D: usize>(
         y = y + broadcast::<D>(b);
     }
     y
+}
+
+/// A DyT slot's parameters: the learnable scalar α (`[1]`, initialised per recipe) and
+/// `γ, β ∈ ℝ^d` (initialised to 1 and 0).
+///
+/// # Shapes
+/// - input and output: `[..., d]`
+#[derive(Module, Debug)]
+pub struct Dyt {
+    pub gain: Param<Tensor<1>>,
+    pub shift: Param<Tensor<1>>,
+    pub alpha: Param<Tensor<1>>,
+}
+
+impl Dyt {
+    /// [`dyt`], or the fused tanh-norm kernel (denominator 1) when `k` fuses on `x`.
+    pub fn forward<const D: usize>(&self, x: Tensor<D>, k: Kernels) -> Tensor<D> {
+        let (alpha, gain, shift) = (self.alpha.val(), Some(self.gain.val()), Some(self.shift.val()));
+        if k.fuse(&x) {
+            let n = TanhNorm { denominator: Denominator::One, kappa: 1.0, eps: 0.0 };
+            return kernels::tanh_norm(x, alpha, gain, shift, None, n);
+        }
+        dyt(x, alpha, gain, shift)
+    }
 }

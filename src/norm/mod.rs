@@ -2,8 +2,9 @@
 //!
 //! Each kind lives in its own file as a *functional* forward (plain tensor in, tensor out) so
 //! that the math can be read next to its paper formula and tested in f64 with finite
-//! differences. [`Norm`] is the module that owns the learnable parameters and dispatches to
-//! the right function; [`NormKind`] is the resolved, validated description a recipe produces.
+//! differences. [`Norm`] is the module that owns the learnable parameters, one variant per
+//! kind holding exactly that kind's parameters; [`NormKind`] is the resolved, validated
+//! description a recipe produces.
 //!
 //! | kind | formula | parameters |
 //! |---|---|---|
@@ -22,12 +23,13 @@ mod layer_norm;
 mod module;
 mod rms_norm;
 
-pub use bhyt::{bhyt_rms_denominator, bhyt_star, bhyt_std_denominator, bhyt_with_variance, kappa};
-pub use dyt::dyt;
+pub use bhyt::{Bhyt, BhytStar, bhyt_rms_denominator, bhyt_star, bhyt_std_denominator, bhyt_with_variance, kappa};
+pub use dyt::{Dyt, dyt};
 pub use kind::{BhytDenominator, NormKind};
-pub use layer_norm::layer_norm;
+pub use layer_norm::{LayerNorm, layer_norm};
 pub use module::Norm;
-pub use rms_norm::rms_norm;
+use module::value;
+pub use rms_norm::{RmsNorm, rms_norm};
 
 use burn::tensor::Tensor;
 

@@ -1,6 +1,8 @@
 //! RMSNorm (Zhang & Sennrich, 2019).
 
-use super::broadcast;
+use super::{broadcast, value};
+use crate::kernels::{self, Kernels};
+use burn::module::{Module, Param};
 use burn::tensor::Tensor;
 
 /// `y = γ ⊙ x / √(mean(x²) + ε)` over the last (hidden) axis.
@@ -13,5 +15,33 @@ pub fn rms_norm<const D: usize>(x: Tensor<D>, gamma: Option<Tensor<1>>, eps: f64
     match gamma {
         Some(g) => y * broadcast::<D>(g),
         None => y,
+    }
+}
+
+/// An RMSNorm slot's parameters: `γ ∈ ℝ^d`, or `γ′ ∈ ℝ` (scalarised: KiteNorm's scalar slots
+/// under `norm = "rmsnorm"`); an absent `gain` is γ ≡ 1.
+///
+/// # Shapes
+/// - input and output: `[..., d]`
+#[derive(Module, Debug)]
+pub struct RmsNorm {
+    pub gain: Option<Param<Tensor<1>>>,
+    #[module(skip)]
+    pub eps: f64,
+}
+
+impl RmsNorm {
+    /// [`rms_norm`], or its fused kernel when `k` fuses on `x`.
+    pub fn forward<const D: usize>(&self, x: Tensor<D>, k: Kernels) -> Tensor<D> {
+        if k.fuse(&x) {
+            kernels::norm_affine(x, value(&self.gain), None, self.eps, false)
+        } else {
+            rms_norm(x, value(&self.gain), self.eps)
+        }
+    }
+
+    /// This norm of `a·x + c·b` (`[a, c]` = `scales`) by the fused kernel.
+    pub fn forward_sum<const D: usize>(&self, x: Tensor<D>, b: Tensor<D>, scales: [f64; 2]) -> Tensor<D> {
+        kernels::add_norm(x, b, scales, value(&self.gain), None, self.eps, false)
     }
 }

@@ -5,15 +5,16 @@
 //! scale. All device reductions are brought to the host in one transfer.
 
 use super::fit::{Fit, fit};
-use super::stats::{Gather, Slot, Spread, angular_distance, cosines, hidden_summary, spread, token_alignment};
+use super::stats::{Fetched, Gather, Slot, Spread, angular_distance, cosines, hidden_summary, spread, token_alignment};
 use crate::io::json::{nan, nan_pairs, nan_vec};
 use crate::io::tensorboard::Histogram;
-use crate::model::Transformer;
 use crate::model::names::is_stream_norm;
 use crate::model::params::named_tensors;
-use crate::norm::{Norm, NormKind};
+use crate::model::{ForwardOutput, SublayerTrace, Transformer};
+use crate::norm::Norm;
 use crate::recipe::Branch;
 use crate::stats::{mean, min_max};
+use burn::module::Param;
 use burn::tensor::{Int, Tensor};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -125,86 +126,18 @@ pub fn forward_probe_with_histograms(
     histograms: bool,
 ) -> (ForwardProbe, Vec<(String, Histogram)>) {
     let out = model.forward(tokens, crate::model::Keep::TRACES);
-    let traces = out.traces.expect("traced");
-    let hists = if histograms {
-        let x = |(i, tr): (usize, &crate::model::SublayerTrace)| {
-            (format!("hist/x/l{:03}", i + 1), Histogram::of(&sampled_values(tr.input.clone()), 30))
-        };
-        traces.iter().enumerate().map(x).collect()
-    } else {
-        Vec::new()
-    };
-    let last = out.last_hidden.expect("traced");
+    let hists = if histograms { input_histograms(&out.traces) } else { Vec::new() };
     let mut g = Gather::default();
-    let mut pending = Vec::with_capacity(traces.len());
-    for (i, tr) in traces.iter().enumerate() {
-        let next = traces.get(i + 1).map(|n| n.input.clone()).unwrap_or_else(|| last.clone());
-        let outer = outer_norm(model, i);
-        pending.push(Pending {
-            x: g.push(hidden_summary(tr.input.clone(), top_k)),
-            z: g.push(hidden_summary(tr.sum.clone(), top_k)),
-            tau: g.push(token_alignment(tr.input.clone())),
-            cos: g.push(cosines(tr.input.clone(), next)),
-            bound: outer.and_then(|n| {
-                let (how, eps) = spread_of(&n.kind)?;
-                Some((
-                    g.push(spread(tr.sum.clone(), how, eps)),
-                    n.gain.as_ref().map(|p| g.push(p.val().abs().max().reshape([1]))),
-                ))
-            }),
-            bhyt: tr.approx_variance.as_ref().map(|a| {
-                let exact = tr.input.clone().square().mean_dim(2);
-                let n = a.dims().iter().product::<usize>();
-                (g.push(a.clone().reshape([n])), g.push(exact.reshape([n])))
-            }),
-            saturation: dyt_saturation(input_norm(model, i), tr.input.clone()).map(|t| g.push(t)),
-        });
-    }
+    let pending = pend(model, &out, top_k, &mut g);
+    let last = out.last_hidden;
     let final_saturation = dyt_saturation(model.final_norm.as_ref(), last.clone()).map(|t| g.push(t));
     let final_tau = g.push(token_alignment(last));
     let attn: Vec<(Slot, Slot)> =
         out.attention.iter().map(|a| (g.push(a.max_logit.clone()), g.push(a.entropy.clone()))).collect();
     let scale_slots: Vec<(String, Slot)> = norm_params(model).into_iter().map(|(n, t)| (n, g.push(t))).collect();
     let f = g.fetch();
-    let hidden = |s: Slot| {
-        let v = f.get(s);
-        HiddenStats { var: v[0], mean_abs: v[1], max_abs: v[2], top_abs: v[2..].to_vec() }
-    };
-    let (mut all_a, mut all_e, mut all_layer) = (Vec::new(), Vec::new(), Vec::new());
-    let sublayers = pending
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let is_attn = i % 2 == 0;
-            let bhyt_fit = p.bhyt.map(|(a, e)| {
-                all_a.extend_from_slice(f.get(a));
-                all_e.extend_from_slice(f.get(e));
-                all_layer.resize(all_a.len(), i / 2 + 1);
-                fit(f.get(a), f.get(e))
-            });
-            SublayerProbe {
-                l: i + 1,
-                layer: i / 2 + 1,
-                branch: if is_attn { Branch::Attn } else { Branch::Ffn },
-                x: hidden(p.x),
-                z: hidden(p.z),
-                jacobian_bound: p.bound.map(|(sigma, gain)| {
-                    let g_inf = gain.map(|s| f.get(s)[0]).unwrap_or(1.0);
-                    let sig = f.get(sigma);
-                    sig.iter().map(|s| g_inf / s).sum::<f64>() / sig.len() as f64
-                }),
-                tau: f.get(p.tau)[0],
-                angular_distance: angular_distance(f.get(p.cos)),
-                attn_max_logit: is_attn.then(|| f.get(attn[i / 2].0)[0]),
-                attn_entropy: is_attn.then(|| f.get(attn[i / 2].1)[0]),
-                bhyt_fit,
-                grad_norm: None,
-                grad_cv_window: None,
-                grad_cv_run: None,
-                saturation: p.saturation.map(|s| f.get(s)[0]),
-            }
-        })
-        .collect();
+    let mut pooled = Pooled::default();
+    let sublayers = pending.iter().enumerate().map(|(i, p)| sublayer_probe(i, p, &f, &attn, &mut pooled)).collect();
     let scales = scale_slots
         .into_iter()
         .map(|(n, s)| {
@@ -213,20 +146,101 @@ pub fn forward_probe_with_histograms(
             (n, ScaleStats { mean: mean(v), min, max })
         })
         .collect();
-    let bhyt_fit = (!all_a.is_empty()).then(|| fit(&all_a, &all_e));
-    let stride = all_a.len().div_ceil(500).max(1);
-    let bhyt_sample = all_a.iter().zip(&all_e).step_by(stride).map(|(a, e)| [*a, *e]).collect();
-    let bhyt_sample_layer = all_layer.into_iter().step_by(stride).collect();
-    let probe = ForwardProbe {
-        sublayers,
-        final_tau: f.get(final_tau)[0],
-        final_saturation: final_saturation.map(|s| f.get(s)[0]),
-        scales,
-        bhyt_fit,
-        bhyt_sample,
-        bhyt_sample_layer,
-    };
+    let (bhyt_fit, bhyt_sample, bhyt_sample_layer) = pooled.finish();
+    let final_tau = f.get(final_tau)[0];
+    let final_saturation = final_saturation.map(|s| f.get(s)[0]);
+    let probe =
+        ForwardProbe { sublayers, final_tau, final_saturation, scales, bhyt_fit, bhyt_sample, bhyt_sample_layer };
     (probe, hists)
+}
+
+/// The histograms `hist/x/l001`… of every sublayer's input.
+fn input_histograms(traces: &[SublayerTrace]) -> Vec<(String, Histogram)> {
+    let x = |(i, tr): (usize, &SublayerTrace)| {
+        (format!("hist/x/l{:03}", i + 1), Histogram::of(&sampled_values(tr.input.clone()), 30))
+    };
+    traces.iter().enumerate().map(x).collect()
+}
+
+/// Every sublayer's device reductions, pushed to `g` for the one transfer.
+fn pend(model: &Transformer, out: &ForwardOutput, top_k: usize, g: &mut Gather) -> Vec<Pending> {
+    let traces = &out.traces;
+    let mut pending = Vec::with_capacity(traces.len());
+    for (i, tr) in traces.iter().enumerate() {
+        let next = traces.get(i + 1).map(|n| n.input.clone()).unwrap_or_else(|| out.last_hidden.clone());
+        let bound = outer_norm(model, i).and_then(|n| {
+            let (how, eps, gain) = spread_of(n)?;
+            Some((g.push(spread(tr.sum.clone(), how, eps)), gain.map(|p| g.push(p.val().abs().max().reshape([1])))))
+        });
+        pending.push(Pending {
+            x: g.push(hidden_summary(tr.input.clone(), top_k)),
+            z: g.push(hidden_summary(tr.sum.clone(), top_k)),
+            tau: g.push(token_alignment(tr.input.clone())),
+            cos: g.push(cosines(tr.input.clone(), next)),
+            bound,
+            bhyt: tr.approx_variance.as_ref().map(|a| {
+                let exact = tr.input.clone().square().mean_dim(2);
+                let n = a.dims().iter().product::<usize>();
+                (g.push(a.clone().reshape([n])), g.push(exact.reshape([n])))
+            }),
+            saturation: dyt_saturation(input_norm(model, i), tr.input.clone()).map(|t| g.push(t)),
+        });
+    }
+    pending
+}
+
+/// BHyT's `[ŝ², exact]` pairs over all FFN sublayers, and each pair's layer.
+#[derive(Default)]
+struct Pooled {
+    approx: Vec<f64>,
+    exact: Vec<f64>,
+    layer: Vec<usize>,
+}
+
+impl Pooled {
+    /// The pooled fit and up to 500 evenly spaced pairs with their layers.
+    fn finish(self) -> (Option<Fit>, Vec<[f64; 2]>, Vec<usize>) {
+        let fitted = (!self.approx.is_empty()).then(|| fit(&self.approx, &self.exact));
+        let stride = self.approx.len().div_ceil(500).max(1);
+        let sample = self.approx.iter().zip(&self.exact).step_by(stride).map(|(a, e)| [*a, *e]).collect();
+        (fitted, sample, self.layer.into_iter().step_by(stride).collect())
+    }
+}
+
+/// Sublayer `i`'s probe from the fetched values; BHyT's pairs also go to `pooled`.
+fn sublayer_probe(i: usize, p: &Pending, f: &Fetched, attn: &[(Slot, Slot)], pooled: &mut Pooled) -> SublayerProbe {
+    let hidden = |s: Slot| {
+        let v = f.get(s);
+        HiddenStats { var: v[0], mean_abs: v[1], max_abs: v[2], top_abs: v[2..].to_vec() }
+    };
+    let is_attn = i.is_multiple_of(2);
+    let bhyt_fit = p.bhyt.map(|(a, e)| {
+        pooled.approx.extend_from_slice(f.get(a));
+        pooled.exact.extend_from_slice(f.get(e));
+        pooled.layer.resize(pooled.approx.len(), i / 2 + 1);
+        fit(f.get(a), f.get(e))
+    });
+    SublayerProbe {
+        l: i + 1,
+        layer: i / 2 + 1,
+        branch: if is_attn { Branch::Attn } else { Branch::Ffn },
+        x: hidden(p.x),
+        z: hidden(p.z),
+        jacobian_bound: p.bound.map(|(sigma, gain)| {
+            let g_inf = gain.map(|s| f.get(s)[0]).unwrap_or(1.0);
+            let sig = f.get(sigma);
+            sig.iter().map(|s| g_inf / s).sum::<f64>() / sig.len() as f64
+        }),
+        tau: f.get(p.tau)[0],
+        angular_distance: angular_distance(f.get(p.cos)),
+        attn_max_logit: is_attn.then(|| f.get(attn[i / 2].0)[0]),
+        attn_entropy: is_attn.then(|| f.get(attn[i / 2].1)[0]),
+        bhyt_fit,
+        grad_norm: None,
+        grad_cv_window: None,
+        grad_cv_run: None,
+        saturation: p.saturation.map(|s| f.get(s)[0]),
+    }
 }
 
 /// The input norm of 0-based sublayer `i`.
@@ -237,8 +251,8 @@ fn input_norm(model: &Transformer, i: usize) -> Option<&Norm> {
 
 /// For a DyT norm, the fraction of `|α x| > 2.65` (tanh′ = 1 − tanh² < 0.02) over `x`, `[1]`.
 fn dyt_saturation(norm: Option<&Norm>, x: Tensor<3>) -> Option<Tensor<1>> {
-    let n = norm.filter(|n| matches!(n.kind, NormKind::Dyt { .. }))?;
-    let alpha = n.alpha.as_ref()?.val().abs().unsqueeze::<3>();
+    let Some(Norm::Dyt(n)) = norm else { return None };
+    let alpha = n.alpha.val().abs().unsqueeze::<3>();
     Some((x.abs() * alpha).greater_elem(2.65).float().mean().reshape([1]))
 }
 
@@ -248,11 +262,13 @@ fn outer_norm(model: &Transformer, i: usize) -> Option<&Norm> {
     if i.is_multiple_of(2) { layer.attn.outer_norm.as_ref() } else { layer.ffn.outer_norm.as_ref() }
 }
 
-fn spread_of(kind: &NormKind) -> Option<(Spread, f64)> {
-    match *kind {
-        NormKind::LayerNorm { eps, .. } | NormKind::ScalarLayerNorm { eps, .. } => Some((Spread::Std, eps)),
-        NormKind::RmsNorm { eps, .. } | NormKind::ScalarRmsNorm { eps } => Some((Spread::Rms, eps)),
-        _ => None,
+/// How a LayerNorm or RMSNorm (vector or scalar) measures σ, its ε and its gain; `None` for the
+/// tanh norms, which have no Jacobian bound of this form.
+fn spread_of(norm: &Norm) -> Option<(Spread, f64, Option<&Param<Tensor<1>>>)> {
+    match norm {
+        Norm::LayerNorm(n) | Norm::ScalarLayerNorm(n) => Some((Spread::Std, n.eps, n.gain.as_ref())),
+        Norm::RmsNorm(n) | Norm::ScalarRmsNorm(n) => Some((Spread::Rms, n.eps, n.gain.as_ref())),
+        Norm::Dyt(_) | Norm::BhytStar(_) | Norm::Bhyt(_) => None,
     }
 }
 
