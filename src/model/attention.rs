@@ -130,10 +130,6 @@ pub struct Attention {
     pub qk_full: bool,
 }
 
-/// Attention scores beyond this many values (2²⁶: 256 MiB in f32) are never materialised
-/// whole. Every CPU study stays below it; seed 000's Table-1 micro-batch, 32 × 8 heads ×
-/// 2048², is 16× above (4 GiB in f32: over wgpu's buffer limit).
-pub const SCORES_LIMIT: usize = 1 << 26;
 
 /// Sizes and init scales for one attention block.
 pub struct AttnShape {

@@ -2,11 +2,24 @@
 //! one model reads from one place (the model's [`super::transformer::ModelMeta`]), handed down
 //! each forward.
 
-use super::attention::SCORES_LIMIT;
-use super::transformer::{GPU_LIMIT, LOGITS_LIMIT};
 use crate::kernels::{Kernels, Precision};
 use burn::backend::DispatchDevice;
 use burn::tensor::Device;
+
+/// Logits beyond this many values per micro-batch (2²⁶: 256 MiB in f32) are never
+/// materialised whole: the loss runs over chunks of `2²⁶ / V` tokens. Every CPU study stays
+/// below it (and so unchunked); seed 000's Table-1 micro-batch, 32 × 2048
+/// tokens × 50257, is 51× above.
+pub const LOGITS_LIMIT: usize = 1 << 26;
+
+/// Both limits on GPU devices (2²⁴ values: 64 MiB in f32), under every Vulkan driver's storage
+/// buffer binding range (lavapipe's is 128 MiB; NVIDIA's 4 GiB).
+pub const GPU_LIMIT: usize = 1 << 24;
+
+/// Attention scores beyond this many values (2²⁶: 256 MiB in f32) are never materialised
+/// whole. Every CPU study stays below it; seed 000's Table-1 micro-batch, 32 × 8 heads ×
+/// 2048², is 16× above (4 GiB in f32: over wgpu's buffer limit).
+pub const SCORES_LIMIT: usize = 1 << 26;
 
 /// The run-wide settings of a forward.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -32,10 +32,10 @@ pub mod rope;
 pub mod sublayer;
 pub mod transformer;
 
-pub use compute::Compute;
+pub use compute::{Compute, GPU_LIMIT, LOGITS_LIMIT, SCORES_LIMIT};
 pub use config::{FfnKind, ModelConfig};
 pub use decode::KvCache;
-pub use transformer::{ForwardOutput, Keep, LOGITS_LIMIT, SublayerTrace, Transformer};
+pub use transformer::{ForwardOutput, Keep, SublayerTrace, Transformer};
 
 #[cfg(test)]
 mod precision_tests;

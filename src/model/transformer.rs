@@ -70,15 +70,6 @@ impl Keep {
     pub const TRACES: Keep = Keep { sums: false, traces: true };
 }
 
-/// Logits beyond this many values per micro-batch (2²⁶: 256 MiB in f32) are never
-/// materialised whole: the loss runs over chunks of `2²⁶ / V` tokens. Every CPU study stays
-/// below it (and so unchunked); seed 000's Table-1 micro-batch, 32 × 2048
-/// tokens × 50257, is 51× above.
-pub const LOGITS_LIMIT: usize = 1 << 26;
-
-/// Both limits on GPU devices (2²⁴ values: 64 MiB in f32), under every Vulkan driver's storage
-/// buffer binding range (lavapipe's is 128 MiB; NVIDIA's 4 GiB).
-pub const GPU_LIMIT: usize = 1 << 24;
 
 /// The forward up to the final norm.
 struct Hidden {

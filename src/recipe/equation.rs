@@ -121,7 +121,7 @@ fn symbol(spec: &RecipeSpec, n: &NormSpec) -> Option<String> {
         }
         Ok(Some(kind)) => Some(kind.symbol()),
         Ok(None) => None,
-        Err(_) => Some(format!("<invalid norm {:?}>", n.table().kind)),
+        Err(_) => Some(format!("<invalid norm {}>", n.table().kind)),
     }
 }
 

@@ -5,7 +5,7 @@
 //! `k` the 1-based Transformer layer, `L` the number of Transformer layers. `LN` is the
 //! recipe's base norm (LayerNorm unless `norm = "rmsnorm"`).
 
-use super::spec::{BaseNorm, NormSpec, NormTable, QkNorm, RecipeSpec, Scale, SublayerSpec, Which};
+use super::spec::{BaseNorm, NormName, NormSpec, NormTable, QkNorm, RecipeSpec, Scale, SublayerSpec, Which};
 use std::collections::BTreeMap;
 
 /// All preset names, in the order `normlab recipes` lists them.
@@ -73,11 +73,11 @@ pub fn blank(name: &str, about: &str) -> RecipeSpec {
 }
 
 fn ln() -> Option<NormSpec> {
-    Some(NormSpec::kind("ln"))
+    Some(NormSpec::Kind(NormName::Ln))
 }
 
-fn norm_with(kind: &str, f: impl FnOnce(&mut NormTable)) -> NormSpec {
-    let mut t = NormTable { kind: kind.into(), ..Default::default() };
+fn norm_with(kind: NormName, f: impl FnOnce(&mut NormTable)) -> NormSpec {
+    let mut t = NormTable::of(kind);
     f(&mut t);
     NormSpec::Table(t)
 }
@@ -101,7 +101,7 @@ pub fn post() -> RecipeSpec {
 pub fn pre() -> RecipeSpec {
     let mut r = blank("pre", "pre-norm, X = X + F(LN(X)); final LN; no init scaling (seed 000 E.1)");
     r.sublayer.input = ln();
-    r.final_norm = NormSpec::kind("ln");
+    r.final_norm = NormSpec::Kind(NormName::Ln);
     r
 }
 
@@ -133,8 +133,8 @@ pub fn peri() -> RecipeSpec {
     let mut r = blank("peri", "Peri-LN: X = X + LN(F(LN(X))); embedding LN and final LN (seed 001)");
     r.sublayer.input = ln();
     r.sublayer.output = ln();
-    r.embedding_norm = NormSpec::kind("ln");
-    r.final_norm = NormSpec::kind("ln");
+    r.embedding_norm = NormSpec::Kind(NormName::Ln);
+    r.final_norm = NormSpec::Kind(NormName::Ln);
     r
 }
 
@@ -152,7 +152,7 @@ pub fn mix() -> RecipeSpec {
     pre.input = ln();
     pre.init_out = expr("1/sqrt(2*(L-floor(mix_ratio*L)))");
     r.layers = vec![post, pre];
-    r.final_norm = NormSpec::kind("ln");
+    r.final_norm = NormSpec::Kind(NormName::Ln);
     r
 }
 
@@ -164,7 +164,7 @@ pub fn keel() -> RecipeSpec {
         "KEEL: X = LN(a·X + F(LN(X))), a = 1 in layer 1 and 2L after, no outer LN after sublayer 1, LN without shift \
             (seed 000 Table 2)",
     );
-    let ln0 = || Some(norm_with("ln", |t| t.shift = Some(false)));
+    let ln0 = || Some(norm_with(NormName::Ln, |t| t.shift = Some(false)));
     r.sublayer.input = ln0();
     r.sublayer.outer = ln0();
     r.sublayer.skip = expr("2*L");
@@ -184,8 +184,8 @@ pub fn kitenorm() -> RecipeSpec {
         "KiteNorm: X = sLN(X + 1/(2L)·F(sLN(X))), scalar γ′, β′; no final norm; variance regulariser λ = 1 (seed 000 \
             Table 2)",
     );
-    r.sublayer.input = Some(NormSpec::kind("scalar-ln"));
-    r.sublayer.outer = Some(NormSpec::kind("scalar-ln"));
+    r.sublayer.input = Some(NormSpec::Kind(NormName::ScalarLn));
+    r.sublayer.outer = Some(NormSpec::Kind(NormName::ScalarLn));
     r.sublayer.residual = expr("1/(2*L)");
     r.regularizer = 1.0;
     r.notes.push(
@@ -246,11 +246,11 @@ pub fn dyt() -> RecipeSpec {
             attention, 0.2 before the FFN and final for d ≤ 4096); embeddings × learnable e₀ = √d (Zhu et al. 2025)",
     );
     r.embedding_scale = expr("sqrt(d)");
-    r.sublayer.input = Some(norm_with("dyt", |t| t.alpha = expr(DYT_OTHER_ALPHA)));
+    r.sublayer.input = Some(norm_with(NormName::Dyt, |t| t.alpha = expr(DYT_OTHER_ALPHA)));
     let mut attn = layers("1..=L", Which::Attn);
-    attn.input = Some(norm_with("dyt", |t| t.alpha = expr(DYT_ATTN_ALPHA)));
+    attn.input = Some(norm_with(NormName::Dyt, |t| t.alpha = expr(DYT_ATTN_ALPHA)));
     r.layers = vec![attn];
-    r.final_norm = norm_with("dyt", |t| t.alpha = expr(DYT_OTHER_ALPHA));
+    r.final_norm = norm_with(NormName::Dyt, |t| t.alpha = expr(DYT_OTHER_ALPHA));
     r
 }
 
@@ -263,12 +263,12 @@ pub fn dyt_plain() -> RecipeSpec {
         "DyT, plain: X = X + F(DyT(X)), DyT(x) = γ·tanh(αx) + β, α₀ = 0.5 everywhere; final DyT; no embedding \
             scale (DyT repository default; seed 003)",
     );
-    r.sublayer.input = Some(norm_with("dyt", |t| t.alpha = Some(Scale::Number(0.5))));
-    r.final_norm = norm_with("dyt", |t| t.alpha = Some(Scale::Number(0.5)));
+    r.sublayer.input = Some(norm_with(NormName::Dyt, |t| t.alpha = Some(Scale::Number(0.5))));
+    r.final_norm = norm_with(NormName::Dyt, |t| t.alpha = Some(Scale::Number(0.5)));
     r
 }
 
-fn bhyt_family(name: &str, kind: &str, about: &str) -> RecipeSpec {
+fn bhyt_family(name: &str, kind: NormName, about: &str) -> RecipeSpec {
     let mut r = blank(name, about);
     r.sublayer.input = Some(norm_with(kind, |t| t.lambda = Some(1.0)));
     let mut attn = layers("1..=L", Which::Attn);
@@ -284,7 +284,7 @@ fn bhyt_family(name: &str, kind: &str, about: &str) -> RecipeSpec {
 pub fn bhyt_star() -> RecipeSpec {
     bhyt_family(
         "bhyt-star",
-        "bhyt-star",
+        NormName::BhytStar,
         "BHyT*: X = X + F(γ·tanh(λx/(κ s_x + |μ_x|))), κ = 10, λ₀ = 2 (attn) / 1 (FFN, final) (seed 003 eq. 1)",
     )
 }
@@ -295,7 +295,7 @@ pub fn bhyt_star() -> RecipeSpec {
 pub fn bhyt() -> RecipeSpec {
     bhyt_family(
         "bhyt",
-        "bhyt",
+        NormName::Bhyt,
         "BHyT: BHyT* with one exact statistic per block and the Theorem 3.5 variance approximation before the FFN \
             (seed 003 Alg. 1)",
     )
@@ -309,7 +309,7 @@ pub fn olmo2() -> RecipeSpec {
     r.norm = BaseNorm::Rmsnorm;
     r.sublayer.output = ln();
     r.qk_norm = QkNorm::Full;
-    r.final_norm = NormSpec::kind("ln");
+    r.final_norm = NormSpec::Kind(NormName::Ln);
     r
 }
 

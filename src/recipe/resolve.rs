@@ -3,7 +3,7 @@
 //! that names the field.
 
 use super::expr::eval;
-use super::spec::{BaseNorm, NormSpec, QkNorm, RecipeSpec, Scale, SublayerSpec, Which};
+use super::spec::{BaseNorm, NormName, NormSpec, NormTable, QkNorm, RecipeSpec, Scale, SublayerSpec, Which};
 use crate::norm::{BhytDenominator, NormKind};
 use anyhow::{Context, bail, ensure};
 use std::collections::BTreeMap;
@@ -220,31 +220,7 @@ impl Resolver<'_> {
 
     fn norm(&self, spec: &NormSpec, vars: &BTreeMap<String, f64>, eps: f64) -> anyhow::Result<Option<NormKind>> {
         let t = spec.table();
-        let allowed: &[&str] = match t.kind.as_str() {
-            "none" => &[],
-            "ln" | "layernorm" => &["gain", "shift"],
-            "rmsnorm" => &["gain", "shift"],
-            "scalar-ln" => &["shift"],
-            "scalar-rms" => &[],
-            "dyt" => &["alpha"],
-            "bhyt-star" => &["lambda", "p", "denominator"],
-            "bhyt" => &["lambda", "p"],
-            other => bail!(
-                "unknown norm kind `{other}` (known: none, ln, layernorm, rmsnorm, scalar-ln, scalar-rms, dyt, \
-                    bhyt-star, bhyt)"
-            ),
-        };
-        let set = [
-            ("gain", t.gain.is_some()),
-            ("shift", t.shift.is_some()),
-            ("alpha", t.alpha.is_some()),
-            ("lambda", t.lambda.is_some()),
-            ("p", t.p.is_some()),
-            ("denominator", t.denominator.is_some()),
-        ];
-        for (field, is_set) in set {
-            ensure!(!is_set || allowed.contains(&field), "norm kind `{}` has no option `{field}`", t.kind);
-        }
+        check_options(&t)?;
         let gain = t.gain.unwrap_or(true);
         let positive = |name: &str, v: f64| -> anyhow::Result<f64> {
             ensure!(v.is_finite() && v > 0.0, "`{name}` = {v} must be > 0");
@@ -252,29 +228,45 @@ impl Resolver<'_> {
         };
         let p = t.p.unwrap_or(0.99);
         ensure!(p > 0.0 && p < 1.0, "`p` = {p} must lie in (0, 1)");
-        let kind = match t.kind.as_str() {
-            "none" => return Ok(None),
-            "ln" if self.norm == BaseNorm::Rmsnorm => rms(t.shift, gain, eps)?,
-            "ln" | "layernorm" => NormKind::LayerNorm { gain, shift: t.shift.unwrap_or(true), eps },
-            "rmsnorm" => rms(t.shift, gain, eps)?,
-            "scalar-ln" if self.norm == BaseNorm::Rmsnorm => scalar_rms(t.shift, eps)?,
-            "scalar-ln" => NormKind::ScalarLayerNorm { shift: t.shift.unwrap_or(true), eps },
-            "scalar-rms" => NormKind::ScalarRmsNorm { eps },
-            "dyt" => {
+        let rms_base = self.norm == BaseNorm::Rmsnorm;
+        let kind = match t.kind {
+            NormName::None => return Ok(None),
+            NormName::Ln if rms_base => rms(t.shift, gain, eps)?,
+            NormName::Ln | NormName::Layernorm => NormKind::LayerNorm { gain, shift: t.shift.unwrap_or(true), eps },
+            NormName::Rmsnorm => rms(t.shift, gain, eps)?,
+            NormName::ScalarLn if rms_base => scalar_rms(t.shift, eps)?,
+            NormName::ScalarLn => NormKind::ScalarLayerNorm { shift: t.shift.unwrap_or(true), eps },
+            NormName::ScalarRms => NormKind::ScalarRmsNorm { eps },
+            NormName::Dyt => {
                 let alpha = t.alpha.as_ref().map_or(Ok(0.5), |a| scale_value(a, vars)).context("`alpha`")?;
                 NormKind::Dyt { alpha }
             }
-            "bhyt-star" => NormKind::BhytStar {
+            NormName::BhytStar => NormKind::BhytStar {
                 lambda: positive("lambda", t.lambda.unwrap_or(1.0))?,
                 p,
                 denominator: t.denominator.unwrap_or(BhytDenominator::Std),
                 eps,
             },
-            "bhyt" => NormKind::Bhyt { lambda: positive("lambda", t.lambda.unwrap_or(1.0))?, p, eps },
-            _ => unreachable!(),
+            NormName::Bhyt => NormKind::Bhyt { lambda: positive("lambda", t.lambda.unwrap_or(1.0))?, p, eps },
         };
         Ok(Some(kind))
     }
+}
+
+/// Refuses a table option its kind does not take (`dyt` has no `lambda`).
+fn check_options(t: &NormTable) -> anyhow::Result<()> {
+    let set = [
+        ("gain", t.gain.is_some()),
+        ("shift", t.shift.is_some()),
+        ("alpha", t.alpha.is_some()),
+        ("lambda", t.lambda.is_some()),
+        ("p", t.p.is_some()),
+        ("denominator", t.denominator.is_some()),
+    ];
+    for (field, is_set) in set {
+        ensure!(!is_set || t.kind.options().contains(&field), "norm kind `{}` has no option `{field}`", t.kind);
+    }
+    Ok(())
 }
 
 /// A scale's value: a positive finite number, or an expression evaluating to one.

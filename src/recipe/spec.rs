@@ -28,15 +28,87 @@ use crate::norm::BhytDenominator;
 #[serde(untagged)]
 #[serde(try_from = "toml::Value")]
 pub enum NormSpec {
-    Kind(String),
+    Kind(NormName),
     Table(NormTable),
 }
 
+/// A norm kind as a recipe names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "&'static str")]
+pub enum NormName {
+    /// An empty slot.
+    None,
+    /// The recipe's base norm ([`RecipeSpec::norm`]): LayerNorm or RMSNorm.
+    Ln,
+    Layernorm,
+    Rmsnorm,
+    /// KiteNorm eq. 4's scalarised LayerNorm (the scalarised RMSNorm under `norm = "rmsnorm"`).
+    ScalarLn,
+    ScalarRms,
+    Dyt,
+    BhytStar,
+    Bhyt,
+}
+
+impl NormName {
+    /// Every kind with its written name.
+    pub const ALL: [(NormName, &'static str); 9] = [
+        (NormName::None, "none"),
+        (NormName::Ln, "ln"),
+        (NormName::Layernorm, "layernorm"),
+        (NormName::Rmsnorm, "rmsnorm"),
+        (NormName::ScalarLn, "scalar-ln"),
+        (NormName::ScalarRms, "scalar-rms"),
+        (NormName::Dyt, "dyt"),
+        (NormName::BhytStar, "bhyt-star"),
+        (NormName::Bhyt, "bhyt"),
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        Self::ALL.iter().find(|(n, _)| *n == self).map_or("none", |(_, s)| s)
+    }
+
+    /// The table options this kind takes (any other set option is an error).
+    pub fn options(self) -> &'static [&'static str] {
+        match self {
+            NormName::None | NormName::ScalarRms => &[],
+            NormName::Ln | NormName::Layernorm | NormName::Rmsnorm => &["gain", "shift"],
+            NormName::ScalarLn => &["shift"],
+            NormName::Dyt => &["alpha"],
+            NormName::BhytStar => &["lambda", "p", "denominator"],
+            NormName::Bhyt => &["lambda", "p"],
+        }
+    }
+}
+
+impl TryFrom<String> for NormName {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Self, String> {
+        Self::ALL.iter().find(|(_, name)| *name == s).map(|(n, _)| *n).ok_or_else(|| {
+            let known: Vec<&str> = Self::ALL.iter().map(|(_, s)| *s).collect();
+            format!("unknown norm kind `{s}` (known: {})", known.join(", "))
+        })
+    }
+}
+
+impl From<NormName> for &'static str {
+    fn from(n: NormName) -> Self {
+        n.as_str()
+    }
+}
+
+impl std::fmt::Display for NormName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
 /// Options of a norm slot; fields that do not apply to the kind are rejected.
-#[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NormTable {
-    pub kind: String,
+    pub kind: NormName,
     /// Learnable gain γ (default true). `false` fixes γ = 1 (seed 001 §4.4.1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gain: Option<bool>,
@@ -65,7 +137,7 @@ impl TryFrom<toml::Value> for NormSpec {
 
     fn try_from(v: toml::Value) -> Result<Self, String> {
         match v {
-            toml::Value::String(s) => Ok(NormSpec::Kind(s)),
+            toml::Value::String(s) => NormName::try_from(s).map(NormSpec::Kind),
             toml::Value::Table(_) => v.try_into::<NormTable>().map(NormSpec::Table).map_err(|e| e.to_string()),
             other => Err(format!("a norm is a kind name or a table, not `{other}`")),
         }
@@ -74,22 +146,25 @@ impl TryFrom<toml::Value> for NormSpec {
 
 impl NormSpec {
     pub fn none() -> Self {
-        NormSpec::Kind("none".into())
-    }
-
-    pub fn kind(name: &str) -> Self {
-        NormSpec::Kind(name.into())
+        NormSpec::Kind(NormName::None)
     }
 
     pub fn table(&self) -> NormTable {
         match self {
-            NormSpec::Kind(k) => NormTable { kind: k.clone(), ..Default::default() },
+            NormSpec::Kind(k) => NormTable::of(*k),
             NormSpec::Table(t) => t.clone(),
         }
     }
 
     pub fn is_none(&self) -> bool {
-        self.table().kind == "none"
+        self.table().kind == NormName::None
+    }
+}
+
+impl NormTable {
+    /// `kind` with every option at its default.
+    pub fn of(kind: NormName) -> Self {
+        Self { kind, gain: None, shift: None, alpha: None, lambda: None, p: None, denominator: None }
     }
 }
 

@@ -289,7 +289,7 @@ fn custom_recipes_compose_in_a_config_file() {
 #[test]
 fn malformed_recipes_are_rejected_naming_the_field() {
     let e = err("[recipe]\npreset = \"pre\"\n[recipe.sublayer]\ninput = \"groupnorm\"\n");
-    assert!(e.contains("unknown norm kind `groupnorm`") && e.contains("`input`"), "{e}");
+    assert!(e.contains("unknown norm kind `groupnorm`") && e.contains("`sublayer.input`"), "{e}");
     let e = err("[recipe]\npreset = \"pre\"\n[recipe.sublayer]\nresidual = -0.5\n");
     assert!(e.contains("`residual`: -0.5 must be a positive"), "{e}");
     let e = err("[recipe]\npreset = \"mix\"\nparams = { mix_ratio = 1.5 }\n");

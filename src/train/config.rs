@@ -3,6 +3,7 @@
 //! scaled down to a laptop otherwise), unknown keys are errors, and `--set key=value` edits any
 //! field from the command line.
 
+use super::budget::Budget;
 use super::schedule::ScheduleConfig;
 use crate::data::DataConfig;
 use crate::model::ModelConfig;
@@ -257,15 +258,7 @@ impl RunConfig {
             "train.micro_batch_size = {micro} must be > 0 and divide train.batch_size = {}",
             t.batch_size
         );
-        match (t.steps, t.tokens_per_param) {
-            (Some(_), Some(_)) => bail!(
-                "give train.steps or train.tokens_per_param, not both (set the other to nothing by leaving it out)"
-            ),
-            (None, None) => bail!("give a budget: train.steps or train.tokens_per_param (20 is Chinchilla)"),
-            (Some(0), _) => bail!("train.steps must be > 0"),
-            (_, Some(r)) if !(r > 0.0 && r.is_finite()) => bail!("train.tokens_per_param must be > 0"),
-            _ => {}
-        }
+        self.budget()?;
         ensure!(t.divergence_factor > 1.0, "train.divergence_factor must be > 1 (got {})", t.divergence_factor);
         ensure!(
             t.skip_step_sigma >= 0.0 && t.skip_step_sigma.is_finite(),
@@ -306,15 +299,14 @@ impl RunConfig {
         self.train.micro_batch_size.unwrap_or(self.train.batch_size)
     }
 
+    /// The training budget `train.steps` or `train.tokens_per_param` gives.
+    pub fn budget(&self) -> anyhow::Result<Budget> {
+        Budget::from_fields(self.train.steps, self.train.tokens_per_param)
+    }
+
     /// Optimizer steps for a model with `params` parameters.
-    pub fn total_steps(&self, params: usize) -> usize {
-        match (self.train.steps, self.train.tokens_per_param) {
-            (Some(s), _) => s,
-            (None, Some(r)) => {
-                ((r * params as f64) / (self.train.batch_size * self.train.seq_len) as f64).ceil().max(1.0) as usize
-            }
-            (None, None) => unreachable!("validated"),
-        }
+    pub fn total_steps(&self, params: usize) -> anyhow::Result<usize> {
+        Ok(self.budget()?.steps(params, self.train.batch_size * self.train.seq_len))
     }
 
     pub fn to_toml(&self) -> anyhow::Result<String> {

@@ -50,7 +50,7 @@ pub fn start_with(
     let ad = autodiff_device(&device, cfg.train.checkpoint_activations);
     let model = Transformer::new(&cfg.model, source, &ad)?;
     let params = crate::model::params::count(&model);
-    let total_steps = cfg.total_steps(params);
+    let total_steps = cfg.total_steps(params)?;
     check_memory(&cfg, params as f64)?;
     let optim = optimizer::build(&cfg.optim, &model);
     let state = TrainerState {

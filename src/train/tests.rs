@@ -324,7 +324,7 @@ fn config_errors_name_the_key_and_the_fix() {
     let mut c2 = c.clone();
     c2.train.batch_size = 4;
     c2.train.seq_len = 32;
-    assert_eq!(c2.total_steps(1000), 157);
+    assert_eq!(c2.total_steps(1000).unwrap(), 157);
 }
 
 #[test]
