@@ -130,7 +130,6 @@ pub struct Attention {
     pub qk_full: bool,
 }
 
-
 /// Sizes and init scales for one attention block.
 pub struct AttnShape {
     pub d_model: usize,

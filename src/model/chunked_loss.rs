@@ -34,44 +34,73 @@ pub fn chunked_cross_entropy(
     let grads = h.is_tracked() || w.is_tracked();
     // Off the autodiff tape altogether: nothing of a chunk outlives it.
     let (hd, wd, targets) = (h.clone().without_autodiff(), w.clone().without_autodiff(), targets.without_autodiff());
-    let wt = p.compute(wd.clone().transpose());
-    let wc = p.compute(wd.clone());
     let keep = targets.clone().greater_equal_elem(0);
     let count = keep.clone().int().sum().float().clamp_min(1.0);
-    let mut loss_sum: Option<Tensor<1>> = None;
+    let whole = Whole { wt: p.compute(wd.clone().transpose()), wc: p.compute(wd), hd, targets, keep, count, p };
+    let step = chunk.max(1);
+    let mut loss_sum = Tensor::zeros([1], &whole.count.device());
     let (mut gh, mut gw) = (Vec::new(), None::<Tensor<2>>);
-    for start in (0..n).step_by(chunk.max(1)) {
-        let len = chunk.max(1).min(n - start);
-        let (hc, tc) = (hd.clone().narrow(0, start, len), targets.clone().narrow(0, start, len));
-        let mask = hc.zeros_like().narrow(1, 0, 1).mask_fill(keep.clone().narrow(0, start, len).unsqueeze_dim(1), 1.0);
+    // One chunk at a time: its logits and its [d, V] share are gone before the next.
+    for (i, start) in (0..n).step_by(step).enumerate() {
+        let part = whole.chunk(start, step.min(n - start), grads);
+        loss_sum = if i == 0 { part.loss } else { loss_sum + part.loss };
+        if let Some((h_rows, w_share)) = part.grads {
+            gh.push(h_rows);
+            gw = Some(match gw {
+                Some(a) => a + w_share,
+                None => w_share,
+            });
+        }
+    }
+    let loss = loss_sum / whole.count;
+    match gw {
+        Some(gw) => {
+            let s = (h * Tensor::cat(gh, 0)).sum() + (w * gw).sum();
+            loss + (s.clone() - s.detach())
+        }
+        None => loss,
+    }
+}
+
+/// What every chunk reads: the detached hidden states, the projection in the compute type
+/// (and its transpose), the targets, which of them count, and how many do.
+struct Whole {
+    hd: Tensor<2>,
+    wc: Tensor<2>,
+    wt: Tensor<2>,
+    targets: Tensor<1, Int>,
+    keep: Tensor<1, burn::tensor::Bool>,
+    count: Tensor<1>,
+    p: Precision,
+}
+
+/// One chunk's summed loss and, when gradients are wanted, its rows of `∂L/∂h` and its share
+/// of `∂L/∂W`.
+struct Chunk {
+    loss: Tensor<1>,
+    grads: Option<(Tensor<2>, Tensor<2>)>,
+}
+
+impl Whole {
+    fn chunk(&self, start: usize, len: usize, grads: bool) -> Chunk {
+        let p = self.p;
+        let (hc, tc) = (self.hd.clone().narrow(0, start, len), self.targets.clone().narrow(0, start, len));
+        let counted = self.keep.clone().narrow(0, start, len).unsqueeze_dim(1);
+        let mask = hc.zeros_like().narrow(1, 0, 1).mask_fill(counted, 1.0);
         let tc = tc.clamp_min(0).unsqueeze_dim::<2>(1);
-        let logits = widen(p.matmul(hc.clone(), wc.clone()));
+        let logits = widen(p.matmul(hc.clone(), self.wc.clone()));
         let max = logits.clone().max_dim(1);
         let shifted = logits - max;
         let lse = shifted.clone().exp().sum_dim(1).log();
         let nll = (lse.clone() - shifted.clone().gather(1, tc.clone())) * mask.clone();
-        let s = nll.sum();
-        loss_sum = Some(match loss_sum {
-            Some(a) => a + s,
-            None => s,
-        });
-        if grads {
-            let onehot = shifted.zeros_like().scatter(1, tc, mask.clone(), IndexingUpdateOp::Add);
-            let dlogits = ((shifted - lse).exp() * mask - onehot) / count.clone().unsqueeze_dim(1);
-            gh.push(widen(p.matmul(dlogits.clone(), wt.clone())));
-            let g = widen(p.matmul(hc.transpose(), dlogits));
-            gw = Some(match gw {
-                Some(a) => a + g,
-                None => g,
-            });
+        let loss = nll.sum();
+        if !grads {
+            return Chunk { loss, grads: None };
         }
-    }
-    let loss = loss_sum.expect("at least one row") / count;
-    match (grads, gw) {
-        (true, Some(gw)) => {
-            let s = (h * Tensor::cat(gh, 0)).sum() + (w * gw).sum();
-            loss + (s.clone() - s.detach())
-        }
-        _ => loss,
+        let onehot = shifted.zeros_like().scatter(1, tc, mask.clone(), IndexingUpdateOp::Add);
+        let dlogits = ((shifted - lse).exp() * mask - onehot) / self.count.clone().unsqueeze_dim(1);
+        let h_rows = widen(p.matmul(dlogits.clone(), self.wt.clone()));
+        let w_share = widen(p.matmul(hc.transpose(), dlogits));
+        Chunk { loss, grads: Some((h_rows, w_share)) }
     }
 }

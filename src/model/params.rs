@@ -3,6 +3,7 @@
 //! the optimizer's decay groups, gradient norms and the probes all read parameters through it.
 
 use burn::module::{Module, ModuleVisitor, Param, ParamId};
+use burn::optim::GradientsParams;
 use burn::tensor::{Gradients, Tensor, TensorData};
 
 /// A parameter's name, optimizer id and shape.
@@ -14,31 +15,68 @@ pub struct ParamEntry {
 }
 
 /// What the visitor takes from each parameter besides its entry.
-enum Take<'a> {
-    Nothing,
-    /// The value flattened to rank 1, left on the device.
-    Tensor,
-    /// The value on the host.
-    Value,
-    /// The gradient on the host.
-    Grad(&'a Gradients),
+trait Take {
+    type Out;
+    fn take<const D: usize>(&mut self, param: &Param<Tensor<D>>) -> Self::Out;
 }
 
-/// One parameter as visited: its entry and what was taken.
-struct Visited {
-    entry: ParamEntry,
-    tensor: Option<Tensor<1>>,
-    data: Option<TensorData>,
+/// Nothing: the entry alone.
+struct Nothing;
+/// The value flattened to rank 1, left on the device.
+struct Flat;
+/// The value on the host.
+struct Value;
+/// The gradient on the host, `None` when the parameter has none.
+struct Grad<'a>(&'a Gradients);
+/// The optimizer's gradient flattened to rank 1, on the device; `None` when it has none.
+struct FlatGrad<'a>(&'a GradientsParams);
+
+impl Take for Nothing {
+    type Out = ();
+    fn take<const D: usize>(&mut self, _: &Param<Tensor<D>>) {}
 }
 
-struct Walk<'a> {
+impl Take for Flat {
+    type Out = Tensor<1>;
+    fn take<const D: usize>(&mut self, param: &Param<Tensor<D>>) -> Tensor<1> {
+        flat(param.val())
+    }
+}
+
+impl Take for Value {
+    type Out = TensorData;
+    fn take<const D: usize>(&mut self, param: &Param<Tensor<D>>) -> TensorData {
+        param.val().into_data()
+    }
+}
+
+impl Take for Grad<'_> {
+    type Out = Option<TensorData>;
+    fn take<const D: usize>(&mut self, param: &Param<Tensor<D>>) -> Option<TensorData> {
+        param.val().grad(self.0).map(|t| t.into_data())
+    }
+}
+
+impl Take for FlatGrad<'_> {
+    type Out = Option<Tensor<1>>;
+    fn take<const D: usize>(&mut self, param: &Param<Tensor<D>>) -> Option<Tensor<1>> {
+        self.0.get::<D>(param.id).map(flat)
+    }
+}
+
+fn flat<const D: usize>(t: Tensor<D>) -> Tensor<1> {
+    let n = t.shape().num_elements();
+    t.reshape([n])
+}
+
+struct Walk<T: Take> {
     /// The module path; `None` for an enum's variant, which is not part of a name.
     path: Vec<Option<String>>,
-    take: Take<'a>,
-    out: Vec<Visited>,
+    take: T,
+    out: Vec<(ParamEntry, T::Out)>,
 }
 
-impl ModuleVisitor for Walk<'_> {
+impl<T: Take> ModuleVisitor for Walk<T> {
     fn enter_module(&mut self, name: &str, container_type: &str) {
         // A `Norm` is an enum module: `layers.0.attn.input_norm.gain`, not `….LayerNorm.gain`.
         self.path.push((!container_type.starts_with("Enum:")).then(|| name.to_string()));
@@ -47,22 +85,14 @@ impl ModuleVisitor for Walk<'_> {
         self.path.pop();
     }
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-        let value = param.val();
-        let shape = value.dims().to_vec();
-        let n = shape.iter().product::<usize>();
-        let (tensor, data) = match self.take {
-            Take::Nothing => (None, None),
-            Take::Tensor => (Some(value.reshape([n])), None),
-            Take::Value => (None, Some(value.into_data())),
-            Take::Grad(g) => (None, value.grad(g).map(|t| t.into_data())),
-        };
-        let entry =
-            ParamEntry { name: self.path.iter().flatten().cloned().collect::<Vec<_>>().join("."), id: param.id, shape };
-        self.out.push(Visited { entry, tensor, data });
+        let shape = param.val().dims().to_vec();
+        let name = self.path.iter().flatten().cloned().collect::<Vec<_>>().join(".");
+        let taken = self.take.take(param);
+        self.out.push((ParamEntry { name, id: param.id, shape }, taken));
     }
 }
 
-fn walk<M: Module>(module: &M, take: Take<'_>) -> Vec<Visited> {
+fn walk<M: Module, T: Take>(module: &M, take: T) -> Vec<(ParamEntry, T::Out)> {
     let mut w = Walk { path: Vec::new(), take, out: Vec::new() };
     module.visit(&mut w);
     w.out
@@ -70,29 +100,29 @@ fn walk<M: Module>(module: &M, take: Take<'_>) -> Vec<Visited> {
 
 /// Every float parameter's name, optimizer id and shape, in module order.
 pub fn param_table<M: Module>(module: &M) -> Vec<ParamEntry> {
-    walk(module, Take::Nothing).into_iter().map(|v| v.entry).collect()
+    walk(module, Nothing).into_iter().map(|(e, ())| e).collect()
 }
 
 /// Every float parameter as `(name, value)`, in module order.
 pub fn named_values<M: Module>(module: &M) -> Vec<(String, TensorData)> {
-    walk(module, Take::Value)
-        .into_iter()
-        .map(|v| (v.entry.name, v.data.expect("a parameter always has a value")))
-        .collect()
+    walk(module, Value).into_iter().map(|(e, v)| (e.name, v)).collect()
 }
 
 /// Every float parameter's value flattened to rank 1, on its device (no transfer).
 pub fn named_tensors<M: Module>(module: &M) -> Vec<(String, Tensor<1>)> {
-    walk(module, Take::Tensor)
-        .into_iter()
-        .map(|v| (v.entry.name, v.tensor.expect("a parameter always has a value")))
-        .collect()
+    walk(module, Flat).into_iter().map(|(e, t)| (e.name, t)).collect()
 }
 
 /// Every float parameter's gradient as `(name, gradient)`; a parameter absent from `grads`
 /// (it did not influence the loss) is reported with `None`.
 pub fn named_grads<M: Module>(module: &M, grads: &Gradients) -> Vec<(String, Option<TensorData>)> {
-    walk(module, Take::Grad(grads)).into_iter().map(|v| (v.entry.name, v.data)).collect()
+    walk(module, Grad(grads)).into_iter().map(|(e, g)| (e.name, g)).collect()
+}
+
+/// Every float parameter's gradient in `grads` flattened to rank 1, on its device (no
+/// transfer); `None` for a parameter without one.
+pub fn named_flat_grads<M: Module>(module: &M, grads: &GradientsParams) -> Vec<(String, Option<Tensor<1>>)> {
+    walk(module, FlatGrad(grads)).into_iter().map(|(e, g)| (e.name, g)).collect()
 }
 
 /// Number of scalar parameters, from the shapes alone (no data leaves the device).

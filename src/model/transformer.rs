@@ -70,7 +70,6 @@ impl Keep {
     pub const TRACES: Keep = Keep { sums: false, traces: true };
 }
 
-
 /// The forward up to the final norm.
 struct Hidden {
     hidden: Tensor<3>,

@@ -5,7 +5,7 @@
 use super::snapshot::sampled_values;
 use crate::io::tensorboard::Histogram;
 use crate::model::names::sublayer_of;
-use crate::model::params::param_table;
+use crate::model::params::named_flat_grads;
 use crate::stats::mean_std;
 use burn::module::Module;
 use burn::optim::GradientsParams;
@@ -25,28 +25,18 @@ pub struct GradNorms {
 /// Measures every parameter's gradient norm on the device and brings them to the host in one
 /// transfer (the trainer's clipping, the live and the offline probes all use this).
 pub fn measure<M: Module>(model: &M, grads: &GradientsParams) -> GradNorms {
-    let table = param_table(model);
-    let mut squares: Vec<Tensor<1>> = Vec::with_capacity(table.len());
-    let mut present = Vec::with_capacity(table.len());
-    for p in &table {
-        let sq = match p.shape.len() {
-            1 => grads.get::<1>(p.id).map(|g| g.square().sum()),
-            2 => grads.get::<2>(p.id).map(|g| g.square().sum()),
-            r => unreachable!("parameters are vectors or matrices, found rank {r}"),
-        };
-        present.push(sq.is_some());
-        squares.extend(sq);
-    }
-    let values: Vec<f32> = if squares.is_empty() {
+    let flat = named_flat_grads(model, grads);
+    let squares: Vec<Tensor<1>> = flat.iter().filter_map(|(_, g)| g.clone().map(|g| g.square().sum())).collect();
+    let values: Vec<f64> = if squares.is_empty() {
         Vec::new()
     } else {
-        Tensor::cat(squares, 0).into_data().convert::<f32>().try_into_vec::<f32>().expect("f32 data")
+        let data = Tensor::cat(squares, 0).into_data().convert::<f32>();
+        data.iter::<f32>().map(f64::from).collect()
     };
     let mut it = values.into_iter();
-    let per_param: Vec<(String, f64)> = table
-        .iter()
-        .zip(&present)
-        .map(|(p, &has)| (p.name.clone(), if has { (it.next().unwrap_or(0.0) as f64).sqrt() } else { 0.0 }))
+    let per_param: Vec<(String, f64)> = flat
+        .into_iter()
+        .map(|(name, g)| (name, if g.is_some() { it.next().unwrap_or(0.0).sqrt() } else { 0.0 }))
         .collect();
     let total = per_param.iter().map(|(_, n)| n * n).sum::<f64>().sqrt();
     GradNorms { total, per_param }
@@ -56,13 +46,9 @@ pub fn measure<M: Module>(model: &M, grads: &GradientsParams) -> GradNorms {
 /// parameters together).
 pub fn histograms<M: Module>(model: &M, grads: &GradientsParams) -> Vec<(String, Histogram)> {
     let mut per: std::collections::BTreeMap<usize, Vec<f64>> = Default::default();
-    for p in &param_table(model) {
-        let Some(l) = sublayer_of(&p.name) else { continue };
-        let values = match p.shape.len() {
-            1 => grads.get::<1>(p.id).map(sampled_values),
-            _ => grads.get::<2>(p.id).map(sampled_values),
-        };
-        per.entry(l).or_default().extend(values.unwrap_or_default());
+    for (name, g) in named_flat_grads(model, grads) {
+        let Some(l) = sublayer_of(&name) else { continue };
+        per.entry(l).or_default().extend(g.map(sampled_values).unwrap_or_default());
     }
     per.into_iter().map(|(l, v)| (format!("hist/grad/l{:03}", l + 1), Histogram::of(&v, 30))).collect()
 }

@@ -85,7 +85,7 @@ impl Gather {
             return Fetched { values: Vec::new() };
         }
         let data: TensorData = Tensor::cat(self.parts, 0).into_data();
-        let flat: Vec<f64> = data.convert::<f64>().try_into_vec::<f64>().unwrap();
+        let flat: Vec<f64> = data.iter::<f64>().collect();
         let mut values = Vec::with_capacity(self.lens.len());
         let mut at = 0;
         for n in self.lens {

@@ -132,13 +132,13 @@ pub fn depth_profiles(dir: &Path, runs: &[RunData]) -> anyhow::Result<Vec<Figure
     let panels: Vec<Chart> = runs
         .iter()
         .enumerate()
-        .filter(|(_, r)| r.last_probe().is_some())
-        .map(|(i, r)| {
+        .filter_map(|(i, r)| Some((i, r, r.last_probe()?)))
+        .map(|(i, r, last)| {
             let mut s = Vec::new();
             if let Some(p) = r.first_probe() {
                 s.push(line("", RunData::per_layer(p, |s| s.grad_norm), i, true));
             }
-            let end = RunData::per_layer(r.last_probe().unwrap(), |s| s.grad_norm);
+            let end = RunData::per_layer(last, |s| s.grad_norm);
             // A log scale cannot show zeros: say so in the title.
             let zero = !end.is_empty() && end.iter().all(|p| p.1 <= 0.0);
             s.push(line("", end, i, false));

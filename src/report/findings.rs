@@ -79,16 +79,14 @@ fn winner(ms: &[MethodSummary]) -> Option<String> {
         w.best.unwrap_or(mean),
         w.worst.unwrap_or(mean),
     );
-    if let Some(second) = ms.get(1).filter(|m| m.mean.is_some()) {
-        let gap = second.mean.unwrap() - mean;
-        s += &format!(", ahead of {} (mean {:.4}) by {gap:.4}", second.method, second.mean.unwrap());
+    if let Some((second, second_mean)) = ms.get(1).and_then(|m| Some((m, m.mean?))) {
+        let gap = second_mean - mean;
+        s += &format!(", ahead of {} (mean {second_mean:.4}) by {gap:.4}", second.method);
         // Overlapping seed ranges: the order is not settled by these seeds.
-        if second.best.is_some_and(|b| b <= w.worst.unwrap_or(mean)) {
+        if let Some(b) = second.best.filter(|&b| b <= w.worst.unwrap_or(mean)) {
             s += &format!(
-                ". The two overlap: {}'s best seed ({:.4}) beats {}'s worst, so more seeds are needed to call it",
-                second.method,
-                second.best.unwrap(),
-                w.method
+                ". The two overlap: {}'s best seed ({b:.4}) beats {}'s worst, so more seeds are needed to call it",
+                second.method, w.method
             );
         }
     }
@@ -237,8 +235,8 @@ fn stalls(ms: &[MethodSummary], never: &[&MethodSummary]) -> Option<String> {
             let lrs: Vec<String> = m
                 .curve
                 .iter()
-                .filter(|p| p.lr > star && p.val_loss.is_some_and(|v| v > best + 0.3))
-                .map(|p| format!("{:e} ({:.3})", p.lr, p.val_loss.unwrap()))
+                .filter(|p| p.lr > star)
+                .filter_map(|p| p.val_loss.filter(|&v| v > best + 0.3).map(|v| format!("{:e} ({v:.3})", p.lr)))
                 .collect();
             (!lrs.is_empty()).then(|| format!("{} at LR {}", m.method, lrs.join(", ")))
         })

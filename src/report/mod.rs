@@ -96,9 +96,11 @@ fn sweep_report(dir: &Path) -> anyhow::Result<Report> {
 
 fn best_run<'a>(rows: &'a [RunResult], m: &MethodSummary, group: &str, tuned: &str) -> Option<&'a RunResult> {
     rows.iter()
-        .filter(|r| axis_label(r.axes.get(group)) == m.method && !r.state.is_diverged() && r.final_val_loss.is_some())
+        .filter(|r| axis_label(r.axes.get(group)) == m.method && !r.state.is_diverged())
         .filter(|r| m.lr_star.is_none() || r.axes.get(tuned).and_then(|v| v.as_f64()) == m.lr_star)
-        .min_by(|a, b| a.final_val_loss.unwrap().total_cmp(&b.final_val_loss.unwrap()))
+        .filter_map(|r| Some((r.final_val_loss?, r)))
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, r)| r)
 }
 
 fn run_report(dir: &Path) -> anyhow::Result<Report> {

@@ -87,11 +87,44 @@ pub fn summarize(rows: &[RunResult], group_by: &str, tuned: &str) -> Vec<MethodS
 fn summarize_method(rows: &[RunResult], method: &str, group_by: &str, tuned: &str) -> MethodSummary {
     let mine: Vec<&RunResult> = rows.iter().filter(|r| axis_label(r.axes.get(group_by)) == method).collect();
     let lr_of = |r: &RunResult| r.axes.get(tuned).and_then(|v| v.as_f64());
+    let curve = lr_curve(&mine, lr_of);
+    let lr_star =
+        curve.iter().filter_map(|p| Some((p.val_loss?, p.lr))).min_by(|a, b| a.0.total_cmp(&b.0)).map(|p| p.1);
+    // Every finished seed at LR* (all finished runs when no run has a rate).
+    let at_star: Vec<(f64, &RunResult)> = mine
+        .iter()
+        .filter(|r| !r.state.is_diverged() && (lr_star.is_none() || lr_of(r) == lr_star))
+        .filter_map(|r| Some((r.final_val_loss?, *r)))
+        .collect();
+    let vals: Vec<f64> = if lr_star.is_some() { at_star.iter().map(|(v, _)| *v).collect() } else { Vec::new() };
+    let n = vals.len();
+    let best_run = at_star.iter().filter(|_| lr_star.is_some()).min_by(|a, b| a.0.total_cmp(&b.0)).map(|p| p.1);
+    let diverged: Vec<&&RunResult> = mine.iter().filter(|r| r.state.is_diverged()).collect();
+    MethodSummary {
+        method: method.to_string(),
+        lr_star,
+        lr_edge: lr_edge(lr_star, &curve),
+        best: vals.iter().copied().reduce(f64::min),
+        worst: vals.iter().copied().reduce(f64::max),
+        mean: (n > 0).then(|| vals.iter().sum::<f64>() / n as f64),
+        std: (n > 1).then(|| sample_std(&vals)),
+        seeds_at_lr_star: n,
+        runs: mine.len(),
+        diverged: diverged.len(),
+        diverged_runs: diverged.iter().map(|r| format!("{} (step {})", r.name, r.diverged_step.unwrap_or(0))).collect(),
+        curve,
+        steps_to_target: best_run.and_then(|r| r.steps_to_target),
+        time_to_target_s: best_run.and_then(|r| r.time_to_target_s),
+    }
+}
+
+/// Per learning rate of the grid (ascending), the lowest final loss of its non-diverged grid
+/// runs, and its run and divergence counts.
+fn lr_curve(mine: &[&RunResult], lr_of: impl Fn(&RunResult) -> Option<f64>) -> Vec<LrPoint> {
     let mut lrs: Vec<f64> = mine.iter().filter_map(|r| lr_of(r)).collect();
     lrs.sort_by(f64::total_cmp);
     lrs.dedup();
-    let curve: Vec<LrPoint> = lrs
-        .iter()
+    lrs.iter()
         .map(|&lr| {
             let at: Vec<&&RunResult> = mine.iter().filter(|r| r.stage == Stage::Grid && lr_of(r) == Some(lr)).collect();
             LrPoint {
@@ -105,48 +138,14 @@ fn summarize_method(rows: &[RunResult], method: &str, group_by: &str, tuned: &st
                 diverged: at.iter().filter(|r| r.state.is_diverged()).count(),
             }
         })
-        .collect();
-    let lr_star = curve
-        .iter()
-        .filter(|p| p.val_loss.is_some())
-        .min_by(|a, b| a.val_loss.unwrap().total_cmp(&b.val_loss.unwrap()))
-        .map(|p| p.lr);
-    let at_star: Vec<&&RunResult> = mine
-        .iter()
-        .filter(|r| !r.state.is_diverged() && r.final_val_loss.is_some() && (lr_star.is_none() || lr_of(r) == lr_star))
-        .collect();
-    let vals: Vec<f64> =
-        if lr_star.is_some() { at_star.iter().filter_map(|r| r.final_val_loss).collect() } else { Vec::new() };
-    let n = vals.len();
-    let mean = (n > 0).then(|| vals.iter().sum::<f64>() / n as f64);
-    let std = (n > 1).then(|| sample_std(&vals));
-    let lr_edge = match (lr_star, lrs.first(), lrs.last()) {
-        (Some(star), Some(&lo), Some(&hi)) if lo < hi && star == lo => Some(LrEdge::Lowest),
-        (Some(star), Some(&lo), Some(&hi)) if lo < hi && star == hi => Some(LrEdge::Highest),
+        .collect()
+}
+
+/// Whether LR* is the lowest or highest rate of a grid of several.
+fn lr_edge(lr_star: Option<f64>, curve: &[LrPoint]) -> Option<LrEdge> {
+    match (lr_star, curve.first(), curve.last()) {
+        (Some(star), Some(lo), Some(hi)) if lo.lr < hi.lr && star == lo.lr => Some(LrEdge::Lowest),
+        (Some(star), Some(lo), Some(hi)) if lo.lr < hi.lr && star == hi.lr => Some(LrEdge::Highest),
         _ => None,
-    };
-    let best_run = at_star
-        .iter()
-        .filter(|_| lr_star.is_some())
-        .min_by(|a, b| a.final_val_loss.unwrap().total_cmp(&b.final_val_loss.unwrap()));
-    MethodSummary {
-        method: method.to_string(),
-        lr_star,
-        lr_edge,
-        best: vals.iter().copied().reduce(f64::min),
-        worst: vals.iter().copied().reduce(f64::max),
-        mean,
-        std,
-        seeds_at_lr_star: n,
-        runs: mine.len(),
-        diverged: mine.iter().filter(|r| r.state.is_diverged()).count(),
-        diverged_runs: mine
-            .iter()
-            .filter(|r| r.state.is_diverged())
-            .map(|r| format!("{} (step {})", r.name, r.diverged_step.unwrap_or(0)))
-            .collect(),
-        curve,
-        steps_to_target: best_run.and_then(|r| r.steps_to_target),
-        time_to_target_s: best_run.and_then(|r| r.time_to_target_s),
     }
 }

@@ -33,7 +33,7 @@ pub struct SweepSection {
     #[serde(default = "default_jobs")]
     pub jobs: usize,
     /// Axis key → values, in order; the grid is their Cartesian product.
-    pub axes: toml::Table,
+    pub axes: Axes,
     /// The key that names a method (its best learning rate is chosen per value).
     #[serde(default = "default_group")]
     pub group_by: String,
@@ -214,13 +214,7 @@ impl Sweep {
             .try_into()
             .map_err(|e: toml::de::Error| anyhow::anyhow!("{} [sweep]: {}", path.display(), e.message()))?;
         ensure!(section.jobs > 0, "sweep.jobs must be > 0");
-        ensure!(!section.axes.is_empty(), "sweep.axes is empty; give at least one key with a list of values");
-        let mut runs = 1usize;
-        for (k, v) in &section.axes {
-            let Some(vs) = v.as_array() else { bail!("sweep.axes.\"{k}\" must be a list of values") };
-            ensure!(!vs.is_empty(), "sweep.axes.\"{k}\" is an empty list");
-            runs = runs.saturating_mul(vs.len());
-        }
+        let runs = section.axes.0.iter().fold(1usize, |n, (_, vs)| n.saturating_mul(vs.len()));
         ensure!(
             runs <= MAX_RUNS,
             "sweep.axes make a grid of {runs} runs, more than {MAX_RUNS}; split the sweep into several sweep.dir"
@@ -253,13 +247,11 @@ impl Sweep {
 
     /// The grid, first axis slowest.
     pub fn grid(&self) -> Vec<PlannedRun> {
-        let axes: Vec<(&String, &Vec<toml::Value>)> =
-            self.section.axes.iter().map(|(k, v)| (k, v.as_array().unwrap())).collect();
         let mut combos: Vec<Vec<(String, toml::Value)>> = vec![Vec::new()];
-        for (k, vs) in &axes {
+        for (k, vs) in &self.section.axes.0 {
             combos = combos
                 .into_iter()
-                .flat_map(|c| vs.iter().map(move |v| [c.clone(), vec![((*k).clone(), v.clone())]].concat()))
+                .flat_map(|c| vs.iter().map(move |v| [c.clone(), vec![(k.clone(), v.clone())]].concat()))
                 .collect();
         }
         combos.into_iter().map(|axes| PlannedRun { name: run_name(&axes), stage: Stage::Grid, axes }).collect()
@@ -300,4 +292,41 @@ pub fn run_name(axes: &[(String, toml::Value)]) -> String {
         .collect();
     let name = parts.join(",");
     name.chars().map(|c| if c.is_ascii_alphanumeric() || "=,.-_+".contains(c) { c } else { '_' }).collect()
+}
+
+/// `[sweep.axes]`: each config key with its non-empty list of values, in the file's order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "toml::Table", into = "toml::Table")]
+pub struct Axes(pub Vec<(String, Vec<toml::Value>)>);
+
+impl TryFrom<toml::Table> for Axes {
+    type Error = String;
+
+    fn try_from(t: toml::Table) -> Result<Self, String> {
+        if t.is_empty() {
+            return Err("sweep.axes is empty; give at least one key with a list of values".into());
+        }
+        let mut axes = Vec::with_capacity(t.len());
+        for (k, v) in t {
+            let toml::Value::Array(vs) = v else { return Err(format!("sweep.axes.\"{k}\" must be a list of values")) };
+            if vs.is_empty() {
+                return Err(format!("sweep.axes.\"{k}\" is an empty list"));
+            }
+            axes.push((k, vs));
+        }
+        Ok(Axes(axes))
+    }
+}
+
+impl From<Axes> for toml::Table {
+    fn from(a: Axes) -> Self {
+        a.0.into_iter().map(|(k, vs)| (k, toml::Value::Array(vs))).collect()
+    }
+}
+
+impl Axes {
+    /// The values of axis `key`, when the sweep has it.
+    pub fn get(&self, key: &str) -> Option<&[toml::Value]> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, vs)| vs.as_slice())
+    }
 }

@@ -57,7 +57,8 @@ mod tests {
     fn exactly_one_positive_budget_is_accepted() {
         assert_eq!(Budget::from_fields(Some(5), None).unwrap(), Budget::Steps(5));
         assert_eq!(Budget::from_fields(None, Some(20.0)).unwrap(), Budget::TokensPerParam(20.0));
-        for (s, r) in [(Some(5), Some(20.0)), (None, None), (Some(0), None), (None, Some(0.0)), (None, Some(f64::NAN))] {
+        for (s, r) in [(Some(5), Some(20.0)), (None, None), (Some(0), None), (None, Some(0.0)), (None, Some(f64::NAN))]
+        {
             assert!(Budget::from_fields(s, r).is_err(), "{s:?} {r:?}");
         }
     }

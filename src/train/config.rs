@@ -92,10 +92,6 @@ pub struct TrainSection {
     pub skip_step_min_history: usize,
     /// Skips in a row after which an outlier is applied anyway (and said so).
     pub skip_step_max_consecutive: usize,
-    /// Fault injection, for trying out skip-step and the probes' alerts: the batches of these
-    /// steps (1-based) get uniformly random tokens as inputs and targets, a corrupted batch
-    /// whose loss spikes. Empty by default.
-    pub corrupt_steps: Vec<usize>,
     /// Gradient checkpointing (burn's balanced strategy): activations of memory-bound
     /// operations are recomputed in the backward pass instead of kept, trading compute for
     /// memory on deep or long-context configurations. Gradients are unchanged.
@@ -122,7 +118,6 @@ impl Default for TrainSection {
             skip_step_window: 128,
             skip_step_min_history: 20,
             skip_step_max_consecutive: 3,
-            corrupt_steps: Vec::new(),
             checkpoint_activations: false,
             precision: crate::kernels::Precision::F32,
         }

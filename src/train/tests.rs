@@ -48,7 +48,23 @@ pub(super) fn train_losses(dir: &Path) -> Vec<f64> {
 }
 
 pub(super) fn run(cfg: RunConfig) -> (Trainer, Outcome) {
+    run_corrupting(cfg, None)
+}
+
+/// [`run`], the batches of step `corrupt` (1-based) replaced by uniformly random tokens as
+/// inputs and targets: a batch whose loss spikes.
+fn run_corrupting(cfg: RunConfig, corrupt: Option<usize>) -> (Trainer, Outcome) {
+    let (vocab, seed) = (cfg.model.vocab_size as u64, cfg.train.sampler_seed);
     let mut t = start(cfg, false, &quiet).unwrap();
+    t.batch_hook = corrupt.map(|at| -> super::trainer::BatchHook {
+        Box::new(move |step, batches| {
+            if step == at {
+                let mut rng = crate::rng::SplitMix64::new(seed ^ (step - 1) as u64);
+                let tokens = batches.iter_mut().flat_map(|b| b.inputs.iter_mut().chain(b.targets.iter_mut()));
+                tokens.for_each(|t| *t = (rng.next_u64() % vocab) as i64);
+            }
+        })
+    });
     let mut p = super::progress::Progress::new(t.state.total_steps, 0, true);
     let o = t.run(&mut p).unwrap();
     (t, o)
@@ -535,7 +551,7 @@ fn eval_every_zero_means_only_at_the_end_and_keep_checkpoints_is_honoured() {
 }
 
 /// Skip-step on an injected spike: the batch of step 16 is replaced by random tokens
-/// (`train.corrupt_steps`). With `train.skip_step_sigma` its update is refused and recorded,
+/// ([`run_corrupting`]). With `train.skip_step_sigma` its update is refused and recorded,
 /// the run goes on, and the rule's statistics leave the spike out; without the rule the same
 /// spike (same weights, same batch, so the same loss) is applied and changes what follows.
 #[test]
@@ -543,11 +559,10 @@ fn a_corrupted_batch_is_skipped_recorded_and_left_out_of_the_statistics() {
     let root = temp_dir("skip-step");
     let mut cfg = tiny_cfg(&root, 24);
     cfg.optim.lr = 1e-2;
-    cfg.train.corrupt_steps = vec![16];
     cfg.train.skip_step_sigma = 3.0;
     cfg.train.skip_step_window = 8;
     cfg.train.skip_step_min_history = 8;
-    let (t, o) = run(cfg.clone());
+    let (t, o) = run_corrupting(cfg.clone(), Some(16));
     assert!(matches!(o, Outcome::Finished { .. }), "{o:?}");
     let train = Metrics::read(&run_dir::metrics(&cfg.run.dir)).unwrap().train;
     let skipped: Vec<usize> = train.iter().filter(|r| r.skipped.is_some()).map(|r| r.step).collect();
@@ -561,7 +576,7 @@ fn a_corrupted_batch_is_skipped_recorded_and_left_out_of_the_statistics() {
     let mut plain = cfg.clone();
     plain.run.dir = root.join("no-skip");
     plain.train.skip_step_sigma = 0.0;
-    run(plain.clone());
+    run_corrupting(plain.clone(), Some(16));
     let applied = Metrics::read(&run_dir::metrics(&plain.run.dir)).unwrap().train;
     assert!(applied.iter().all(|r| r.skipped.is_none()));
     assert_eq!(
@@ -580,12 +595,11 @@ fn a_gradient_norm_alert_is_recorded_and_sent_to_the_command() {
     let mut cfg = tiny_cfg(&root, 24);
     cfg.optim.lr = 1e-2;
     cfg.schedule.warmup_fraction = 0.25;
-    cfg.train.corrupt_steps = vec![18];
     cfg.train.divergence_factor = 100.0;
     cfg.probe.alert_warmup_factor = 1.5;
     let got = root.join("got.jsonl");
     cfg.probe.alert_command = Some(format!("cat >> '{}'", got.display()));
-    run(cfg.clone());
+    run_corrupting(cfg.clone(), Some(18));
     let norms: Vec<f64> =
         Metrics::read(&run_dir::metrics(&cfg.run.dir)).unwrap().train.iter().map(|r| r.grad_norm).collect();
     let alerts: Vec<crate::probe::alert::AlertRecord> = crate::io::jsonl::read(&run_dir::alerts(&cfg.run.dir)).unwrap();

@@ -66,10 +66,16 @@ pub struct Trainer {
     pub(super) val_starts: Vec<usize>,
     /// Stop (as if interrupted) once this many steps are done.
     pub stop_after: Option<usize>,
+    /// Sees (and may change) each step's micro-batches before they are used, with the 1-based
+    /// step: the tests inject faults through it (a batch of random tokens whose loss spikes).
+    pub batch_hook: Option<BatchHook>,
     pub(super) probe: LiveProbe,
     /// Held for the trainer's life: no second process writes this run.
     _lock: run_dir::RunLock,
 }
+
+/// See [`Trainer::batch_hook`].
+pub type BatchHook = Box<dyn FnMut(usize, &mut [Batch])>;
 
 /// One optimizer step's measurements, or the divergence that stopped it.
 enum StepResult {
@@ -115,6 +121,7 @@ impl Trainer {
             ad,
             val_starts,
             stop_after: None,
+            batch_hook: None,
             probe,
             _lock: lock,
         })
@@ -141,8 +148,7 @@ impl Trainer {
 
     /// Trains to the step budget. Divergence is an outcome, not an error.
     pub fn run(&mut self, progress: &mut Progress) -> anyhow::Result<Outcome> {
-        let session = Instant::now();
-        let wall0 = self.state.wall_s;
+        let clock = Clock { wall0: self.state.wall_s, session: Instant::now() };
         let total = self.state.total_steps;
         let mut last_eval = self.state.last_eval.clone().filter(|e| e.step == self.state.step);
         while self.state.step < total {
@@ -151,9 +157,9 @@ impl Trainer {
                 return Ok(Outcome::Stopped { step: self.state.step });
             }
             if let Some(signal) = crate::stop::requested() {
-                return self.interrupted(signal, wall0 + session.elapsed().as_secs_f64(), progress);
+                return self.interrupted(signal, clock.now(), progress);
             }
-            let record = match engine::guarded(self.state.step + 1, || self.train_step(wall0, session))? {
+            let record = match engine::guarded(self.state.step + 1, || self.train_step(clock))? {
                 StepResult::Done(r, warnings) => {
                     for w in &warnings {
                         progress.warn(&format!("step {}: {w}", r.step));
@@ -167,31 +173,36 @@ impl Trainer {
             let step = self.state.step;
             let every = self.cfg.run.eval_every;
             if (every > 0 && step.is_multiple_of(every)) || step == total {
-                let e = engine::guarded(step, || self.validate(wall0 + session.elapsed().as_secs_f64()))?;
+                let e = engine::guarded(step, || self.validate(clock.now()))?;
                 progress.eval(&e);
                 last_eval = Some(e);
             }
             if self.cfg.run.checkpoint_every > 0 && step.is_multiple_of(self.cfg.run.checkpoint_every) && step < total {
-                self.checkpoint(wall0 + session.elapsed().as_secs_f64())?;
+                self.checkpoint(clock.now())?;
             }
         }
+        self.finish(last_eval, clock, progress)
+    }
+
+    /// The end of a finished run: a final validation unless this step has one, the last
+    /// checkpoint, the pairs' scores, the final weights and the finished status.
+    fn finish(
+        &mut self,
+        last_eval: Option<EvalRecord>,
+        clock: Clock,
+        progress: &mut Progress,
+    ) -> anyhow::Result<Outcome> {
         let e = match last_eval {
             Some(e) => e,
-            None => self.validate(wall0 + session.elapsed().as_secs_f64())?,
+            None => self.validate(clock.now())?,
         };
-        let wall = wall0 + session.elapsed().as_secs_f64();
+        let wall = clock.now();
         self.checkpoint(wall)?;
         self.score_pairs(progress)?;
-        checkpoint::save_weights(
-            &run_dir::final_weights(&self.dir),
-            &self.model,
-            self.state.step,
-            &self.state.tokenizer,
-        )?;
-        run_dir::write_status(
-            &self.dir,
-            &Status::Finished { step: self.state.step, val_loss: e.val_loss, val_ppl: e.val_ppl, wall_s: wall },
-        )?;
+        let (step, tokenizer) = (self.state.step, &self.state.tokenizer);
+        checkpoint::save_weights(&run_dir::final_weights(&self.dir), &self.model, step, tokenizer)?;
+        let status = Status::Finished { step, val_loss: e.val_loss, val_ppl: e.val_ppl, wall_s: wall };
+        run_dir::write_status(&self.dir, &status)?;
         progress.finish();
         Ok(Outcome::Finished { val_loss: e.val_loss, val_ppl: e.val_ppl })
     }
@@ -224,24 +235,17 @@ impl Trainer {
     /// One optimizer step over `batch_size / micro_batch_size` accumulated micro-batches: the
     /// update is refused for a divergence (which ends the run) or an outlier under the
     /// skip-step rule (recorded; the run goes on).
-    fn train_step(&mut self, wall0: f64, session: Instant) -> anyhow::Result<StepResult> {
+    fn train_step(&mut self, clock: Clock) -> anyhow::Result<StepResult> {
         let t0 = Instant::now();
-        let (batch, micro, seq) = (self.cfg.train.batch_size, self.cfg.micro_batch_size(), self.cfg.train.seq_len);
         let lr = self.cfg.schedule.lr(self.state.step, self.state.total_steps, self.cfg.optim.lr);
-        let mut batches: Vec<Batch> = match &self.data.pairs {
-            Some(p) => self.sampler.next_pairs(&p.train, batch, micro, p.end),
-            None => (0..batch / micro).map(|_| self.sampler.next_batch(&self.data.train, micro, seq)).collect(),
-        };
-        let masked = self.data.pairs.is_some();
+        let batches = self.next_batches();
         let tokens = batches.iter().map(|b| b.batch * b.seq_len).sum::<usize>() as u64;
-        if self.cfg.train.corrupt_steps.contains(&(self.state.step + 1)) {
-            corrupt(&mut batches, self.cfg.model.vocab_size, self.cfg.train.sampler_seed ^ self.state.step as u64);
-        }
         let probing = self.cfg.probe.is_probe_step(self.state.step + 1, self.state.total_steps);
         let probe_batch = probing.then(|| batches[0].clone());
         let tensors = batches.into_iter().map(|b| to_tensors(b, &self.ad));
         let f16 = self.cfg.train.precision == Precision::F16;
         let loss_scale = if f16 { self.state.loss_scale.scale } else { 1.0 };
+        let masked = self.data.pairs.is_some();
         let g = step::gradients(&self.model, tensors, self.cfg.optim.grad_clip, masked, loss_scale)?;
         let mut warnings = Vec::new();
         let skipped = self.refuse_update(f16, g.loss, g.norms.total, &mut warnings);
@@ -274,7 +278,7 @@ impl Trainer {
             loss_scale: f16.then_some(loss_scale),
             tokens: self.state.tokens,
             tokens_per_s: tokens as f64 / t0.elapsed().as_secs_f64(),
-            wall_s: wall0 + session.elapsed().as_secs_f64(),
+            wall_s: clock.now(),
         };
         if let Some(why) = &record.skipped {
             warnings.push(format!("update skipped: {why}"));
@@ -287,6 +291,20 @@ impl Trainer {
             warnings = self.probe.probe(record.step, &m, x, warnings, histograms)?;
         }
         Ok(StepResult::Done(record, warnings))
+    }
+
+    /// This step's `batch_size / micro_batch_size` micro-batches (prompt–answer pairs when the
+    /// data has them), after the [`Trainer::batch_hook`].
+    fn next_batches(&mut self) -> Vec<Batch> {
+        let (batch, micro, seq) = (self.cfg.train.batch_size, self.cfg.micro_batch_size(), self.cfg.train.seq_len);
+        let mut batches: Vec<Batch> = match &self.data.pairs {
+            Some(p) => self.sampler.next_pairs(&p.train, batch, micro, p.end),
+            None => (0..batch / micro).map(|_| self.sampler.next_batch(&self.data.train, micro, seq)).collect(),
+        };
+        if let Some(hook) = &mut self.batch_hook {
+            hook(self.state.step + 1, &mut batches);
+        }
+        batches
     }
 
     /// Why this step's update is refused, if it is: f16 gradients that overflowed at the
@@ -365,13 +383,16 @@ fn to_tensors(b: Batch, device: &Device) -> (Tensor<2, Int>, Tensor<2, Int>) {
     )
 }
 
-/// Replaces every token of `batches` by a uniformly random one (`train.corrupt_steps`).
-fn corrupt(batches: &mut [Batch], vocab: usize, seed: u64) {
-    let mut rng = crate::rng::SplitMix64::new(seed);
-    for b in batches {
-        for t in b.inputs.iter_mut().chain(b.targets.iter_mut()) {
-            *t = (rng.next_u64() % vocab as u64) as i64;
-        }
+/// The run's wall clock: seconds before this session plus the session's own.
+#[derive(Clone, Copy)]
+struct Clock {
+    wall0: f64,
+    session: Instant,
+}
+
+impl Clock {
+    fn now(self) -> f64 {
+        self.wall0 + self.session.elapsed().as_secs_f64()
     }
 }
 
