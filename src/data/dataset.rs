@@ -4,7 +4,7 @@ use super::cache::sha256_parts;
 use super::config::{DataConfig, Task};
 use super::corpus;
 use super::document::{Corpus, Document};
-use super::pairs::load::TestSet;
+use super::pairs::load::{PairCorpus, TestSet};
 use super::pairs::render::{self, Example};
 use super::tokenizer::{Tokenizer, bpe_for};
 use super::tokens::TokenFile;
@@ -37,6 +37,23 @@ pub struct PairData {
 }
 
 impl PairData {
+    /// The corpus's pairs in `tokenizer`'s tokens, each answer closed by `<end>`.
+    fn encode(tokenizer: &Tokenizer, pc: PairCorpus) -> anyhow::Result<Self> {
+        let end = render::end_id(tokenizer)?;
+        let train = render::encode_all(tokenizer, &pc.train, end)?;
+        let val = render::encode_all(tokenizer, &pc.val, end)?;
+        Ok(Self { train, val, tests: pc.tests, end })
+    }
+
+    /// The counts `data.json` records.
+    fn info(&self) -> PairInfo {
+        PairInfo {
+            train_pairs: self.train.len(),
+            val_pairs: self.val.len(),
+            tests: self.tests.iter().map(|t| (t.name.clone(), t.pairs.len())).collect(),
+        }
+    }
+
     /// Drops the examples longer than a window of `seq_len + 1` tokens; returns how many were
     /// dropped from training and from validation.
     pub fn fit(&mut self, seq_len: usize) -> anyhow::Result<(usize, usize)> {
@@ -113,37 +130,28 @@ impl Dataset {
         );
         let corpus_hash = hash_docs(&corpus);
         let cache = cfg.cache_dir();
-        let tokenizer = match given {
+        let tokenizer = match given.or_else(|| Tokenizer::fixed(cfg.tokenizer)) {
             Some(t) => t,
-            None => match Tokenizer::fixed(cfg.tokenizer) {
-                Some(t) => t,
-                None => {
-                    log(&format!(
-                        "training a {}-entry BPE on the training split (cached for later runs)",
-                        cfg.bpe_vocab_size
-                    ));
-                    bpe_for(&corpus.train, cfg.bpe_vocab_size, &corpus_hash, &cache)?
-                }
-            },
+            None => {
+                log(&format!(
+                    "training a {}-entry BPE on the training split (cached for later runs)",
+                    cfg.bpe_vocab_size
+                ));
+                bpe_for(&corpus.train, cfg.bpe_vocab_size, &corpus_hash, &cache)?
+            }
         };
         let fp = tokenizer.fingerprint()?;
         let key = &sha256_parts([corpus_hash.as_bytes(), fp.as_bytes()])[..20];
         let dir = cache.join("tokens");
         let paths = [dir.join(format!("{key}-train.bin")), dir.join(format!("{key}-val.bin"))];
-        let cached = |docs: &[Document], path: &Path| -> anyhow::Result<TokenFile> {
-            if path.is_file() {
-                match TokenFile::open(path) {
-                    Ok(f) => return Ok(f),
-                    Err(e) => log(&format!("{e:#}: tokenizing again")),
-                }
-            }
-            log(&format!("tokenizing {} documents with {fp} → {}", docs.len(), path.display()));
-            TokenFile::write(path, &tokenize(&tokenizer, docs)?)?;
-            TokenFile::open(path)
+        let train = cached_tokens(&tokenizer, &corpus.train, &paths[0], log)?;
+        let val = cached_tokens(&tokenizer, &corpus.val, &paths[1], log)?;
+        let pairs = match pair_corpus {
+            Some(pc) => Some(PairData::encode(&tokenizer, pc)?),
+            None => None,
         };
-        let train = cached(&corpus.train, &paths[0])?;
-        let val = cached(&corpus.val, &paths[1])?;
         let (train_chars, val_chars) = corpus.sizes();
+        let [train_token_file, val_token_file] = paths;
         let info = DataInfo {
             corpus: corpus.name.clone(),
             corpus_sha256: corpus_hash,
@@ -156,29 +164,9 @@ impl Dataset {
             vocab_size: tokenizer.vocab_size(),
             train_tokens: train.len(),
             val_tokens: val.len(),
-            train_token_file: paths[0].clone(),
-            val_token_file: paths[1].clone(),
-            pairs: None,
-        };
-        let pairs = match pair_corpus {
-            Some(pc) => {
-                let end = render::end_id(&tokenizer)?;
-                Some(PairData {
-                    train: render::encode_all(&tokenizer, &pc.train, end)?,
-                    val: render::encode_all(&tokenizer, &pc.val, end)?,
-                    tests: pc.tests,
-                    end,
-                })
-            }
-            None => None,
-        };
-        let info = DataInfo {
-            pairs: pairs.as_ref().map(|p| PairInfo {
-                train_pairs: p.train.len(),
-                val_pairs: p.val.len(),
-                tests: p.tests.iter().map(|t| (t.name.clone(), t.pairs.len())).collect(),
-            }),
-            ..info
+            train_token_file,
+            val_token_file,
+            pairs: pairs.as_ref().map(PairData::info),
         };
         Ok(Self { tokenizer, train, val, info, pairs })
     }
@@ -268,4 +256,24 @@ pub fn tokenize(tok: &Tokenizer, docs: &[Document]) -> anyhow::Result<Vec<u32>> 
         all.extend(p?);
     }
     Ok(all)
+}
+
+/// The token file of `docs` at `path`: opened when it is there and sound, else written by
+/// tokenizing `docs` (a damaged file is said in `log` and replaced).
+fn cached_tokens(
+    tokenizer: &Tokenizer,
+    docs: &[Document],
+    path: &Path,
+    log: &dyn Fn(&str),
+) -> anyhow::Result<TokenFile> {
+    if path.is_file() {
+        match TokenFile::open(path) {
+            Ok(f) => return Ok(f),
+            Err(e) => log(&format!("{e:#}: tokenizing again")),
+        }
+    }
+    let fp = tokenizer.fingerprint()?;
+    log(&format!("tokenizing {} documents with {fp} → {}", docs.len(), path.display()));
+    TokenFile::write(path, &tokenize(tokenizer, docs)?)?;
+    TokenFile::open(path)
 }

@@ -5,11 +5,13 @@
 //! - [`data`]: what is read from run directories
 //! - [`figures`]: the figures, in the papers' styles
 //! - [`findings`]: which scheme wins here and why, in words
+//! - [`page`]: the report's text as markdown and HTML
 //! - [`textnorm`]: exact match, F1 and gradient-norm CV of pairs runs (seed 004's build)
 
 pub mod data;
 pub mod figures;
 pub mod findings;
+pub mod page;
 pub mod plot;
 pub mod textnorm;
 
@@ -21,6 +23,7 @@ use crate::train::run_dir::{self, RunInfo};
 use anyhow::Context;
 use data::RunData;
 use figures::Figure;
+use page::Page;
 use std::path::{Path, PathBuf};
 
 /// What [`generate`] wrote.
@@ -178,6 +181,21 @@ pub fn table_notes(ms: &[MethodSummary]) -> Vec<String> {
     n
 }
 
+/// ` (d = 64, 16 layers = 32 sublayers, 4 heads, SiLU-GLU FFN); batch 16 × 64 tokens`.
+fn shape_text(c: &crate::train::RunConfig) -> String {
+    let m = &c.model;
+    let ffn = match m.ffn {
+        crate::model::FfnKind::Glu => "SiLU-GLU",
+        crate::model::FfnKind::Mlp => "GELU-MLP",
+    };
+    let (layers, heads, batch, seq) = (m.n_layers, m.n_heads, c.train.batch_size, c.train.seq_len);
+    format!(
+        " (d = {}, {layers} layers = {} sublayers, {heads} heads, {ffn} FFN); batch {batch} × {seq} tokens",
+        m.d_model,
+        2 * layers
+    )
+}
+
 /// The study's setup in one paragraph: model, budget, data, grid, seeds, target and the
 /// unigram loss, read from a best run's config and `run.json`.
 pub fn setup_text(
@@ -199,22 +217,7 @@ pub fn setup_text(
     seeds.dedup();
     let seeds: Vec<String> = seeds.iter().map(|s| s.to_string()).collect();
     // The model's shape and the batch come from the config, when the run kept one.
-    let shape = r.config.as_ref().map(|c| {
-        let m = &c.model;
-        let ffn = match m.ffn {
-            crate::model::FfnKind::Glu => "SiLU-GLU",
-            crate::model::FfnKind::Mlp => "GELU-MLP",
-        };
-        format!(
-            " (d = {}, {} layers = {} sublayers, {} heads, {ffn} FFN); batch {} × {} tokens",
-            m.d_model,
-            m.n_layers,
-            2 * m.n_layers,
-            m.n_heads,
-            c.train.batch_size,
-            c.train.seq_len
-        )
-    });
+    let shape = r.config.as_ref().map(shape_text);
     let mut s = format!(
         "Setup: {} parameters{}; {} steps × {} tokens = {tokens} training tokens ({:.1} per parameter); corpus {} \
             ({} tokenizer, {} training / {} validation tokens); learning rates {}; seeds {}",
@@ -239,142 +242,18 @@ pub fn setup_text(
     Some(s + ".")
 }
 
-fn md_table_to_html(md: &str) -> String {
-    let mut h = String::from("<table>\n");
-    for (i, line) in md.lines().enumerate().filter(|(_, l)| !l.starts_with("|---")) {
-        let tag = if i == 0 { "th" } else { "td" };
-        h += "<tr>";
-        for c in md_cells(line) {
-            h += &format!("<{tag}>{}</{tag}>", html_escape(&c));
-        }
-        h += "</tr>\n";
-    }
-    h + "</table>\n"
-}
-
-/// The cells of a markdown table row; `\|` is a pipe inside a cell.
-fn md_cells(line: &str) -> Vec<String> {
-    let inner = line.trim().strip_prefix('|').unwrap_or(line).strip_suffix('|').unwrap_or(line);
-    let mut cells = vec![String::new()];
-    let mut chars = inner.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' if chars.peek() == Some(&'|') => cells.last_mut().unwrap().push(chars.next().unwrap()),
-            '|' => cells.push(String::new()),
-            c => cells.last_mut().unwrap().push(c),
-        }
-    }
-    cells.into_iter().map(|c| c.trim().to_string()).collect()
-}
-
-fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
-}
-
-fn bold(s: &str) -> String {
-    let mut out = String::new();
-    for (i, part) in html_escape(s).split("**").enumerate() {
-        out += &if i % 2 == 1 { format!("<b>{part}</b>") } else { part.to_string() };
-    }
-    out
-}
-
-/// The text of a report page, in its order: setup, table, what the table means, further
-/// tables under their headings, findings.
-struct Page {
-    title: String,
-    setup: Option<String>,
-    table: String,
-    table_notes: Vec<String>,
-    sections: Vec<(String, String)>,
-    findings: Vec<String>,
-}
-
 /// Writes report.md and report.html: the page's text, then the figures.
 fn write(dir: &Path, out: &Path, page: &Page, figs: &[Figure], rows: &[RunResult]) -> anyhow::Result<Report> {
-    let (title, table, notes) = (&page.title, &page.table, &page.findings);
-    let mut md = format!("# {title}\n\n{}\n\n", dir.display());
-    if let Some(p) = &page.setup {
-        md += &format!("{p}\n\n");
-    }
-    md += &format!("{table}\n");
-    for p in &page.table_notes {
-        md += &format!("_{p}_\n\n");
-    }
-    for (heading, t) in &page.sections {
-        md += &format!("\n## {heading}\n\n{t}\n");
-    }
-    if !notes.is_empty() {
-        md += "\n## Findings\n\n";
-        for n in notes {
-            md += &format!("- {n}\n");
-        }
-    }
-    md += "\n## Figures\n\n";
-    for f in figs {
-        md += &format!("![{}]({}.png)\n\n{}\n\n", f.stem, f.stem, f.caption);
-    }
-    let mut html = format!(
-        "<!doctype html>\n<html><head><meta \
-            charset=\"utf-8\"><title>{t}</title><style>body{{font-family:sans-serif;max-width:960px;margin:2em \
-            auto;color:#222}}table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:4px \
-            8px;text-align:right}}th{{background:#f4f4f4}}figure{{margin:2em \
-            0}}figcaption{{color:#555;font-size:0.9em}}.note{{color:#555;font-size:0.85em;margin:0.2em 0}}</style></head><body>\n<h1>{t}</h1>\n<p>{d}</p>\n",
-        t = html_escape(title),
-        d = html_escape(&dir.display().to_string())
-    );
-    if let Some(p) = &page.setup {
-        html += &format!("<p>{}</p>\n", bold(p));
-    }
-    html += &md_table_to_html(table);
-    for p in &page.table_notes {
-        html += &format!("<p class=\"note\">{}</p>\n", html_escape(p));
-    }
-    for (heading, t) in &page.sections {
-        html += &format!("<h2>{}</h2>\n{}", html_escape(heading), md_table_to_html(t));
-    }
-    if !notes.is_empty() {
-        html += "<h2>Findings</h2>\n<ul>\n";
-        for n in notes {
-            html += &format!("<li>{}</li>\n", bold(n));
-        }
-        html += "</ul>\n";
-    }
-    html += "<h2>Figures</h2>\n";
-    for f in figs {
-        html += &format!(
-            "<figure id=\"{}\">{}<figcaption>{}</figcaption></figure>\n",
-            f.stem,
-            f.svg,
-            html_escape(&f.caption)
-        );
-    }
-    if !rows.is_empty() {
-        html +=
-            &format!("<h2>All runs</h2>\n<p>{} runs; one row each in results.jsonl / results.csv.</p>\n", rows.len());
-    }
-    html += "</body></html>\n";
     let html_path = out.join("report.html");
     let md_path = out.join("report.md");
-    crate::io::write_atomic(&html_path, html.as_bytes())?;
-    crate::io::write_atomic(&md_path, md.as_bytes())?;
+    crate::io::write_atomic(&html_path, page.html(dir, figs, rows.len()).as_bytes())?;
+    crate::io::write_atomic(&md_path, page.markdown(dir, figs).as_bytes())?;
     Ok(Report {
         dir: out.to_path_buf(),
         html: html_path,
         markdown: md_path,
         figures: figs.iter().map(|f| f.stem.clone()).collect(),
-        table: table.clone(),
-        findings: notes.clone(),
+        table: page.table.clone(),
+        findings: page.findings.clone(),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::md_cells;
-
-    #[test]
-    fn markdown_cells_split_on_pipes_but_not_on_escaped_ones() {
-        assert_eq!(md_cells("| a | b \\| c |  d|"), vec!["a", "b | c", "d"]);
-        assert_eq!(md_cells("|x|"), vec!["x"]);
-    }
 }

@@ -242,17 +242,11 @@ where
 {
     let e = |x: DrawingAreaErrorKind<DB::ErrorType>| anyhow!("{x:?}");
     let named: Vec<&Series> = c.series.iter().filter(|s| !s.name.is_empty()).collect();
-    let (plot, legend_area) = if legend && !named.is_empty() {
-        let w = root.dim_in_pixel().0;
-        let (a, b) = root.split_horizontally(w.saturating_sub(LEGEND_W));
-        (a, Some(b))
-    } else {
-        (root.clone(), None)
-    };
-    let compact = !legend;
+    let (plot, legend_area) = split_legend(root, legend && !named.is_empty());
     let Axes { x: xr, y: yr, cap, x_ticks } = axes(c);
     let mut b = ChartBuilder::on(&plot);
-    let (title_px, label_px, area) = if compact { (16, 12, (32, 52)) } else { (22, 14, (45, 70)) };
+    // Compact (no legend: a panel of a grid) or full size.
+    let (title_px, label_px, area) = if legend { (22, 14, (45, 70)) } else { (16, 12, (32, 52)) };
     b.caption(&c.title, ("sans-serif", title_px)).margin(10).x_label_area_size(area.0).y_label_area_size(area.1);
     let lr_style = !c.x_ticks.is_empty();
     // A log axis over three decades or more labels every tick as a power: 1e1 … 1e6.
@@ -270,43 +264,7 @@ where
                 .light_line_style(WHITE.mix(0.0))
                 .draw()
                 .map_err(e)?;
-            for s in &c.series {
-                let col = color(s.color);
-                let pts: Vec<(f64, f64)> = s
-                    .points
-                    .iter()
-                    .copied()
-                    .filter(|(x, y)| x.is_finite() && y.is_finite() && (!c.log_x || *x > 0.0) && (!c.log_y || *y > 0.0))
-                    .collect();
-                let (inside, above): (Vec<(f64, f64)>, Vec<(f64, f64)>) =
-                    pts.iter().partition(|p| cap.is_none_or(|cap| p.1 <= cap));
-                if s.scatter {
-                    ch.draw_series(inside.iter().map(|&p| Circle::new(p, 2, col.mix(0.5).filled()))).map_err(e)?;
-                } else {
-                    let style =
-                        ShapeStyle { color: col.to_rgba(), filled: false, stroke_width: if s.dashed { 1 } else { 2 } };
-                    // An outlier's segment is drawn to the top edge.
-                    let line: Vec<(f64, f64)> = pts.iter().map(|&(x, y)| (x, cap.map_or(y, |_| y.min(yr.1)))).collect();
-                    if s.dashed {
-                        ch.draw_series(DashedLineSeries::new(line, 6, 4, style)).map_err(e)?;
-                    } else {
-                        ch.draw_series(LineSeries::new(line, style)).map_err(e)?;
-                    }
-                    ch.draw_series(inside.iter().map(|&p| Circle::new(p, 2, col.filled()))).map_err(e)?;
-                }
-                for &(x, y) in &above {
-                    ch.draw_series(std::iter::once(TriangleMarker::new((x, yr.1), 6, col.filled()))).map_err(e)?;
-                    // The value, printed right of the marker.
-                    let font = ("sans-serif", label_px).into_font().color(&col);
-                    ch.draw_series(std::iter::once(
-                        EmptyElement::at((x, yr.1)) + Text::new(format!("{y:.3}"), (9, -2), font),
-                    ))
-                    .map_err(e)?;
-                }
-            }
-            let top = yr.1;
-            ch.draw_series(c.top_marks.iter().map(|&(x, ci)| Cross::new((x, top), 6, color(ci).stroke_width(2))))
-                .map_err(e)?;
+            draw_all(&mut ch, c, cap, yr.1, label_px)?;
         }};
     }
     match (c.log_x, c.log_y) {
@@ -329,6 +287,72 @@ where
     if let Some(area) = legend_area {
         draw_legend(&area, &named).map_err(e)?;
     }
+    Ok(())
+}
+
+/// The plot area and, with `legend`, the legend column to its right.
+fn split_legend<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    legend: bool,
+) -> (DrawingArea<DB, Shift>, Option<DrawingArea<DB, Shift>>) {
+    if !legend {
+        return (root.clone(), None);
+    }
+    let w = root.dim_in_pixel().0;
+    let (a, b) = root.split_horizontally(w.saturating_sub(LEGEND_W));
+    (a, Some(b))
+}
+
+/// A point of a series, `(x, y)`.
+type Point = (f64, f64);
+
+/// Every series of `c` on the built chart: lines (dashed or solid) or scatter dots; a point
+/// above `cap` as a marker on the top edge `top` with its value beside it; then `c`'s crosses
+/// on the top edge.
+fn draw_all<DB, CT>(
+    ch: &mut ChartContext<'_, DB, CT>,
+    c: &Chart,
+    cap: Option<f64>,
+    top: f64,
+    label_px: u32,
+) -> anyhow::Result<()>
+where
+    DB: DrawingBackend,
+    DB::ErrorType: 'static,
+    CT: CoordTranslate<From = (f64, f64)>,
+{
+    let e = |x: DrawingAreaErrorKind<DB::ErrorType>| anyhow!("{x:?}");
+    for s in &c.series {
+        let col = color(s.color);
+        let pts: Vec<(f64, f64)> = s
+            .points
+            .iter()
+            .copied()
+            .filter(|(x, y)| x.is_finite() && y.is_finite() && (!c.log_x || *x > 0.0) && (!c.log_y || *y > 0.0))
+            .collect();
+        let (inside, above): (Vec<Point>, Vec<Point>) = pts.iter().partition(|p| cap.is_none_or(|cap| p.1 <= cap));
+        if s.scatter {
+            ch.draw_series(inside.iter().map(|&p| Circle::new(p, 2, col.mix(0.5).filled()))).map_err(e)?;
+        } else {
+            let style = ShapeStyle { color: col.to_rgba(), filled: false, stroke_width: if s.dashed { 1 } else { 2 } };
+            // An outlier's segment is drawn to the top edge.
+            let line: Vec<(f64, f64)> = pts.iter().map(|&(x, y)| (x, cap.map_or(y, |_| y.min(top)))).collect();
+            if s.dashed {
+                ch.draw_series(DashedLineSeries::new(line, 6, 4, style)).map_err(e)?;
+            } else {
+                ch.draw_series(LineSeries::new(line, style)).map_err(e)?;
+            }
+            ch.draw_series(inside.iter().map(|&p| Circle::new(p, 2, col.filled()))).map_err(e)?;
+        }
+        for &(x, y) in &above {
+            ch.draw_series(std::iter::once(TriangleMarker::new((x, top), 6, col.filled()))).map_err(e)?;
+            // The value, printed right of the marker.
+            let font = ("sans-serif", label_px).into_font().color(&col);
+            ch.draw_series(std::iter::once(EmptyElement::at((x, top)) + Text::new(format!("{y:.3}"), (9, -2), font)))
+                .map_err(e)?;
+        }
+    }
+    ch.draw_series(c.top_marks.iter().map(|&(x, ci)| Cross::new((x, top), 6, color(ci).stroke_width(2)))).map_err(e)?;
     Ok(())
 }
 

@@ -13,6 +13,7 @@ use super::progress::Progress;
 use super::run_dir::{self, Status};
 use super::skip::SkipDecision;
 use super::step;
+use super::step::StepGradients;
 use crate::data::sampler::{Batch, validation_starts};
 use crate::data::{Dataset, Sampler};
 use crate::io::jsonl::JsonlWriter;
@@ -260,26 +261,11 @@ impl Trainer {
             (Some(_), true) => crate::probe::grads::histograms(&self.model, &g.grads),
             _ => Vec::new(),
         };
-        if skipped.is_none() {
+        let facts = StepFacts::new(&g, lr, skipped, f16.then_some(loss_scale), tokens);
+        if facts.skipped.is_none() {
             self.model = self.optim.step(lr, self.model.clone(), g.grads);
         }
-        self.state.step += 1;
-        self.state.sampler_state = self.sampler.state();
-        self.state.tokens += tokens;
-        let record = TrainRecord {
-            step: self.state.step,
-            loss: g.loss,
-            ce: g.ce,
-            reg: (self.model.meta.regularizer > 0.0).then_some(g.reg),
-            lr,
-            grad_norm: g.norms.total,
-            clipped: g.scale < 1.0,
-            skipped,
-            loss_scale: f16.then_some(loss_scale),
-            tokens: self.state.tokens,
-            tokens_per_s: tokens as f64 / t0.elapsed().as_secs_f64(),
-            wall_s: clock.now(),
-        };
+        let record = self.advance(facts, tokens as f64 / t0.elapsed().as_secs_f64(), clock);
         if let Some(why) = &record.skipped {
             warnings.push(format!("update skipped: {why}"));
             self.probe.scalars(record.step, &tensorboard_scalars(&record))?;
@@ -291,6 +277,27 @@ impl Trainer {
             warnings = self.probe.probe(record.step, &m, x, warnings, histograms)?;
         }
         Ok(StepResult::Done(record, warnings))
+    }
+
+    /// Counts the step done (its tokens, the sampler's position) and returns its record.
+    fn advance(&mut self, f: StepFacts, tokens_per_s: f64, clock: Clock) -> TrainRecord {
+        self.state.step += 1;
+        self.state.sampler_state = self.sampler.state();
+        self.state.tokens += f.tokens;
+        TrainRecord {
+            step: self.state.step,
+            loss: f.loss,
+            ce: f.ce,
+            reg: (self.model.meta.regularizer > 0.0).then_some(f.reg),
+            lr: f.lr,
+            grad_norm: f.grad_norm,
+            clipped: f.clip < 1.0,
+            skipped: f.skipped,
+            loss_scale: f.loss_scale,
+            tokens: self.state.tokens,
+            tokens_per_s,
+            wall_s: clock.now(),
+        }
     }
 
     /// This step's `batch_size / micro_batch_size` micro-batches (prompt–answer pairs when the
@@ -381,6 +388,30 @@ fn to_tensors(b: Batch, device: &Device) -> (Tensor<2, Int>, Tensor<2, Int>) {
         Tensor::from_data(TensorData::new(b.inputs, shape), device),
         Tensor::from_data(TensorData::new(b.targets, shape), device),
     )
+}
+
+/// What a step's record holds.
+struct StepFacts {
+    lr: f64,
+    /// Mean loss, cross-entropy and regulariser over the micro-batches.
+    loss: f64,
+    ce: f64,
+    reg: f64,
+    /// The global gradient norm before clipping, and the clipping factor (1: not clipped).
+    grad_norm: f64,
+    clip: f64,
+    /// Why the update was refused, if it was.
+    skipped: Option<String>,
+    /// The f16 loss scale the step ran at.
+    loss_scale: Option<f64>,
+    tokens: u64,
+}
+
+impl StepFacts {
+    fn new(g: &StepGradients, lr: f64, skipped: Option<String>, loss_scale: Option<f64>, tokens: u64) -> Self {
+        let (loss, ce, reg, grad_norm, clip) = (g.loss, g.ce, g.reg, g.norms.total, g.scale);
+        Self { lr, loss, ce, reg, grad_norm, clip, skipped, loss_scale, tokens }
+    }
 }
 
 /// The run's wall clock: seconds before this session plus the session's own.
