@@ -265,6 +265,14 @@ fn main() {
     }
 }
 
+fn data(cmd: DataCmd) -> anyhow::Result<()> {
+    match cmd {
+        DataCmd::FetchWetext { file } => commands::data::data_fetch_wetext(file),
+        DataCmd::Fetch { tarball } => commands::data::data_fetch(tarball),
+        DataCmd::Stats { config, sets } => commands::data::data_stats(config, sets),
+    }
+}
+
 fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.cmd {
         Cmd::Train { config, sets, resume, quiet, force, allow_corpus_change } => {
@@ -290,13 +298,8 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             SweepCmd::NextStage { dir } => commands::sweep::sweep_next_stage(&dir).map(|()| 0),
         },
         Cmd::Sweep { action: None, config, sets, jobs, report, executor, detach, dry_run, rerun_changed } => {
-            let how = commands::sweep::SweepHow {
-                jobs,
-                report,
-                executor,
-                submit: SubmitOptions { detach, dry_run },
-                rerun_changed,
-            };
+            let submit = SubmitOptions { detach, dry_run };
+            let how = commands::sweep::SweepHow { jobs, report, executor, submit, rerun_changed };
             commands::sweep::sweep(&config.unwrap_or_default(), &sets, how)
         }
         Cmd::Report { dir } => commands::sweep::report(&dir).map(|()| 0),
@@ -304,9 +307,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Cmd::Textnorm { full, recipes, sets, jobs, rerun_changed } => {
             commands::sweep::textnorm(full, &recipes, &sets, jobs, rerun_changed)
         }
-        Cmd::Data { cmd: DataCmd::FetchWetext { file } } => commands::data::data_fetch_wetext(file).map(|()| 0),
-        Cmd::Data { cmd: DataCmd::Fetch { tarball } } => commands::data::data_fetch(tarball).map(|()| 0),
-        Cmd::Data { cmd: DataCmd::Stats { config, sets } } => commands::data::data_stats(config, sets).map(|()| 0),
+        Cmd::Data { cmd } => data(cmd).map(|()| 0),
         Cmd::Import { hf_dir, out, recipe, sets, force } => {
             commands::hf::import(&hf_dir, &out, recipe.as_deref(), &sets, force).map(|()| 0)
         }

@@ -88,41 +88,10 @@ fn build(case: &Case, dims: &Dims, device: &Device) -> anyhow::Result<Transforme
 
 /// Times `warmup + steps` train steps and `2 + fwd_steps` forwards.
 pub fn bench_recipe(case: &Case, dims: &Dims, device: &Device, timing: Timing) -> anyhow::Result<RecipeBench> {
-    let Timing { warmup, steps, fwd_steps } = timing;
-    let ad = device.clone().autodiff();
-    let mut model = build(case, dims, &ad)?;
-    let params = crate::model::params::count(&model);
-    let mut optim = AdamWConfig::new().with_beta_2(0.95).with_epsilon(1e-8).with_weight_decay(0.1).init();
-    let (x, y) = dims.lcg_batch(&ad);
     let rss_reset = crate::device::reset_peak_rss();
-    let mut losses = Vec::new();
-    let mut times = Vec::new();
-    for i in 0..warmup + steps {
-        let t0 = Instant::now();
-        let (loss, _, _) = model.loss(x.clone(), y.clone(), false);
-        let grads = loss.backward();
-        let grads = GradientsParams::from_grads(grads, &model);
-        model = optim.step(1e-3, model, grads);
-        let l: f64 = loss.into_scalar::<f32>() as f64;
-        let dt = t0.elapsed().as_secs_f64();
-        losses.push(l);
-        if i >= warmup {
-            times.push(dt);
-        }
-    }
+    let (params, losses, times) = time_training(case, dims, device, timing)?;
     let train_peak_rss_mb = if rss_reset { crate::device::peak_rss_mb() } else { None };
-    drop((model, optim));
-    let plain = build(case, dims, device)?;
-    let (xf, _) = dims.lcg_batch(device);
-    let mut ftimes = Vec::new();
-    for i in 0..2 + fwd_steps {
-        let t0 = Instant::now();
-        let out = plain.forward(xf.clone(), crate::model::Keep::LOGITS);
-        let _: f32 = out.logits.slice([0..1, 0..1, 0..1]).into_scalar();
-        if i >= 2 {
-            ftimes.push(t0.elapsed().as_secs_f64());
-        }
-    }
+    let ftimes = time_forwards(case, dims, device, timing.fwd_steps)?;
     let tokens = (dims.batch * dims.seq) as f64;
     let train = median(&times);
     let fwd = median(&ftimes);
@@ -139,10 +108,53 @@ pub fn bench_recipe(case: &Case, dims: &Dims, device: &Device, timing: Timing) -
         train_ms_min: fold(f64::min, f64::INFINITY),
         train_ms_max: fold(f64::max, 0.0),
         tflops_6n: 6.0 * params as f64 * tokens / train / 1e12,
-        loss_first: losses[0],
-        loss_last: *losses.last().unwrap(),
+        loss_first: losses.first().copied().unwrap_or(f64::NAN),
+        loss_last: losses.last().copied().unwrap_or(f64::NAN),
         train_peak_rss_mb,
     })
+}
+
+/// `warmup + steps` AdamW steps on one fixed batch: the parameter count, every step's loss,
+/// and the seconds of each step after the warm-up.
+fn time_training(
+    case: &Case,
+    dims: &Dims,
+    device: &Device,
+    timing: Timing,
+) -> anyhow::Result<(usize, Vec<f64>, Vec<f64>)> {
+    let ad = device.clone().autodiff();
+    let mut model = build(case, dims, &ad)?;
+    let params = crate::model::params::count(&model);
+    let mut optim = AdamWConfig::new().with_beta_2(0.95).with_epsilon(1e-8).with_weight_decay(0.1).init();
+    let (x, y) = dims.lcg_batch(&ad);
+    let (mut losses, mut times) = (Vec::new(), Vec::new());
+    for i in 0..timing.warmup + timing.steps {
+        let t0 = Instant::now();
+        let (loss, _, _) = model.loss(x.clone(), y.clone(), false);
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        model = optim.step(1e-3, model, grads);
+        losses.push(loss.into_scalar::<f32>() as f64);
+        if i >= timing.warmup {
+            times.push(t0.elapsed().as_secs_f64());
+        }
+    }
+    Ok((params, losses, times))
+}
+
+/// The seconds of `fwd_steps` forwards (after two untimed ones), no autodiff.
+fn time_forwards(case: &Case, dims: &Dims, device: &Device, fwd_steps: usize) -> anyhow::Result<Vec<f64>> {
+    let plain = build(case, dims, device)?;
+    let (xf, _) = dims.lcg_batch(device);
+    let mut ftimes = Vec::new();
+    for i in 0..2 + fwd_steps {
+        let t0 = Instant::now();
+        let out = plain.forward(xf.clone(), crate::model::Keep::LOGITS);
+        let _: f32 = out.logits.slice([0..1, 0..1, 0..1]).into_scalar();
+        if i >= 2 {
+            ftimes.push(t0.elapsed().as_secs_f64());
+        }
+    }
+    Ok(ftimes)
 }
 
 /// The full training loop (sampler, accumulation, global clipping, divergence check, AdamW,
@@ -316,39 +328,9 @@ impl BenchDevice {
 pub fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
     let device = crate::device::parse(opts.device.name())?;
     let on_cpu = !opts.device.is_gpu();
-    anyhow::ensure!(
-        !(on_cpu && opts.torch.is_some() && opts.dims != Dims::REFERENCE),
-        "the PyTorch CPU twin (torch_reference.py) has the reference sizes only; use --dims reference with \
-         --torch-python on the CPU"
-    );
-    anyhow::ensure!(
-        opts.rounds <= 1 || (on_cpu && opts.torch.is_some()),
-        "--rounds measures `pre` against PyTorch on the CPU: add --torch-python, on --device cpu"
-    );
-    let recipes: Vec<String> = if opts.recipes.is_empty() {
-        PRESET_NAMES.iter().map(|s| s.to_string()).collect()
-    } else {
-        opts.recipes.clone()
-    };
-    for &p in &opts.precisions {
-        crate::train::setup::check_precision(&device, opts.device.name(), p)?;
-    }
+    check(opts, &device)?;
     let timing = Timing { warmup: opts.warmup, steps: opts.steps, fwd_steps: opts.fwd_steps };
-    let mut results = Vec::new();
-    for recipe in &recipes {
-        for (&kernels, &precision) in opts.kernels.iter().flat_map(|k| opts.precisions.iter().map(move |p| (k, p))) {
-            let case = Case { recipe: recipe.clone(), kernels, precision };
-            let b = crate::guard::catch(|| bench_recipe(&case, &opts.dims, &device, timing)).unwrap_or_else(|msg| {
-                let first = msg.lines().next().unwrap_or("(no message)");
-                Err(anyhow::anyhow!(
-                    "the compute engine failed benchmarking `{recipe}` in {precision:?} ({first}); if it ran out of \
-                     memory, lower --batch or --seq"
-                ))
-            })?;
-            print_result(&b);
-            results.push(b);
-        }
-    }
+    let results = measure_all(opts, &device, timing)?;
     let trainer = (opts.trainer_steps > 0 && on_cpu).then(|| compare_trainer(opts)).transpose()?;
     let (torch, gpu) = match (&opts.torch, on_cpu) {
         (Some((py, script)), true) => (Some(run_torch(py, script, crate::device::available_threads(), &[])?), None),
@@ -383,6 +365,50 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
     crate::io::json::write(&opts.out, &report)?;
     crate::io::term::err(format_args!("wrote {}", opts.out.display()));
     Ok(report)
+}
+
+/// Refuses option combinations the benchmark cannot measure, and precisions the device lacks.
+fn check(opts: &BenchOptions, device: &Device) -> anyhow::Result<()> {
+    let on_cpu = !opts.device.is_gpu();
+    anyhow::ensure!(
+        !(on_cpu && opts.torch.is_some() && opts.dims != Dims::REFERENCE),
+        "the PyTorch CPU twin (torch_reference.py) has the reference sizes only; use --dims reference with \
+         --torch-python on the CPU"
+    );
+    anyhow::ensure!(
+        opts.rounds <= 1 || (on_cpu && opts.torch.is_some()),
+        "--rounds measures `pre` against PyTorch on the CPU: add --torch-python, on --device cpu"
+    );
+    for &p in &opts.precisions {
+        crate::train::setup::check_precision(device, opts.device.name(), p)?;
+    }
+    Ok(())
+}
+
+/// Every recipe (all presets when none is named) in every kernel setting and precision,
+/// printed as it is measured; an engine failure is one clear error.
+fn measure_all(opts: &BenchOptions, device: &Device, timing: Timing) -> anyhow::Result<Vec<RecipeBench>> {
+    let recipes: Vec<String> = if opts.recipes.is_empty() {
+        PRESET_NAMES.iter().map(|s| s.to_string()).collect()
+    } else {
+        opts.recipes.clone()
+    };
+    let mut results = Vec::new();
+    for recipe in &recipes {
+        for (&kernels, &precision) in opts.kernels.iter().flat_map(|k| opts.precisions.iter().map(move |p| (k, p))) {
+            let case = Case { recipe: recipe.clone(), kernels, precision };
+            let b = crate::guard::catch(|| bench_recipe(&case, &opts.dims, device, timing)).unwrap_or_else(|msg| {
+                let first = msg.lines().next().unwrap_or("(no message)");
+                Err(anyhow::anyhow!(
+                    "the compute engine failed benchmarking `{recipe}` in {precision:?} ({first}); if it ran out of \
+                     memory, lower --batch or --seq"
+                ))
+            })?;
+            print_result(&b);
+            results.push(b);
+        }
+    }
+    Ok(results)
 }
 
 fn print_result(b: &RecipeBench) {

@@ -150,24 +150,9 @@ impl Dataset {
             Some(pc) => Some(PairData::encode(&tokenizer, pc)?),
             None => None,
         };
-        let (train_chars, val_chars) = corpus.sizes();
-        let [train_token_file, val_token_file] = paths;
-        let info = DataInfo {
-            corpus: corpus.name.clone(),
-            corpus_sha256: corpus_hash,
-            split_rule: corpus.split_rule.clone(),
-            train_documents: corpus.train.len(),
-            val_documents: corpus.val.len(),
-            train_chars,
-            val_chars,
-            tokenizer: fp,
-            vocab_size: tokenizer.vocab_size(),
-            train_tokens: train.len(),
-            val_tokens: val.len(),
-            train_token_file,
-            val_token_file,
-            pairs: pairs.as_ref().map(PairData::info),
-        };
+        let tokens =
+            Tokens { train: &train, val: &val, files: paths, tokenizer: fp, vocab_size: tokenizer.vocab_size() };
+        let info = DataInfo::of(&corpus, corpus_hash, tokens, pairs.as_ref().map(PairData::info));
         Ok(Self { tokenizer, train, val, info, pairs })
     }
 
@@ -256,6 +241,38 @@ pub fn tokenize(tok: &Tokenizer, docs: &[Document]) -> anyhow::Result<Vec<u32>> 
         all.extend(p?);
     }
     Ok(all)
+}
+
+/// The tokenized corpus, as [`DataInfo`] records it.
+struct Tokens<'a> {
+    train: &'a TokenFile,
+    val: &'a TokenFile,
+    files: [PathBuf; 2],
+    tokenizer: String,
+    vocab_size: usize,
+}
+
+impl DataInfo {
+    fn of(corpus: &Corpus, corpus_sha256: String, t: Tokens<'_>, pairs: Option<PairInfo>) -> Self {
+        let (train_chars, val_chars) = corpus.sizes();
+        let [train_token_file, val_token_file] = t.files;
+        DataInfo {
+            corpus: corpus.name.clone(),
+            corpus_sha256,
+            split_rule: corpus.split_rule.clone(),
+            train_documents: corpus.train.len(),
+            val_documents: corpus.val.len(),
+            train_chars,
+            val_chars,
+            tokenizer: t.tokenizer,
+            vocab_size: t.vocab_size,
+            train_tokens: t.train.len(),
+            val_tokens: t.val.len(),
+            train_token_file,
+            val_token_file,
+            pairs,
+        }
+    }
 }
 
 /// The token file of `docs` at `path`: opened when it is there and sound, else written by

@@ -85,18 +85,14 @@ pub fn matmul<T: Real>(a: Strided<T>, b: Strided<T>, batch: &[usize], [m, k, n]:
     }
     a.check(batch, m, k);
     b.check(batch, k, n);
-    let mut out: Vec<T> = Vec::with_capacity(len);
-    let dst = SendPtr(out.as_mut_ptr());
     let threads = rayon::current_num_threads();
     let split = m * n * k >= PARALLEL_MACS && count < 2 * threads;
     #[cfg(target_arch = "x86_64")]
-    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() && super::sgemm::available() {
-        // SAFETY: as below; `T` is `f32`, so the casts are identities.
-        unsafe { sgemm_all(a.cast(), b.cast(), batch, [m, k, n], SendPtr(dst.0.cast()), split) };
-        // SAFETY: `sgemm_all` wrote every element of all `count` matrices.
-        unsafe { out.set_len(len) };
+    if let Some(out) = f32_matmul(&a, &b, batch, [m, k, n], split) {
         return out;
     }
+    let mut out: Vec<T> = Vec::with_capacity(len);
+    let dst = SendPtr(out.as_mut_ptr());
     let bands = if split { threads } else { 1 };
     let by_rows = m >= n;
     let (span, unit) = if by_rows { (m, ROWS) } else { (n, COLS) };
@@ -130,6 +126,29 @@ pub fn matmul<T: Real>(a: Strided<T>, b: Strided<T>, batch: &[usize], [m, k, n]:
     // SAFETY: the tasks above wrote every element of all `count` matrices.
     unsafe { out.set_len(len) };
     out
+}
+
+/// [`matmul`] by [`sgemm_all`] when `T` is f32 and the CPU has the kernel; `None` otherwise.
+#[cfg(target_arch = "x86_64")]
+fn f32_matmul<T: Real>(
+    a: &Strided<T>,
+    b: &Strided<T>,
+    batch: &[usize],
+    mkn: [usize; 3],
+    split: bool,
+) -> Option<Vec<T>> {
+    if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f32>() || !super::sgemm::available() {
+        return None;
+    }
+    let len = batch.iter().product::<usize>() * mkn[0] * mkn[2];
+    let mut out: Vec<T> = Vec::with_capacity(len);
+    let dst = SendPtr(out.as_mut_ptr());
+    // SAFETY: `check` bounded every operand element (in `matmul`); `T` is `f32`, so the casts
+    // are identities, and the output holds the `len` elements `sgemm_all` writes.
+    unsafe { sgemm_all(a.cast(), b.cast(), batch, mkn, SendPtr(dst.0.cast()), split) };
+    // SAFETY: `sgemm_all` wrote every element of all the matrices.
+    unsafe { out.set_len(len) };
+    Some(out)
 }
 
 /// The f32 path: each matrix by [`sgemm`](super::sgemm::sgemm), one after another and split

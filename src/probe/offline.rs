@@ -61,6 +61,24 @@ pub fn probe_model(
     }
 }
 
+/// The learned scalars and the residual-path norms' parameters (means, the first 12).
+fn scalars_line(p: &OfflineProbe) -> String {
+    let shown = [".alpha", ".lambda", "output_norm.gain", "outer_norm.gain", "outer_norm.shift"];
+    let scalars: Vec<String> = p
+        .forward
+        .scales
+        .iter()
+        .filter(|(n, _)| shown.iter().any(|s| n.ends_with(s)))
+        .take(12)
+        .map(|(n, v)| format!("{n} {:.3}", v.mean))
+        .collect();
+    if scalars.is_empty() {
+        return String::new();
+    }
+    let more = if p.forward.scales.len() > 12 { ", … (all in the JSON)" } else { "" };
+    format!("learned scales (mean): {}{more}\n", scalars.join(", "))
+}
+
 /// The per-sublayer table.
 pub fn table(p: &OfflineProbe) -> String {
     let mut s = format!(
@@ -96,24 +114,5 @@ pub fn table(p: &OfflineProbe) -> String {
             f.rmse, f.r2, f.pearson, f.spearman, f.n
         );
     }
-    let scalars: Vec<String> = p
-        .forward
-        .scales
-        .iter()
-        .filter(|(n, _)| {
-            [".alpha", ".lambda", "output_norm.gain", "outer_norm.gain", "outer_norm.shift"]
-                .iter()
-                .any(|s| n.ends_with(s))
-        })
-        .take(12)
-        .map(|(n, v)| format!("{n} {:.3}", v.mean))
-        .collect();
-    if !scalars.is_empty() {
-        s += &format!(
-            "learned scales (mean): {}{}\n",
-            scalars.join(", "),
-            if p.forward.scales.len() > 12 { ", … (all in the JSON)" } else { "" }
-        );
-    }
-    s
+    s + &scalars_line(p)
 }

@@ -18,31 +18,38 @@ pub fn describe(spec: &RecipeSpec) -> Vec<String> {
     });
     let label = if spec.layers.is_empty() { "every sublayer l" } else { "sublayer l (default)" };
     lines.push(format!("{label}:  {}", sublayer_equation(spec, &spec.sublayer)));
-    for (i, entry) in spec.layers.iter().enumerate() {
-        // Earlier entries over the same layers (and a superset of sublayers) apply here too.
-        let mut eff = spec.sublayer.clone();
-        for earlier in &spec.layers[..i] {
-            let covers = earlier.sublayers.unwrap_or_default() == Which::Both || earlier.sublayers == entry.sublayers;
-            if earlier.range == entry.range && covers {
-                eff.overlay(earlier);
-            }
-        }
-        eff.overlay(entry);
-        let which = match entry.sublayers.unwrap_or_default() {
-            Which::Both => "",
-            Which::Attn => ", attention",
-            Which::Ffn => ", FFN",
-        };
-        lines.push(format!(
-            "layers k ∈ {}{which}:  {}",
-            entry.range.as_deref().unwrap_or("?"),
-            sublayer_equation(spec, &eff)
-        ));
-    }
+    lines.extend((0..spec.layers.len()).map(|i| override_line(spec, i)));
     lines.push(match symbol(spec, &spec.final_norm) {
         Some(n) => format!("logits = W_out · {n}(X_{{2L+1}})"),
         None => "logits = W_out · X_{2L+1}".into(),
     });
+    lines.extend(readout_notes(spec));
+    lines
+}
+
+/// The equation of the layers of `spec.layers[i]`, with the earlier entries over the same
+/// layers (and a superset of sublayers) applied first.
+fn override_line(spec: &RecipeSpec, i: usize) -> String {
+    let entry = &spec.layers[i];
+    let mut eff = spec.sublayer.clone();
+    for earlier in &spec.layers[..i] {
+        let covers = earlier.sublayers.unwrap_or_default() == Which::Both || earlier.sublayers == entry.sublayers;
+        if earlier.range == entry.range && covers {
+            eff.overlay(earlier);
+        }
+    }
+    eff.overlay(entry);
+    let which = match entry.sublayers.unwrap_or_default() {
+        Which::Both => "",
+        Which::Attn => ", attention",
+        Which::Ffn => ", FFN",
+    };
+    format!("layers k ∈ {}{which}:  {}", entry.range.as_deref().unwrap_or("?"), sublayer_equation(spec, &eff))
+}
+
+/// QK-norm, the regulariser and the recipe's parameters, a line each when present.
+fn readout_notes(spec: &RecipeSpec) -> Vec<String> {
+    let mut lines = Vec::new();
     match spec.qk_norm {
         QkNorm::None => {}
         QkNorm::Head => lines.push("attention: q, k RMS-normalised per head, over d_head (QK-norm, Qwen3)".into()),

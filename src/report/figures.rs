@@ -111,7 +111,6 @@ pub fn depth_profiles(dir: &Path, runs: &[RunData]) -> anyhow::Result<Vec<Figure
             .filter_map(|(i, r)| Some(line(r.legend(), RunData::per_layer(r.last_probe()?, value), i, false)))
             .collect()
     };
-    let step = |r: &RunData| r.last_probe().map(|p| p.step).unwrap_or(0);
     let at_end = "at the last probe of each recipe's best run";
     let mut figs = vec![
         fig(
@@ -129,27 +128,7 @@ pub fn depth_profiles(dir: &Path, runs: &[RunData]) -> anyhow::Result<Vec<Figure
                 .log(false, true),
         )?,
     ];
-    let panels: Vec<Chart> = runs
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| Some((i, r, r.last_probe()?)))
-        .map(|(i, r, last)| {
-            let mut s = Vec::new();
-            if let Some(p) = r.first_probe() {
-                s.push(line("", RunData::per_layer(p, |s| s.grad_norm), i, true));
-            }
-            let end = RunData::per_layer(last, |s| s.grad_norm);
-            // A log scale cannot show zeros: say so in the title.
-            let zero = !end.is_empty() && end.iter().all(|p| p.1 <= 0.0);
-            s.push(line("", end, i, false));
-            let title = if zero {
-                format!("{}: all exactly 0 at step {}", r.legend(), step(r))
-            } else {
-                format!("{} (end: step {})", r.legend(), step(r))
-            };
-            Chart::new(title, "sublayer l", "grad norm (log)", s).log(false, true)
-        })
-        .collect();
+    let panels: Vec<Chart> = runs.iter().enumerate().filter_map(|(i, r)| grad_panel(r, i)).collect();
     if !panels.is_empty() {
         let stem = "grad_layers";
         let svg = draw_grid(&panels, 2, &dir.join(stem))?;
@@ -162,6 +141,26 @@ pub fn depth_profiles(dir: &Path, runs: &[RunData]) -> anyhow::Result<Vec<Figure
         });
     }
     Ok(figs)
+}
+
+/// Run `i`'s sublayer gradient norms at its first probe (dashed) and its last (solid); `None`
+/// without probes.
+fn grad_panel(r: &RunData, i: usize) -> Option<Chart> {
+    let last = r.last_probe()?;
+    let mut s = Vec::new();
+    if let Some(p) = r.first_probe() {
+        s.push(line("", RunData::per_layer(p, |s| s.grad_norm), i, true));
+    }
+    let end = RunData::per_layer(last, |s| s.grad_norm);
+    // A log scale cannot show zeros: say so in the title.
+    let zero = !end.is_empty() && end.iter().all(|p| p.1 <= 0.0);
+    s.push(line("", end, i, false));
+    let title = if zero {
+        format!("{}: all exactly 0 at step {}", r.legend(), last.step)
+    } else {
+        format!("{} (end: step {})", r.legend(), last.step)
+    };
+    Some(Chart::new(title, "sublayer l", "grad norm (log)", s).log(false, true))
 }
 
 /// For one run: Var(X_l) against depth at several steps, and τ per layer over training

@@ -248,15 +248,17 @@ where
     // Compact (no legend: a panel of a grid) or full size.
     let (title_px, label_px, area) = if legend { (22, 14, (45, 70)) } else { (16, 12, (32, 52)) };
     b.caption(&c.title, ("sans-serif", title_px)).margin(10).x_label_area_size(area.0).y_label_area_size(area.1);
-    let lr_style = !c.x_ticks.is_empty();
-    // A log axis over three decades or more labels every tick as a power: 1e1 … 1e6.
-    let (x_exp, y_exp) = (c.log_x && xr.1 / xr.0 >= 1e3, c.log_y && yr.1 / yr.0 >= 1e3);
+    // A log axis over three decades or more (and a learning-rate axis) labels every tick as a
+    // power: 1e1 … 1e6.
+    let x_exp = !c.x_ticks.is_empty() || (c.log_x && xr.1 / xr.0 >= 1e3);
+    let y_exp = c.log_y && yr.1 / yr.0 >= 1e3;
+    let label = |exp: bool, v: f64| if exp { format!("{v:e}") } else { tick(v) };
     macro_rules! body {
         ($chart:expr) => {{
             let mut ch = $chart;
             ch.configure_mesh()
-                .x_label_formatter(&|v: &f64| if lr_style || x_exp { format!("{v:e}") } else { tick(*v) })
-                .y_label_formatter(&|v: &f64| if y_exp { format!("{v:e}") } else { tick(*v) })
+                .x_label_formatter(&|v: &f64| label(x_exp, *v))
+                .y_label_formatter(&|v: &f64| label(y_exp, *v))
                 .x_desc(c.x_label.as_str())
                 .y_desc(c.y_label.as_str())
                 .label_style(("sans-serif", label_px))
@@ -267,21 +269,12 @@ where
             draw_all(&mut ch, c, cap, yr.1, label_px)?;
         }};
     }
+    let log_x = || (xr.0..xr.1).log_scale().with_key_points(x_ticks.clone());
+    let log_y = || (yr.0..yr.1).log_scale().with_key_points(decade_ticks(yr.0, yr.1));
     match (c.log_x, c.log_y) {
-        (true, true) => body!(
-            b.build_cartesian_2d(
-                (xr.0..xr.1).log_scale().with_key_points(x_ticks),
-                (yr.0..yr.1).log_scale().with_key_points(decade_ticks(yr.0, yr.1))
-            )
-            .map_err(e)?
-        ),
-        (true, false) => {
-            body!(b.build_cartesian_2d((xr.0..xr.1).log_scale().with_key_points(x_ticks), yr.0..yr.1).map_err(e)?)
-        }
-        (false, true) => body!(
-            b.build_cartesian_2d(xr.0..xr.1, (yr.0..yr.1).log_scale().with_key_points(decade_ticks(yr.0, yr.1)))
-                .map_err(e)?
-        ),
+        (true, true) => body!(b.build_cartesian_2d(log_x(), log_y()).map_err(e)?),
+        (true, false) => body!(b.build_cartesian_2d(log_x(), yr.0..yr.1).map_err(e)?),
+        (false, true) => body!(b.build_cartesian_2d(xr.0..xr.1, log_y()).map_err(e)?),
         (false, false) => body!(b.build_cartesian_2d(xr.0..xr.1, yr.0..yr.1).map_err(e)?),
     }
     if let Some(area) = legend_area {

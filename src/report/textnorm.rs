@@ -9,6 +9,7 @@ use super::data::RunData;
 use super::figures::Figure;
 use super::plot::{Chart, Series, draw, draw_grid};
 use crate::io::json;
+use crate::probe::ProbeRecord;
 use crate::recipe::Placement;
 use crate::train::pairs_eval::{PairsEval, Prediction};
 use crate::train::run_dir;
@@ -217,44 +218,8 @@ fn cv_max_figure(out: &Path, scored: &[Scored]) -> anyhow::Result<Figure> {
 
 /// Small multiples, one panel per recipe: the windowed CV of every block (or every sublayer).
 fn cv_grid(out: &Path, scored: &[Scored], sublayers: bool) -> anyhow::Result<Figure> {
-    let (x0, x1) = x_span(scored);
-    let charts: Vec<Chart> = scored
-        .iter()
-        .map(|s| {
-            let n = s
-                .run
-                .probes
-                .last()
-                .map(|p| if sublayers { p.forward.sublayers.len() } else { p.blocks.len() })
-                .unwrap_or(0);
-            let mut series: Vec<Series> = (0..n)
-                .map(|k| {
-                    let pts = s
-                        .run
-                        .probes
-                        .iter()
-                        .filter_map(|p| {
-                            let v = if sublayers {
-                                p.forward.sublayers.get(k)?.grad_cv_window?
-                            } else {
-                                p.blocks.get(k)?.cv_window
-                            };
-                            v.is_finite().then_some((p.step as f64, v))
-                        })
-                        .collect();
-                    Series {
-                        name: format!("{k}"),
-                        points: pts,
-                        color: k,
-                        dashed: sublayers && k % 2 == 1,
-                        scatter: false,
-                    }
-                })
-                .collect();
-            series.push(threshold_line(x0, x1));
-            Chart::new(s.run.legend(), "step", "CV (window)", series)
-        })
-        .collect();
+    let span = x_span(scored);
+    let charts: Vec<Chart> = scored.iter().map(|s| cv_panel(s.run, sublayers, span)).collect();
     let (stem, what) = if sublayers {
         ("grad_cv_sublayers", "sublayer (solid: attention, dashed: FFN; colour by depth)")
     } else {
@@ -271,58 +236,40 @@ fn cv_grid(out: &Path, scored: &[Scored], sublayers: bool) -> anyhow::Result<Fig
     })
 }
 
+/// One recipe's panel: the windowed CV of each block (or sublayer) at every probe step.
+fn cv_panel(run: &RunData, sublayers: bool, (x0, x1): (f64, f64)) -> Chart {
+    let n = run.probes.last().map(|p| if sublayers { p.forward.sublayers.len() } else { p.blocks.len() }).unwrap_or(0);
+    let cv_at = |p: &ProbeRecord, k: usize| {
+        if sublayers { p.forward.sublayers.get(k)?.grad_cv_window } else { p.blocks.get(k).map(|b| b.cv_window) }
+    };
+    let mut series: Vec<Series> = (0..n)
+        .map(|k| {
+            let points = run
+                .probes
+                .iter()
+                .filter_map(|p| cv_at(p, k).filter(|v| v.is_finite()).map(|v| (p.step as f64, v)))
+                .collect();
+            Series { name: format!("{k}"), points, color: k, dashed: sublayers && k % 2 == 1, scatter: false }
+        })
+        .collect();
+    series.push(threshold_line(x0, x1));
+    Chart::new(run.legend(), "step", "CV (window)", series)
+}
+
 fn by_placement<'a>(scored: &'a [Scored<'a>], p: Placement) -> Option<&'a Scored<'a>> {
     scored.iter().find(|s| s.run.placement == Some(p))
 }
 
 /// Seed 004's claims, tested in words.
 fn findings(scored: &[Scored]) -> Vec<String> {
-    let mut f = Vec::new();
-    for set in set_names(scored) {
-        let mut ranked: Vec<(&str, f64, f64)> = scored
-            .iter()
-            .filter_map(|s| {
-                let sc = &s.eval.sets.iter().find(|x| x.name == set)?.overall;
-                Some((s.run.label.as_str(), sc.exact_match, sc.token_f1))
-            })
-            .collect();
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.total_cmp(&a.2)));
-        let order: Vec<String> = ranked.iter().map(|(l, em, f1)| format!("{l} {em:.3} (F1 {f1:.3})")).collect();
-        f.push(format!("On the **{set}** pairs, exact match ranks {}.", order.join(" > ")));
-    }
+    let mut f: Vec<String> = set_names(scored).into_iter().map(|set| ranking(scored, &set)).collect();
     let (pre, post, peri) = (
         by_placement(scored, Placement::Pre),
         by_placement(scored, Placement::Post),
         by_placement(scored, Placement::Peri),
     );
     if let Some(peri) = peri {
-        let (peak, _) = cv_summary(peri.run);
-        if let Some(v) = peak {
-            let holds = v < CV_THRESHOLD;
-            f.push(format!(
-                "Seed 004: \"Peri-LN keeps gradient-norm CV below {CV_THRESHOLD}\" — **{}** here: {}'s largest windowed \
-                    block CV after warm-up is {v:.3}.",
-                if holds { "holds" } else { "does not hold" },
-                peri.run.label
-            ));
-            for other in [pre, post].into_iter().flatten() {
-                if let (Some(o), _) = cv_summary(other.run) {
-                    let more = o > v;
-                    f.push(format!(
-                        "Seed 004: \"{} fluctuates more\" — **{}**: its largest windowed block CV is {o:.3} against \
-                            {}'s {v:.3}{}.",
-                        other.run.label,
-                        if more { "holds" } else { "does not hold" },
-                        peri.run.label,
-                        if o > CV_THRESHOLD {
-                            format!(", above {CV_THRESHOLD}")
-                        } else {
-                            format!(", below {CV_THRESHOLD} as well")
-                        }
-                    ));
-                }
-            }
-        }
+        f.extend(cv_claims(peri, [pre, post].into_iter().flatten()));
     }
     if let (Some(pre), Some(post), Some(peri)) = (pre, post, peri) {
         let em = |s: &Scored| s.eval.sets.first().map(|x| x.overall.exact_match).unwrap_or(f64::NAN);
@@ -334,7 +281,50 @@ fn findings(scored: &[Scored]) -> Vec<String> {
             em(pre),
             em(post),
             em(peri),
-            if holds { "holds" } else { "does not hold" }
+            verdict(holds)
+        ));
+    }
+    f
+}
+
+fn verdict(holds: bool) -> &'static str {
+    if holds { "holds" } else { "does not hold" }
+}
+
+/// The recipes ranked by exact match (then F1) on the pair set `set`.
+fn ranking(scored: &[Scored], set: &str) -> String {
+    let mut ranked: Vec<(&str, f64, f64)> = scored
+        .iter()
+        .filter_map(|s| {
+            let sc = &s.eval.sets.iter().find(|x| x.name == set)?.overall;
+            Some((s.run.label.as_str(), sc.exact_match, sc.token_f1))
+        })
+        .collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.total_cmp(&a.2)));
+    let order: Vec<String> = ranked.iter().map(|(l, em, f1)| format!("{l} {em:.3} (F1 {f1:.3})")).collect();
+    format!("On the **{set}** pairs, exact match ranks {}.", order.join(" > "))
+}
+
+/// Seed 004's two gradient-norm CV claims: Peri-LN stays below the threshold, and each of
+/// `others` fluctuates more.
+fn cv_claims<'a>(peri: &Scored, others: impl Iterator<Item = &'a Scored<'a>>) -> Vec<String> {
+    let (Some(v), _) = cv_summary(peri.run) else { return Vec::new() };
+    let mut f = vec![format!(
+        "Seed 004: \"Peri-LN keeps gradient-norm CV below {CV_THRESHOLD}\" — **{}** here: {}'s largest windowed block \
+            CV after warm-up is {v:.3}.",
+        verdict(v < CV_THRESHOLD),
+        peri.run.label
+    )];
+    for other in others {
+        let (Some(o), _) = cv_summary(other.run) else { continue };
+        let side = if o > CV_THRESHOLD { "above" } else { "below" };
+        let also = if o > CV_THRESHOLD { "" } else { " as well" };
+        f.push(format!(
+            "Seed 004: \"{} fluctuates more\" — **{}**: its largest windowed block CV is {o:.3} against {}'s \
+                {v:.3}, {side} {CV_THRESHOLD}{also}.",
+            other.run.label,
+            verdict(o > v),
+            peri.run.label,
         ));
     }
     f
