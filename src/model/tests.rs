@@ -424,3 +424,15 @@ fn attention_by_row_blocks_gives_the_whole_loss_and_gradients() {
         }
     }
 }
+
+/// A recipe is resolved for one model's sizes and ε: building another model with it is
+/// refused (its `k^{-1/2}` or `1/√(2L)` would be another model's).
+#[test]
+fn a_recipe_resolved_for_other_sizes_is_refused() {
+    let cfg = ModelConfig { n_layers: 2, d_model: 32, n_heads: 2, ..Default::default() };
+    let (_, recipe) = cfg.validate().unwrap();
+    let deeper = ModelConfig { n_layers: 3, ..cfg.clone() };
+    let e = Transformer::with_recipe(&deeper, &recipe, ParamSource::Seeded(1), &cpu()).unwrap_err();
+    assert!(format!("{e:#}").contains("was resolved for"), "{e:#}");
+    assert!(Transformer::with_recipe(&cfg, &recipe, ParamSource::Seeded(1), &cpu()).is_ok());
+}

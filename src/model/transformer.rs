@@ -93,13 +93,33 @@ pub struct ForwardOutput {
 }
 
 impl Transformer {
-    /// Builds the model from a validated config: seeded init (`ParamSource::Seeded`) or loaded
-    /// weights (`ParamSource::Loaded`).
+    /// Builds the model of `cfg`, resolving its recipe: seeded init (`ParamSource::Seeded`) or
+    /// loaded weights (`ParamSource::Loaded`). A run resolves its recipe once, when its config
+    /// is loaded, and builds with [`Transformer::with_recipe`].
     pub fn new(cfg: &ModelConfig, source: ParamSource, device: &Device) -> anyhow::Result<Self> {
-        let (_, recipe) = cfg.validate()?;
+        Self::with_recipe(cfg, &cfg.validate()?.1, source, device)
+    }
+
+    /// Builds the model of `cfg` with `recipe`, resolved for `cfg`'s sizes and ε.
+    pub fn with_recipe(
+        cfg: &ModelConfig,
+        recipe: &ResolvedRecipe,
+        source: ParamSource,
+        device: &Device,
+    ) -> anyhow::Result<Self> {
+        let dims = crate::recipe::Dims { n_layers: cfg.n_layers, d_model: cfg.d_model };
+        anyhow::ensure!(
+            recipe.dims == dims && recipe.eps == cfg.norm_eps,
+            "recipe `{}` was resolved for {:?} and ε = {}, not for this model's {dims:?} and ε = {}; resolve it \
+                for this model",
+            recipe.name,
+            recipe.dims,
+            recipe.eps,
+            cfg.norm_eps
+        );
         let mut b = ParamBuilder::new(device, source);
         let compute = Compute::for_device(cfg.kernels, device);
-        let model = Self::build(cfg, &recipe, &mut b, compute)?;
+        let model = Self::build(cfg, recipe, &mut b, compute)?;
         b.finish()?;
         Ok(model)
     }

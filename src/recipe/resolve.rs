@@ -54,6 +54,9 @@ pub struct ResolvedRecipe {
     pub final_norm: Option<NormKind>,
     pub qk_norm: QkNorm,
     pub regularizer: f64,
+    /// The sizes and the norm ε it was resolved for: a model of other sizes needs its own.
+    pub dims: Dims,
+    pub eps: f64,
 }
 
 /// The sizes a recipe's expressions may use: `L` (Transformer layers) and `d` (hidden size).
@@ -122,6 +125,8 @@ impl Resolver<'_> {
             self.regularizer
         );
         Ok(ResolvedRecipe {
+            dims,
+            eps,
             name: self.name.clone(),
             sublayers,
             embedding_scale,

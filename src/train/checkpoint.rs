@@ -14,6 +14,7 @@ use crate::io::tensors;
 use crate::io::write_atomic;
 use crate::model::params::named_values;
 use crate::model::{ModelConfig, Transformer};
+use crate::recipe::ResolvedRecipe;
 use anyhow::{Context, bail};
 use burn::optim::ModuleOptimizer;
 use burn::tensor::Device;
@@ -252,11 +253,16 @@ pub fn save_weights(path: &Path, model: &Transformer, step: usize, tokenizer: &s
     tensors::write(path, &tensors, &meta)
 }
 
-/// Builds the model of `cfg` from saved weights, refusing weights of another recipe, depth or
-/// tokenizer with a message that says so.
-pub fn load_weights(path: &Path, cfg: &ModelConfig, tokenizer: &str, device: &Device) -> anyhow::Result<Transformer> {
+/// Builds the model of `cfg` (its recipe resolved as `recipe`) from saved weights, refusing
+/// weights of another recipe, depth or tokenizer with a message that says so.
+pub fn load_weights(
+    path: &Path,
+    cfg: &ModelConfig,
+    recipe: &ResolvedRecipe,
+    tokenizer: &str,
+    device: &Device,
+) -> anyhow::Result<Transformer> {
     let file = tensors::read(path)?;
-    let (spec, _) = cfg.validate()?;
     let m = &file.metadata;
     let check = |key: &str, want: &str| -> anyhow::Result<()> {
         if let Some(have) = m.get(key)
@@ -270,10 +276,10 @@ pub fn load_weights(path: &Path, cfg: &ModelConfig, tokenizer: &str, device: &De
         }
         Ok(())
     };
-    check("recipe", &spec.name)?;
+    check("recipe", &recipe.name)?;
     check("n_layers", &cfg.n_layers.to_string())?;
     check("tokenizer", tokenizer)?;
-    Transformer::new(cfg, ParamSource::Loaded(file.tensors), device)
+    Transformer::with_recipe(cfg, recipe, ParamSource::Loaded(file.tensors), device)
         .with_context(|| format!("loading {}", path.display()))
 }
 

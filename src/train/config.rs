@@ -7,6 +7,7 @@ use super::budget::Budget;
 use super::schedule::ScheduleConfig;
 use crate::data::DataConfig;
 use crate::model::ModelConfig;
+use crate::recipe::ResolvedRecipe;
 use anyhow::{Context, bail, ensure};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -235,9 +236,10 @@ impl RunConfig {
         Ok(())
     }
 
-    /// Parses and checks every section; returns nothing but a clear error.
-    pub fn validate(&self) -> anyhow::Result<()> {
-        self.model.validate()?;
+    /// Checks every section and resolves the model's recipe (the one resolution a run makes);
+    /// otherwise a clear error.
+    pub fn validate(&self) -> anyhow::Result<ResolvedRecipe> {
+        let (_, recipe) = self.model.validate()?;
         self.data.validate()?;
         let t = &self.train;
         ensure!(
@@ -276,7 +278,7 @@ impl RunConfig {
         self.schedule.validate(o.lr)?;
         self.probe.validate()?;
         crate::device::parse(&self.run.device)?;
-        Ok(())
+        Ok(recipe)
     }
 
     /// The skip-step rule of `train.skip_step_*`.

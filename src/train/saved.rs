@@ -13,6 +13,7 @@ use crate::init::ParamSource;
 use crate::io::json;
 use crate::model::Transformer;
 use crate::probe::offline::{OfflineProbe, probe_model};
+use crate::recipe::ResolvedRecipe;
 use anyhow::{bail, ensure};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use std::path::{Path, PathBuf};
@@ -23,19 +24,21 @@ pub struct SavedRun {
     pub run: PathBuf,
     pub weights: PathBuf,
     pub cfg: RunConfig,
+    /// The recipe of `cfg`, resolved when the run was opened.
+    pub recipe: ResolvedRecipe,
     pub tokenizer: Tokenizer,
 }
 
 impl SavedRun {
     pub fn open(path: &Path) -> anyhow::Result<Self> {
         let (run, weights) = resolve_weights(path)?;
-        let (cfg, tokenizer) = load_run(&run)?;
-        Ok(Self { run, weights, cfg, tokenizer })
+        let (cfg, recipe, tokenizer) = load_run(&run)?;
+        Ok(Self { run, weights, cfg, recipe, tokenizer })
     }
 
     /// The run's model with the saved weights, on `device`.
     pub fn model(&self, device: &Device) -> anyhow::Result<Transformer> {
-        load_weights(&self.weights, &self.cfg.model, &self.tokenizer.fingerprint()?, device)
+        load_weights(&self.weights, &self.cfg.model, &self.recipe, &self.tokenizer.fingerprint()?, device)
     }
 }
 
@@ -197,15 +200,16 @@ pub fn probe(
 ) -> anyhow::Result<(OfflineProbe, PathBuf, String)> {
     ensure!(batches > 0, "--batches must be > 0");
     let saved = if init {
-        let (cfg, tokenizer) = load_run(path)?;
-        SavedRun { run: path.to_path_buf(), weights: PathBuf::new(), cfg, tokenizer }
+        let (cfg, recipe, tokenizer) = load_run(path)?;
+        SavedRun { run: path.to_path_buf(), weights: PathBuf::new(), cfg, recipe, tokenizer }
     } else {
         SavedRun::open(path)?
     };
     let device = crate::device::parse(&saved.cfg.run.device)?;
     let ad = device.clone().autodiff();
     let (model, at) = if init {
-        (Transformer::new(&saved.cfg.model, ParamSource::Seeded(saved.cfg.train.seed), &ad)?, "init".to_string())
+        let seeded = ParamSource::Seeded(saved.cfg.train.seed);
+        (Transformer::with_recipe(&saved.cfg.model, &saved.recipe, seeded, &ad)?, "init".to_string())
     } else {
         let step = crate::io::tensors::read(&saved.weights)?.metadata.get("step").cloned().unwrap_or_default();
         (saved.model(&ad)?, format!("step-{step}"))

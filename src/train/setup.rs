@@ -11,6 +11,7 @@ use crate::data::{Dataset, Tokenizer};
 use crate::init::ParamSource;
 use crate::io::{json, write_atomic};
 use crate::model::Transformer;
+use crate::recipe::ResolvedRecipe;
 use anyhow::{Context, bail};
 use std::path::Path;
 
@@ -33,7 +34,7 @@ pub fn start_with(
     init: Option<(ParamSource, Tokenizer)>,
     log: &dyn Fn(&str),
 ) -> anyhow::Result<Trainer> {
-    cfg.validate()?;
+    let recipe = cfg.validate()?;
     let device = crate::device::parse(&cfg.run.device)?;
     check_precision(&device, &cfg.run.device, cfg.train.precision)?;
     let (source, tokenizer) = match init {
@@ -48,7 +49,7 @@ pub fn start_with(
     // abort the process inside the allocator).
     check_memory(&cfg, cfg.model.matrix_params())?;
     let ad = autodiff_device(&device, cfg.train.checkpoint_activations);
-    let model = Transformer::new(&cfg.model, source, &ad)?;
+    let model = Transformer::with_recipe(&cfg.model, &recipe, source, &ad)?;
     let params = crate::model::params::count(&model);
     let total_steps = cfg.total_steps(params)?;
     check_memory(&cfg, params as f64)?;
@@ -128,7 +129,7 @@ pub fn resume_with(dir: &Path, opts: ResumeOptions, log: &dyn Fn(&str)) -> anyho
     }
     let lock = run_dir::lock(dir)?;
     run_dir::remove_temporaries(dir);
-    let (mut cfg, tokenizer) = load_run(dir)?;
+    let (mut cfg, recipe, tokenizer) = load_run(dir)?;
     let Some(ckpt) = checkpoint::latest(dir, log)? else {
         // The status names the step of the last checkpoint written (a run whose first
         // checkpoint was never written says step 0 and starts again).
@@ -151,14 +152,13 @@ pub fn resume_with(dir: &Path, opts: ResumeOptions, log: &dyn Fn(&str)) -> anyho
         drop(lock);
         return Ok(Resumed::Trainer(Box::new(start(cfg, true, log)?)));
     };
-    let trainer = restore(cfg, tokenizer, dir, &ckpt, lock, opts, log)?;
+    let trainer = restore((cfg, recipe, tokenizer), dir, &ckpt, lock, opts, log)?;
     Ok(Resumed::Trainer(Box::new(trainer)))
 }
 
 /// The trainer of `dir` as checkpoint `ckpt` saved it.
 fn restore(
-    mut cfg: RunConfig,
-    tokenizer: Tokenizer,
+    (mut cfg, recipe, tokenizer): (RunConfig, ResolvedRecipe, Tokenizer),
     dir: &Path,
     ckpt: &Path,
     lock: run_dir::RunLock,
@@ -181,7 +181,8 @@ fn restore(
             data.info.tokenizer
         );
     }
-    let model = checkpoint::load_weights(&run_dir::checkpoint_weights(ckpt), &cfg.model, &state.tokenizer, &ad)?;
+    let weights = run_dir::checkpoint_weights(ckpt);
+    let model = checkpoint::load_weights(&weights, &cfg.model, &recipe, &state.tokenizer, &ad)?;
     let optim = checkpoint::load_optimizer(ckpt, optimizer::build(&cfg.optim, &model))?;
     log(&format!("resuming {} at step {}/{} from {}", dir.display(), state.step, state.total_steps, ckpt.display()));
     Trainer::assemble(cfg, dir.to_path_buf(), data, model, optim, state, device, ad, lock)
@@ -207,14 +208,14 @@ fn check_corpus(dir: &Path, now: &str, opts: ResumeOptions, log: &dyn Fn(&str)) 
     )
 }
 
-/// A run's config and tokenizer, as saved in its directory.
-pub fn load_run(dir: &Path) -> anyhow::Result<(RunConfig, Tokenizer)> {
+/// A run's config, its resolved recipe and its tokenizer, as saved in its directory.
+pub fn load_run(dir: &Path) -> anyhow::Result<(RunConfig, ResolvedRecipe, Tokenizer)> {
     let cfg_path = run_dir::config(dir);
     if !cfg_path.is_file() {
         bail!("{} is not a normlab run directory (no config.toml)", dir.display());
     }
     let cfg = RunConfig::load(Some(&cfg_path), &[])?;
-    cfg.validate()?;
+    let recipe = cfg.validate()?;
     let tokenizer = match Tokenizer::fixed(cfg.data.tokenizer) {
         Some(t) => t,
         None => {
@@ -231,7 +232,7 @@ pub fn load_run(dir: &Path) -> anyhow::Result<(RunConfig, Tokenizer)> {
             })?
         }
     };
-    Ok((cfg, tokenizer))
+    Ok((cfg, recipe, tokenizer))
 }
 
 fn run_info(cfg: &RunConfig, data: &Dataset, params: usize, total_steps: usize) -> RunInfo {

@@ -306,7 +306,7 @@ fn config_errors_name_the_key_and_the_fix() {
     };
     let err = |p: &Path, sets: &[&str]| {
         let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-        match RunConfig::load(Some(p), &sets).and_then(|c| c.validate().map(|()| c)) {
+        match RunConfig::load(Some(p), &sets).and_then(|c| c.validate().map(|_| c)) {
             Ok(_) => panic!("accepted"),
             Err(e) => format!("{e:#}"),
         }
