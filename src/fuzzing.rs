@@ -164,7 +164,7 @@ pub fn results_jsonl(data: &[u8]) {
     use crate::sweep::aggregate::summarize;
     let Some(t) = text(data) else { return };
     let Ok(rows) = crate::io::jsonl::parse::<crate::sweep::results::RunResult>(t, "fuzz") else { return };
-    let ms = summarize(&rows, "model.recipe", "optim.lr");
+    let ms = summarize(&rows, &Default::default(), "optim.lr");
     let _ = crate::report::summary_table(&ms);
     let _ = crate::report::table_notes(&ms);
     let _ = crate::report::findings::findings(&ms, &[]);

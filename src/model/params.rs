@@ -125,6 +125,24 @@ pub fn named_flat_grads<M: Module>(module: &M, grads: &GradientsParams) -> Vec<(
     walk(module, FlatGrad(grads)).into_iter().map(|(e, g)| (e.name, g)).collect()
 }
 
+/// A model's parameter counts: all of them, and all but the token embedding and the output
+/// projection (the count scaling laws are stated in; KiteNorm Fig. 4's x-axis).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParamCounts {
+    pub all: usize,
+    pub non_embedding: usize,
+}
+
+/// [`ParamCounts`] from the shapes alone.
+pub fn counts<M: Module>(module: &M) -> ParamCounts {
+    let size = |p: &ParamEntry| p.shape.iter().product::<usize>();
+    let table = param_table(module);
+    let all = table.iter().map(size).sum();
+    let embedding = [super::names::TOKEN_EMBEDDING, super::names::OUTPUT_PROJECTION];
+    let non_embedding = table.iter().filter(|p| !embedding.contains(&p.name.as_str())).map(size).sum();
+    ParamCounts { all, non_embedding }
+}
+
 /// Number of scalar parameters, from the shapes alone (no data leaves the device).
 pub fn count<M: Module>(module: &M) -> usize {
     param_table(module).iter().map(|p| p.shape.iter().product::<usize>()).sum()

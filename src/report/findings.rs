@@ -346,6 +346,7 @@ mod tests {
         let star = losses.iter().min_by(|a, b| a.1.total_cmp(&b.1)).map(|p| p.0);
         MethodSummary {
             method: name.into(),
+            group: vec![Some(serde_json::Value::String(name.into()))],
             lr_star: star,
             lr_edge: edge,
             best: seeds.iter().copied().reduce(f64::min),

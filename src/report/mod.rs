@@ -16,7 +16,8 @@ pub mod plot;
 pub mod textnorm;
 
 use crate::io::json;
-use crate::sweep::aggregate::{MethodSummary, axis_label, summarize};
+use crate::sweep::aggregate::{MethodSummary, summarize};
+use crate::sweep::group::GroupBy;
 use crate::sweep::results::{self, RunResult};
 use crate::sweep::{Plan, layout};
 use crate::train::run_dir::{self, RunInfo};
@@ -97,9 +98,9 @@ fn sweep_report(dir: &Path) -> anyhow::Result<Report> {
     write(dir, &out, &page, &figs, &rows)
 }
 
-fn best_run<'a>(rows: &'a [RunResult], m: &MethodSummary, group: &str, tuned: &str) -> Option<&'a RunResult> {
+fn best_run<'a>(rows: &'a [RunResult], m: &MethodSummary, group: &GroupBy, tuned: &str) -> Option<&'a RunResult> {
     rows.iter()
-        .filter(|r| axis_label(r.axes.get(group)) == m.method && !r.state.is_diverged())
+        .filter(|r| group.label(&r.axes) == m.method && !r.state.is_diverged())
         .filter(|r| m.lr_star.is_none() || r.axes.get(tuned).and_then(|v| v.as_f64()) == m.lr_star)
         .filter_map(|r| Some((r.final_val_loss?, r)))
         .min_by(|a, b| a.0.total_cmp(&b.0))

@@ -6,6 +6,7 @@
 //! (BHyT D.1). Methods are ranked by the mean over seeds, not by their luckiest seed.
 
 use super::config::Stage;
+use super::group::GroupBy;
 use super::results::RunResult;
 use crate::stats::sample_std;
 use serde::Serialize;
@@ -30,6 +31,8 @@ pub struct LrPoint {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct MethodSummary {
     pub method: String,
+    /// The value of each `group_by` key (in order), as the runs give it.
+    pub group: Vec<Option<serde_json::Value>>,
     pub lr_star: Option<f64>,
     /// Set when LR* is the lowest or highest rate of a grid of several.
     pub lr_edge: Option<LrEdge>,
@@ -65,10 +68,10 @@ pub fn axis_label(v: Option<&serde_json::Value>) -> String {
 
 /// Summaries sorted by the mean over seeds at LR*, ties by `best` (methods without a finished
 /// run last).
-pub fn summarize(rows: &[RunResult], group_by: &str, tuned: &str) -> Vec<MethodSummary> {
+pub fn summarize(rows: &[RunResult], group_by: &GroupBy, tuned: &str) -> Vec<MethodSummary> {
     let mut methods: Vec<String> = Vec::new();
     for r in rows {
-        let m = axis_label(r.axes.get(group_by));
+        let m = group_by.label(&r.axes);
         if !methods.contains(&m) {
             methods.push(m);
         }
@@ -84,8 +87,8 @@ pub fn summarize(rows: &[RunResult], group_by: &str, tuned: &str) -> Vec<MethodS
     out
 }
 
-fn summarize_method(rows: &[RunResult], method: &str, group_by: &str, tuned: &str) -> MethodSummary {
-    let mine: Vec<&RunResult> = rows.iter().filter(|r| axis_label(r.axes.get(group_by)) == method).collect();
+fn summarize_method(rows: &[RunResult], method: &str, group_by: &GroupBy, tuned: &str) -> MethodSummary {
+    let mine: Vec<&RunResult> = rows.iter().filter(|r| group_by.label(&r.axes) == method).collect();
     let lr_of = |r: &RunResult| r.axes.get(tuned).and_then(|v| v.as_f64());
     let curve = lr_curve(&mine, lr_of);
     let lr_star =
@@ -102,6 +105,7 @@ fn summarize_method(rows: &[RunResult], method: &str, group_by: &str, tuned: &st
     let diverged: Vec<&&RunResult> = mine.iter().filter(|r| r.state.is_diverged()).collect();
     MethodSummary {
         method: method.to_string(),
+        group: group_by.keys().iter().map(|k| mine.first().and_then(|r| r.axes.get(k).cloned())).collect(),
         lr_star,
         lr_edge: lr_edge(lr_star, &curve),
         best: vals.iter().copied().reduce(f64::min),

@@ -16,6 +16,7 @@
 //! n_layers = 8
 //! ```
 
+use super::group::GroupBy;
 use crate::train::config::set_value;
 use anyhow::{Context, bail, ensure};
 use serde::{Deserialize, Serialize};
@@ -34,9 +35,10 @@ pub struct SweepSection {
     pub jobs: usize,
     /// Axis key → values, in order; the grid is their Cartesian product.
     pub axes: Axes,
-    /// The key that names a method (its best learning rate is chosen per value).
-    #[serde(default = "default_group")]
-    pub group_by: String,
+    /// The key, or keys, whose values name a method (its best learning rate is chosen per
+    /// method): `"model.recipe"` or `["model.recipe", "model.n_layers"]`.
+    #[serde(default)]
+    pub group_by: GroupBy,
     /// The key tuned per method.
     #[serde(default = "default_tuned")]
     pub tuned: String,
@@ -105,9 +107,6 @@ pub struct Reseed {
 fn default_jobs() -> usize {
     1
 }
-fn default_group() -> String {
-    "model.recipe".into()
-}
 fn default_tuned() -> String {
     "optim.lr".into()
 }
@@ -115,7 +114,7 @@ fn default_tuned() -> String {
 /// `plan.json`: every run of the sweep and how its results are grouped.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
-    pub group_by: String,
+    pub group_by: GroupBy,
     pub tuned: String,
     pub target_loss: Option<f64>,
     pub runs: Vec<PlannedRun>,

@@ -11,6 +11,7 @@
 
 pub mod aggregate;
 pub mod config;
+pub mod group;
 pub mod layout;
 pub mod results;
 pub mod runner;
@@ -117,8 +118,8 @@ pub fn reseed_runs(sweep: &Sweep, grid_rows: &[results::RunResult], seeds: &[u64
     for m in summaries {
         let Some(lr) = m.lr_star else { continue };
         let Some(base) = grid_rows.iter().find(|r| {
-            r.axes.contains_key(&s.group_by)
-                && aggregate::axis_label(r.axes.get(&s.group_by)) == m.method
+            s.group_by.covers(&r.axes)
+                && s.group_by.label(&r.axes) == m.method
                 && r.axes.get(&s.tuned).and_then(|v| v.as_f64()) == Some(lr)
         }) else {
             continue;

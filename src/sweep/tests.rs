@@ -49,7 +49,7 @@ fn aggregation_by_hand() {
         row("a4", "reseed", "post", 3e-3, 8, Some(2.56)),
         row("c1", "grid", "keel", 1e-3, 7, None),
     ];
-    let s = summarize(&rows, "model.recipe", "optim.lr");
+    let s = summarize(&rows, &Default::default(), "optim.lr");
     let names: Vec<&str> = s.iter().map(|m| m.method.as_str()).collect();
     assert_eq!(names, ["peri", "post", "keel"], "sorted by mean; all-diverged last");
     let peri = &s[0];
@@ -83,7 +83,7 @@ fn ranking_is_by_the_mean_over_seeds() {
         row("b1", "grid", "bhyt", 1e-3, 7, Some(2.55)),
         row("b2", "reseed", "bhyt", 1e-3, 8, Some(2.57)),
     ];
-    let s = summarize(&rows, "model.recipe", "optim.lr");
+    let s = summarize(&rows, &Default::default(), "optim.lr");
     // pre: best 2.50 but mean 2.67; bhyt: best 2.55, mean 2.56.
     assert_eq!(s.iter().map(|m| m.method.as_str()).collect::<Vec<_>>(), ["bhyt", "pre"]);
     assert_eq!(s[0].lr_edge, None, "a one-rate grid has no edge to flag");
@@ -155,4 +155,35 @@ fn the_textnorm_study_and_its_recipes_option() {
     assert_eq!(s.run_config(&grid[0]).unwrap().train.steps, Some(10));
     assert!(Sweep::textnorm(false, &["nonesuch".into()], &[]).is_err(), "an unknown recipe is refused up front");
     assert!(Sweep::textnorm(true, &[], &[]).is_ok());
+}
+
+/// With `group_by = ["model.recipe", "model.n_layers"]` each depth of each recipe has its own
+/// LR*: here pre's best rate moves from 1e-2 at 2 layers to 1e-3 at 8.
+#[test]
+fn several_group_keys_tune_the_rate_per_group() {
+    let at = |name: &str, recipe: &str, layers: i64, lr: f64, val: f64| {
+        let mut r = row(name, "grid", recipe, lr, 7, Some(val));
+        r.axes.insert("model.n_layers".into(), serde_json::json!(layers));
+        r
+    };
+    let rows = vec![
+        at("p2a", "pre", 2, 1e-3, 3.0),
+        at("p2b", "pre", 2, 1e-2, 2.9),
+        at("p8a", "pre", 8, 1e-3, 2.5),
+        at("p8b", "pre", 8, 1e-2, 2.7),
+        at("k2a", "kitenorm", 2, 1e-3, 2.95),
+        at("k2b", "kitenorm", 2, 1e-2, 2.8),
+    ];
+    let group = super::group::GroupBy::new(vec!["model.recipe".into(), "model.n_layers".into()]).unwrap();
+    let s = summarize(&rows, &group, "optim.lr");
+    let star: BTreeMap<&str, Option<f64>> = s.iter().map(|m| (m.method.as_str(), m.lr_star)).collect();
+    assert_eq!(star["pre, n_layers=2"], Some(1e-2));
+    assert_eq!(star["pre, n_layers=8"], Some(1e-3));
+    assert_eq!(star["kitenorm, n_layers=2"], Some(1e-2));
+    let pre8 = s.iter().find(|m| m.method == "pre, n_layers=8").unwrap();
+    assert_eq!(pre8.group, vec![Some(serde_json::json!("pre")), Some(serde_json::json!(8))]);
+    assert_eq!(pre8.lr_edge, Some(LrEdge::Lowest));
+    // One key pools the depths: pre's best run over both is 2.5 at 1e-3.
+    let pooled = summarize(&rows, &Default::default(), "optim.lr");
+    assert_eq!(pooled.iter().find(|m| m.method == "pre").unwrap().lr_star, Some(1e-3));
 }

@@ -3,10 +3,11 @@
 //! scaled down to a laptop otherwise), unknown keys are errors, and `--set key=value` edits any
 //! field from the command line.
 
-use super::budget::Budget;
+use super::budget::{Budget, ParamCount};
 use super::schedule::ScheduleConfig;
 use crate::data::DataConfig;
 use crate::model::ModelConfig;
+use crate::model::params::ParamCounts;
 use crate::recipe::ResolvedRecipe;
 use anyhow::{Context, bail, ensure};
 use serde::{Deserialize, Serialize};
@@ -76,6 +77,9 @@ pub struct TrainSection {
     /// Token budget as training tokens per model parameter (Chinchilla: 20); steps =
     /// ⌈ratio · params / (batch_size · seq_len)⌉.
     pub tokens_per_param: Option<f64>,
+    /// Which parameters `tokens_per_param` counts: `"all"` (default) or `"non_embedding"`
+    /// (see [`ParamCount`]).
+    pub param_count: ParamCount,
     /// Model-initialisation seed (seed 000: 7).
     pub seed: u64,
     /// Data-sampler seed (seed 000: 7).
@@ -112,6 +116,7 @@ impl Default for TrainSection {
             seq_len: 128,
             steps: Some(400),
             tokens_per_param: None,
+            param_count: ParamCount::All,
             seed: 7,
             sampler_seed: 7,
             divergence_factor: 3.0,
@@ -298,11 +303,11 @@ impl RunConfig {
 
     /// The training budget `train.steps` or `train.tokens_per_param` gives.
     pub fn budget(&self) -> anyhow::Result<Budget> {
-        Budget::from_fields(self.train.steps, self.train.tokens_per_param)
+        Budget::from_fields(self.train.steps, self.train.tokens_per_param, self.train.param_count)
     }
 
     /// Optimizer steps for a model with `params` parameters.
-    pub fn total_steps(&self, params: usize) -> anyhow::Result<usize> {
+    pub fn total_steps(&self, params: ParamCounts) -> anyhow::Result<usize> {
         Ok(self.budget()?.steps(params, self.train.batch_size * self.train.seq_len))
     }
 

@@ -137,6 +137,9 @@ pub struct RunInfo {
     pub seed: u64,
     pub sampler_seed: u64,
     pub params: usize,
+    /// All but the token embedding and the output projection (absent in older runs).
+    #[serde(default)]
+    pub params_non_embedding: Option<usize>,
     pub total_steps: usize,
     pub tokens_per_step: usize,
     pub tokens_per_param: f64,

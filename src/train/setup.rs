@@ -11,6 +11,7 @@ use crate::data::{Dataset, Tokenizer};
 use crate::init::ParamSource;
 use crate::io::{json, write_atomic};
 use crate::model::Transformer;
+use crate::model::params::ParamCounts;
 use crate::recipe::ResolvedRecipe;
 use anyhow::{Context, bail};
 use std::path::Path;
@@ -50,8 +51,8 @@ pub fn start_with(
     check_memory(&cfg, cfg.model.matrix_params())?;
     let ad = autodiff_device(&device, cfg.train.checkpoint_activations);
     let model = Transformer::with_recipe(&cfg.model, &recipe, source, &ad)?;
-    let params = crate::model::params::count(&model);
-    let total_steps = cfg.total_steps(params)?;
+    let counts = crate::model::params::counts(&model);
+    let (params, total_steps) = (counts.all, cfg.total_steps(counts)?);
     check_memory(&cfg, params as f64)?;
     let optim = optimizer::build(&cfg.optim, &model);
     let state = TrainerState {
@@ -71,7 +72,7 @@ pub fn start_with(
     };
     let dir = cfg.run.dir.clone();
     run_dir::claim(&dir, force)?;
-    let lock = create_run_dir(&dir, &cfg, &data, params, total_steps)?;
+    let lock = create_run_dir(&dir, &cfg, &data, counts, total_steps)?;
     Trainer::assemble(cfg, dir, data, model, optim, state, device, ad, lock)
 }
 
@@ -81,7 +82,7 @@ fn create_run_dir(
     dir: &Path,
     cfg: &RunConfig,
     data: &Dataset,
-    params: usize,
+    params: ParamCounts,
     total_steps: usize,
 ) -> anyhow::Result<run_dir::RunLock> {
     let info = run_info(cfg, data, params, total_steps);
@@ -235,7 +236,8 @@ pub fn load_run(dir: &Path) -> anyhow::Result<(RunConfig, ResolvedRecipe, Tokeni
     Ok((cfg, recipe, tokenizer))
 }
 
-fn run_info(cfg: &RunConfig, data: &Dataset, params: usize, total_steps: usize) -> RunInfo {
+fn run_info(cfg: &RunConfig, data: &Dataset, counts: ParamCounts, total_steps: usize) -> RunInfo {
+    let params = counts.all;
     let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let tokens_per_step = cfg.train.batch_size * cfg.train.seq_len;
     RunInfo {
@@ -247,6 +249,7 @@ fn run_info(cfg: &RunConfig, data: &Dataset, params: usize, total_steps: usize) 
         seed: cfg.train.seed,
         sampler_seed: cfg.train.sampler_seed,
         params,
+        params_non_embedding: Some(counts.non_embedding),
         total_steps,
         tokens_per_step,
         tokens_per_param: (total_steps * tokens_per_step) as f64 / params as f64,

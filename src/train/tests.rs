@@ -340,7 +340,13 @@ fn config_errors_name_the_key_and_the_fix() {
     let mut c2 = c.clone();
     c2.train.batch_size = 4;
     c2.train.seq_len = 32;
-    assert_eq!(c2.total_steps(1000).unwrap(), 157);
+    let n = crate::model::params::ParamCounts { all: 1000, non_embedding: 400 };
+    assert_eq!(c2.total_steps(n).unwrap(), 157);
+    // `train.param_count = "non_embedding"`: ⌈20 · 400 / 128⌉.
+    let c3 =
+        RunConfig::load(None, &["train.tokens_per_param=20".into(), "train.param_count=non_embedding".into()]).unwrap();
+    let c3 = RunConfig { train: crate::train::TrainSection { batch_size: 4, seq_len: 32, ..c3.train }, ..c3 };
+    assert_eq!(c3.total_steps(n).unwrap(), 63);
 }
 
 #[test]

@@ -1,0 +1,106 @@
+//! `sweep.group_by`: the config keys whose values name a method. A learning rate is tuned,
+//! and seeds are summarised, per group: with `["model.recipe", "model.n_layers"]` every
+//! (recipe, depth) pair gets its own LR*.
+
+use super::aggregate::axis_label;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A run's axis values by key (`RunResult::axes`).
+pub type Axes = BTreeMap<String, serde_json::Value>;
+
+/// One key (`"model.recipe"`) or several, in order. Written as a string or a list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "OneOrMany", into = "OneOrMany")]
+pub struct GroupBy(Vec<String>);
+
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl TryFrom<OneOrMany> for GroupBy {
+    type Error = String;
+
+    fn try_from(v: OneOrMany) -> Result<Self, String> {
+        let keys = match v {
+            OneOrMany::One(k) => vec![k],
+            OneOrMany::Many(ks) => ks,
+        };
+        GroupBy::new(keys)
+    }
+}
+
+impl From<GroupBy> for OneOrMany {
+    fn from(g: GroupBy) -> Self {
+        match <[String; 1]>::try_from(g.0) {
+            Ok([k]) => OneOrMany::One(k),
+            Err(ks) => OneOrMany::Many(ks),
+        }
+    }
+}
+
+impl Default for GroupBy {
+    fn default() -> Self {
+        GroupBy(vec!["model.recipe".into()])
+    }
+}
+
+impl GroupBy {
+    /// At least one key, none empty or repeated.
+    pub fn new(keys: Vec<String>) -> Result<Self, String> {
+        if keys.is_empty() {
+            return Err("sweep.group_by is an empty list; give at least one key, e.g. \"model.recipe\"".into());
+        }
+        for (i, k) in keys.iter().enumerate() {
+            if k.trim().is_empty() || keys[..i].contains(k) {
+                return Err(format!("sweep.group_by has an empty or repeated key `{k}`"));
+            }
+        }
+        Ok(GroupBy(keys))
+    }
+
+    pub fn keys(&self) -> &[String] {
+        &self.0
+    }
+
+    /// The method a run belongs to, from its axes: the first key's value as written
+    /// (`kitenorm`), each further key as `name=value` with the key's last part
+    /// (`kitenorm, n_layers=8`).
+    pub fn label(&self, axes: &Axes) -> String {
+        let mut parts = vec![axis_label(axes.get(&self.0[0]))];
+        for k in &self.0[1..] {
+            let short = k.rsplit('.').next().unwrap_or(k);
+            parts.push(format!("{short}={}", axis_label(axes.get(k))));
+        }
+        parts.join(", ")
+    }
+
+    /// Whether the run's axes give every key a value.
+    pub fn covers(&self, axes: &Axes) -> bool {
+        self.0.iter().all(|k| axes.contains_key(k))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GroupBy;
+
+    #[test]
+    fn one_key_or_several_read_and_label_runs() {
+        let one: GroupBy = serde_json::from_str("\"model.recipe\"").unwrap();
+        assert_eq!(one, GroupBy::default());
+        assert_eq!(serde_json::to_string(&one).unwrap(), "\"model.recipe\"", "a single key stays a string");
+        let two: GroupBy = serde_json::from_str(r#"["model.recipe", "model.n_layers"]"#).unwrap();
+        let axes: super::Axes =
+            serde_json::from_str(r#"{"model.recipe": "peri", "model.n_layers": 8, "optim.lr": 0.01}"#).unwrap();
+        let axes = &axes;
+        assert_eq!(one.label(axes), "peri");
+        assert_eq!(two.label(axes), "peri, n_layers=8");
+        assert!(two.covers(axes));
+        assert!(serde_json::from_str::<GroupBy>("[]").is_err());
+        assert!(serde_json::from_str::<GroupBy>(r#"["a", "a"]"#).is_err());
+    }
+}
