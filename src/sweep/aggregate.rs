@@ -52,20 +52,6 @@ pub struct MethodSummary {
     pub time_to_target_s: Option<f64>,
 }
 
-/// An axis value as a method name: strings as they are, numbers as written, `(base)` when
-/// the run does not vary that key.
-pub fn axis_label(v: Option<&serde_json::Value>) -> String {
-    match v {
-        Some(serde_json::Value::String(s)) => s.clone(),
-        // A recipe table: its fields, as the run name writes them.
-        Some(serde_json::Value::Object(o)) => {
-            o.iter().map(|(k, v)| format!("{k}-{}", axis_label(Some(v)))).collect::<Vec<_>>().join("+")
-        }
-        Some(other) => other.to_string(),
-        None => "(base)".into(),
-    }
-}
-
 /// Summaries sorted by the mean over seeds at LR*, ties by `best` (methods without a finished
 /// run last).
 pub fn summarize(rows: &[RunResult], group_by: &GroupBy, tuned: &str) -> Vec<MethodSummary> {

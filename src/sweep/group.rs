@@ -2,7 +2,6 @@
 //! and seeds are summarised, per group: with `["model.recipe", "model.n_layers"]` every
 //! (recipe, depth) pair gets its own LR*.
 
-use super::aggregate::axis_label;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -81,6 +80,20 @@ impl GroupBy {
     /// Whether the run's axes give every key a value.
     pub fn covers(&self, axes: &Axes) -> bool {
         self.0.iter().all(|k| axes.contains_key(k))
+    }
+}
+
+/// An axis value as a method name: strings as they are, numbers as written, `(base)` when
+/// the run does not vary that key.
+pub fn axis_label(v: Option<&serde_json::Value>) -> String {
+    match v {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        // A recipe table: its fields, as the run name writes them.
+        Some(serde_json::Value::Object(o)) => {
+            o.iter().map(|(k, v)| format!("{k}-{}", axis_label(Some(v)))).collect::<Vec<_>>().join("+")
+        }
+        Some(other) => other.to_string(),
+        None => "(base)".into(),
     }
 }
 

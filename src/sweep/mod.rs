@@ -11,6 +11,7 @@
 
 pub mod aggregate;
 pub mod config;
+pub mod fit;
 pub mod group;
 pub mod layout;
 pub mod results;
