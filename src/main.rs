@@ -156,6 +156,10 @@ enum Cmd {
         #[arg(long)]
         rerun_changed: bool,
     },
+    /// How the answer changes with scale (KiteNorm Fig. 4): a ladder over depth, width, budget
+    /// or batch with a learning-rate grid at every point, then DIR/scaling.json (fitted laws
+    /// L = E + A·x^(−α), LR* and gaps per point) and the report.
+    Scaling(commands::sweep::ScalingArgs),
     /// The built-in corpus and token caches.
     Data {
         #[command(subcommand)]
@@ -307,6 +311,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Cmd::Textnorm { full, recipes, sets, jobs, rerun_changed } => {
             commands::sweep::textnorm(full, &recipes, &sets, jobs, rerun_changed)
         }
+        Cmd::Scaling(args) => commands::sweep::scaling(args),
         Cmd::Data { cmd } => data(cmd).map(|()| 0),
         Cmd::Import { hf_dir, out, recipe, sets, force } => {
             commands::hf::import(&hf_dir, &out, recipe.as_deref(), &sets, force).map(|()| 0)

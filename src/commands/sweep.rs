@@ -1,8 +1,9 @@
-//! `normlab sweep`, `report` and the built-in studies (`compare`, `textnorm`).
+//! `normlab sweep`, `report` and the built-in studies (`compare`, `textnorm`, `scaling`).
 
 use super::log;
 use crate::report;
 use crate::sweep::config::Executor;
+use crate::sweep::ladder::Axis;
 use crate::sweep::slurm::{self, SubmitOptions};
 use crate::sweep::{self, Sweep, layout};
 use std::path::Path;
@@ -138,6 +139,65 @@ fn study(mut s: Sweep, jobs: Option<usize>) -> anyhow::Result<i32> {
             outln!("- {f}");
         }
         errln!("{} runs; report: {}", rows.len(), r.html.display());
+    }
+    sweep_exit(&s, &rows)
+}
+
+/// How `normlab scaling` runs, from its flags.
+#[derive(clap::Args, Debug)]
+pub struct ScalingArgs {
+    /// What the ladder varies: depth, width, budget (tokens per parameter) or batch.
+    #[arg(long, value_enum, default_value = "depth")]
+    pub axis: Axis,
+    /// Recipes to compare (presets or names), e.g. `--recipes kitenorm,gpt2-pre`.
+    #[arg(long, value_delimiter = ',')]
+    pub recipes: Vec<String>,
+    /// The paper's ladders at Table 1's settings (configs/sweeps/scaling-full.toml), for GPUs
+    /// or a Slurm cluster.
+    #[arg(long)]
+    pub full: bool,
+    /// Edit the study, e.g. `--set sweep.dir=runs/sc2 --set train.tokens_per_param=0.5`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Where the runs execute (default: this machine).
+    #[arg(long, value_enum)]
+    pub executor: Option<Executor>,
+    /// With `--executor slurm`: submit and return; run the same command again once the jobs
+    /// are done to write scaling.json and the report.
+    #[arg(long)]
+    pub detach: bool,
+    /// Retrain runs made from another config than the study now gives.
+    #[arg(long)]
+    pub rerun_changed: bool,
+}
+
+/// `normlab scaling`: the ladder with a learning-rate grid at every point, then
+/// `DIR/scaling.json` and the report, its table and findings printed.
+pub fn scaling(a: ScalingArgs) -> anyhow::Result<i32> {
+    let mut s = Sweep::scaling(a.axis, a.full, &a.recipes, &a.sets)?;
+    s.rerun_changed = a.rerun_changed;
+    if let Some(e) = a.executor {
+        s.section.executor = e;
+    }
+    let rows = match s.section.executor {
+        Executor::Local => run_sweep(&mut s, a.jobs)?,
+        Executor::Slurm => match slurm::submit(&mut s, SubmitOptions { detach: a.detach, dry_run: false }, &log)? {
+            Some(rows) => rows,
+            None => return Ok(0),
+        },
+    };
+    if crate::stop::requested().is_none() {
+        let dir = &s.section.dir;
+        let sc = sweep::scaling::write(dir, a.axis)?;
+        let r = report::generate(dir)?;
+        outln!("{}", r.table);
+        outln!("Findings:\n");
+        for f in &r.findings {
+            outln!("- {f}");
+        }
+        errln!("{} points; {}; report: {}", sc.points.len(), sweep::scaling::path(dir).display(), r.html.display());
     }
     sweep_exit(&s, &rows)
 }

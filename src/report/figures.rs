@@ -105,24 +105,30 @@ pub fn curves(dir: &Path, runs: &[RunData]) -> anyhow::Result<Vec<Figure>> {
 /// 1/5, BHyT Fig. 3), and each recipe's sublayer gradient norms at the start and the end as
 /// small multiples (Peri-LN Fig. 6).
 pub fn depth_profiles(dir: &Path, runs: &[RunData]) -> anyhow::Result<Vec<Figure>> {
+    depth_profiles_tagged(dir, runs, "", "")
+}
+
+/// [`depth_profiles`] with `tag` appended to each figure's file name and `at` (where on a
+/// scaling ladder) to each caption.
+pub fn depth_profiles_tagged(dir: &Path, runs: &[RunData], tag: &str, at: &str) -> anyhow::Result<Vec<Figure>> {
     let last = |value: fn(&SublayerProbe) -> Option<f64>| -> Vec<Series> {
         runs.iter()
             .enumerate()
             .filter_map(|(i, r)| Some(line(r.legend(), RunData::per_layer(r.last_probe()?, value), i, false)))
             .collect()
     };
-    let at_end = "at the last probe of each recipe's best run";
+    let at_end = format!("at the last probe of each recipe's best run{at}");
     let mut figs = vec![
         fig(
             dir,
-            "hidden_var",
+            &format!("hidden_var{tag}"),
             format!("Variance of the hidden state X_l entering each sublayer, {at_end}."),
             Chart::new("Hidden-state variance vs depth", "sublayer l", "Var(X_l) (log)", last(|s| Some(s.x.var)))
                 .log(false, true),
         )?,
         fig(
             dir,
-            "mean_abs",
+            &format!("mean_abs{tag}"),
             format!("Mean |X_l| {at_end}."),
             Chart::new("Mean |x| vs depth", "sublayer l", "mean |X_l| (log)", last(|s| Some(s.x.mean_abs)))
                 .log(false, true),
@@ -130,13 +136,14 @@ pub fn depth_profiles(dir: &Path, runs: &[RunData]) -> anyhow::Result<Vec<Figure
     ];
     let panels: Vec<Chart> = runs.iter().enumerate().filter_map(|(i, r)| grad_panel(r, i)).collect();
     if !panels.is_empty() {
-        let stem = "grad_layers";
-        let svg = draw_grid(&panels, 2, &dir.join(stem))?;
+        let stem = format!("grad_layers{tag}");
+        let svg = draw_grid(&panels, 2, &dir.join(&stem))?;
         figs.push(Figure {
-            stem: stem.into(),
-            caption: "Gradient norm of each sublayer's parameters, one panel per recipe: at the first probe (step 1, \
-                dashed) and at the last (solid) (Peri-LN Fig. 6 style)."
-                .into(),
+            stem,
+            caption: format!(
+                "Gradient norm of each sublayer's parameters, one panel per recipe: at the first probe (step 1, \
+                    dashed) and at the last (solid) (Peri-LN Fig. 6 style){at}."
+            ),
             svg,
         });
     }

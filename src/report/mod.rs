@@ -6,6 +6,7 @@
 //! - [`figures`]: the figures, in the papers' styles
 //! - [`findings`]: which scheme wins here and why, in words
 //! - [`page`]: the report's text as markdown and HTML
+//! - [`scaling`]: a scaling study's laws, gaps and findings
 //! - [`textnorm`]: exact match, F1 and gradient-norm CV of pairs runs (seed 004's build)
 
 pub mod data;
@@ -13,6 +14,7 @@ pub mod figures;
 pub mod findings;
 pub mod page;
 pub mod plot;
+pub mod scaling;
 pub mod textnorm;
 
 use crate::io::json;
@@ -58,6 +60,9 @@ fn slug(s: &str) -> String {
 
 fn sweep_report(dir: &Path) -> anyhow::Result<Report> {
     let rows = results::read(dir)?;
+    if crate::sweep::scaling::path(dir).is_file() {
+        return scaling_report(dir, &rows);
+    }
     let plan: Plan = json::read(&layout::plan(dir))?;
     let (group, tuned) = (&plan.group_by, &plan.tuned);
     let ms = summarize(&rows, group, tuned);
@@ -105,6 +110,15 @@ fn best_run<'a>(rows: &'a [RunResult], m: &MethodSummary, group: &GroupBy, tuned
         .filter_map(|r| Some((r.final_val_loss?, r)))
         .min_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, r)| r)
+}
+
+/// A scaling study's report, from its `scaling.json`.
+fn scaling_report(dir: &Path, rows: &[RunResult]) -> anyhow::Result<Report> {
+    let s: crate::sweep::scaling::Scaling = json::read(&crate::sweep::scaling::path(dir))?;
+    let out = layout::report(dir);
+    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+    let (page, figs) = scaling::page(dir, &out, &s)?;
+    write(dir, &out, &page, &figs, rows)
 }
 
 fn run_report(dir: &Path) -> anyhow::Result<Report> {

@@ -12,7 +12,7 @@ use crate::stats::sample_std;
 use serde::Serialize;
 
 /// LR* at an end of the learning-rate grid.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LrEdge {
     Lowest,

@@ -13,9 +13,11 @@ pub mod aggregate;
 pub mod config;
 pub mod fit;
 pub mod group;
+pub mod ladder;
 pub mod layout;
 pub mod results;
 pub mod runner;
+pub mod scaling;
 pub mod slurm;
 
 #[cfg(test)]
