@@ -191,3 +191,60 @@ fn the_report_renders_from_a_fixture_sweep() {
     // The fixture has a diverged run; the table counts it.
     assert!(md.contains("| 1 / "), "{md}");
 }
+
+/// `normlab scaling` end to end on a tiny depth ladder (2, 4, 8, 16 layers × 2 recipes × 2
+/// rates, reseeded): `scaling.json` has a point per recipe and depth with its non-embedding
+/// count as x, LR* from the grid, both seeds' losses and the gap to the leader; a law per
+/// recipe; and the report's figures.
+#[test]
+fn a_tiny_depth_ladder_writes_scaling_json_and_its_report() {
+    let root = temp("scaling");
+    let dir = root.join("sc");
+    sweep_file(&root, &dir); // writes the corpus
+    let sets = [
+        format!("sweep.dir={}", dir.display()),
+        "sweep.axes.\"optim.lr\"=[3e-3, 1e-2]".into(),
+        format!("data.corpus={}", root.join("corpus.txt").display()),
+        format!("data.cache_dir={}", root.join("cache").display()),
+        "model.d_model=32".into(),
+        "model.n_heads=2".into(),
+        "train.batch_size=4".into(),
+        "train.seq_len=32".into(),
+        "train.tokens_per_param=0.01".into(),
+    ];
+    let mut cmd = bin();
+    cmd.args(["scaling", "--axis", "depth", "--recipes", "pre,kitenorm", "--jobs", "2"]);
+    for s in &sets {
+        cmd.args(["--set", s]);
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("scaling.json")).unwrap()).unwrap();
+    let points = s["points"].as_array().unwrap();
+    assert_eq!(points.len(), 8, "2 recipes × 4 depths");
+    for recipe in ["pre", "kitenorm"] {
+        let mine: Vec<&serde_json::Value> = points.iter().filter(|p| p["recipe"] == recipe).collect();
+        let depths: Vec<f64> = mine.iter().map(|p| p["axis_value"].as_f64().unwrap()).collect();
+        assert_eq!(depths, [2.0, 4.0, 8.0, 16.0]);
+        for p in &mine {
+            assert_eq!(p["x"].as_f64().unwrap(), p["params_non_embedding"].as_f64().unwrap());
+            assert!([3e-3, 1e-2].contains(&p["lr_star"].as_f64().unwrap()), "{p}");
+            assert_eq!(p["seed_losses"].as_array().unwrap().len(), 2, "the grid's seed and the reseed: {p}");
+            assert!(p["gap_to_best"].as_f64().unwrap() >= 0.0);
+        }
+    }
+    for depth in [2.0, 4.0, 8.0, 16.0] {
+        let lead = points.iter().filter(|p| p["axis_value"] == depth).filter(|p| p["gap_to_best"] == 0.0).count();
+        assert_eq!(lead, 1, "one leader at depth {depth}");
+    }
+    let fits = s["fits"].as_array().unwrap();
+    assert_eq!(fits.len(), 2);
+    assert!(fits.iter().all(|f| f["points"] == 4), "{fits:?}");
+    for fig in ["scaling_loss", "scaling_lr", "scaling_gap", "hidden_var_smallest", "hidden_var_largest"] {
+        let png = std::fs::read(dir.join("report").join(format!("{fig}.png"))).unwrap();
+        assert_eq!(&png[..4], b"\x89PNG", "{fig}");
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("Who leads at each point"), "{stdout}");
+}

@@ -185,3 +185,39 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod count_tests {
+    use super::counts;
+    use crate::init::ParamSource;
+    use crate::model::{FfnKind, ModelConfig, Transformer};
+    use crate::recipe::RecipeConfig;
+
+    /// Non-embedding counts by hand for `pre` (LN with gain and shift before each sublayer, a
+    /// final LN), d = 32, 2 heads, vocabulary 64: attention 4·d², GLU 3·d·96 (⌈8d/3⌉ rounded up
+    /// to 16) or MLP 2·d·4d, 2·2d per layer for the two norms, 2d for the final norm.
+    #[test]
+    fn non_embedding_parameters_by_hand() {
+        let base = ModelConfig {
+            vocab_size: 64,
+            d_model: 32,
+            n_layers: 2,
+            n_heads: 2,
+            recipe: RecipeConfig::Preset("pre".into()),
+            ..Default::default()
+        };
+        let (d, v) = (32, 64);
+        let glu_layer = 4 * d * d + 3 * d * 96 + 4 * d;
+        let mlp_layer = 4 * d * d + 2 * d * 4 * d + 4 * d;
+        let cases = [
+            (base.clone(), 2 * glu_layer + 2 * d, 2 * v * d),
+            (ModelConfig { tie_embeddings: true, ..base.clone() }, 2 * glu_layer + 2 * d, v * d),
+            (ModelConfig { ffn: FfnKind::Mlp, n_layers: 3, ..base }, 3 * mlp_layer + 2 * d, 2 * v * d),
+        ];
+        for (cfg, non_embedding, embedding) in cases {
+            let model = Transformer::new(&cfg, ParamSource::Seeded(0), &crate::testutil::cpu()).unwrap();
+            let c = counts(&model);
+            assert_eq!((c.non_embedding, c.all), (non_embedding, non_embedding + embedding), "{cfg:?}");
+        }
+    }
+}

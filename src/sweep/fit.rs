@@ -3,7 +3,7 @@
 //! interval for α over the seeds.
 //!
 //! For a fixed irreducible loss `E` the law is a line, `ln(L − E) = ln A − α ln N`, fitted by
-//! least squares; `E` is chosen in `[0, min L)` to minimise the squared error of `L` itself
+//! least squares; `E` is chosen in `[0, min L)` (a loss is never negative) to minimise the squared error of `L` itself
 //! (a grid, then golden-section refinement). Three sizes fit three parameters exactly, so R²
 //! says something only from four sizes on.
 
@@ -36,9 +36,11 @@ pub fn fit(points: &[(f64, f64)]) -> Option<PowerLaw> {
     if pts.len() < 3 || hi - lo <= 0.0 {
         return None;
     }
-    // E below the smallest loss; negative E is allowed down to −(spread) so that a nearly
-    // straight log-log line is not forced through E = 0.
-    let (e_min, e_max) = (lo.min(0.0) - (hi - lo), lo - 1e-9 * (1.0 + lo.abs()));
+    // A loss cannot fall below 0, so neither can its irreducible part: E ∈ [0, min L).
+    let (e_min, e_max) = (0.0, lo - 1e-9 * (1.0 + lo.abs()));
+    if e_max <= e_min {
+        return None;
+    }
     let sse = |e: f64| law_for(&pts, e).map_or(f64::INFINITY, |(a, alpha)| sse_of(&pts, e, a, alpha));
     let grid = 400;
     let (mut best, mut best_sse) = (e_min, f64::INFINITY);

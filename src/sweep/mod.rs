@@ -7,7 +7,11 @@
 //! - [`runner`]: processes, `jobs` at a time, skipping finished runs and resuming stopped ones
 //! - [`slurm`]: the same runs as Slurm job arrays on a cluster
 //! - [`results`]: one row per run (`results.jsonl`, `results.csv`)
+//! - [`group`]: the keys a method is named by (`group_by`: one key or several)
 //! - [`aggregate`]: LR*, best/worst over seeds, mean ± std, diverged counts, time to target
+//! - [`ladder`]: `normlab scaling`'s ladders over depth, width, budget and batch
+//! - [`fit`]: the law `L = E + A·x^(−α)` and a bootstrap interval for α
+//! - [`scaling`]: a scaling study's answer, `scaling.json`
 
 pub mod aggregate;
 pub mod config;
