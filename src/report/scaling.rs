@@ -92,15 +92,20 @@ fn loss_figure(out: &Path, s: &Scaling) -> anyhow::Result<Figure> {
     })
 }
 
-fn lr_figure(out: &Path, s: &Scaling) -> anyhow::Result<Figure> {
-    let series: Vec<Series> = recipes(s)
+/// One line per recipe of `value` against the ladder.
+fn along_ladder(s: &Scaling, value: fn(&ScalingPoint) -> Option<f64>) -> Vec<Series> {
+    recipes(s)
         .iter()
         .enumerate()
         .map(|(i, r)| {
-            let pts = of(s, r).iter().filter_map(|p| Some((p.axis_value, p.lr_star?))).collect();
+            let pts = of(s, r).iter().filter_map(|p| Some((p.axis_value, value(p)?))).collect();
             Series { name: r.to_string(), points: pts, color: i, dashed: false, scatter: false }
         })
-        .collect();
+        .collect()
+}
+
+fn lr_figure(out: &Path, s: &Scaling) -> anyhow::Result<Figure> {
+    let series = along_ladder(s, |p| p.lr_star);
     let chart = Chart::new("Best learning rate vs scale", &format!("{} (log)", s.axis.name()), "LR* (log)", series);
     let svg = draw(&chart.log(true, true), &out.join("scaling_lr"))?;
     let caption = "LR*, the best rate of the grid, at each point of the ladder: does the best rate move with scale?";
@@ -108,14 +113,7 @@ fn lr_figure(out: &Path, s: &Scaling) -> anyhow::Result<Figure> {
 }
 
 fn gap_figure(out: &Path, s: &Scaling) -> anyhow::Result<Figure> {
-    let series: Vec<Series> = recipes(s)
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let pts = of(s, r).iter().filter_map(|p| Some((p.axis_value, p.gap_to_best?))).collect();
-            Series { name: r.to_string(), points: pts, color: i, dashed: false, scatter: false }
-        })
-        .collect();
+    let series = along_ladder(s, |p| p.gap_to_best);
     let chart = Chart::new("Gap to the best recipe vs scale", &format!("{} (log)", s.axis.name()), "Δ loss", series);
     let svg = draw(&chart.log(true, false), &out.join("scaling_gap"))?;
     let caption = "Each recipe's mean final loss minus the best recipe's at the same point (0: it leads there).";
