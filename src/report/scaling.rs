@@ -151,7 +151,7 @@ fn table(s: &Scaling) -> String {
 
 fn setup(s: &Scaling) -> String {
     let vals: Vec<String> = ends_all(s).iter().map(|v| fmt_value(*v)).collect();
-    let tokens: Vec<String> = s.points.iter().map(|p| p.tokens.to_string()).collect::<Vec<_>>();
+    let tokens = || s.points.iter().map(|p| p.tokens);
     format!(
         "Setup: the {} ladder {} for {}; every point tuned over its own learning-rate grid; x in the fits is {}; \
             training tokens per run from {} to {}.",
@@ -159,8 +159,8 @@ fn setup(s: &Scaling) -> String {
         vals.join(", "),
         recipes(s).join(", "),
         s.x,
-        tokens.iter().min_by_key(|t| t.len()).cloned().unwrap_or_default(),
-        tokens.iter().max_by_key(|t| t.len()).cloned().unwrap_or_default(),
+        tokens().min().unwrap_or(0),
+        tokens().max().unwrap_or(0),
     )
 }
 

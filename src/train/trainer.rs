@@ -149,7 +149,7 @@ impl Trainer {
 
     /// Trains to the step budget. Divergence is an outcome, not an error.
     pub fn run(&mut self, progress: &mut Progress) -> anyhow::Result<Outcome> {
-        let clock = Clock { wall0: self.state.wall_s, session: Instant::now() };
+        let clock = Clock { wall0: self.state.wall_s, started: Instant::now() };
         let total = self.state.total_steps;
         let mut last_eval = self.state.last_eval.clone().filter(|e| e.step == self.state.step);
         while self.state.step < total {
@@ -414,16 +414,16 @@ impl StepFacts {
     }
 }
 
-/// The run's wall clock: seconds before this session plus the session's own.
+/// The run's wall clock: the seconds its earlier processes trained (from the checkpoint) plus this process's own.
 #[derive(Clone, Copy)]
 struct Clock {
     wall0: f64,
-    session: Instant,
+    started: Instant,
 }
 
 impl Clock {
     fn now(self) -> f64 {
-        self.wall0 + self.session.elapsed().as_secs_f64()
+        self.wall0 + self.started.elapsed().as_secs_f64()
     }
 }
 
