@@ -2,15 +2,17 @@
 //! backend; `--features wgpu`, `--features vulkan` or `--features cuda` add GPU devices.
 
 use burn::tensor::Device;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// The device named on the command line: `cpu` (flex), `wgpu`, `cuda` / `cuda:N`.
+/// The device named on the command line: `cpu` (flex), `wgpu`, `vulkan`, `cuda` / `cuda:N`.
+/// `wgpu` and `vulkan` mean this process's GPU: see [`set_local_gpu`].
 pub fn parse(name: &str) -> anyhow::Result<Device> {
     match name {
         "cpu" | "flex" => Ok(Device::flex()),
         #[cfg(feature = "wgpu")]
-        "wgpu" => Ok(Device::wgpu(Default::default())),
+        "wgpu" => Ok(Device::wgpu(gpu_kind())),
         #[cfg(feature = "vulkan")]
-        "vulkan" => Ok(Device::vulkan(Default::default())),
+        "vulkan" => Ok(Device::vulkan(gpu_kind())),
         #[cfg(feature = "cuda")]
         n if n == "cuda" || n.starts_with("cuda:") => {
             let idx: usize = n.strip_prefix("cuda:").unwrap_or("0").parse()?;
@@ -22,6 +24,27 @@ pub fn parse(name: &str) -> anyhow::Result<Device> {
             if cfg!(feature = "vulkan") { ", `vulkan`" } else { " (rebuild with --features vulkan for `vulkan`)" },
             if cfg!(feature = "cuda") { ", `cuda:N`" } else { " (rebuild with --features cuda for `cuda`)" }
         ),
+    }
+}
+
+/// The GPU of this process on its node, when it is one of several ranks there (`usize::MAX`:
+/// the default device).
+static LOCAL_GPU: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// Makes `wgpu` and `vulkan` mean the node's `index`-th discrete GPU: each rank of a job on a
+/// node takes its own (its index among the node's ranks). `CUBECL_WGPU_DEFAULT_DEVICE`, when
+/// set, chooses for every rank instead (e.g. `Cpu`: a software Vulkan device for all).
+pub fn set_local_gpu(index: usize) {
+    LOCAL_GPU.store(index, Ordering::Relaxed);
+}
+
+#[cfg(feature = "wgpu")]
+fn gpu_kind() -> burn::tensor::DeviceKind {
+    match LOCAL_GPU.load(Ordering::Relaxed) {
+        i if i != usize::MAX && std::env::var_os("CUBECL_WGPU_DEFAULT_DEVICE").is_none() => {
+            burn::tensor::DeviceKind::DiscreteGpu(i)
+        }
+        _ => burn::tensor::DeviceKind::DefaultDevice,
     }
 }
 
@@ -54,19 +77,19 @@ pub fn flushes_denormals() -> bool {
 /// path: post-norm runs at high learning rates, whose gradients underflow, ran 5–10× slower
 /// than the others in `normlab compare`. Call before any tensor work. Returns whether the pool
 /// was set up here (it can be only once).
-pub fn flush_denormals() -> bool {
+pub fn flush_denormals(threads: Option<usize>) -> bool {
     flush_denormals_here();
-    pool(true)
+    pool(true, threads)
 }
 
 /// Stack of each pool thread: the whole command runs on one ([`on_pool`]), so it gets a main
 /// thread's room (only the pages touched are ever mapped).
 const POOL_STACK: usize = 64 << 20;
 
-/// Sets up the global rayon pool (`RAYON_NUM_THREADS` threads, default one per core), its
+/// Sets up the global rayon pool (`threads`, else `RAYON_NUM_THREADS`, else one per core), its
 /// threads flushing denormals when `flush`. Returns whether it was set up here.
-pub fn pool(flush: bool) -> bool {
-    let builder = rayon::ThreadPoolBuilder::new().stack_size(POOL_STACK);
+pub fn pool(flush: bool, threads: Option<usize>) -> bool {
+    let builder = rayon::ThreadPoolBuilder::new().stack_size(POOL_STACK).num_threads(threads.unwrap_or(0));
     let builder = if flush { builder.start_handler(|_| flush_denormals_here()) } else { builder };
     builder.build_global().is_ok()
 }

@@ -5,7 +5,7 @@
 //! `tests/architecture.rs`):
 //!
 //! ```text
-//! {commands, fuzzing} → {bench, report} → {sweep, hf} → train → {probe, data} → model → recipe → norm → kernels → init → {io, rng, stats, device, guard, stop}
+//! {commands, fuzzing} → {bench, report} → {sweep, hf} → train → {probe, data} → model → recipe → norm → kernels → {init, dist} → {io, rng, stats, device, guard, stop}
 //! ```
 //!
 //! - [`norm`]: normalization layers (LayerNorm, RMSNorm, scalarised LN, DyT, BHyT*, BHyT)
@@ -21,6 +21,7 @@
 //! - [`commands`]: what each `normlab` command does and prints (the binary parses and calls)
 //! - [`kernels`]: fused CPU operations (norms, SwiGLU, RoPE, causal softmax) with hand-written
 //!   backward passes, and the `model.kernels` switch
+//! - [`dist`]: one run over several processes (MPI data parallelism, `mpirun`/`srun`)
 //! - bottom: [`init`] (named, seeded parameters), [`io`] (file formats, locks, printing),
 //!   [`rng`], [`stats`], [`device`] (backends and the machine), [`stop`] (SIGINT and SIGTERM
 //!   as requests to stop at a step's end)
@@ -29,6 +30,7 @@ pub mod bench;
 pub mod commands;
 pub mod data;
 pub mod device;
+pub mod dist;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod guard;

@@ -255,10 +255,12 @@ fn main() {
     normlab::device::keep_freed_memory();
     // Denormals are flushed to zero unless NORMLAB_DENORMALS=keep (IEEE gradual underflow):
     // see normlab::device::flush_denormals.
+    // A rank of a job shares its node's cores with the node's other ranks.
+    let threads = normlab::dist::launch::threads_per_rank();
     if std::env::var("NORMLAB_DENORMALS").as_deref() != Ok("keep") {
-        normlab::device::flush_denormals();
+        normlab::device::flush_denormals(threads);
     } else {
-        normlab::device::pool(false);
+        normlab::device::pool(false, threads);
     }
     match normlab::device::on_pool(|| run(cli)) {
         Ok(code) => std::process::exit(code),

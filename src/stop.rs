@@ -20,7 +20,8 @@ pub enum Signal {
 }
 
 impl Signal {
-    fn from_raw(sig: i32) -> Option<Self> {
+    /// The signal numbered `sig`, if it is a stop signal.
+    pub fn from_raw(sig: i32) -> Option<Self> {
         match sig {
             libc::SIGINT => Some(Self::Interrupt),
             libc::SIGTERM => Some(Self::Terminate),

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Each room's floor; a room may import only rooms on a lower floor.
-const FLOORS: [(&str, u32); 22] = [
+const FLOORS: [(&str, u32); 23] = [
     ("io", 0),
     ("stop", 0),
     ("rng", 0),
@@ -19,6 +19,7 @@ const FLOORS: [(&str, u32); 22] = [
     ("device", 0),
     ("guard", 0),
     ("init", 1),
+    ("dist", 1),
     ("testutil", 1),
     ("kernels", 2),
     ("norm", 3),

@@ -29,6 +29,7 @@ macro_rules! outp {
 pub mod bench;
 pub mod data;
 pub mod hf;
+mod ranks;
 pub mod recipes;
 pub mod saved;
 pub mod sweep;

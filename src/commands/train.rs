@@ -3,7 +3,8 @@
 use super::log;
 use crate::train::progress::Progress;
 use crate::train::run_dir;
-use crate::train::{EXIT_DIVERGED, Outcome, Resumed, RunConfig};
+use crate::dist::Ranks;
+use crate::train::{EXIT_DIVERGED, Outcome, Resumed, RunConfig, Trainer};
 use std::path::PathBuf;
 
 /// How `normlab train` was asked to run, from its flags.
@@ -13,27 +14,75 @@ pub struct TrainHow {
     pub resume: crate::train::ResumeOptions,
 }
 
+/// `normlab train`: a lone process, or one rank of a job started by `mpirun` or `srun` (every
+/// rank runs this; rank 0 writes the run and prints).
 pub fn train(
     config: Option<PathBuf>,
     sets: Vec<String>,
     resume: Option<PathBuf>,
     how: TrainHow,
 ) -> anyhow::Result<i32> {
-    let mut trainer = match resume {
+    let job = crate::dist::Job::start()?;
+    let ranks = job.ranks();
+    let result = match ranks.size() {
+        1 => build_alone(config, sets, resume, &how),
+        _ => super::ranks::build(ranks, config, sets, resume, &how),
+    }
+    .and_then(|t| match t {
+        Some(mut t) => train_built(&mut t, ranks, how.quiet),
+        None => Ok(0),
+    });
+    result.or_else(|e| ranks.fail(e))
+}
+
+/// The trainer of a new run or a resumed one (`None`: the run had already finished).
+pub(super) fn build_alone(
+    config: Option<PathBuf>,
+    sets: Vec<String>,
+    resume: Option<PathBuf>,
+    how: &TrainHow,
+) -> anyhow::Result<Option<Trainer>> {
+    Ok(Some(match resume {
         Some(dir) => match crate::train::resume_with(&dir, how.resume, &log)? {
             Resumed::Trainer(t) => *t,
             Resumed::AlreadyFinished(s) => {
                 errln!("{}: {}; nothing to do", dir.display(), run_dir::describe(&s));
-                return Ok(0);
+                return Ok(None);
             }
         },
         None => crate::train::start(RunConfig::load(config.as_deref(), &sets)?, how.force, &log)?,
-    };
+    }))
+}
+
+/// Trains a built run to its end and says how it ended (rank 0; the others print nothing).
+fn train_built(trainer: &mut Trainer, ranks: Ranks, quiet: bool) -> anyhow::Result<i32> {
     // From here a signal stops the run at a step's end with a checkpoint (a second one at once).
     crate::stop::install();
-    errln!("{}", trainer.summary());
-    let mut progress = Progress::new(trainer.state.total_steps, trainer.state.step, how.quiet);
-    match trainer.run(&mut progress)? {
+    let writer = ranks.is_writer();
+    if writer {
+        errln!("{}", trainer.summary());
+        if ranks.size() > 1 {
+            errln!("{} ranks, each computing {} of every step's micro-batches", ranks.size(), ranks.share(trainer.micro_batches()).len());
+        }
+    }
+    let mut progress = match writer {
+        true => Progress::new(trainer.state.total_steps, trainer.state.step, quiet),
+        false => Progress::silent(),
+    };
+    let outcome = trainer.run(&mut progress)?;
+    if writer {
+        say(&outcome, trainer);
+    }
+    Ok(match outcome {
+        Outcome::Finished { .. } | Outcome::Stopped { .. } => 0,
+        Outcome::Diverged { .. } => EXIT_DIVERGED,
+        Outcome::Interrupted { signal, .. } => signal.exit_code(),
+    })
+}
+
+fn say(outcome: &Outcome, trainer: &Trainer) {
+    let dir = trainer.dir.display();
+    match outcome {
         Outcome::Finished { val_loss, val_ppl } => {
             let weights = run_dir::final_weights(&trainer.dir);
             errln!(
@@ -41,23 +90,14 @@ pub fn train(
                 trainer.state.step,
                 weights.display()
             );
-            Ok(0)
         }
         Outcome::Diverged { step, reason } => {
             errln!("run diverged at step {step}: {reason} (recorded in {})", run_dir::status(&trainer.dir).display());
-            Ok(EXIT_DIVERGED)
         }
-        Outcome::Stopped { step } => {
-            errln!("stopped at step {step}; continue with `normlab train --resume {}`", trainer.dir.display());
-            Ok(0)
-        }
-        Outcome::Interrupted { step, signal } => {
-            errln!(
-                "stopped by {} at step {step} with a checkpoint; continue with `normlab train --resume {}`",
-                signal.name(),
-                trainer.dir.display()
-            );
-            Ok(signal.exit_code())
-        }
+        Outcome::Stopped { step } => errln!("stopped at step {step}; continue with `normlab train --resume {dir}`"),
+        Outcome::Interrupted { step, signal } => errln!(
+            "stopped by {} at step {step} with a checkpoint; continue with `normlab train --resume {dir}`",
+            signal.name()
+        ),
     }
 }

@@ -1,6 +1,7 @@
 //! Validation loss and perplexity over fixed windows, without autodiff.
 
 use crate::data::TokenFile;
+use crate::dist::Ranks;
 use crate::data::pairs::render::{self, Example};
 use crate::data::sampler::windows;
 use crate::model::Transformer;
@@ -8,40 +9,50 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 
 /// Mean next-token cross-entropy over the windows starting at `starts`, `batch` windows at a
 /// time; returns `(loss, perplexity, tokens)`. `model` must live on `device` (no autodiff).
+/// Over several `ranks`, each computes its share of the batches and the sums are reduced.
 pub fn evaluate(
     model: &Transformer,
     tokens: &TokenFile,
     starts: &[usize],
-    seq_len: usize,
-    batch: usize,
+    (seq_len, batch): (usize, usize),
     device: &Device,
+    ranks: Ranks,
 ) -> (f64, f64, usize) {
-    let mut total = 0.0;
-    let mut count = 0usize;
-    for chunk in starts.chunks(batch.max(1)) {
+    let (mut total, mut count) = (0.0, 0.0);
+    let chunks: Vec<&[usize]> = starts.chunks(batch.max(1)).collect();
+    for chunk in &chunks[ranks.share(chunks.len())] {
         let b = windows(tokens, chunk, seq_len);
         let x = Tensor::<2, Int>::from_data(TensorData::new(b.inputs, [b.batch, seq_len]), device);
         let y = Tensor::<2, Int>::from_data(TensorData::new(b.targets, [b.batch, seq_len]), device);
         let ce: f32 = model.cross_entropy_of(x, y, false, false).0.into_scalar();
-        let n = b.batch * seq_len;
-        total += ce as f64 * n as f64;
+        let n = (b.batch * seq_len) as f64;
+        total += ce as f64 * n;
         count += n;
     }
-    let loss = total / count.max(1) as f64;
-    (loss, loss.exp(), count)
+    mean_over_ranks(total, count, ranks)
+}
+
+/// `(loss, perplexity, tokens)` from this rank's summed loss and token count.
+fn mean_over_ranks(total: f64, count: f64, ranks: Ranks) -> (f64, f64, usize) {
+    let mut sums = [total, count];
+    ranks.sum_f64(&mut sums);
+    let loss = sums[0] / sums[1].max(1.0);
+    (loss, loss.exp(), sums[1] as usize)
 }
 
 /// Mean cross-entropy over the target tokens of every example, `batch` examples at a time (in
-/// order, each batch padded to its longest); returns `(loss, perplexity, target tokens)`.
+/// order, each batch padded to its longest); returns `(loss, perplexity, target tokens)`,
+/// shared over `ranks` as [`evaluate`] is.
 pub fn evaluate_pairs(
     model: &Transformer,
     examples: &[Example],
-    pad: u32,
-    batch: usize,
+    (pad, batch): (u32, usize),
     device: &Device,
+    ranks: Ranks,
 ) -> (f64, f64, usize) {
     let (mut total, mut count) = (0.0, 0.0);
-    for chunk in examples.chunks(batch.max(1)) {
+    let chunks: Vec<&[Example]> = examples.chunks(batch.max(1)).collect();
+    for chunk in &chunks[ranks.share(chunks.len())] {
         let b = render::batch(&chunk.iter().collect::<Vec<_>>(), pad);
         let n = b.targets.iter().filter(|&&t| t >= 0).count() as f64;
         let x = Tensor::<2, Int>::from_data(TensorData::new(b.inputs, [b.batch, b.seq_len]), device);
@@ -50,8 +61,7 @@ pub fn evaluate_pairs(
         total += ce as f64 * n;
         count += n;
     }
-    let loss = total / count.max(1.0);
-    (loss, loss.exp(), count as usize)
+    mean_over_ranks(total, count, ranks)
 }
 
 /// Non-overlapping windows covering a whole token file (for `normlab eval --data`), at most

@@ -2,6 +2,7 @@
 //! accumulation, the variance regulariser's logging, divergence detection, skip-step, checkpoints and
 //! resumption, evaluation, sampling and probing saved runs.
 
+pub mod allreduce;
 pub mod budget;
 pub mod checkpoint;
 pub mod clip;

@@ -12,13 +12,15 @@ pub struct Progress {
     rate: Option<f64>,
     /// The latest probe warning, shown in the bar.
     warning: Option<String>,
+    /// Prints nothing: a rank other than 0 of a job over several processes.
+    silent: bool,
 }
 
 impl Progress {
     pub fn new(total: usize, start: usize, quiet: bool) -> Self {
         let log_every = (total / 20).max(1);
         if quiet || !std::io::stderr().is_terminal() {
-            return Self { bar: None, log_every, rate: None, warning: None };
+            return Self { bar: None, log_every, rate: None, warning: None, silent: false };
         }
         let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr_with_hz(4));
         bar.set_style(
@@ -28,7 +30,12 @@ impl Progress {
         );
         bar.set_position(start as u64);
         bar.reset_eta();
-        Self { bar: Some(bar), log_every, rate: None, warning: None }
+        Self { bar: Some(bar), log_every, rate: None, warning: None, silent: false }
+    }
+
+    /// Progress that prints nothing (the ranks that do not write the run).
+    pub fn silent() -> Self {
+        Self { bar: None, log_every: usize::MAX, rate: None, warning: None, silent: true }
     }
 
     pub fn step(&mut self, r: &TrainRecord) {
@@ -54,7 +61,7 @@ impl Progress {
                 b.set_position(r.step as u64);
                 b.set_message(msg);
             }
-            None if r.step.is_multiple_of(self.log_every) || r.step == 1 => {
+            None if !self.silent && (r.step.is_multiple_of(self.log_every) || r.step == 1) => {
                 crate::io::term::err(format_args!("step {:>6}  {msg}", r.step))
             }
             None => {}
@@ -74,6 +81,7 @@ impl Progress {
     pub fn println(&self, msg: &str) {
         match &self.bar {
             Some(b) => b.println(msg),
+            None if self.silent => {}
             None => crate::io::term::err(format_args!("{msg}")),
         }
     }

@@ -30,11 +30,39 @@ pub fn start(cfg: RunConfig, force: bool, log: &dyn Fn(&str)) -> anyhow::Result<
 /// A new run whose parameters come from `init` (a parameter source and the tokenizer the
 /// weights were trained with: an imported checkpoint) instead of the seeded initialisation.
 pub fn start_with(
-    mut cfg: RunConfig,
+    cfg: RunConfig,
     force: bool,
     init: Option<(ParamSource, Tokenizer)>,
     log: &dyn Fn(&str),
 ) -> anyhow::Result<Trainer> {
+    let p = prepare(cfg, init, log)?;
+    let dir = p.cfg.run.dir.clone();
+    run_dir::claim(&dir, force)?;
+    let lock = create_run_dir(&dir, &p.cfg, &p.data, p.counts, p.state.total_steps)?;
+    Trainer::assemble(p.cfg, dir, p.data, p.model, p.optim, p.state, p.device, p.ad, Some(lock))
+}
+
+/// A new run as a rank that only computes, once rank 0 has created its directory: the same
+/// data, seeded model and optimizer, writing nothing.
+pub fn follow_start(cfg: RunConfig, log: &dyn Fn(&str)) -> anyhow::Result<Trainer> {
+    let p = prepare(cfg, None, log)?;
+    let dir = p.cfg.run.dir.clone();
+    Trainer::assemble(p.cfg, dir, p.data, p.model, p.optim, p.state, p.device, p.ad, None)
+}
+
+/// A new run's data, model, optimizer and first state, from a validated config.
+struct Prepared {
+    cfg: RunConfig,
+    data: Dataset,
+    model: Transformer,
+    optim: burn::optim::ModuleOptimizer,
+    state: TrainerState,
+    counts: ParamCounts,
+    device: burn::tensor::Device,
+    ad: burn::tensor::Device,
+}
+
+fn prepare(mut cfg: RunConfig, init: Option<(ParamSource, Tokenizer)>, log: &dyn Fn(&str)) -> anyhow::Result<Prepared> {
     let recipe = cfg.validate()?;
     let device = crate::device::parse(&cfg.run.device)?;
     check_precision(&device, &cfg.run.device, cfg.train.precision)?;
@@ -70,10 +98,7 @@ pub fn start_with(
         loss_scale: Default::default(),
         last_eval: None,
     };
-    let dir = cfg.run.dir.clone();
-    run_dir::claim(&dir, force)?;
-    let lock = create_run_dir(&dir, &cfg, &data, counts, total_steps)?;
-    Trainer::assemble(cfg, dir, data, model, optim, state, device, ad, lock)
+    Ok(Prepared { cfg, data, model, optim, state, counts, device, ad })
 }
 
 /// Writes a new run's first files (config, run.json, status, tokenizer) and publishes the
@@ -153,8 +178,21 @@ pub fn resume_with(dir: &Path, opts: ResumeOptions, log: &dyn Fn(&str)) -> anyho
         drop(lock);
         return Ok(Resumed::Trainer(Box::new(start(cfg, true, log)?)));
     };
-    let trainer = restore((cfg, recipe, tokenizer), dir, &ckpt, lock, opts, log)?;
+    let trainer = restore((cfg, recipe, tokenizer), dir, &ckpt, Some(lock), opts, log)?;
     Ok(Resumed::Trainer(Box::new(trainer)))
+}
+
+/// The run in `dir` as a rank that only computes, once rank 0 has resumed it: from the same
+/// newest checkpoint (or from the start when there is none), writing nothing.
+pub fn follow_resume(dir: &Path, opts: ResumeOptions, log: &dyn Fn(&str)) -> anyhow::Result<Trainer> {
+    let (mut cfg, recipe, tokenizer) = load_run(dir)?;
+    match checkpoint::latest(dir, log)? {
+        Some(ckpt) => restore((cfg, recipe, tokenizer), dir, &ckpt, None, opts, log),
+        None => {
+            cfg.run.dir = dir.to_path_buf();
+            follow_start(cfg, log)
+        }
+    }
 }
 
 /// The trainer of `dir` as checkpoint `ckpt` saved it.
@@ -162,7 +200,7 @@ fn restore(
     (mut cfg, recipe, tokenizer): (RunConfig, ResolvedRecipe, Tokenizer),
     dir: &Path,
     ckpt: &Path,
-    lock: run_dir::RunLock,
+    lock: Option<run_dir::RunLock>,
     opts: ResumeOptions,
     log: &dyn Fn(&str),
 ) -> anyhow::Result<Trainer> {

@@ -1,9 +1,12 @@
 //! One optimizer step's gradients: forward and backward over the micro-batches (each loss
-//! divided by their number, so the accumulated gradient is the mean loss's), then global-norm
-//! clipping. The trainer and the trajectory test against PyTorch (`tests/reference.rs`) both
+//! divided by their number, so the accumulated gradient is the mean loss's), summed over the
+//! ranks of a data-parallel job (each computed its share of the micro-batches), then
+//! global-norm clipping. The trainer and the trajectory test against PyTorch (`tests/reference.rs`) both
 //! call this, so that test checks the training loop's own arithmetic.
 
+use super::allreduce::sum_over_ranks;
 use super::clip::{clip_global, scale_all};
+use crate::dist::Ranks;
 use crate::model::Transformer;
 use crate::probe::grads::GradNorms;
 use burn::optim::{GradientsAccumulator, GradientsParams};
@@ -22,19 +25,21 @@ pub struct StepGradients {
     pub reg: f64,
 }
 
-/// Gradients of the mean loss over `micro_batches` (inputs, targets), clipped to a global
-/// norm of `grad_clip` (0: no clipping). With `masked`, targets below 0 are ignored and each
+/// Gradients of the mean loss over a step's micro-batches (inputs, targets), clipped to a global
+/// norm of `grad_clip` (0: no clipping). This rank computes `micro_batches`, its share of the
+/// step's `step.micro_batches`; the gradients and losses are summed over `step.ranks`. With `masked`, targets below 0 are ignored and each
 /// micro-batch's loss is its mean over its counted targets (as Hugging Face's trainer does).
 /// `loss_scale` multiplies the loss before each backward pass and divides the accumulated
 /// gradients before they are measured (f16's dynamic scaling; 1 otherwise).
 pub fn gradients(
     model: &Transformer,
     micro_batches: impl ExactSizeIterator<Item = (Tensor<2, Int>, Tensor<2, Int>)>,
+    step: Share,
     grad_clip: f64,
     masked: bool,
     loss_scale: f64,
 ) -> anyhow::Result<StepGradients> {
-    let n = micro_batches.len();
+    let n = step.micro_batches;
     let mut acc = GradientsAccumulator::<Transformer>::new();
     let mut values = Vec::with_capacity(n);
     for (x, y) in micro_batches {
@@ -44,7 +49,8 @@ pub fn gradients(
         let reg = reg.unwrap_or_else(|| ce.zeros_like());
         values.push(Tensor::cat(vec![loss.detach(), ce.detach(), reg.detach()], 0));
     }
-    let grads = if loss_scale == 1.0 { acc.grads() } else { scale_all(model, acc.grads(), 1.0 / loss_scale) };
+    let grads = sum_over_ranks(model, acc.grads(), step.ranks)?;
+    let grads = if loss_scale == 1.0 { grads } else { scale_all(model, grads, 1.0 / loss_scale) };
     let (grads, norms, scale) = clip_global(model, grads, grad_clip);
     // One read of all the scalars at the end: no device synchronisation per micro-batch.
     let v = Tensor::cat(values, 0)
@@ -52,6 +58,23 @@ pub fn gradients(
         .convert::<f64>()
         .try_into_vec::<f64>()
         .map_err(|e| anyhow::anyhow!("reading the step's losses from the device failed: {e:?}"))?;
-    let mean = |k: usize| v.iter().skip(k).step_by(3).sum::<f64>() / n as f64;
-    Ok(StepGradients { grads, norms, scale, loss: mean(0), ce: mean(1), reg: mean(2) })
+    let mut sums: [f64; 3] = std::array::from_fn(|k| v.iter().skip(k).step_by(3).sum::<f64>());
+    step.ranks.sum_f64(&mut sums);
+    let [loss, ce, reg] = sums.map(|s| s / n as f64);
+    Ok(StepGradients { grads, norms, scale, loss, ce, reg })
+}
+
+/// Which part of a step this process computes.
+#[derive(Clone, Copy, Debug)]
+pub struct Share {
+    /// The step's micro-batches over all ranks.
+    pub micro_batches: usize,
+    pub ranks: Ranks,
+}
+
+impl Share {
+    /// A lone process computing all `micro_batches`.
+    pub fn all(micro_batches: usize) -> Self {
+        Self { micro_batches, ranks: Ranks::single() }
+    }
 }

@@ -13,9 +13,10 @@ use super::progress::Progress;
 use super::run_dir::{self, Status};
 use super::skip::SkipDecision;
 use super::step;
-use super::step::StepGradients;
+use super::step::{Share, StepGradients};
 use crate::data::sampler::{Batch, validation_starts};
 use crate::data::{Dataset, Sampler};
+use crate::dist::Ranks;
 use crate::io::jsonl::JsonlWriter;
 use crate::kernels::Precision;
 use crate::model::Transformer;
@@ -59,7 +60,10 @@ pub struct Trainer {
     pub sampler: Sampler,
     pub state: TrainerState,
     pub params: usize,
-    pub(super) metrics: JsonlWriter,
+    /// The processes training this run together (a lone one by default).
+    pub(super) ranks: Ranks,
+    /// What the run writes; `None` on the ranks other than 0 of a job, which only compute.
+    pub(super) out: Option<Outputs>,
     /// The plain (no autodiff) device: inputs for evaluation.
     pub(super) device: Device,
     /// The autodiff device the model trains on.
@@ -70,8 +74,13 @@ pub struct Trainer {
     /// Sees (and may change) each step's micro-batches before they are used, with the 1-based
     /// step: the tests inject faults through it (a batch of random tokens whose loss spikes).
     pub batch_hook: Option<BatchHook>,
+}
+
+/// The run's outputs, held by the one process that writes them.
+pub(super) struct Outputs {
+    pub(super) metrics: JsonlWriter,
     pub(super) probe: LiveProbe,
-    /// Held for the trainer's life: no second process writes this run.
+    /// Held for the trainer's life: no second process (or job) writes this run.
     _lock: run_dir::RunLock,
 }
 
@@ -86,9 +95,10 @@ enum StepResult {
 }
 
 impl Trainer {
-    /// The trainer around a built model and optimizer: opens the metrics and probe outputs
-    /// (truncated to what `state` recorded; empty for a new run) and fixes the validation
-    /// windows. The sampler continues from `state` (a new run's state is its seed).
+    /// The trainer around a built model and optimizer: with the run's `lock`, opens the metrics
+    /// and probe outputs (truncated to what `state` recorded; empty for a new run); without it
+    /// (a rank that only computes) writes nothing. Fixes the validation windows; the sampler
+    /// continues from `state` (a new run's state is its seed).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn assemble(
         cfg: RunConfig,
@@ -99,14 +109,13 @@ impl Trainer {
         state: TrainerState,
         device: Device,
         ad: Device,
-        lock: run_dir::RunLock,
+        lock: Option<run_dir::RunLock>,
     ) -> anyhow::Result<Self> {
         model.set_precision(cfg.train.precision);
-        let metrics = JsonlWriter::open(&run_dir::metrics(&dir), state.metrics_bytes)?;
-        let (records, alerts, tb) = (run_dir::probes(&dir), run_dir::alerts(&dir), run_dir::tensorboard(&dir));
-        let paths = ProbePaths { records: &records, alerts: &alerts, tensorboard: &tb };
-        let warmup = cfg.schedule.warmup_steps(state.total_steps);
-        let probe = LiveProbe::open(&paths, &cfg.probe, 2 * cfg.model.n_layers, warmup, state.probe.clone())?;
+        let out = match lock {
+            Some(lock) => Some(Outputs::open(&cfg, &dir, &state, lock)?),
+            None => None,
+        };
         let val_starts = validation_starts(data.val.len(), cfg.train.seq_len, cfg.run.eval_windows);
         Ok(Trainer {
             sampler: Sampler::from_state(state.sampler_state),
@@ -117,15 +126,50 @@ impl Trainer {
             model,
             optim,
             state,
-            metrics,
+            ranks: Ranks::single(),
+            out,
             device,
             ad,
             val_starts,
             stop_after: None,
             batch_hook: None,
-            probe,
-            _lock: lock,
         })
+    }
+
+    /// The micro-batches of every step (over all ranks).
+    pub fn micro_batches(&self) -> usize {
+        self.cfg.train.batch_size / self.cfg.micro_batch_size()
+    }
+
+    /// Trains as one of `ranks`, each computing its share of every step's micro-batches:
+    /// refused unless they divide evenly.
+    pub fn set_ranks(&mut self, ranks: Ranks) -> anyhow::Result<()> {
+        let (batch, micro, n) = (self.cfg.train.batch_size, self.cfg.micro_batch_size(), self.micro_batches());
+        if !n.is_multiple_of(ranks.size()) {
+            anyhow::bail!(
+                "train.batch_size / train.micro_batch_size = {batch} / {micro} = {n} micro-batches per step cannot be \
+                 shared evenly by {} ranks; choose a micro_batch_size that makes it a multiple of the rank count (e.g. \
+                 {})",
+                ranks.size(),
+                batch / ranks.size()
+            );
+        }
+        self.ranks = ranks;
+        self.ranks.set_resume_hint(self.resume_hint());
+        Ok(())
+    }
+
+    /// Where the run can be resumed, for the error line of a rank that finds a peer gone.
+    fn resume_hint(&self) -> String {
+        let (dir, n) = (self.dir.display(), self.ranks.size());
+        format!(
+            "{dir} keeps its last checkpoint ({}): resume with `mpirun -np {n} normlab train --resume {dir}` (any rank \
+             count that divides the step's micro-batches)",
+            match self.state.step {
+                0 => "none yet: the run starts again".to_string(),
+                s => format!("step {s}"),
+            }
+        )
     }
 
     /// One line describing the run: recipe, size, budget and data.
@@ -157,7 +201,7 @@ impl Trainer {
                 progress.finish();
                 return Ok(Outcome::Stopped { step: self.state.step });
             }
-            if let Some(signal) = crate::stop::requested() {
+            if let Some(signal) = self.stop_requested() {
                 return self.interrupted(signal, clock.now(), progress);
             }
             let record = match engine::guarded(self.state.step + 1, || self.train_step(clock))? {
@@ -169,7 +213,7 @@ impl Trainer {
                 }
                 StepResult::Diverged(reason) => return self.diverged(reason, progress),
             };
-            self.metrics.write(&MetricsRecord::Train(record.clone()))?;
+            self.record(&MetricsRecord::Train(record.clone()))?;
             progress.step(&record);
             let step = self.state.step;
             let every = self.cfg.run.eval_every;
@@ -199,11 +243,13 @@ impl Trainer {
         };
         let wall = clock.now();
         self.checkpoint(wall)?;
-        self.score_pairs(progress)?;
-        let (step, tokenizer) = (self.state.step, &self.state.tokenizer);
-        checkpoint::save_weights(&run_dir::final_weights(&self.dir), &self.model, step, tokenizer)?;
-        let status = Status::Finished { step, val_loss: e.val_loss, val_ppl: e.val_ppl, wall_s: wall };
-        run_dir::write_status(&self.dir, &status)?;
+        if self.out.is_some() {
+            self.score_pairs(progress)?;
+            let (step, tokenizer) = (self.state.step, &self.state.tokenizer);
+            checkpoint::save_weights(&run_dir::final_weights(&self.dir), &self.model, step, tokenizer)?;
+            let status = Status::Finished { step, val_loss: e.val_loss, val_ppl: e.val_ppl, wall_s: wall };
+            run_dir::write_status(&self.dir, &status)?;
+        }
         progress.finish();
         Ok(Outcome::Finished { val_loss: e.val_loss, val_ppl: e.val_ppl })
     }
@@ -218,16 +264,20 @@ impl Trainer {
         let step = self.state.step;
         progress.println(&format!("{} received: writing a checkpoint at step {step} and stopping", signal.name()));
         self.checkpoint(wall_s)?;
-        let status = Status::Stopped { step, total_steps: self.state.total_steps, signal: signal.name().into() };
-        run_dir::write_status(&self.dir, &status)?;
+        if self.out.is_some() {
+            let status = Status::Stopped { step, total_steps: self.state.total_steps, signal: signal.name().into() };
+            run_dir::write_status(&self.dir, &status)?;
+        }
         progress.finish();
         Ok(Outcome::Interrupted { step, signal })
     }
 
     fn diverged(&mut self, reason: String, progress: &Progress) -> anyhow::Result<Outcome> {
         let step = self.state.step + 1;
-        self.metrics.write(&MetricsRecord::Diverged(DivergedRecord { step, reason: reason.clone() }))?;
-        run_dir::write_status(&self.dir, &Status::Diverged { step, reason: reason.clone() })?;
+        self.record(&MetricsRecord::Diverged(DivergedRecord { step, reason: reason.clone() }))?;
+        if self.out.is_some() {
+            run_dir::write_status(&self.dir, &Status::Diverged { step, reason: reason.clone() })?;
+        }
         progress.println(&format!("diverged at step {step}: {reason}"));
         progress.finish();
         Ok(Outcome::Diverged { step, reason })
@@ -241,13 +291,15 @@ impl Trainer {
         let lr = self.cfg.schedule.lr(self.state.step, self.state.total_steps, self.cfg.optim.lr);
         let batches = self.next_batches();
         let tokens = batches.iter().map(|b| b.batch * b.seq_len).sum::<usize>() as u64;
-        let probing = self.cfg.probe.is_probe_step(self.state.step + 1, self.state.total_steps);
+        let probing = self.out.is_some() && self.cfg.probe.is_probe_step(self.state.step + 1, self.state.total_steps);
         let probe_batch = probing.then(|| batches[0].clone());
-        let tensors = batches.into_iter().map(|b| to_tensors(b, &self.ad));
+        let share = Share { micro_batches: batches.len(), ranks: self.ranks };
+        let mine = self.ranks.share(batches.len());
+        let tensors = batches.into_iter().skip(mine.start).take(mine.len()).map(|b| to_tensors(b, &self.ad));
         let f16 = self.cfg.train.precision == Precision::F16;
         let loss_scale = if f16 { self.state.loss_scale.scale } else { 1.0 };
         let masked = self.data.pairs.is_some();
-        let g = step::gradients(&self.model, tensors, self.cfg.optim.grad_clip, masked, loss_scale)?;
+        let g = step::gradients(&self.model, tensors, share, self.cfg.optim.grad_clip, masked, loss_scale)?;
         let mut warnings = Vec::new();
         let skipped = self.refuse_update(f16, g.loss, g.norms.total, &mut warnings);
         if skipped.is_none()
@@ -256,27 +308,50 @@ impl Trainer {
             return Ok(StepResult::Diverged(reason));
         }
         // The probe sees the weights and gradients of this step, before the update.
-        let probe_model = (probing && skipped.is_none()).then(|| self.model.valid());
-        let histograms = match (&probe_model, self.cfg.probe.histograms && self.cfg.probe.tensorboard) {
-            (Some(_), true) => crate::probe::grads::histograms(&self.model, &g.grads),
-            _ => Vec::new(),
+        let probe = match (probing && skipped.is_none(), probe_batch) {
+            (true, Some(b)) => Some(self.probe_input(&g, b)),
+            _ => None,
         };
         let facts = StepFacts::new(&g, lr, skipped, f16.then_some(loss_scale), tokens);
         if facts.skipped.is_none() {
             self.model = self.optim.step(lr, self.model.clone(), g.grads);
         }
         let record = self.advance(facts, tokens as f64 / t0.elapsed().as_secs_f64(), clock);
+        let warnings = self.observe(&record, &g.norms, probe, warnings)?;
+        Ok(StepResult::Done(record, warnings))
+    }
+
+    /// What an activation probe of this step needs: the weights before the update, the first
+    /// micro-batch and (for TensorBoard) the gradients' histograms.
+    fn probe_input(&self, g: &StepGradients, batch: Batch) -> ProbeInput {
+        let histograms = match self.cfg.probe.histograms && self.cfg.probe.tensorboard {
+            true => crate::probe::grads::histograms(&self.model, &g.grads),
+            false => Vec::new(),
+        };
+        ProbeInput { model: self.model.valid(), batch, histograms }
+    }
+
+    /// The probes' view of a finished step (on the writing rank): its scalars, the gradient
+    /// statistics of an applied update, the activation probe on its probe steps.
+    fn observe(
+        &mut self,
+        record: &TrainRecord,
+        norms: &crate::probe::grads::GradNorms,
+        probe: Option<ProbeInput>,
+        mut warnings: Vec<String>,
+    ) -> anyhow::Result<Vec<String>> {
+        let Some(out) = &mut self.out else { return Ok(warnings) };
         if let Some(why) = &record.skipped {
             warnings.push(format!("update skipped: {why}"));
-            self.probe.scalars(record.step, &tensorboard_scalars(&record))?;
-            return Ok(StepResult::Done(record, warnings));
+            out.probe.scalars(record.step, &tensorboard_scalars(record))?;
+            return Ok(warnings);
         }
-        warnings.extend(self.probe.observe_step(record.step, &g.norms, &tensorboard_scalars(&record))?);
-        if let (Some(m), Some(b)) = (probe_model, probe_batch) {
-            let (x, _) = to_tensors(b, &self.device);
-            warnings = self.probe.probe(record.step, &m, x, warnings, histograms)?;
+        warnings.extend(out.probe.observe_step(record.step, norms, &tensorboard_scalars(record))?);
+        if let Some(p) = probe {
+            let (x, _) = to_tensors(p.batch, &self.device);
+            warnings = out.probe.probe(record.step, &p.model, x, warnings, p.histograms)?;
         }
-        Ok(StepResult::Done(record, warnings))
+        Ok(warnings)
     }
 
     /// Counts the step done (its tokens, the sampler's position) and returns its record.
@@ -342,13 +417,18 @@ impl Trainer {
         let plain = self.model.valid();
         let micro = self.cfg.micro_batch_size();
         let (val_loss, val_ppl, n) = match &self.data.pairs {
-            Some(p) => evaluate_pairs(&plain, &p.val, p.end, micro, &self.device),
-            None => evaluate(&plain, &self.data.val, &self.val_starts, self.cfg.train.seq_len, micro, &self.device),
+            Some(p) => evaluate_pairs(&plain, &p.val, (p.end, micro), &self.device, self.ranks),
+            None => {
+                let (starts, sizes) = (&self.val_starts, (self.cfg.train.seq_len, micro));
+                evaluate(&plain, &self.data.val, starts, sizes, &self.device, self.ranks)
+            }
         };
         let r = EvalRecord { step: self.state.step, val_loss, val_ppl, val_tokens: n, wall_s };
-        self.metrics.write(&MetricsRecord::Eval(r.clone()))?;
+        self.record(&MetricsRecord::Eval(r.clone()))?;
         self.state.last_eval = Some(r.clone());
-        self.probe.scalars(r.step, &[("val/loss", r.val_loss as f32), ("val/ppl", r.val_ppl as f32)])?;
+        if let Some(out) = &mut self.out {
+            out.probe.scalars(r.step, &[("val/loss", r.val_loss as f32), ("val/ppl", r.val_ppl as f32)])?;
+        }
         Ok(r)
     }
 
@@ -370,15 +450,46 @@ impl Trainer {
         self.checkpoint(self.state.wall_s)
     }
 
+    /// A checkpoint of this step, written by the rank that writes the run.
     fn checkpoint(&mut self, wall_s: f64) -> anyhow::Result<()> {
         self.state.wall_s = wall_s;
-        self.state.metrics_bytes = self.metrics.durable_len()?;
-        self.state.probe = Some(self.probe.checkpoint_state()?);
+        let Some(out) = &mut self.out else {
+            self.ranks.set_resume_hint(self.resume_hint());
+            return Ok(());
+        };
+        self.state.metrics_bytes = out.metrics.durable_len()?;
+        self.state.probe = Some(out.probe.checkpoint_state()?);
         checkpoint::save(&self.dir, &self.model, &self.optim, &self.state, self.cfg.run.keep_checkpoints)?;
-        run_dir::write_status(
-            &self.dir,
-            &Status::Running { step: self.state.step, total_steps: self.state.total_steps },
-        )
+        let status = Status::Running { step: self.state.step, total_steps: self.state.total_steps };
+        run_dir::write_status(&self.dir, &status)?;
+        self.ranks.set_resume_hint(self.resume_hint());
+        Ok(())
+    }
+
+    /// Appends a record to `metrics.jsonl` (on the writing rank).
+    fn record(&mut self, r: &MetricsRecord) -> anyhow::Result<()> {
+        match &mut self.out {
+            Some(out) => out.metrics.write(r),
+            None => Ok(()),
+        }
+    }
+
+    /// A stop signal, agreed by every rank (any rank's signal stops them all at this step).
+    fn stop_requested(&self) -> Option<crate::stop::Signal> {
+        let mine = crate::stop::requested().map_or(0, |s| i64::from(s.raw()));
+        crate::stop::Signal::from_raw(self.ranks.max(mine) as i32)
+    }
+}
+
+impl Outputs {
+    /// Opens the metrics and probe outputs, truncated to what `state` recorded.
+    fn open(cfg: &RunConfig, dir: &std::path::Path, state: &TrainerState, lock: run_dir::RunLock) -> anyhow::Result<Self> {
+        let metrics = JsonlWriter::open(&run_dir::metrics(dir), state.metrics_bytes)?;
+        let (records, alerts, tb) = (run_dir::probes(dir), run_dir::alerts(dir), run_dir::tensorboard(dir));
+        let paths = ProbePaths { records: &records, alerts: &alerts, tensorboard: &tb };
+        let warmup = cfg.schedule.warmup_steps(state.total_steps);
+        let probe = LiveProbe::open(&paths, &cfg.probe, 2 * cfg.model.n_layers, warmup, state.probe.clone())?;
+        Ok(Self { metrics, probe, _lock: lock })
     }
 }
 
@@ -388,6 +499,13 @@ fn to_tensors(b: Batch, device: &Device) -> (Tensor<2, Int>, Tensor<2, Int>) {
         Tensor::from_data(TensorData::new(b.inputs, shape), device),
         Tensor::from_data(TensorData::new(b.targets, shape), device),
     )
+}
+
+/// See [`Trainer::probe_input`].
+struct ProbeInput {
+    model: Transformer,
+    batch: Batch,
+    histograms: Vec<(String, crate::io::tensorboard::Histogram)>,
 }
 
 /// What a step's record holds.
