@@ -22,7 +22,9 @@ pub fn build(
     }
     let request = ranks.all_ok(match &resume {
         Some(dir) => Ok(Request::Resume(dir.clone())),
-        None => RunConfig::load(config.as_deref(), &sets).map(Request::New),
+        None => RunConfig::load(config.as_deref(), &sets)
+            .and_then(|c| c.check_ranks(ranks.size()).map(|()| c))
+            .map(Request::New),
     })?;
     let what = match &request {
         Request::New(cfg) => cfg.to_toml()?,

@@ -62,7 +62,7 @@ fn train_built(trainer: &mut Trainer, ranks: Ranks, quiet: bool) -> anyhow::Resu
     if writer {
         errln!("{}", trainer.summary());
         if ranks.size() > 1 {
-            errln!("{} ranks, each computing {} of every step's micro-batches", ranks.size(), ranks.share(trainer.micro_batches()).len());
+            errln!("{} ranks, each computing {} of every step's micro-batches", ranks.size(), ranks.share(trainer.cfg.micro_batches()).len());
         }
     }
     let mut progress = match writer {

@@ -71,8 +71,14 @@ pub struct SlurmSection {
     pub time: Option<String>,
     /// CPU cores per run (its threads).
     pub cpus_per_task: usize,
-    /// GPUs per run (then set `run.device` to `wgpu` or `cuda`).
+    /// GPUs per rank (then set `run.device` to `wgpu` or `cuda`).
     pub gpus_per_task: Option<usize>,
+    /// Processes per run (MPI ranks, data-parallel; `cpus_per_task` and `gpus_per_task` each):
+    /// above 1, each array task is `#SBATCH --ntasks=N` and its run is started by `srun`.
+    pub ranks_per_run: usize,
+    /// srun's MPI plugin for runs over several ranks (`srun --mpi=…`; `srun --mpi=list` shows
+    /// the cluster's).
+    pub mpi: String,
     /// Runs at a time (`--array=…%K`); default `sweep.jobs`.
     pub max_parallel: Option<usize>,
     /// Further `#SBATCH` options, one per entry (e.g. `"--qos=short"`, `"--mem=16G"`).
@@ -89,6 +95,8 @@ impl Default for SlurmSection {
             time: None,
             cpus_per_task: 1,
             gpus_per_task: None,
+            ranks_per_run: 1,
+            mpi: "pmix".into(),
             max_parallel: None,
             extra: Vec::new(),
             poll_seconds: 10,

@@ -135,7 +135,8 @@ pub fn execute(sweep: &Sweep, runs: &[PlannedRun], log: &(dyn Fn(&str) + Sync)) 
                     }
                     let Some((i, r)) = queue.lock().unwrap_or_else(|e| e.into_inner()).next() else { break };
                     let t0 = Instant::now();
-                    let outcome = run_one(&exe, dir, r, threads, StopSignals::Forward)
+                    let how = Launch { threads, stops: StopSignals::Forward, prefix: &[] };
+                    let outcome = run_one(&exe, dir, r, how)
                         .unwrap_or_else(|e| format!("failed to start: {e:#}"));
                     log(&format!("[{}/{total}] {} {outcome} ({:.0} s)", i + 1, r.name, t0.elapsed().as_secs_f64()));
                 }
@@ -167,17 +168,28 @@ pub enum StopSignals {
     Reach,
 }
 
-/// Runs (or resumes) one run to its end as a child `normlab train` process with `threads`
-/// threads, its output appended to `DIR/logs/NAME.log`; returns how it ended, in words.
-pub fn run_one(
-    exe: &Path,
-    sweep_dir: &Path,
-    r: &PlannedRun,
-    threads: usize,
-    stops: StopSignals,
-) -> anyhow::Result<String> {
+/// How a run's process is started.
+pub struct Launch<'a> {
+    /// CPU threads of each process.
+    pub threads: usize,
+    pub stops: StopSignals,
+    /// A launcher and its arguments before `normlab` (`srun --ntasks=N …` for a run over
+    /// several ranks); empty: `normlab` itself.
+    pub prefix: &'a [String],
+}
+
+/// Runs (or resumes) one run to its end as a child `normlab train` process started as `how`
+/// says, its output appended to `DIR/logs/NAME.log`; returns how it ended, in words.
+pub fn run_one(exe: &Path, sweep_dir: &Path, r: &PlannedRun, how: Launch<'_>) -> anyhow::Result<String> {
     let dir = layout::run(sweep_dir, &r.name);
-    let mut cmd = Command::new(exe);
+    let mut cmd = match how.prefix.split_first() {
+        Some((launcher, args)) => {
+            let mut c = Command::new(launcher);
+            c.args(args).arg(exe);
+            c
+        }
+        None => Command::new(exe),
+    };
     cmd.arg("train").arg("--quiet");
     match todo(&dir) {
         Todo::Done => return Ok("already done".into()),
@@ -188,9 +200,10 @@ pub fn run_one(
     let logs = layout::logs(sweep_dir);
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
     let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path)?;
-    cmd.stdout(Stdio::from(log.try_clone()?)).stderr(Stdio::from(log)).env("RAYON_NUM_THREADS", threads.to_string());
+    cmd.stdout(Stdio::from(log.try_clone()?)).stderr(Stdio::from(log)).env("RAYON_NUM_THREADS", how.threads.to_string());
     die_with_parent(&mut cmd);
-    let status = wait_forwarding_stop(cmd.spawn()?, stops)?;
+    let child = cmd.spawn().with_context(|| format!("cannot start {:?}", cmd.get_program()))?;
+    let status = wait_forwarding_stop(child, how.stops)?;
     let see = format!("see {}", log_path.display());
     Ok(match (status.code(), run_dir::read_status(&dir).ok().flatten()) {
         (Some(0 | crate::train::EXIT_DIVERGED), Some(s)) => run_dir::describe(&s),

@@ -124,10 +124,14 @@ fn header(sweep: &Sweep, stage: &str) -> Vec<String> {
 pub fn array_script(sweep: &Sweep, stage: &str, indices: &[usize]) -> anyhow::Result<String> {
     let s = &sweep.section.slurm;
     ensure!(s.cpus_per_task >= 1, "sweep.slurm.cpus_per_task must be ≥ 1");
+    ensure!(s.ranks_per_run >= 1, "sweep.slurm.ranks_per_run must be ≥ 1");
     let k = s.max_parallel.unwrap_or(sweep.section.jobs).max(1);
     let list: Vec<String> = indices.iter().map(usize::to_string).collect();
     let mut h = header(sweep, stage);
     h.push(format!("#SBATCH --array={}%{k}", if list.is_empty() { "0".into() } else { list.join(",") }));
+    if s.ranks_per_run > 1 {
+        h.push(format!("#SBATCH --ntasks={}", s.ranks_per_run));
+    }
     h.push(format!("#SBATCH --cpus-per-task={}", s.cpus_per_task));
     h.extend(s.gpus_per_task.map(|g| format!("#SBATCH --gpus-per-task={g}")));
     let exe = super::runner::normlab_exe()?;
@@ -267,9 +271,16 @@ pub fn run_one(dir: &Path, index: usize) -> anyhow::Result<String> {
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(crate::device::available_threads);
     let exe = super::runner::normlab_exe()?;
+    let s = Sweep::load(&layout::sweep_file(dir), &[])?.section.slurm;
+    // A run over several ranks: one `normlab train` per task of the allocation, joined by MPI.
+    let launch: Vec<String> = match s.ranks_per_run {
+        1 => Vec::new(),
+        n => ["srun".into(), format!("--ntasks={n}"), format!("--mpi={}", s.mpi), "--kill-on-bad-exit=1".into()].into(),
+    };
     // Slurm signals every process of the step (SIGTERM before a time limit or preemption):
     // the run stops itself at a step's end with a checkpoint; this process only waits.
-    let outcome = super::runner::run_one(&exe, dir, run, threads, super::runner::StopSignals::Reach)?;
+    let how = super::runner::Launch { threads, stops: super::runner::StopSignals::Reach, prefix: &launch };
+    let outcome = super::runner::run_one(&exe, dir, run, how)?;
     Ok(format!("{}: {outcome}", run.name))
 }
 

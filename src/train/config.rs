@@ -301,6 +301,24 @@ impl RunConfig {
         self.train.micro_batch_size.unwrap_or(self.train.batch_size)
     }
 
+    /// The micro-batches of every step (over all ranks of a job).
+    pub fn micro_batches(&self) -> usize {
+        self.train.batch_size / self.micro_batch_size()
+    }
+
+    /// Refuses `ranks` processes that cannot share every step's micro-batches evenly.
+    pub fn check_ranks(&self, ranks: usize) -> anyhow::Result<()> {
+        let (batch, micro, n) = (self.train.batch_size, self.micro_batch_size(), self.micro_batches());
+        if n.is_multiple_of(ranks) {
+            return Ok(());
+        }
+        anyhow::bail!(
+            "train.batch_size / train.micro_batch_size = {batch} / {micro} = {n} micro-batches per step cannot be shared \
+             evenly by {ranks} ranks; set train.micro_batch_size so that the count is a multiple of {ranks} (e.g. {})",
+            (batch / ranks).max(1)
+        )
+    }
+
     /// The training budget `train.steps` or `train.tokens_per_param` gives.
     pub fn budget(&self) -> anyhow::Result<Budget> {
         Budget::from_fields(self.train.steps, self.train.tokens_per_param, self.train.param_count)

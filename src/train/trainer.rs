@@ -136,24 +136,10 @@ impl Trainer {
         })
     }
 
-    /// The micro-batches of every step (over all ranks).
-    pub fn micro_batches(&self) -> usize {
-        self.cfg.train.batch_size / self.cfg.micro_batch_size()
-    }
-
     /// Trains as one of `ranks`, each computing its share of every step's micro-batches:
     /// refused unless they divide evenly.
     pub fn set_ranks(&mut self, ranks: Ranks) -> anyhow::Result<()> {
-        let (batch, micro, n) = (self.cfg.train.batch_size, self.cfg.micro_batch_size(), self.micro_batches());
-        if !n.is_multiple_of(ranks.size()) {
-            anyhow::bail!(
-                "train.batch_size / train.micro_batch_size = {batch} / {micro} = {n} micro-batches per step cannot be \
-                 shared evenly by {} ranks; choose a micro_batch_size that makes it a multiple of the rank count (e.g. \
-                 {})",
-                ranks.size(),
-                batch / ranks.size()
-            );
-        }
+        self.cfg.check_ranks(ranks.size())?;
         self.ranks = ranks;
         self.ranks.set_resume_hint(self.resume_hint());
         Ok(())
