@@ -234,3 +234,51 @@ fn ranks_given_different_configs_or_an_uneven_share_are_refused() {
     assert!(ours[0].contains("1 micro-batches per step cannot be shared evenly by 2 ranks"), "{err}");
     assert!(!run.exists(), "nothing written");
 }
+
+/// Through a real Slurm (`tools/slurm-local.sh`, started by `.ci/run`; skipped without
+/// `NORMLAB_SLURM_TEST=1`): a sweep whose runs each take two ranks (`sweep.slurm.ranks_per_run
+/// = 2`, `srun --mpi=pmix`) gives the local single-process sweep's results, and
+/// `tools/slurm-train.sbatch` trains one run over two tasks to the single-process curve.
+#[test]
+fn slurm_trains_sweep_runs_and_a_single_run_over_two_ranks() {
+    if std::env::var("NORMLAB_SLURM_TEST").as_deref() != Ok("1") {
+        eprintln!("skipped: NORMLAB_SLURM_TEST=1 and a Slurm (tools/slurm-local.sh) are needed");
+        return;
+    }
+    let s = Scratch::new("mpi-slurm");
+    let cfg = config(&s, "pre", 20);
+    let base = std::fs::read_to_string(&cfg).unwrap();
+    let sweep = |name: &str| {
+        let text = format!(
+            "[sweep]\ndir = \"{}\"\njobs = 2\n[sweep.axes]\n\"optim.lr\" = [3e-3, 1e-2]\n[sweep.reseed]\nseeds = []\n\
+             [sweep.slurm]\npoll_seconds = 1\nranks_per_run = 2\n{base}",
+            s.join(name).display()
+        );
+        let p = s.join(format!("{name}.toml"));
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let (local, slurm) = (sweep("local"), sweep("slurm"));
+    ok(alone(&["sweep", "--config", local.to_str().unwrap()]).output().unwrap());
+    let o = alone(&["sweep", "--config", slurm.to_str().unwrap(), "--executor", "slurm"]).output().unwrap();
+    ok(o);
+    assert_eq!(common::results_without_timings(&s.join("local")), common::results_without_timings(&s.join("slurm")));
+    let log = std::fs::read_to_string(s.join("slurm/logs/lr=0.01.log")).unwrap();
+    assert!(log.contains("2 ranks, each computing 1 of every step's micro-batches"), "{log}");
+    // One run from the documented batch script, followed until Slurm has finished it.
+    let (one, two) = (s.join("one"), s.join("two"));
+    let cfg = cfg.to_str().unwrap();
+    ok(alone(&["train", "--quiet", "--config", cfg, "--set", &dir_arg(&one)]).output().unwrap());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/slurm-train.sbatch");
+    let o = ok(Command::new("sbatch")
+        .args(["--parsable", "--wait", "--ntasks=2", "--cpus-per-task=1", "--output"])
+        .arg(s.join("job.out"))
+        .arg(&script)
+        .args(["--config", cfg, "--set", &dir_arg(&two)])
+        .env("NORMLAB", exe())
+        .output()
+        .unwrap());
+    assert!(!o.stdout.is_empty());
+    same_curve(&one, &two);
+    same_weights(&one, &two);
+}

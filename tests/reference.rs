@@ -205,7 +205,8 @@ fn check_trajectory(path: &Path, kernels: Kernels) -> Result<(), String> {
         let (x, y) = (step_batches(&file, "traj/tokens", s, &device), step_batches(&file, "traj/targets", s, &device));
         assert_eq!(x.len(), t.micro_batches);
         let share = step::Share::all(t.micro_batches);
-        let g = step::gradients(&model, x.into_iter().zip(y), share, t.grad_clip, false, 1.0).map_err(|e| e.to_string())?;
+        let g =
+            step::gradients(&model, x.into_iter().zip(y), share, t.grad_clip, false, 1.0).map_err(|e| e.to_string())?;
         let rel = |a: f64, b: f64| ((a - b) / b).abs();
         worst_loss = worst_loss.max(rel(g.loss, want_loss[s]));
         if rel(g.loss, want_loss[s]) > TRAJ_LOSS_TOL || rel(g.norms.total, want_norm[s]) > TRAJ_LOSS_TOL {

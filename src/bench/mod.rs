@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Instant;
 
+pub mod allreduce;
 pub mod dims;
 pub mod gemm;
 pub mod gpu;

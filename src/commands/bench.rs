@@ -63,10 +63,18 @@ pub struct BenchArgs {
     /// drifts between two measurements a minute apart).
     #[arg(long, default_value_t = 1)]
     pub rounds: usize,
+    /// Instead of the model: the gradient all-reduce of a data-parallel run beside one blocking
+    /// MPI_Allreduce, 4 KiB to 64 MiB, under `mpirun -np N` (default bench/allreduce.json;
+    /// `--steps` rounds per size).
+    #[arg(long)]
+    pub allreduce: bool,
 }
 
 /// Runs the benchmark the flags describe and writes its JSON.
 pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
+    if a.allreduce {
+        return allreduce(&a);
+    }
     if a.gemm {
         let out = a.out.unwrap_or_else(|| "bench/gemm.json".into());
         let script = a.torch_script.unwrap_or_else(|| "tools/torch_gemm.py".into());
@@ -92,4 +100,30 @@ pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
         rounds: a.rounds,
     };
     bench::run(&opts).map(|_| 0)
+}
+
+/// `--allreduce`: measured on every rank, printed and written by rank 0.
+fn allreduce(a: &BenchArgs) -> anyhow::Result<i32> {
+    let job = crate::dist::Job::start()?;
+    let ranks = job.ranks();
+    let out = a.out.clone().unwrap_or_else(|| "bench/allreduce.json".into());
+    let r = crate::bench::allreduce::run(ranks, a.warmup, a.steps, &out)
+        .map(Some)
+        .or_else(|e| ranks.fail(e).map(|_| None))?;
+    if let (Some(r), true) = (r, ranks.is_writer()) {
+        outln!("all-reduce over {} ranks (median of {} rounds; MB/s per rank)", r.ranks, r.rounds);
+        outln!("{:>10} {:>12} {:>12} {:>12} {:>8}", "bytes", "normlab MB/s", "bus MB/s", "MPI MB/s", "time ×");
+        for s in &r.sizes {
+            outln!(
+                "{:>10} {:>12.0} {:>12.0} {:>12.0} {:>8.2}",
+                s.bytes,
+                s.normlab_mb_s,
+                s.normlab_bus_mb_s,
+                s.mpi_mb_s,
+                s.ratio
+            );
+        }
+        errln!("wrote {}", out.display());
+    }
+    Ok(0)
 }

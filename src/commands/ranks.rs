@@ -24,7 +24,7 @@ pub fn build(
         Some(dir) => Ok(Request::Resume(dir.clone())),
         None => RunConfig::load(config.as_deref(), &sets)
             .and_then(|c| c.check_ranks(ranks.size()).map(|()| c))
-            .map(Request::New),
+            .map(|c| Request::New(Box::new(c))),
     })?;
     let what = match &request {
         Request::New(cfg) => cfg.to_toml()?,
@@ -43,7 +43,7 @@ pub fn build(
     let mut trainer = ranks.all_ok(match (first, request) {
         (Some(t), _) => Ok(t),
         (None, Request::Resume(dir)) => crate::train::setup::follow_resume(&dir, how.resume, &quiet),
-        (None, Request::New(cfg)) => crate::train::setup::follow_start(cfg, &quiet),
+        (None, Request::New(cfg)) => crate::train::setup::follow_start(*cfg, &quiet),
     })?;
     ranks.all_ok(trainer.set_ranks(ranks))?;
     same_weights(ranks, &trainer)?;
@@ -52,7 +52,7 @@ pub fn build(
 
 /// What every rank was asked to do.
 enum Request {
-    New(RunConfig),
+    New(Box<RunConfig>),
     Resume(PathBuf),
 }
 

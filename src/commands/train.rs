@@ -1,9 +1,9 @@
 //! `normlab train`: a new run or `--resume`, trained to its end, a divergence or a stop signal.
 
 use super::log;
+use crate::dist::Ranks;
 use crate::train::progress::Progress;
 use crate::train::run_dir;
-use crate::dist::Ranks;
 use crate::train::{EXIT_DIVERGED, Outcome, Resumed, RunConfig, Trainer};
 use std::path::PathBuf;
 
@@ -62,7 +62,11 @@ fn train_built(trainer: &mut Trainer, ranks: Ranks, quiet: bool) -> anyhow::Resu
     if writer {
         errln!("{}", trainer.summary());
         if ranks.size() > 1 {
-            errln!("{} ranks, each computing {} of every step's micro-batches", ranks.size(), ranks.share(trainer.cfg.micro_batches()).len());
+            errln!(
+                "{} ranks, each computing {} of every step's micro-batches",
+                ranks.size(),
+                ranks.share(trainer.cfg.micro_batches()).len()
+            );
         }
     }
     let mut progress = match writer {

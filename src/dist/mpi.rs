@@ -46,7 +46,9 @@ pub fn init() -> anyhow::Result<Ranks> {
     let (universe, level) = mpi::initialize_with_threading(Threading::Serialized)
         .context("MPI could not be initialised (is this process started by mpirun or srun --mpi=pmix?)")?;
     if level < Threading::Serialized {
-        anyhow::bail!("this MPI offers thread level {level:?}; normlab needs Serialized (Open MPI's default build has it)");
+        anyhow::bail!(
+            "this MPI offers thread level {level:?}; normlab needs Serialized (Open MPI's default build has it)"
+        );
     }
     let world = universe.world();
     let (rank, size) = (world.rank() as usize, world.size() as usize);
@@ -77,6 +79,13 @@ pub fn set_resume_hint(hint: String) {
 
 pub fn sum_f32(data: &mut [f32]) {
     all_reduce(data, SystemOperation::sum());
+}
+
+pub fn sum_f32_blocking(data: &mut [f32]) {
+    with(|s| {
+        let send = data.to_vec();
+        s.world.all_reduce_into(&send[..], data, SystemOperation::sum());
+    });
 }
 
 pub fn sum_f64(data: &mut [f64]) {

@@ -34,7 +34,9 @@ pub fn gone(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
         // "PID (comm) S …": the state follows the last ')' (comm may hold any character).
-        Ok(stat) => stat.rsplit_once(')').is_none_or(|(_, rest)| matches!(rest.trim_start().chars().next(), Some('Z' | 'X'))),
+        Ok(stat) => {
+            stat.rsplit_once(')').is_none_or(|(_, rest)| matches!(rest.trim_start().chars().next(), Some('Z' | 'X')))
+        }
     }
 }
 

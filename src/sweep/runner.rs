@@ -136,8 +136,7 @@ pub fn execute(sweep: &Sweep, runs: &[PlannedRun], log: &(dyn Fn(&str) + Sync)) 
                     let Some((i, r)) = queue.lock().unwrap_or_else(|e| e.into_inner()).next() else { break };
                     let t0 = Instant::now();
                     let how = Launch { threads, stops: StopSignals::Forward, prefix: &[] };
-                    let outcome = run_one(&exe, dir, r, how)
-                        .unwrap_or_else(|e| format!("failed to start: {e:#}"));
+                    let outcome = run_one(&exe, dir, r, how).unwrap_or_else(|e| format!("failed to start: {e:#}"));
                     log(&format!("[{}/{total}] {} {outcome} ({:.0} s)", i + 1, r.name, t0.elapsed().as_secs_f64()));
                 }
             });
@@ -200,7 +199,9 @@ pub fn run_one(exe: &Path, sweep_dir: &Path, r: &PlannedRun, how: Launch<'_>) ->
     let logs = layout::logs(sweep_dir);
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
     let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path)?;
-    cmd.stdout(Stdio::from(log.try_clone()?)).stderr(Stdio::from(log)).env("RAYON_NUM_THREADS", how.threads.to_string());
+    cmd.stdout(Stdio::from(log.try_clone()?))
+        .stderr(Stdio::from(log))
+        .env("RAYON_NUM_THREADS", how.threads.to_string());
     die_with_parent(&mut cmd);
     let child = cmd.spawn().with_context(|| format!("cannot start {:?}", cmd.get_program()))?;
     let status = wait_forwarding_stop(child, how.stops)?;

@@ -10,7 +10,11 @@ use burn::optim::GradientsParams;
 use burn::tensor::{DType, Tensor, TensorData};
 
 /// `grads` summed over `ranks`.
-pub fn sum_over_ranks<M: Module>(model: &M, mut grads: GradientsParams, ranks: Ranks) -> anyhow::Result<GradientsParams> {
+pub fn sum_over_ranks<M: Module>(
+    model: &M,
+    mut grads: GradientsParams,
+    ranks: Ranks,
+) -> anyhow::Result<GradientsParams> {
     if ranks.size() == 1 {
         return Ok(grads);
     }

@@ -1,9 +1,9 @@
 //! Validation loss and perplexity over fixed windows, without autodiff.
 
 use crate::data::TokenFile;
-use crate::dist::Ranks;
 use crate::data::pairs::render::{self, Example};
 use crate::data::sampler::windows;
+use crate::dist::Ranks;
 use crate::model::Transformer;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 

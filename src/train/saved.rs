@@ -1,7 +1,6 @@
 //! What the commands that read a finished (or running) run do: find its weights, rebuild its
 //! model, and evaluate, probe or sample it (`normlab eval`, `probe`, `generate`).
 
-use crate::dist::Ranks;
 use super::checkpoint::{self, load_weights};
 use super::config::RunConfig;
 use super::eval::{evaluate, tiling_starts};
@@ -10,6 +9,7 @@ use super::run_dir;
 use super::setup::load_run;
 use crate::data::sampler::{validation_starts, windows};
 use crate::data::{DataConfig, Dataset, TokenFile, Tokenizer, corpus, dataset};
+use crate::dist::Ranks;
 use crate::init::ParamSource;
 use crate::io::json;
 use crate::model::Transformer;
@@ -138,7 +138,8 @@ pub fn eval(path: &Path, data: Option<&Path>, limit: Option<usize>, log: &dyn Fn
         return eval_pairs(&model, &cfg, tokenizer, weights, &device, log);
     }
     let w = eval_windows(&cfg, tokenizer, data, limit, log)?;
-    let (val_loss, val_ppl, tokens) = evaluate(&model, &w.tokens, &w.starts, (seq_len, cfg.micro_batch_size()), &device, Ranks::single());
+    let (val_loss, val_ppl, tokens) =
+        evaluate(&model, &w.tokens, &w.starts, (seq_len, cfg.micro_batch_size()), &device, Ranks::single());
     Ok(EvalSummary {
         weights,
         source: w.source,
@@ -165,7 +166,8 @@ fn eval_pairs(
     let mut ds = Dataset::prepare(&cfg.data, Some(tokenizer), log)?;
     ds.fit_pairs(seq_len, log)?;
     let p = ds.pairs.as_ref().expect("a pairs config prepares pairs");
-    let (val_loss, val_ppl, tokens) = super::eval::evaluate_pairs(model, &p.val, (p.end, cfg.micro_batch_size()), device, Ranks::single());
+    let (val_loss, val_ppl, tokens) =
+        super::eval::evaluate_pairs(model, &p.val, (p.end, cfg.micro_batch_size()), device, Ranks::single());
     let step = checkpoint::weights_step(&weights).unwrap_or(0);
     let scores = super::pairs_eval::score_sets(model, &ds.tokenizer, &p.tests, seq_len, step, device)?;
     Ok(EvalSummary {

@@ -469,7 +469,12 @@ impl Trainer {
 
 impl Outputs {
     /// Opens the metrics and probe outputs, truncated to what `state` recorded.
-    fn open(cfg: &RunConfig, dir: &std::path::Path, state: &TrainerState, lock: run_dir::RunLock) -> anyhow::Result<Self> {
+    fn open(
+        cfg: &RunConfig,
+        dir: &std::path::Path,
+        state: &TrainerState,
+        lock: run_dir::RunLock,
+    ) -> anyhow::Result<Self> {
         let metrics = JsonlWriter::open(&run_dir::metrics(dir), state.metrics_bytes)?;
         let (records, alerts, tb) = (run_dir::probes(dir), run_dir::alerts(dir), run_dir::tensorboard(dir));
         let paths = ProbePaths { records: &records, alerts: &alerts, tensorboard: &tb };
