@@ -3,37 +3,36 @@
 //! the others join it from what rank 0 published, and every rank checks that they all start
 //! from the same weights.
 
-use super::train::{TrainHow, build_alone};
 use crate::dist::Ranks;
-use crate::train::{RunConfig, Trainer};
+use crate::train::{ResumeOptions, RunConfig, Trainer};
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 
-/// This rank's trainer (`None`: the run had already finished).
+/// This rank's trainer (`None`: the run had already finished). Rank 0 builds its own with
+/// `first` (a new run from `config` and `sets`, or `--resume`'s, as a lone process would).
 pub fn build(
     ranks: Ranks,
-    config: Option<PathBuf>,
-    sets: Vec<String>,
-    resume: Option<PathBuf>,
-    how: &TrainHow,
+    (config, sets, resume): (Option<PathBuf>, &[String], Option<PathBuf>),
+    opts: ResumeOptions,
+    first: impl FnOnce() -> anyhow::Result<Option<Trainer>>,
 ) -> anyhow::Result<Option<Trainer>> {
     if ranks.local_size() > 1 {
         crate::device::set_local_gpu(ranks.local_rank());
     }
     let request = ranks.all_ok(match &resume {
         Some(dir) => Ok(Request::Resume(dir.clone())),
-        None => RunConfig::load(config.as_deref(), &sets)
+        None => RunConfig::load(config.as_deref(), sets)
             .and_then(|c| c.check_ranks(ranks.size()).map(|()| c))
             .map(|c| Request::New(Box::new(c))),
     })?;
     let what = match &request {
         Request::New(cfg) => cfg.to_toml()?,
-        Request::Resume(dir) => format!("resume {} {:?}", dir.display(), how.resume),
+        Request::Resume(dir) => format!("resume {} {opts:?}", dir.display()),
     };
     same_job(ranks, what.as_bytes())?;
     // Rank 0 first: it takes the run's lock, prepares the data cache, writes the directory.
     let first = ranks.all_ok(match ranks.is_writer() {
-        true => build_alone(config, sets, resume.clone(), how),
+        true => first(),
         false => Ok(None),
     })?;
     if ranks.max(i64::from(ranks.is_writer() && first.is_none())) > 0 {
@@ -42,7 +41,7 @@ pub fn build(
     let quiet = |_: &str| {};
     let mut trainer = ranks.all_ok(match (first, request) {
         (Some(t), _) => Ok(t),
-        (None, Request::Resume(dir)) => crate::train::setup::follow_resume(&dir, how.resume, &quiet),
+        (None, Request::Resume(dir)) => crate::train::setup::follow_resume(&dir, opts, &quiet),
         (None, Request::New(cfg)) => crate::train::setup::follow_start(*cfg, &quiet),
     })?;
     ranks.all_ok(trainer.set_ranks(ranks))?;

@@ -26,7 +26,10 @@ pub fn train(
     let ranks = job.ranks();
     let result = match ranks.size() {
         1 => build_alone(config, sets, resume, &how),
-        _ => super::ranks::build(ranks, config, sets, resume, &how),
+        _ => {
+            let request = (config.clone(), sets.as_slice(), resume.clone());
+            super::ranks::build(ranks, request, how.resume, || build_alone(config, sets.clone(), resume, &how))
+        }
     }
     .and_then(|t| match t {
         Some(mut t) => train_built(&mut t, ranks, how.quiet),
@@ -36,7 +39,7 @@ pub fn train(
 }
 
 /// The trainer of a new run or a resumed one (`None`: the run had already finished).
-pub(super) fn build_alone(
+fn build_alone(
     config: Option<PathBuf>,
     sets: Vec<String>,
     resume: Option<PathBuf>,
