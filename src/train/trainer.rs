@@ -439,16 +439,16 @@ impl Trainer {
     /// A checkpoint of this step, written by the rank that writes the run.
     fn checkpoint(&mut self, wall_s: f64) -> anyhow::Result<()> {
         self.state.wall_s = wall_s;
-        let Some(out) = &mut self.out else {
+        if let Some(out) = &mut self.out {
+            self.state.metrics_bytes = out.metrics.durable_len()?;
+            self.state.probe = Some(out.probe.checkpoint_state()?);
+            checkpoint::save(&self.dir, &self.model, &self.optim, &self.state, self.cfg.run.keep_checkpoints)?;
+            let status = Status::Running { step: self.state.step, total_steps: self.state.total_steps };
+            run_dir::write_status(&self.dir, &status)?;
+        }
+        if self.ranks.size() > 1 {
             self.ranks.set_resume_hint(self.resume_hint());
-            return Ok(());
-        };
-        self.state.metrics_bytes = out.metrics.durable_len()?;
-        self.state.probe = Some(out.probe.checkpoint_state()?);
-        checkpoint::save(&self.dir, &self.model, &self.optim, &self.state, self.cfg.run.keep_checkpoints)?;
-        let status = Status::Running { step: self.state.step, total_steps: self.state.total_steps };
-        run_dir::write_status(&self.dir, &status)?;
-        self.ranks.set_resume_hint(self.resume_hint());
+        }
         Ok(())
     }
 
