@@ -49,10 +49,7 @@ fn ok(o: Output) -> Output {
 fn config(root: &Path, recipe: &str, steps: usize) -> PathBuf {
     let corpus = root.join("corpus.txt");
     if !corpus.exists() {
-        let text: String = (0..4000)
-            .map(|i| format!("Item {} of the report concerns the {} district. ", i % 97, ["north", "south"][i % 2]))
-            .collect();
-        std::fs::write(&corpus, text).unwrap();
+        std::fs::write(&corpus, common::numbered_corpus(4000)).unwrap();
     }
     let cfg = format!(
         "[run]\neval_every = 10\neval_windows = 8\ncheckpoint_every = 10\n\

@@ -22,16 +22,7 @@ fn ok(o: Output) -> Output {
 fn sweep_file(root: &Path, name: &str) -> PathBuf {
     let corpus = root.join("corpus.txt");
     if !corpus.exists() {
-        let text: String = (0..3000)
-            .map(|i| {
-                format!(
-                    "Item {} of the report concerns the {} district. ",
-                    i % 97,
-                    ["north", "south", "east", "west"][i % 4]
-                )
-            })
-            .collect();
-        std::fs::write(&corpus, text).unwrap();
+        std::fs::write(&corpus, common::numbered_corpus(3000)).unwrap();
     }
     let cfg = format!(
         "[sweep]\ndir = \"{dir}\"\njobs = 2\ntarget_loss = 3.0\n[sweep.axes]\n\"model.recipe\" = [\"pre\", \"peri\"]\n\

@@ -17,15 +17,7 @@ fn temp(name: &str) -> common::Scratch {
 }
 
 fn sweep_file(root: &Path, dir: &Path) -> PathBuf {
-    let mut text = String::new();
-    for i in 0..3000 {
-        text += &format!(
-            "Item {} of the report concerns the {} district. ",
-            i % 97,
-            ["north", "south", "east", "west"][i % 4]
-        );
-    }
-    std::fs::write(root.join("corpus.txt"), text).unwrap();
+    std::fs::write(root.join("corpus.txt"), common::numbered_corpus(3000)).unwrap();
     let cfg = format!(
         "[sweep]\ndir = \"{dir}\"\njobs = 1\ntarget_loss = 3.0\n[sweep.axes]\n\"model.recipe\" = [\"pre\", \"peri\"]\n\
          \"optim.lr\" = [3e-3, 1e-2]\n[sweep.reseed]\nseeds = [8]\n\

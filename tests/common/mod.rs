@@ -34,19 +34,25 @@ pub fn metrics_without_timings(run: &Path) -> Vec<serde_json::Value> {
     records_without(&run.join("metrics.jsonl"), &["tokens_per_s", "wall_s"])
 }
 
+/// `n` numbered sentences ("Item 5 of the report concerns the east district. "): the tests'
+/// small corpus, learnable within a few hundred steps.
+pub fn numbered_corpus(n: usize) -> String {
+    (0..n)
+        .map(|i| {
+            format!(
+                "Item {} of the report concerns the {} district. ",
+                i % 97,
+                ["north", "south", "east", "west"][i % 4]
+            )
+        })
+        .collect()
+}
+
 /// In `root`: a corpus of numbered sentences (`corpus.txt`) and a config (`cfg.toml`) for a
 /// 2-layer d=32 byte model on it training `steps` steps into `root/run`; `model` and `train`
 /// are extra lines of those sections.
 pub fn tiny_run(root: &Path, steps: usize, model: &str, train: &str) -> PathBuf {
-    let mut text = String::new();
-    for i in 0..4000 {
-        text += &format!(
-            "Item {} of the report concerns the {} district. ",
-            i % 97,
-            ["north", "south", "east", "west"][i % 4]
-        );
-    }
-    std::fs::write(root.join("corpus.txt"), text).unwrap();
+    std::fs::write(root.join("corpus.txt"), numbered_corpus(4000)).unwrap();
     let cfg = format!(
         "[run]\ndir = \"{run}\"\neval_every = 10\neval_windows = 4\ncheckpoint_every = 10\n\n\
          [model]\nd_model = 32\nn_layers = 2\nn_heads = 2\n{model}\n\
