@@ -160,6 +160,24 @@ enum Cmd {
     /// or batch with a learning-rate grid at every point, then DIR/scaling.json (fitted laws
     /// L = E + A·x^(−α), LR* and gaps per point) and the report.
     Scaling(commands::sweep::ScalingArgs),
+    /// The papers' experiments as named studies: without a name, every one with its figure,
+    /// claim, miniature command and time, and paper-scale command; with a name, runs that study
+    /// (its CPU miniature, or `--full` at paper scale) and writes its report.
+    Studies {
+        /// The study to run (`normlab studies` lists them).
+        name: Option<String>,
+        /// The paper-scale version, for GPUs or a Slurm cluster.
+        #[arg(long)]
+        full: bool,
+        /// Edit the study, e.g. `--set sweep.dir=runs/fig3 --set train.steps=400`.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Retrain runs made from another config than the study now gives.
+        #[arg(long)]
+        rerun_changed: bool,
+    },
     /// The built-in corpus and token caches.
     Data {
         #[command(subcommand)]
@@ -314,6 +332,9 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             commands::sweep::textnorm(full, &recipes, &sets, jobs, rerun_changed)
         }
         Cmd::Scaling(args) => commands::sweep::scaling(args),
+        Cmd::Studies { name, full, sets, jobs, rerun_changed } => {
+            commands::sweep::studies(name.as_deref(), full, &sets, jobs, rerun_changed)
+        }
         Cmd::Data { cmd } => data(cmd).map(|()| 0),
         Cmd::Import { hf_dir, out, recipe, sets, force } => {
             commands::hf::import(&hf_dir, &out, recipe.as_deref(), &sets, force).map(|()| 0)

@@ -45,8 +45,12 @@ pub fn recipes(
         }
         if let Some(n_layers) = layers.or(cfg_dims.map(|c| c.0)) {
             let d_model = d_model.or(cfg_dims.map(|c| c.1)).unwrap_or(ModelConfig::default().d_model);
-            for line in equation::plan_lines(&resolve(&spec, Dims { n_layers, d_model }, 1e-6)?) {
+            let resolved = resolve(&spec, Dims { n_layers, d_model }, 1e-6)?;
+            for line in equation::plan_lines(&resolved) {
                 outln!("      {line}");
+            }
+            if let Some(w) = crate::recipe::theorem_3_6_warning(&resolved) {
+                outln!("    warning: {w}");
             }
         }
         outln!();

@@ -128,6 +128,44 @@ pub fn textnorm(
     study(s, jobs)
 }
 
+/// `normlab studies`: every study with its claim, commands and the miniature's measured time;
+/// with a name, that study (its miniature, or with `full` the paper-scale version) and its
+/// report.
+pub fn studies(
+    name: Option<&str>,
+    full: bool,
+    sets: &[String],
+    jobs: Option<usize>,
+    rerun_changed: bool,
+) -> anyhow::Result<i32> {
+    let Some(name) = name else {
+        outln!("{}", studies_list());
+        return Ok(0);
+    };
+    let mut s = Sweep::study(name, full, sets)?;
+    s.rerun_changed = rerun_changed;
+    study(s, jobs)
+}
+
+fn studies_list() -> String {
+    use crate::sweep::studies::{COMMANDS, STUDIES};
+    let mut t = String::from("The papers' experiments (configs/studies/; docs/studies.md):\n");
+    for s in STUDIES {
+        let full = match s.full {
+            Some(_) => format!("normlab studies {} --full", s.name),
+            None => "normlab compare --full".into(),
+        };
+        t += &format!(
+            "\n{} — {}\n  claim: {}\n  miniature: normlab studies {} ({:.1} min on 2 cores)\n  paper scale: {full}\n",
+            s.name, s.figure, s.claim, s.name, s.minutes
+        );
+    }
+    for (figure, claim, mini, full) in COMMANDS {
+        t += &format!("\n{figure}\n  claim: {claim}\n  miniature: {mini}\n  paper scale: {full}\n");
+    }
+    t
+}
+
 /// A built-in study: the sweep, then its report, table and findings printed.
 fn study(mut s: Sweep, jobs: Option<usize>) -> anyhow::Result<i32> {
     let rows = run_sweep(&mut s, jobs)?;

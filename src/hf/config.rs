@@ -153,6 +153,7 @@ impl HfConfig {
             pad_vocab: true,
             ffn: crate::model::FfnKind::Glu,
             d_glu: Some(self.intermediate_size),
+            d_mlp: None,
             rope_base: self.theta(),
             norm_eps: self.rms_norm_eps,
             init_std: 0.02,

@@ -27,6 +27,11 @@ pub fn nan<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
+/// NaN: the value of a statistic a file written before it existed does not hold.
+pub fn nan_default() -> f64 {
+    f64::NAN
+}
+
 /// A list of `f64` any of which may have been written as `null`.
 pub fn nan_vec<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
     Ok(Vec::<Option<f64>>::deserialize(d)?.into_iter().map(|v| v.unwrap_or(f64::NAN)).collect())

@@ -1,7 +1,11 @@
-//! BHyT's one statistic per block (seed 003 Algorithm 1): the attention input norm computes
-//! the exact `s_x²` of the block input; the FFN input norm does not measure its own input but
-//! uses the approximation of Theorem 3.5,
-//! `ŝ² = s_x² + ‖W_V W_O‖²_F / (T d) · (λ_attn / κ)²`.
+//! One statistic per block (seed 003 Algorithm 1): the attention input norm computes the exact
+//! `s_x²` of the block input; the FFN input norm does not measure its own input but uses the
+//! approximation of Theorem 3.5, `ŝ² = s_x² + ‖W_V W_O‖²_F / (T d) · σ_z²`, where `σ_z²` is
+//! the per-coordinate variance of what the attention branch reads before its gain:
+//! - BHyT: the tanh argument's, `(λ_attn / κ)²` (the theorem);
+//! - RMSNorm-Approx (seed 003 Table 5, the same approximation in a plain RMSNorm): the
+//!   normalised input's, `mean((x/s_x)²) = 1`.
+//!
 //! The one `s_x²` tensor serves both norms, as in the algorithm (and so the backward pass
 //! sums both paths' gradients into one node).
 
@@ -13,14 +17,14 @@ use crate::norm::Norm;
 use burn::tensor::Tensor;
 
 /// The exact `s_x²` `[B, T, 1]` of the block input `x` `[B, T, d]` when the attention input
-/// norm is BHyT; `None` otherwise.
+/// norm approximates (BHyT, RMSNorm-Approx); `None` otherwise.
 pub fn block_statistic(attn: &Sublayer<Attention>, x: &Tensor<3>) -> Option<Tensor<3>> {
-    attn.bhyt_input().map(|_| x.clone().square().mean_dim(2))
+    attn.approximating_input().map(|_| x.clone().square().mean_dim(2))
 }
 
 /// `ŝ²` `[B, T, 1]` for the FFN input norm from the block's exact statistic, when that norm
-/// is BHyT; `None` otherwise. `t`, `d`: sequence length and width. (The recipe refuses a BHyT
-/// FFN norm without a BHyT attention norm; such a norm would use its exact statistic.)
+/// approximates; `None` otherwise. `t`, `d`: sequence length and width. (The recipe refuses an
+/// approximating FFN norm without the same kind before attention.)
 pub fn ffn_variance(
     attn: &Sublayer<Attention>,
     ffn: &Sublayer<FeedForward>,
@@ -28,17 +32,22 @@ pub fn ffn_variance(
     t: usize,
     d: usize,
 ) -> Option<Tensor<3>> {
-    ffn.bhyt_input()?;
-    let (attn_norm, exact) = (attn.bhyt_input()?, exact?);
+    ffn.approximating_input()?;
+    let (attn_norm, exact) = (attn.approximating_input()?, exact?);
     let gain = attn.f.value_output_frobenius_sq() / ((t * d) as f64);
-    let added = gain * (attn_norm.lambda.val() / attn_norm.kappa).square();
+    let added = match attn_norm.as_bhyt() {
+        Some(n) => gain * (n.lambda.val() / n.kappa).square(),
+        None => gain,
+    };
     Some(exact + added.unsqueeze::<3>())
 }
 
 /// An input norm slot: with the supplied statistic when there is one, else exact.
 pub fn input_norm(norm: &Option<Norm>, x: Tensor<3>, variance: Option<Tensor<3>>, k: Kernels) -> Tensor<3> {
-    match (norm.as_ref().and_then(Norm::as_bhyt), variance) {
-        (Some(n), Some(v)) => n.forward_with_variance(x, v, k),
-        _ => maybe_norm(norm, x, k),
+    if let (Some(n), Some(v)) = (norm, variance)
+        && let Some(y) = n.forward_with_variance(x.clone(), v, k)
+    {
+        return y;
     }
+    maybe_norm(norm, x, k)
 }

@@ -12,7 +12,7 @@ pub enum FfnKind {
     /// `W_2 (SiLU(x W_1) ⊙ x W_3)` (Shazeer 2020; seed 000 Table 1).
     #[default]
     Glu,
-    /// `W_2 GELU(x W_1)`, hidden size 4·d.
+    /// `W_2 GELU(x W_1)`, hidden size `d_mlp` (4·d).
     Mlp,
 }
 
@@ -42,10 +42,15 @@ pub struct ModelConfig {
     /// The embedding has rows beyond the tokenizer's vocabulary (an imported checkpoint's
     /// padding): `vocab_size` may then exceed the tokenizer's size.
     pub pad_vocab: bool,
-    /// `glu` (SiLU-gated) or `mlp` (GELU, 4·d).
+    /// `glu` (SiLU-gated) or `mlp` (GELU, `d_mlp` wide).
     pub ffn: FfnKind,
-    /// GLU hidden size; default ⌈8d/3⌉ rounded up to a multiple of 16 (688 for d = 256).
+    /// GLU hidden size (with `ffn = "glu"`); default ⌈8d/3⌉ rounded up to a multiple of 16
+    /// (688 for d = 256).
     pub d_glu: Option<usize>,
+    /// MLP hidden size (with `ffn = "mlp"`); default 4·d. A config may give both widths, so
+    /// that a sweep over `model.ffn` compares the two at their own sizes. An MLP with as many parameters as a GLU of width `g` has
+    /// `d_mlp = 3g/2` (seed 000 E.2: 2304 against Table 1's 1536).
+    pub d_mlp: Option<usize>,
     /// RoPE base θ (10000; seed 000 Table 1 uses 500000).
     pub rope_base: f64,
     /// ε of every norm (seed 000 Table 1: 1e-6).
@@ -73,6 +78,7 @@ impl Default for ModelConfig {
             pad_vocab: false,
             ffn: FfnKind::Glu,
             d_glu: None,
+            d_mlp: None,
             rope_base: 10_000.0,
             norm_eps: 1e-6,
             init_std: 0.02,
@@ -87,7 +93,7 @@ impl ModelConfig {
     pub fn d_ff(&self) -> usize {
         match self.ffn {
             FfnKind::Glu => self.d_glu.unwrap_or_else(|| (8 * self.d_model).div_ceil(3).div_ceil(16) * 16),
-            FfnKind::Mlp => 4 * self.d_model,
+            FfnKind::Mlp => self.d_mlp.unwrap_or(4 * self.d_model),
         }
     }
 
@@ -123,6 +129,7 @@ impl ModelConfig {
         ensure!(self.vocab_size > 0, "model.vocab_size must be > 0");
         ensure!(self.d_model > 0, "model.d_model must be > 0");
         ensure!(self.n_layers > 0, "model.n_layers must be > 0");
+        ensure!(self.d_ff() > 0, "the feed-forward width (model.d_glu or model.d_mlp) must be > 0");
         ensure!(self.n_heads > 0, "model.n_heads must be > 0");
         ensure!(
             self.head_dim.is_some() || self.d_model.is_multiple_of(self.n_heads),

@@ -112,4 +112,9 @@ impl<F> Sublayer<F> {
     pub fn bhyt_input(&self) -> Option<&Bhyt> {
         self.input_norm.as_ref().and_then(Norm::as_bhyt)
     }
+
+    /// The input norm when its kind takes an approximated variance (BHyT, RMSNorm-Approx).
+    pub fn approximating_input(&self) -> Option<&Norm> {
+        self.input_norm.as_ref().filter(|n| n.approximates())
+    }
 }

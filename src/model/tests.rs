@@ -38,7 +38,7 @@ fn every_parameter_of_every_recipe_receives_a_gradient() {
     // attention scores ~1e-6 and W_Q gradients ~1e-10 — alive, but not separable from rounding.
     let cfg = |r: &str| ModelConfig { init_std: 0.2, ..tiny(RecipeConfig::Preset(r.into()), n_layers) };
     let mut cases: Vec<(String, ModelConfig)> = PRESET_NAMES.iter().map(|n| (n.to_string(), cfg(n))).collect();
-    cases.push(("pre-mlp".into(), ModelConfig { ffn: FfnKind::Mlp, ..cfg("pre") }));
+    cases.push(("pre-mlp".into(), ModelConfig { ffn: FfnKind::Mlp, d_mlp: Some(20), ..cfg("pre") }));
     let overlay = |toml: &str| {
         let o: crate::recipe::RecipeOverlay = toml::from_str(toml).unwrap();
         ModelConfig { recipe: RecipeConfig::Custom(Box::new(o)), ..cfg("pre") }
@@ -178,6 +178,41 @@ fn bhyt_approximation_uses_the_frobenius_norm_of_wv_wo() {
         ..attn
     };
     assert_eq!(values(gqa.value_output_frobenius_sq()), vec![25.0]);
+}
+
+#[test]
+fn rms_norm_approx_divides_the_ffn_input_by_the_block_statistic_plus_the_attention_term() {
+    // Seed 003 Table 5 with Theorem 3.5: ŝ² = mean(x²) of the block input + ‖W_V W_O‖²_F/(T d),
+    // computed here on the host from the model's own weights and hidden states.
+    let device = cpu();
+    let cfg = ModelConfig { init_std: 0.3, ..tiny(RecipeConfig::Preset("rmsnorm-approx".into()), 2) };
+    let model = Transformer::new(&cfg, ParamSource::Seeded(5), &device).unwrap();
+    let (x, _) = tokens(&device, 4);
+    let out = model.forward(x, Keep::TRACES);
+    let (t, d) = (8, 16);
+    let weights = named_values(&model);
+    let w = |name: &str| -> Vec<f64> {
+        let data = &weights.iter().find(|(n, _)| n == name).unwrap().1;
+        data.clone().convert::<f64>().try_into_vec::<f64>().unwrap()
+    };
+    for layer in 0..2 {
+        let (wv, wo) = (w(&format!("layers.{layer}.attn.f.wv")), w(&format!("layers.{layer}.attn.f.wo")));
+        let mut fro = 0.0;
+        for i in 0..d {
+            for j in 0..d {
+                let v: f64 = (0..d).map(|m| wv[i * d + m] * wo[m * d + j]).sum();
+                fro += v * v;
+            }
+        }
+        let input = values(out.traces[2 * layer].input.clone());
+        let approx = values(out.traces[2 * layer + 1].approx_variance.clone().expect("the FFN norm approximates"));
+        for (row, got) in approx.iter().enumerate() {
+            let ms = input[row * d..(row + 1) * d].iter().map(|v| v * v).sum::<f64>() / d as f64;
+            let want = ms + fro / (t * d) as f64;
+            assert!((got - want).abs() < 1e-5 * want, "layer {layer} token {row}: {got} vs {want}");
+        }
+        assert!(out.traces[2 * layer].approx_variance.is_none(), "the attention norm measures its input");
+    }
 }
 
 #[test]
@@ -335,7 +370,7 @@ fn fused_kernels_give_the_composite_loss_and_gradients_for_every_recipe() {
     let device = cpu().autodiff();
     let cfg = |r: &str| ModelConfig { init_std: 0.2, ..tiny(RecipeConfig::Preset(r.into()), 2) };
     let mut cases: Vec<(String, ModelConfig)> = PRESET_NAMES.iter().map(|n| (n.to_string(), cfg(n))).collect();
-    cases.push(("pre-mlp".into(), ModelConfig { ffn: FfnKind::Mlp, ..cfg("pre") }));
+    cases.push(("pre-mlp".into(), ModelConfig { ffn: FfnKind::Mlp, d_mlp: Some(20), ..cfg("pre") }));
     let o: crate::recipe::RecipeOverlay = toml::from_str("preset = \"olmo2\"\nqk_norm = \"head\"").unwrap();
     let gqa = ModelConfig { n_heads: 4, n_kv_heads: Some(2), recipe: RecipeConfig::Custom(Box::new(o)), ..cfg("pre") };
     cases.push(("gqa-head-qk".into(), gqa));

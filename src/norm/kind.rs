@@ -34,6 +34,9 @@ pub enum NormKind {
     /// BHyT (Algorithm 1): exact second moment in the first norm of a block, the variance
     /// approximation of Theorem 3.5 in the second. Learnable λ, `γ ∈ ℝ^d`.
     Bhyt { lambda: f64, p: f64, eps: f64 },
+    /// RMSNorm-Approx (seed 003 Table 5): RMSNorm, `γ ∈ ℝ^d`, whose FFN-input slot divides by
+    /// the block's approximated variance instead of measuring its own input.
+    RmsNormApprox { gain: bool, eps: f64 },
 }
 
 impl NormKind {
@@ -53,6 +56,8 @@ impl NormKind {
             NormKind::Dyt { alpha } => format!("DyT[α₀={alpha}]"),
             NormKind::BhytStar { lambda, .. } => format!("BHyT*[λ₀={lambda}]"),
             NormKind::Bhyt { lambda, .. } => format!("BHyT[λ₀={lambda}]"),
+            NormKind::RmsNormApprox { gain: true, .. } => "RMS≈".into(),
+            NormKind::RmsNormApprox { gain: false, .. } => "RMS≈[γ=1]".into(),
         }
     }
 }

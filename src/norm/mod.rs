@@ -29,7 +29,7 @@ pub use kind::{BhytDenominator, NormKind};
 pub use layer_norm::{LayerNorm, layer_norm};
 pub use module::Norm;
 use module::value;
-pub use rms_norm::{RmsNorm, rms_norm};
+pub use rms_norm::{RmsNorm, rms_norm, rms_with_variance};
 
 use burn::tensor::Tensor;
 

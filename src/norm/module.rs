@@ -29,6 +29,9 @@ pub enum Norm {
     BhytStar(BhytStar),
     /// Seed 003 Algorithm 1.
     Bhyt(Bhyt),
+    /// RMSNorm-Approx (seed 003 Table 5): `γ ⊙ x/√(mean(x²) + ε)` alone; in a block's FFN-input
+    /// slot `γ ⊙ x/√(ŝ² + ε)` with the approximated `ŝ²` (see [`RmsNorm::forward_with_variance`]).
+    RmsNormApprox(RmsNorm),
 }
 
 /// A parameter's value, when the slot has it.
@@ -69,6 +72,9 @@ impl Norm {
                 eps,
                 denominator,
             }),
+            NormKind::RmsNormApprox { gain, eps } => {
+                Norm::RmsNormApprox(RmsNorm { gain: gain.then(|| param("gain", d, Init::Ones)).transpose()?, eps })
+            }
             NormKind::Bhyt { lambda, p, eps } => Norm::Bhyt(Bhyt {
                 gain: param("gain", d, Init::Ones)?,
                 lambda: param("lambda", 1, Init::Constant(lambda))?,
@@ -85,7 +91,7 @@ impl Norm {
         let x = kernels::widen(x);
         match self {
             Norm::LayerNorm(n) | Norm::ScalarLayerNorm(n) => n.forward(x, k),
-            Norm::RmsNorm(n) | Norm::ScalarRmsNorm(n) => n.forward(x, k),
+            Norm::RmsNorm(n) | Norm::ScalarRmsNorm(n) | Norm::RmsNormApprox(n) => n.forward(x, k),
             Norm::Dyt(n) => n.forward(x, k),
             Norm::BhytStar(n) => n.forward(x, k),
             Norm::Bhyt(n) => n.forward(x, k),
@@ -108,7 +114,7 @@ impl Norm {
         let (x, b) = (x.clone(), b.clone());
         match self {
             Norm::LayerNorm(n) | Norm::ScalarLayerNorm(n) => Some(n.forward_sum(x, b, scales)),
-            Norm::RmsNorm(n) | Norm::ScalarRmsNorm(n) => Some(n.forward_sum(x, b, scales)),
+            Norm::RmsNorm(n) | Norm::ScalarRmsNorm(n) | Norm::RmsNormApprox(n) => Some(n.forward_sum(x, b, scales)),
             Norm::Dyt(_) | Norm::BhytStar(_) | Norm::Bhyt(_) => None,
         }
     }
@@ -117,6 +123,27 @@ impl Norm {
     pub fn as_bhyt(&self) -> Option<&Bhyt> {
         match self {
             Norm::Bhyt(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// Whether this kind's FFN-input slot takes the block's approximated variance (BHyT,
+    /// RMSNorm-Approx).
+    pub fn approximates(&self) -> bool {
+        matches!(self, Norm::Bhyt(_) | Norm::RmsNormApprox(_))
+    }
+
+    /// This norm with a given per-token variance `[..., 1]` in place of its own statistic, for
+    /// the kinds that take one; `None` for the others.
+    pub fn forward_with_variance<const D: usize>(
+        &self,
+        x: Tensor<D>,
+        variance: Tensor<D>,
+        k: Kernels,
+    ) -> Option<Tensor<D>> {
+        match self {
+            Norm::Bhyt(n) => Some(n.forward_with_variance(x, variance, k)),
+            Norm::RmsNormApprox(n) => Some(n.forward_with_variance(x, variance)),
             _ => None,
         }
     }

@@ -18,6 +18,24 @@ pub fn rms_norm<const D: usize>(x: Tensor<D>, gamma: Option<Tensor<1>>, eps: f64
     }
 }
 
+/// RMSNorm-Approx's FFN-input form (seed 003 Table 5): `y = γ ⊙ x / √(s² + ε)` with a given
+/// per-token variance `s²` in place of `mean(x²)`.
+///
+/// - `x`: `[..., d]`; `variance`: `[..., 1]`; `gamma`: `[d]` or `None`
+/// - returns `[..., d]`
+pub fn rms_with_variance<const D: usize>(
+    x: Tensor<D>,
+    variance: Tensor<D>,
+    gamma: Option<Tensor<1>>,
+    eps: f64,
+) -> Tensor<D> {
+    let y = x / (variance + eps).sqrt();
+    match gamma {
+        Some(g) => y * broadcast::<D>(g),
+        None => y,
+    }
+}
+
 /// An RMSNorm slot's parameters: `γ ∈ ℝ^d`, or `γ′ ∈ ℝ` (scalarised: KiteNorm's scalar slots
 /// under `norm = "rmsnorm"`); an absent `gain` is γ ≡ 1.
 ///
@@ -38,6 +56,13 @@ impl RmsNorm {
         } else {
             rms_norm(x, value(&self.gain), self.eps)
         }
+    }
+
+    /// RMSNorm-Approx's FFN-input form: `γ ⊙ x / √(s² + ε)` with a given per-token `s²`
+    /// (`[..., 1]`) in place of `mean(x²)` (composite: no fused kernel). A half-precision input
+    /// is normalised in f32.
+    pub fn forward_with_variance<const D: usize>(&self, x: Tensor<D>, variance: Tensor<D>) -> Tensor<D> {
+        rms_with_variance(kernels::widen(x), kernels::widen(variance), value(&self.gain), self.eps)
     }
 
     /// This norm of `a·x + c·b` (`[a, c]` = `scales`) by the fused kernel.

@@ -147,6 +147,27 @@ fn rms_norm_gradients_match_finite_differences() {
 }
 
 #[test]
+fn rms_norm_approx_matches_its_formula_and_finite_differences() {
+    // Seed 003 Table 5's RMSNorm-Approx divides by a given variance instead of mean(x²):
+    // x = [3, 1, −1, 5] with s² = 4 (mean(x²) would be 9), ε = 0.25, γ = [0.5, 2, −1, 1.5].
+    let (x, g) = ([3.0, 1.0, -1.0, 5.0], [0.5, 2.0, -1.0, 1.5]);
+    let y =
+        values(rms_with_variance(f64_tensor(&x, [1, 4], false), f64_tensor(&[4.0], [1, 1], false), Some(t1(&g)), 0.25));
+    for i in 0..4 {
+        assert!((y[i] - g[i] * x[i] / 4.25f64.sqrt()).abs() < 1e-12, "{y:?}");
+    }
+    // With s² = mean(x²) it is RMSNorm exactly.
+    let exact = values(rms_norm(f64_tensor(&x, [1, 4], false), Some(t1(&g)), 0.25));
+    let given =
+        values(rms_with_variance(f64_tensor(&x, [1, 4], false), f64_tensor(&[9.0], [1, 1], false), Some(t1(&g)), 0.25));
+    assert!(exact.iter().zip(&given).all(|(a, b)| (a - b).abs() < 1e-12));
+    let g = pseudo_random(6, 27).iter().map(|v| 1.0 + 0.5 * v).collect::<Vec<_>>();
+    check_grads("RMSNorm-Approx (given variance)", &[g, vec![0.8, 1.7, 2.5]], &|x, p| {
+        rms_with_variance(x, p[1].clone().reshape([3, 1]), Some(p[0].clone()), 1e-5)
+    });
+}
+
+#[test]
 fn dyt_gradients_match_finite_differences() {
     let g = pseudo_random(6, 24).iter().map(|v| 1.0 + 0.5 * v).collect::<Vec<_>>();
     let b = pseudo_random(6, 25);

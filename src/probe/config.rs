@@ -16,7 +16,8 @@ pub struct ProbeConfig {
     /// `spike_window` steps (OLMo-core: 6σ over 128).
     pub spike_window: usize,
     pub spike_sigma: f64,
-    /// Warn when token alignment τ of any sublayer after the first exceeds this.
+    /// Warn when the token alignment τ(z_l) after the residual addition of any sublayer after
+    /// the first exceeds this.
     pub warn_tau: f64,
     /// Warn when the largest |z_l| grows by more than this factor between two probes and is
     /// above `warn_max_abs` (the growth from the tiny initial activations to their trained

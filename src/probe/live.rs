@@ -178,12 +178,17 @@ impl LiveProbe {
 
     fn warnings(&mut self, step: usize, fwd: &ForwardProbe) -> Vec<String> {
         let mut w = Vec::new();
-        if let Some(p) =
-            fwd.sublayers.iter().skip(1).filter(|p| p.tau > self.cfg.warn_tau).max_by(|a, b| a.tau.total_cmp(&b.tau))
+        if let Some(p) = fwd
+            .sublayers
+            .iter()
+            .skip(1)
+            .filter(|p| p.tau_sum > self.cfg.warn_tau)
+            .max_by(|a, b| a.tau_sum.total_cmp(&b.tau_sum))
         {
             w.push(format!(
-                "token alignment τ = {:.3} at sublayer {} (rank collapse: tokens point the same way)",
-                p.tau, p.l
+                "token alignment τ(z) = {:.3} after the residual addition of sublayer {} (rank collapse: tokens point \
+                    the same way)",
+                p.tau_sum, p.l
             ));
         }
         if let Some(p) = fwd.sublayers.iter().max_by(|a, b| a.z.max_abs.total_cmp(&b.z.max_abs)) {
@@ -226,7 +231,8 @@ impl LiveProbe {
     }
 }
 
-/// The TensorBoard scalars of a probe record, tagged per sublayer (`tau/l007`).
+/// The TensorBoard scalars of a probe record, tagged per sublayer (`tau/l007` for τ(X_l),
+/// `tau_sum/l007` for τ(z_l)).
 fn tensorboard_tags(rec: &ProbeRecord) -> Vec<(String, f32)> {
     let mut tags: Vec<(String, f32)> = Vec::new();
     for p in &rec.forward.sublayers {
@@ -235,6 +241,7 @@ fn tensorboard_tags(rec: &ProbeRecord) -> Vec<(String, f32)> {
         tags.push((format!("hidden_var/z/l{l:03}"), p.z.var as f32));
         tags.push((format!("max_abs/z/l{l:03}"), p.z.max_abs as f32));
         tags.push((format!("tau/l{l:03}"), p.tau as f32));
+        tags.push((format!("tau_sum/l{l:03}"), p.tau_sum as f32));
         tags.push((format!("angular_distance/l{l:03}"), p.angular_distance as f32));
         tags.extend(p.grad_norm.map(|g| (format!("grad_norm/l{l:03}"), g as f32)));
         tags.extend(p.jacobian_bound.map(|j| (format!("ln_jacobian_bound/l{l:03}"), j as f32)));

@@ -85,14 +85,14 @@ pub fn table(p: &OfflineProbe) -> String {
         "{} at {}: {} windows × {} tokens, loss {:.4}, ‖g‖ {:.4}, τ(final) {:.3}\n",
         p.recipe, p.at, p.windows, p.tokens_per_window, p.loss, p.grad_norm, p.forward.final_tau
     );
-    s += "    l   k branch    var(X)     var(z)    mean|z|    max|z|   ‖γ‖∞/σ(z)   τ(X)   angle    ‖g‖     max-logit  \
+    s += "    l   k branch    var(X)     var(z)    mean|z|    max|z|   ‖γ‖∞/σ(z)   τ(X)    τ(z)   angle    ‖g‖     max-logit  \
         H(attn)\n";
     let opt = |v: Option<f64>, w: usize, prec: usize| {
         v.map(|x| format!("{x:>w$.prec$}")).unwrap_or_else(|| format!("{:>w$}", "·"))
     };
     for q in &p.forward.sublayers {
         s += &format!(
-            "  {:>3} {:>3} {:<5} {:>10.3e} {:>10.3e} {:>10.3e} {:>9.3e} {} {:>7.3} {:>7.3} {:>9.3e} {} {}\n",
+            "  {:>3} {:>3} {:<5} {:>10.3e} {:>10.3e} {:>10.3e} {:>9.3e} {} {:>7.3} {:>7.3} {:>7.3} {:>9.3e} {} {}\n",
             q.l,
             q.layer,
             q.branch,
@@ -102,6 +102,7 @@ pub fn table(p: &OfflineProbe) -> String {
             q.z.max_abs,
             opt(q.jacobian_bound, 11, 4),
             q.tau,
+            q.tau_sum,
             q.angular_distance,
             q.grad_norm.unwrap_or(f64::NAN),
             opt(q.attn_max_logit, 10, 3),

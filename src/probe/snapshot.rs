@@ -49,9 +49,14 @@ pub struct SublayerProbe {
     /// Mean over tokens of `‖γ‖∞ / σ(z_l)` (seed 000 eq. 22) when an outer LayerNorm, scalar LN
     /// or RMSNorm follows the sum.
     pub jacobian_bound: Option<f64>,
-    /// Token alignment τ(X_l) (seed 000 eq. 6, over the batch).
+    /// Token alignment τ(X_l) of the sublayer's input (seed 000 eq. 6, over the batch).
     #[serde(deserialize_with = "nan")]
     pub tau: f64,
+    /// Token alignment τ(z_l) of the hidden state after the residual addition, before any outer
+    /// norm: where seed 000 measures rank collapse (Figs. 3 and 9). Equal to τ(X_{l+1}) when
+    /// no outer norm follows; an outer LayerNorm re-centres every token, which changes it.
+    #[serde(default = "crate::io::json::nan_default", deserialize_with = "nan")]
+    pub tau_sum: f64,
     /// Mean over all (batch, token) positions of arccos(cos(X_l, X_{l+1}))/π.
     #[serde(deserialize_with = "nan")]
     pub angular_distance: f64,
@@ -106,6 +111,7 @@ struct Pending {
     x: Slot,
     z: Slot,
     tau: Slot,
+    tau_sum: Slot,
     cos: Slot,
     bound: Option<(Slot, Option<Slot>)>,
     bhyt: Option<(Slot, Slot)>,
@@ -176,6 +182,7 @@ fn pend(model: &Transformer, out: &ForwardOutput, top_k: usize, g: &mut Gather) 
             x: g.push(hidden_summary(tr.input.clone(), top_k)),
             z: g.push(hidden_summary(tr.sum.clone(), top_k)),
             tau: g.push(token_alignment(tr.input.clone())),
+            tau_sum: g.push(token_alignment(tr.sum.clone())),
             cos: g.push(cosines(tr.input.clone(), next)),
             bound,
             bhyt: tr.approx_variance.as_ref().map(|a| {
@@ -232,6 +239,7 @@ fn sublayer_probe(i: usize, p: &Pending, f: &Fetched, attn: &[(Slot, Slot)], poo
             sig.iter().map(|s| g_inf / s).sum::<f64>() / sig.len() as f64
         }),
         tau: f.get(p.tau)[0],
+        tau_sum: f.get(p.tau_sum)[0],
         angular_distance: angular_distance(f.get(p.cos)),
         attn_max_logit: is_attn.then(|| f.get(attn[i / 2].0)[0]),
         attn_entropy: is_attn.then(|| f.get(attn[i / 2].1)[0]),
@@ -267,7 +275,9 @@ fn outer_norm(model: &Transformer, i: usize) -> Option<&Norm> {
 fn spread_of(norm: &Norm) -> Option<(Spread, f64, Option<&Param<Tensor<1>>>)> {
     match norm {
         Norm::LayerNorm(n) | Norm::ScalarLayerNorm(n) => Some((Spread::Std, n.eps, n.gain.as_ref())),
-        Norm::RmsNorm(n) | Norm::ScalarRmsNorm(n) => Some((Spread::Rms, n.eps, n.gain.as_ref())),
+        Norm::RmsNorm(n) | Norm::ScalarRmsNorm(n) | Norm::RmsNormApprox(n) => {
+            Some((Spread::Rms, n.eps, n.gain.as_ref()))
+        }
         Norm::Dyt(_) | Norm::BhytStar(_) | Norm::Bhyt(_) => None,
     }
 }

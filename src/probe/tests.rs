@@ -50,6 +50,35 @@ fn token_alignment_is_one_for_identical_and_zero_for_orthogonal_tokens() {
 }
 
 #[test]
+fn token_alignment_by_hand() {
+    // Tokens (1, 0), (1, 1), (0, 2): ρ₁₂ = 1/√2, ρ₁₃ = 0, ρ₂₃ = 2/(√2·2) = 1/√2;
+    // τ = (2 · (1/√2 + 0 + 1/√2)) / (3 · 2) = √2/3.
+    let x = t3(&[1., 0., 1., 1., 0., 2.], [1, 3, 2]);
+    assert!((vals(token_alignment(x))[0] - 2f64.sqrt() / 3.0).abs() < 1e-6);
+    // Two batch rows, tokens (1, 0), (1, 0) and (0, 2), (0, 3): E_b⟨x₁, x₂⟩ = (1 + 6)/2 = 3.5,
+    // E‖x₁‖² = (1 + 4)/2 = 2.5, E‖x₂‖² = (1 + 9)/2 = 5 → ρ = 3.5/√12.5 (eq. 5's expectation
+    // over the batch, not a mean of per-row cosines, which would be 1).
+    let x = t3(&[1., 0., 1., 0., 0., 2., 0., 3.], [2, 2, 2]);
+    assert!((vals(token_alignment(x))[0] - 3.5 / 12.5f64.sqrt()).abs() < 1e-6);
+}
+
+#[test]
+fn tau_after_the_sum_is_the_next_input_tau_exactly_where_no_outer_norm_sits_between() {
+    // Pre-norm and Peri-LN: X_{l+1} = z_l, so τ(z_l) = τ(X_{l+1}).
+    for recipe in ["pre", "peri"] {
+        let p = init_probe(recipe, 3);
+        for w in p.sublayers.windows(2) {
+            assert!((w[0].tau_sum - w[1].tau).abs() < 1e-5, "{recipe} l = {}: {w:?}", w[0].l);
+        }
+        assert!((p.sublayers.last().unwrap().tau_sum - p.final_tau).abs() < 1e-5, "{recipe}: last z is the last X");
+    }
+    // Post-norm: X_{l+1} = LN(z_l) re-centres every token, which moves τ.
+    let p = init_probe("post", 3);
+    let gap = p.sublayers.windows(2).map(|w| (w[0].tau_sum - w[1].tau).abs()).fold(0.0, f64::max);
+    assert!(gap > 1e-4, "post: τ(z_l) and τ(LN(z_l)) differ ({gap})");
+}
+
+#[test]
 fn angular_distance_of_x_and_minus_x_is_one() {
     let x = t3(&[1., 2., 3., -1., 0.5, 2.], [1, 2, 3]);
     let neg = t3(&[-1., -2., -3., 1., -0.5, -2.], [1, 2, 3]);

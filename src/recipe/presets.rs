@@ -15,6 +15,7 @@ pub const PRESET_NAMES: &[&str] = &[
     "gpt2-pre",
     "lns",
     "peri",
+    "peri-norm",
     "mix",
     "keel",
     "kitenorm",
@@ -25,6 +26,7 @@ pub const PRESET_NAMES: &[&str] = &[
     "dyt-plain",
     "bhyt-star",
     "bhyt",
+    "rmsnorm-approx",
     "olmo2",
     "deepnorm",
 ];
@@ -37,6 +39,7 @@ pub fn preset(name: &str) -> Option<RecipeSpec> {
         "gpt2-pre" => gpt2_pre(),
         "lns" => lns(),
         "peri" => peri(),
+        "peri-norm" => peri_norm(),
         "mix" => mix(),
         "keel" => keel(),
         "kitenorm" => kitenorm(),
@@ -47,6 +50,7 @@ pub fn preset(name: &str) -> Option<RecipeSpec> {
         "dyt-plain" => dyt_plain(),
         "bhyt-star" => bhyt_star(),
         "bhyt" => bhyt(),
+        "rmsnorm-approx" => rmsnorm_approx(),
         "olmo2" => olmo2(),
         "deepnorm" => deepnorm(),
         _ => return None,
@@ -126,15 +130,26 @@ pub fn lns() -> RecipeSpec {
 }
 
 /// Peri-LN (seed 001): `X_{l+1} = X_l + LN(F_l(LN(X_l)))`, with embedding and final norms.
-/// Seed 000 Table 2's peri-norm has neither: set `embedding_norm = "none"` and
-/// `final_norm = "none"`. Seed 001 §4.4.1's frozen output gain:
-/// `sublayer.output = { kind = "ln", gain = false }`.
+/// Seed 000 Table 2's peri-norm has neither: [`peri_norm`]. Seed 001 §4.4.1's frozen output
+/// gain: `sublayer.output = { kind = "ln", gain = false }`.
 pub fn peri() -> RecipeSpec {
     let mut r = blank("peri", "Peri-LN: X = X + LN(F(LN(X))); embedding LN and final LN (seed 001)");
     r.sublayer.input = ln();
     r.sublayer.output = ln();
     r.embedding_norm = NormSpec::Kind(NormName::Ln);
     r.final_norm = NormSpec::Kind(NormName::Ln);
+    r
+}
+
+/// Peri-norm as seed 000 Table 2 implements it: `X_{l+1} = X_l + LN(F_l(LN(X_l)))` with no
+/// embedding LN and no final output LN; LayerNorm with shift, skip and residual scales 1, no
+/// init scaling.
+pub fn peri_norm() -> RecipeSpec {
+    let mut r = peri();
+    r.name = "peri-norm".into();
+    r.about = "peri-norm: X = X + LN(F(LN(X))); no embedding LN, no final LN (seed 000 Table 2)".into();
+    r.embedding_norm = NormSpec::none();
+    r.final_norm = NormSpec::none();
     r
 }
 
@@ -299,6 +314,22 @@ pub fn bhyt() -> RecipeSpec {
         "BHyT: BHyT* with one exact statistic per block and the Theorem 3.5 variance approximation before the FFN \
             (seed 003 Alg. 1)",
     )
+}
+
+/// RMSNorm-Approx (seed 003 Table 5): pre-norm RMSNorm computing one statistic per block, as
+/// BHyT does: the attention-input RMSNorm measures `s_x² = mean(x²)`, the FFN-input RMSNorm
+/// divides by `ŝ² = s_x² + ‖W_V W_O‖²_F/(T d)` (Theorem 3.5 with the normalised input's unit
+/// variance in place of (λ/κ)²); final RMSNorm.
+pub fn rmsnorm_approx() -> RecipeSpec {
+    let mut r = blank(
+        "rmsnorm-approx",
+        "RMSNorm-Approx: X = X + F(RMS(X)), the FFN-input RMSNorm divides by s_x² + ‖W_V W_O‖²_F/(T d), the block \
+            input's statistic plus Theorem 3.5's attention term; final RMSNorm (seed 003 Table 5)",
+    );
+    r.norm = BaseNorm::Rmsnorm;
+    r.sublayer.input = Some(NormSpec::Kind(NormName::RmsnormApprox));
+    r.final_norm = NormSpec::Kind(NormName::Ln);
+    r
 }
 
 /// OLMo 2: norm on sublayer outputs only, `X_{l+1} = X_l + RMS(F_l(X_l))`, QK-norm over the

@@ -212,11 +212,13 @@ impl Resolver<'_> {
         })()
         .with_context(where_)?;
         for (slot, kind) in [("output", &plan.output), ("outer", &plan.outer)] {
-            if matches!(kind, Some(NormKind::Bhyt { .. })) {
+            if matches!(kind, Some(NormKind::Bhyt { .. } | NormKind::RmsNormApprox { .. })) {
                 bail!(
-                    "{}: `{slot}` = bhyt: the variance approximation (Algorithm 1) is defined for sublayer inputs and \
-                        the final norm; use bhyt-star here",
-                    where_()
+                    "{}: `{slot}` = {}: the variance approximation (Algorithm 1) is defined for sublayer inputs and \
+                        the final norm; use {} here",
+                    where_(),
+                    if matches!(kind, Some(NormKind::Bhyt { .. })) { "bhyt" } else { "rmsnorm-approx" },
+                    if matches!(kind, Some(NormKind::Bhyt { .. })) { "bhyt-star" } else { "rmsnorm" },
                 );
             }
         }
@@ -253,6 +255,7 @@ impl Resolver<'_> {
                 eps,
             },
             NormName::Bhyt => NormKind::Bhyt { lambda: positive("lambda", t.lambda.unwrap_or(1.0))?, p, eps },
+            NormName::RmsnormApprox => NormKind::RmsNormApprox { gain, eps },
         };
         Ok(Some(kind))
     }
@@ -312,6 +315,14 @@ fn check_bhyt_pairs(plans: &[SublayerPlan]) -> anyhow::Result<()> {
             bail!(
                 "layer {}: the FFN input norm is bhyt (variance approximation), which reuses the attention input \
                     norm's statistics, so that one must be bhyt too",
+                attn.layer
+            );
+        }
+        let approx = |n: &Option<NormKind>| matches!(n, Some(NormKind::RmsNormApprox { .. }));
+        if approx(&ffn.input) && !approx(&attn.input) {
+            bail!(
+                "layer {}: the FFN input norm is rmsnorm-approx (variance approximation), which reuses the attention \
+                    input norm's statistic, so that one must be rmsnorm-approx too",
                 attn.layer
             );
         }

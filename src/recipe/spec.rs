@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use crate::norm::BhytDenominator;
 
 /// A norm slot as written: a kind name (`"none"`, `"ln"`, `"layernorm"`, `"rmsnorm"`,
-/// `"scalar-ln"`, `"dyt"`, `"bhyt-star"`, `"bhyt"`) or a table with options.
+/// `"scalar-ln"`, `"dyt"`, `"bhyt-star"`, `"bhyt"`, `"rmsnorm-approx"`) or a table with options.
 ///
 /// `"ln"` means the recipe's base norm ([`RecipeSpec::norm`]), so that LayerNorm vs RMSNorm is
 /// chosen independently of placement.
@@ -48,11 +48,13 @@ pub enum NormName {
     Dyt,
     BhytStar,
     Bhyt,
+    /// RMSNorm whose FFN-input slot takes the block's approximated variance (seed 003 Table 5).
+    RmsnormApprox,
 }
 
 impl NormName {
     /// Every kind with its written name.
-    pub const ALL: [(NormName, &'static str); 9] = [
+    pub const ALL: [(NormName, &'static str); 10] = [
         (NormName::None, "none"),
         (NormName::Ln, "ln"),
         (NormName::Layernorm, "layernorm"),
@@ -62,6 +64,7 @@ impl NormName {
         (NormName::Dyt, "dyt"),
         (NormName::BhytStar, "bhyt-star"),
         (NormName::Bhyt, "bhyt"),
+        (NormName::RmsnormApprox, "rmsnorm-approx"),
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -77,6 +80,7 @@ impl NormName {
             NormName::Dyt => &["alpha"],
             NormName::BhytStar => &["lambda", "p", "denominator"],
             NormName::Bhyt => &["lambda", "p"],
+            NormName::RmsnormApprox => &["gain"],
         }
     }
 }

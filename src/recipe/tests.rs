@@ -94,6 +94,21 @@ fn peri_has_input_output_embedding_and_final_norms() {
 }
 
 #[test]
+fn peri_norm_matches_table_2() {
+    // Seed 000 Table 2: X_{l+1} = X_l + LN(F_l(LN(X_l))), no final output LayerNorm, standard
+    // LayerNorm with shift, skip and residual scales 1, no init scaling; no embedding LN (the
+    // table names none, unlike seed 001's Peri-LN).
+    for l in [12, 48] {
+        let r = resolve("peri-norm", l);
+        assert_eq!(r.sublayers.len(), 2 * l);
+        all_sublayers(&r, ln(), ln(), None, 1.0, 1.0);
+        assert!(r.sublayers.iter().all(|s| s.input_scale == 1.0 && s.init_out == 1.0 && s.init_in == 1.0));
+        assert_eq!((r.embedding_norm.clone(), r.final_norm.clone()), (None, None));
+        assert_eq!(r.regularizer, 0.0);
+    }
+}
+
+#[test]
 fn mix_with_12_layers_has_3_post_layers_and_scaled_pre_suffix() {
     let r = resolve("mix", 12);
     for s in &r.sublayers {

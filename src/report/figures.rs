@@ -134,6 +134,29 @@ pub fn depth_profiles_tagged(dir: &Path, runs: &[RunData], tag: &str, at: &str) 
                 .log(false, true),
         )?,
     ];
+    figs.push(fig(
+        dir,
+        &format!("angular_distance{tag}"),
+        format!(
+            "Angular distance arccos(cos(X_l, X_{{l+1}}))/π between consecutive hidden states, mean over tokens, \
+                {at_end} (Peri-LN Fig. 7a): near 0, a sublayer barely changes the stream."
+        ),
+        Chart::new("Angular distance vs depth", "sublayer l", "angular distance", last(|s| Some(s.angular_distance))),
+    )?);
+    let gains: Vec<Series> = runs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| Some(line(r.legend(), output_gains(r.last_probe()?), i, false)))
+        .filter(|s| !s.points.is_empty())
+        .collect();
+    if !gains.is_empty() {
+        figs.push(fig(
+            dir,
+            &format!("output_gain{tag}"),
+            format!("Mean learned gain γ of each sublayer's output norm, {at_end} (Peri-LN Fig. 7b)."),
+            Chart::new("Output-norm scale vs depth", "sublayer l", "mean γ of N_out", gains),
+        )?);
+    }
     let panels: Vec<Chart> = runs.iter().enumerate().filter_map(|(i, r)| grad_panel(r, i)).collect();
     if !panels.is_empty() {
         let stem = format!("grad_layers{tag}");
@@ -148,6 +171,66 @@ pub fn depth_profiles_tagged(dir: &Path, runs: &[RunData], tag: &str, at: &str) 
         });
     }
     Ok(figs)
+}
+
+/// `(l, mean γ)` of every sublayer's output norm with a learned gain (`layers.K.attn.output_norm.
+/// gain` is sublayer 2K + 1, its FFN 2K + 2).
+fn output_gains(p: &crate::probe::ProbeRecord) -> Vec<(f64, f64)> {
+    let mut v: Vec<(f64, f64)> = p
+        .forward
+        .scales
+        .iter()
+        .filter_map(|(name, s)| {
+            let rest = name.strip_prefix("layers.")?.strip_suffix(".output_norm.gain")?;
+            let (k, branch) = rest.split_once('.')?;
+            let k: usize = k.parse().ok()?;
+            let l = 2 * k + if branch == "attn" { 1 } else { 2 };
+            Some((l as f64, s.mean))
+        })
+        .collect();
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    v
+}
+
+/// Statistics of `z_l` after the residual addition in the final attention sublayer over
+/// training, one line per run (seed 000 Fig. 3: variance, largest |z| and token alignment).
+pub fn final_attention(dir: &Path, runs: &[RunData]) -> anyhow::Result<Option<Figure>> {
+    let over = |value: fn(&SublayerProbe) -> f64| -> Vec<Series> {
+        runs.iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let pts = r
+                    .probes
+                    .iter()
+                    .filter_map(|p| {
+                        let n = p.forward.sublayers.len();
+                        let s = p.forward.sublayers.get(n.checked_sub(2)?)?;
+                        Some((p.step as f64, value(s)))
+                    })
+                    .collect();
+                line(r.legend(), pts, i, false)
+            })
+            .filter(|s| !s.points.is_empty())
+            .collect()
+    };
+    let var = over(|s| s.z.var);
+    if var.is_empty() {
+        return Ok(None);
+    }
+    let panels = vec![
+        Chart::new("Var(z) in the final attention sublayer", "step", "Var(z) (log)", var).log(false, true),
+        Chart::new("max |z|", "step", "max |z| (log)", over(|s| s.z.max_abs)).log(false, true),
+        Chart::new("token alignment τ(z)", "step", "τ(z)", over(|s| s.tau_sum)),
+    ];
+    let stem = "final_attention_z".to_string();
+    let svg = draw_grid(&panels, 3, &dir.join(&stem))?;
+    Ok(Some(Figure {
+        stem,
+        caption: "The hidden state z after the residual addition in the final attention sublayer over training, one \
+            line per run: its variance over the hidden dimension, largest |z| and token alignment (seed 000 Fig. 3)."
+            .into(),
+        svg,
+    }))
 }
 
 /// Run `i`'s sublayer gradient norms at its first probe (dashed) and its last (solid); `None`
@@ -170,8 +253,8 @@ fn grad_panel(r: &RunData, i: usize) -> Option<Chart> {
     Some(Chart::new(title, "sublayer l", "grad norm (log)", s).log(false, true))
 }
 
-/// For one run: Var(X_l) against depth at several steps, and τ per layer over training
-/// (KiteNorm Fig. 9 style).
+/// For one run: Var(X_l) against depth at several steps, and τ(z_l) of the attention sublayers
+/// over training (KiteNorm Fig. 9).
 pub fn over_training(dir: &Path, r: &RunData, slug: &str) -> anyhow::Result<Vec<Figure>> {
     let steps = r.probe_steps(5);
     let var = steps
@@ -179,21 +262,7 @@ pub fn over_training(dir: &Path, r: &RunData, slug: &str) -> anyhow::Result<Vec<
         .enumerate()
         .map(|(i, p)| line(format!("step {}", p.step), RunData::per_layer(p, |s| Some(s.x.var)), i, false))
         .collect();
-    let n_layers = r.last_probe().map(|p| p.forward.sublayers.len()).unwrap_or(0);
-    let pick: Vec<usize> =
-        if n_layers <= 8 { (0..n_layers).collect() } else { (0..8).map(|i| i * (n_layers - 1) / 7).collect() };
-    let tau = pick
-        .iter()
-        .enumerate()
-        .map(|(c, &l)| {
-            line(
-                format!("l = {}", l + 1),
-                r.probes.iter().filter_map(|p| Some((p.step as f64, p.forward.sublayers.get(l)?.tau))).collect(),
-                c,
-                false,
-            )
-        })
-        .collect();
+    let tau = attention_tau_lines(r);
     let who = r.legend();
     Ok(vec![
         fig(
@@ -206,10 +275,25 @@ pub fn over_training(dir: &Path, r: &RunData, slug: &str) -> anyhow::Result<Vec<
         fig(
             dir,
             &format!("tau_{slug}"),
-            format!("{who}: token alignment τ(X_l) of selected sublayers over training; τ → 1 is rank collapse."),
-            Chart::new(format!("{who}: token alignment over training"), "step", "τ", tau),
+            format!(
+                "{who}: token alignment τ(z_l) of the hidden state after the residual addition in attention \
+                    sublayers, over training (KiteNorm Fig. 9); τ → 1 is rank collapse."
+            ),
+            Chart::new(format!("{who}: τ(z_l) in attention sublayers over training"), "step", "τ(z_l)", tau),
         )?,
     ])
+}
+
+/// One line per attention sublayer (every one up to 8 layers, 8 evenly spaced beyond): τ(z_l)
+/// at every probe step, labelled by its Transformer layer as Fig. 9 is.
+fn attention_tau_lines(r: &RunData) -> Vec<Series> {
+    let n_layers = r.last_probe().map(|p| p.forward.sublayers.len() / 2).unwrap_or(0);
+    let pick: Vec<usize> =
+        if n_layers <= 8 { (0..n_layers).collect() } else { (0..8).map(|i| i * (n_layers - 1) / 7).collect() };
+    let over_steps = |l: usize| -> Vec<(f64, f64)> {
+        r.probes.iter().filter_map(|p| Some((p.step as f64, p.forward.sublayers.get(l)?.tau_sum))).collect()
+    };
+    pick.iter().enumerate().map(|(c, &k)| line(format!("layer {}", k + 1), over_steps(2 * k), c, false)).collect()
 }
 
 /// R² of `approx` against `exact` on the log values, about the identity line:

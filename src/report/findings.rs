@@ -117,10 +117,9 @@ fn why_winner(ms: &[MethodSummary], best_runs: &[RunData]) -> Option<String> {
         parts.push(format!("its sublayer gradient norms vary {how} over the run (mean CV {a:.2} vs {b:.2})"));
     }
     parts.push(format!("gradient-norm spikes: {} vs {}", wp.spikes_total, sp.spikes_total));
-    parts.push(format!(
-        "token alignment of the last hidden state τ = {:.2} vs {:.2}",
-        wp.forward.final_tau, sp.forward.final_tau
-    ));
+    if let (Some((a, _)), Some((b, _))) = (attention_collapse(wp), attention_collapse(sp)) {
+        parts.push(format!("largest token alignment τ(z_l) in an attention sublayer after layer 1 {a:.2} vs {b:.2}"));
+    }
     Some(format!(
         "Why {} leads {}, in the probes at the end of their best runs: {}. These are associations at one scale, the \
             mechanisms the papers propose; they are not proof of cause.",
@@ -285,19 +284,29 @@ fn variance_growth(best_runs: &[RunData]) -> Vec<String> {
     f
 }
 
+/// The most aligned attention sublayer after layer 1 at the end (seed 000 E.4: "the first layer
+/// is often an exception"): τ(z_l) after the residual addition, and its layer.
+pub fn attention_collapse(p: &crate::probe::ProbeRecord) -> Option<(f64, usize)> {
+    p.forward
+        .sublayers
+        .iter()
+        .filter(|s| s.branch == crate::recipe::Branch::Attn && s.layer > 1 && s.tau_sum.is_finite())
+        .map(|s| (s.tau_sum, s.layer))
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+}
+
 fn rank_collapse(best_runs: &[RunData]) -> Option<String> {
     let collapsed: Vec<String> = best_runs
         .iter()
         .filter_map(|r| {
-            r.last_probe()
-                .map(|p| p.forward.final_tau)
-                .filter(|t| *t > 0.9)
-                .map(|t| format!("{} (τ = {t:.2})", r.label))
+            let (tau, layer) = attention_collapse(r.last_probe()?)?;
+            (tau > 0.9).then(|| format!("{} (τ(z) = {tau:.2} in layer {layer})", r.label))
         })
         .collect();
     (!collapsed.is_empty()).then(|| {
         format!(
-            "Near rank collapse at the end (token alignment of the last hidden state > 0.9): {}.",
+            "Near rank collapse at the end (token alignment τ(z_l) of the hidden state after the residual addition \
+                > 0.9 in an attention sublayer after the first layer, seed 000 E.4): {}.",
             collapsed.join(", ")
         )
     })

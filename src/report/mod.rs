@@ -13,6 +13,7 @@ pub mod data;
 pub mod figures;
 pub mod findings;
 pub mod page;
+pub mod paper;
 pub mod plot;
 pub mod scaling;
 pub mod textnorm;
@@ -78,6 +79,7 @@ fn sweep_report(dir: &Path) -> anyhow::Result<Report> {
     }
     figs.extend(figures::curves(&out, &best_runs)?);
     figs.extend(figures::depth_profiles(&out, &best_runs)?);
+    figs.extend(figures::final_attention(&out, &best_runs)?);
     for r in &best_runs {
         figs.extend(figures::over_training(&out, r, &slug(&r.label))?);
     }
@@ -91,6 +93,10 @@ fn sweep_report(dir: &Path) -> anyhow::Result<Report> {
         notes.splice(0..0, t.findings);
         sections = t.tables;
         figs.splice(0..0, t.figures);
+    }
+    if let Some((heading, t, finding)) = plan.paper.and_then(|p| paper::side_by_side(p, &ms)) {
+        sections.insert(0, (heading, t));
+        notes.insert(0, finding);
     }
     let page = Page {
         title: "Sweep report".into(),

@@ -44,6 +44,9 @@ pub struct SweepSection {
     pub tuned: String,
     /// Validation loss for "steps and time to target" (BHyT D.1).
     pub target_loss: Option<f64>,
+    /// A published table the report puts this sweep's results beside (`"seed000-fig1b"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paper: Option<Paper>,
     pub reseed: Option<Reseed>,
     /// Where the runs execute: processes on this machine, or a Slurm job array.
     #[serde(default)]
@@ -51,6 +54,14 @@ pub struct SweepSection {
     /// Slurm settings (with `executor = "slurm"`).
     #[serde(default)]
     pub slurm: SlurmSection,
+}
+
+/// A published results table (see `report::paper`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Paper {
+    /// Seed 000 Fig. 1b: final validation perplexity of seven methods at 48 layers.
+    #[serde(rename = "seed000-fig1b")]
+    Seed000Fig1b,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -125,6 +136,9 @@ pub struct Plan {
     pub group_by: GroupBy,
     pub tuned: String,
     pub target_loss: Option<f64>,
+    /// The published table the report compares with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paper: Option<Paper>,
     pub runs: Vec<PlannedRun>,
 }
 

@@ -23,6 +23,7 @@ pub mod results;
 pub mod runner;
 pub mod scaling;
 pub mod slurm;
+pub mod studies;
 
 #[cfg(test)]
 mod tests;
@@ -82,8 +83,13 @@ pub fn prepare(sweep: &Sweep, runs: &[PlannedRun]) -> anyhow::Result<()> {
 
 fn write_plan(sweep: &Sweep, runs: &[PlannedRun]) -> anyhow::Result<()> {
     let s = &sweep.section;
-    let plan =
-        Plan { group_by: s.group_by.clone(), tuned: s.tuned.clone(), target_loss: s.target_loss, runs: runs.to_vec() };
+    let plan = Plan {
+        group_by: s.group_by.clone(),
+        tuned: s.tuned.clone(),
+        target_loss: s.target_loss,
+        paper: s.paper,
+        runs: runs.to_vec(),
+    };
     crate::io::json::write(&layout::plan(&s.dir), &plan)
 }
 

@@ -41,7 +41,7 @@ pub fn write_configs(sweep: &Sweep, runs: &[PlannedRun]) -> anyhow::Result<()> {
     let mut changed = Vec::new();
     let mut texts = Vec::new();
     for r in runs {
-        let text = sweep.run_config(r)?.to_toml()?;
+        let text = sweep.run_config(r)?.to_toml_to_train()?;
         let run = layout::run(dir, &r.name);
         if run.exists()
             && let Some(why) = config_change(&layout::run_config(dir, &r.name), &text)

@@ -157,6 +157,21 @@ fn the_textnorm_study_and_its_recipes_option() {
     assert!(Sweep::textnorm(true, &[], &[]).is_ok());
 }
 
+/// A sweep's recorded run config trains with its own tokenizer: the vocabulary follows the
+/// tokenizer (BPE, GPT-2) unless the sweep file sets `model.vocab_size`.
+#[test]
+fn recorded_run_configs_let_the_vocabulary_follow_the_tokenizer() {
+    let s = Sweep::textnorm(false, &[], &[]).unwrap();
+    let text = s.run_config(&s.grid()[0]).unwrap().to_toml_to_train().unwrap();
+    let mut cfg = crate::train::RunConfig::from_text(&text, "recorded", &[]).unwrap();
+    assert!(cfg.fit_vocab(2048, "bpe").is_ok(), "{text}");
+    assert_eq!(cfg.model.vocab_size, 2048);
+    let pinned = Sweep::textnorm(false, &[], &["model.vocab_size=300".into()]).unwrap();
+    let text = pinned.run_config(&pinned.grid()[0]).unwrap().to_toml_to_train().unwrap();
+    let mut cfg = crate::train::RunConfig::from_text(&text, "recorded", &[]).unwrap();
+    assert!(cfg.fit_vocab(2048, "bpe").is_err(), "a vocabulary the sweep sets is kept and checked");
+}
+
 /// With `group_by = ["model.recipe", "model.n_layers"]` each depth of each recipe has its own
 /// LR*: here pre's best rate moves from 1e-2 at 2 layers to 1e-3 at 8.
 #[test]

@@ -72,8 +72,11 @@ pub struct TrainSection {
     pub micro_batch_size: Option<usize>,
     /// Tokens per sequence.
     pub seq_len: usize,
-    /// Optimizer steps. Give this or `tokens_per_param`, not both.
+    /// Optimizer steps. Give this, `tokens` or `tokens_per_param`.
     pub steps: Option<usize>,
+    /// Token budget: the whole steps of `batch_size · seq_len` tokens that fit (seed 000 D.1's
+    /// 6866 and 12207 steps are 1.8e9 and 3.2e9 tokens).
+    pub tokens: Option<f64>,
     /// Token budget as training tokens per model parameter (Chinchilla: 20); steps =
     /// ⌈ratio · params / (batch_size · seq_len)⌉.
     pub tokens_per_param: Option<f64>,
@@ -115,6 +118,7 @@ impl Default for TrainSection {
             micro_batch_size: None,
             seq_len: 128,
             steps: Some(400),
+            tokens: None,
             tokens_per_param: None,
             param_count: ParamCount::All,
             seed: 7,
@@ -212,9 +216,10 @@ impl RunConfig {
             ParseError { place: describe_error(&e, &merged, &message, text), message }
         })?;
         cfg.vocab_size_given = table.get("model").and_then(|m| m.get("vocab_size")).is_some();
-        // A token budget given as a ratio replaces the default step count.
+        // A token budget (a count or a ratio) replaces the default step count.
         let train = table.get("train");
-        if train.and_then(|t| t.get("tokens_per_param")).is_some() && train.and_then(|t| t.get("steps")).is_none() {
+        let given = |k: &str| train.and_then(|t| t.get(k)).is_some();
+        if (given("tokens") || given("tokens_per_param")) && !given("steps") {
             cfg.train.steps = None;
         }
         Ok(cfg)
@@ -319,18 +324,35 @@ impl RunConfig {
         )
     }
 
-    /// The training budget `train.steps` or `train.tokens_per_param` gives.
+    /// The training budget `train.steps`, `train.tokens` or `train.tokens_per_param` gives.
     pub fn budget(&self) -> anyhow::Result<Budget> {
-        Budget::from_fields(self.train.steps, self.train.tokens_per_param, self.train.param_count)
+        let t = &self.train;
+        Budget::from_fields(t.steps, t.tokens, t.tokens_per_param, t.param_count)
     }
 
-    /// Optimizer steps for a model with `params` parameters.
+    /// Optimizer steps for a model with `params` parameters; refuses a warm-up that does not
+    /// fit them.
     pub fn total_steps(&self, params: ParamCounts) -> anyhow::Result<usize> {
-        Ok(self.budget()?.steps(params, self.train.batch_size * self.train.seq_len))
+        let steps = self.budget()?.steps(params, self.train.batch_size * self.train.seq_len);
+        self.schedule.validate_steps(steps)?;
+        Ok(steps)
     }
 
     pub fn to_toml(&self) -> anyhow::Result<String> {
         Ok(toml::to_string(self)?)
+    }
+
+    /// [`RunConfig::to_toml`] for a config still to be trained: without `model.vocab_size`
+    /// unless the config set it, so that the run's vocabulary follows its tokenizer (a BPE or
+    /// GPT-2 run written with the byte default would be refused).
+    pub fn to_toml_to_train(&self) -> anyhow::Result<String> {
+        let mut table = toml::Table::try_from(self)?;
+        if !self.vocab_size_given
+            && let Some(model) = table.get_mut("model").and_then(|m| m.as_table_mut())
+        {
+            model.remove("vocab_size");
+        }
+        Ok(toml::to_string(&table)?)
     }
 }
 

@@ -64,6 +64,9 @@ struct Prepared {
 
 fn prepare(mut cfg: RunConfig, init: Option<(ParamSource, Tokenizer)>, log: &dyn Fn(&str)) -> anyhow::Result<Prepared> {
     let recipe = cfg.validate()?;
+    if let Some(w) = crate::recipe::theorem_3_6_warning(&recipe) {
+        log(&format!("warning: {w}"));
+    }
     let device = crate::device::parse(&cfg.run.device)?;
     check_precision(&device, &cfg.run.device, cfg.train.precision)?;
     let (source, tokenizer) = match init {

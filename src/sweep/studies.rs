@@ -1,0 +1,248 @@
+//! The papers' experiments as named studies (`normlab studies`): each a sweep file under
+//! `configs/studies/`, a CPU miniature and, where a GPU is needed, the paper-scale version
+//! (`NAME-full.toml`), compiled in. Seed 000 Fig. 1's paper scale is `normlab compare --full`,
+//! Fig. 4's `normlab scaling --full`, seed 004's build `normlab textnorm`.
+
+use super::Sweep;
+use anyhow::Context;
+use std::path::Path;
+
+/// One study: what it reproduces and the sweep files that run it.
+#[derive(Clone, Copy, Debug)]
+pub struct Study {
+    pub name: &'static str,
+    /// The seed and figure or section it reproduces.
+    pub figure: &'static str,
+    /// The paper's claim the study tests.
+    pub claim: &'static str,
+    /// The miniature's path and text.
+    pub mini: (&'static str, &'static str),
+    /// The paper-scale version's, where it has its own file.
+    pub full: Option<(&'static str, &'static str)>,
+    /// Wall time of the miniature on the 2-core CI machine (`normlab studies NAME`), minutes.
+    pub minutes: f64,
+}
+
+const MINUTES_SEED000_FIG1: f64 = 0.0;
+const MINUTES_SEED000_FIG3: f64 = 0.0;
+const MINUTES_SEED000_FIG9: f64 = 0.0;
+const MINUTES_SEED000_FIG2: f64 = 0.0;
+const MINUTES_SEED000_E2: f64 = 0.0;
+const MINUTES_SEED000_E5: f64 = 0.0;
+const MINUTES_SEED000_E6: f64 = 0.0;
+const MINUTES_SEED001_4_4_1: f64 = 0.0;
+const MINUTES_SEED001_FIG7: f64 = 0.0;
+const MINUTES_SEED003_DYT: f64 = 0.0;
+const MINUTES_SEED003_TABLE5: f64 = 0.0;
+
+/// Every study, in the order `normlab studies` lists them.
+pub const STUDIES: &[Study] = &[
+    Study {
+        name: "seed000-fig1",
+        figure: "seed 000 Fig. 1",
+        claim: "KiteNorm and LayerNorm-Scaling are the most robust to high learning rates at 48 layers; post-norm, KEEL and mix-norm are sensitive; KiteNorm wins over three seeds",
+        mini: ("configs/studies/seed000-fig1.toml", include_str!("../../configs/studies/seed000-fig1.toml")),
+        full: None,
+        minutes: MINUTES_SEED000_FIG1,
+    },
+    Study {
+        name: "seed000-fig3",
+        figure: "seed 000 Fig. 3",
+        claim: "vanilla post-norm (c = 1) at lr 1e-2 fails as z's variance grows and tokens align in the last attention sublayer; a smaller residual scale c avoids it",
+        mini: ("configs/studies/seed000-fig3.toml", include_str!("../../configs/studies/seed000-fig3.toml")),
+        full: Some((
+            "configs/studies/seed000-fig3-full.toml",
+            include_str!("../../configs/studies/seed000-fig3-full.toml"),
+        )),
+        minutes: MINUTES_SEED000_FIG3,
+    },
+    Study {
+        name: "seed000-fig9",
+        figure: "seed 000 Fig. 9 (E.4)",
+        claim: "peri-norm is prone to rank collapse: τ(z_l) after the residual addition tends to 1 in attention sublayers after the first layer",
+        mini: ("configs/studies/seed000-fig9.toml", include_str!("../../configs/studies/seed000-fig9.toml")),
+        full: Some((
+            "configs/studies/seed000-fig9-full.toml",
+            include_str!("../../configs/studies/seed000-fig9-full.toml"),
+        )),
+        minutes: MINUTES_SEED000_FIG9,
+    },
+    Study {
+        name: "seed000-fig2",
+        figure: "seed 000 Fig. 2",
+        claim: "at 1B, KiteNorm trains to a lower loss at 2e-3 and stays stable at 5e-3, where GPT-2 pre-norm diverges (warm-up 572 steps, WSD)",
+        mini: ("configs/studies/seed000-fig2.toml", include_str!("../../configs/studies/seed000-fig2.toml")),
+        full: Some((
+            "configs/studies/seed000-fig2-full.toml",
+            include_str!("../../configs/studies/seed000-fig2-full.toml"),
+        )),
+        minutes: MINUTES_SEED000_FIG2,
+    },
+    Study {
+        name: "seed000-e2",
+        figure: "seed 000 E.2",
+        claim: "KEEL with a GLU beats KEEL with an MLP of the same parameter count",
+        mini: ("configs/studies/seed000-e2.toml", include_str!("../../configs/studies/seed000-e2.toml")),
+        full: Some((
+            "configs/studies/seed000-e2-full.toml",
+            include_str!("../../configs/studies/seed000-e2-full.toml"),
+        )),
+        minutes: MINUTES_SEED000_E2,
+    },
+    Study {
+        name: "seed000-e5",
+        figure: "seed 000 E.5",
+        claim: "LayerNorm-Scaling's lead over GPT-2 pre-norm vanishes at 96 layers",
+        mini: ("configs/studies/seed000-e5.toml", include_str!("../../configs/studies/seed000-e5.toml")),
+        full: Some((
+            "configs/studies/seed000-e5-full.toml",
+            include_str!("../../configs/studies/seed000-e5-full.toml"),
+        )),
+        minutes: MINUTES_SEED000_E5,
+    },
+    Study {
+        name: "seed000-e6",
+        figure: "seed 000 E.6",
+        claim: "the ReLU variance regulariser does not improve GPT-2 pre-norm (it destabilises it)",
+        mini: ("configs/studies/seed000-e6.toml", include_str!("../../configs/studies/seed000-e6.toml")),
+        full: Some((
+            "configs/studies/seed000-e6-full.toml",
+            include_str!("../../configs/studies/seed000-e6-full.toml"),
+        )),
+        minutes: MINUTES_SEED000_E6,
+    },
+    Study {
+        name: "seed001-4.4.1",
+        figure: "seed 001 §4.4.1",
+        claim: "freezing Peri-LN's output-norm gain at 1 (without the embedding LN) costs little or nothing",
+        mini: ("configs/studies/seed001-4.4.1.toml", include_str!("../../configs/studies/seed001-4.4.1.toml")),
+        full: Some((
+            "configs/studies/seed001-4.4.1-full.toml",
+            include_str!("../../configs/studies/seed001-4.4.1-full.toml"),
+        )),
+        minutes: MINUTES_SEED001_4_4_1,
+    },
+    Study {
+        name: "seed001-fig7",
+        figure: "seed 001 Fig. 7",
+        claim: "Peri-LN keeps a larger angular distance between consecutive layers than Pre-LN, and its output-norm scales grow with depth",
+        mini: ("configs/studies/seed001-fig7.toml", include_str!("../../configs/studies/seed001-fig7.toml")),
+        full: Some((
+            "configs/studies/seed001-fig7-full.toml",
+            include_str!("../../configs/studies/seed001-fig7-full.toml"),
+        )),
+        minutes: MINUTES_SEED001_FIG7,
+    },
+    Study {
+        name: "seed003-dyt",
+        figure: "seed 003 C.1 (DyT baseline)",
+        claim: "DyT with the authors' α per model size trains, but below RMSNorm and BHyT",
+        mini: ("configs/studies/seed003-dyt.toml", include_str!("../../configs/studies/seed003-dyt.toml")),
+        full: Some((
+            "configs/studies/seed003-dyt-full.toml",
+            include_str!("../../configs/studies/seed003-dyt-full.toml"),
+        )),
+        minutes: MINUTES_SEED003_DYT,
+    },
+    Study {
+        name: "seed003-table5",
+        figure: "seed 003 Table 5",
+        claim: "approximating the FFN input's variance (RMSNorm-Approx, BHyT) speeds training with negligible loss against exact statistics (RMSNorm, BHyT*)",
+        mini: ("configs/studies/seed003-table5.toml", include_str!("../../configs/studies/seed003-table5.toml")),
+        full: Some((
+            "configs/studies/seed003-table5-full.toml",
+            include_str!("../../configs/studies/seed003-table5-full.toml"),
+        )),
+        minutes: MINUTES_SEED003_TABLE5,
+    },
+];
+
+/// The built-in studies that are commands of their own: (figure, claim, miniature, paper scale).
+pub const COMMANDS: &[(&str, &str, &str, &str)] = &[
+    (
+        "seed 000 Fig. 1",
+        "the Fig. 1 protocol at paper scale (48 layers, LR grid to 5e-4, three seeds, 12207 steps, bf16)",
+        "normlab studies seed000-fig1",
+        "normlab compare --full",
+    ),
+    (
+        "seed 000 Fig. 4 / A.4",
+        "KiteNorm's lead over GPT-2 pre-norm holds across depth, budget, batch and width",
+        "normlab scaling --axis depth",
+        "normlab scaling --axis depth --full",
+    ),
+    (
+        "seed 004 build",
+        "Peri-LN keeps the gradient-norm CV below 1.2 where Pre-LN and Post-LN do not (text normalisation)",
+        "normlab textnorm",
+        "normlab textnorm --full",
+    ),
+];
+
+/// The study named `name`.
+pub fn find(name: &str) -> anyhow::Result<&'static Study> {
+    STUDIES.iter().find(|s| s.name == name).with_context(|| {
+        let known: Vec<&str> = STUDIES.iter().map(|s| s.name).collect();
+        format!("unknown study `{name}`; `normlab studies` lists them: {}", known.join(", "))
+    })
+}
+
+impl Sweep {
+    /// Study `name`'s sweep: the miniature, or with `full` the paper-scale file.
+    pub fn study(name: &str, full: bool, sets: &[String]) -> anyhow::Result<Self> {
+        let s = find(name)?;
+        let (path, text) = if full {
+            s.full.with_context(|| {
+                format!("study {name} has no file of its own at paper scale: run normlab compare --full")
+            })?
+        } else {
+            s.mini
+        };
+        Self::parse(text, Path::new(path), sets)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_study_file_is_listed_and_parses() {
+        let mut listed: Vec<&str> =
+            STUDIES.iter().flat_map(|s| [Some(s.mini.0), s.full.map(|f| f.0)]).flatten().collect();
+        listed.sort();
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/studies");
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| format!("configs/studies/{}", e.unwrap().file_name().to_string_lossy()))
+            .collect();
+        files.sort();
+        assert_eq!(listed, files, "every file in configs/studies is a listed study and the reverse");
+        for s in STUDIES {
+            Sweep::study(s.name, false, &[]).unwrap_or_else(|e| panic!("{}: {e:#}", s.name));
+            if s.full.is_some() {
+                Sweep::study(s.name, true, &[]).unwrap_or_else(|e| panic!("{} --full: {e:#}", s.name));
+            }
+        }
+        assert!(find("nonesuch").is_err());
+    }
+
+    #[test]
+    fn paper_scale_budgets_are_d1s() {
+        // Fig. 3 at 12 layers: 1.8e9 tokens of 128 × 2048 = 6866 steps; Fig. 2: 7325 steps with
+        // 572 warm-up steps (D.1).
+        let s = Sweep::study("seed000-fig3", true, &[]).unwrap();
+        let cfg = s.run_config(&s.grid()[0]).unwrap();
+        let counts = crate::model::params::ParamCounts { all: 1, non_embedding: 1 };
+        assert_eq!(cfg.total_steps(counts).unwrap(), 6866);
+        let s = Sweep::study("seed000-fig2", true, &[]).unwrap();
+        let cfg = s.run_config(&s.grid()[0]).unwrap();
+        assert_eq!(cfg.total_steps(counts).unwrap(), 7325);
+        assert_eq!(cfg.schedule.warmup_steps(7325), 572);
+        let full = Sweep::compare(true, &[]).unwrap();
+        let cfg = full.run_config(&full.grid()[0]).unwrap();
+        assert_eq!((cfg.model.n_layers, cfg.total_steps(counts).unwrap()), (48, 12207));
+        let lrs = full.section.axes.get("optim.lr").unwrap();
+        assert!(lrs.iter().any(|v| v.as_float() == Some(5e-4)), "the grid reaches post-norm's LR*");
+    }
+}
