@@ -140,9 +140,16 @@ fn every_recipe_matches_the_pytorch_reference() {
     check_every_fixture(check_case, "mismatches against PyTorch");
 }
 
+/// Presets checked otherwise than against a PyTorch fixture: `peri-norm` is `peri` (which has
+/// one) without its embedding and final norms, slots the `post`/`kitenorm` fixtures cover
+/// empty; `rmsnorm-approx`'s approximation is checked against its formula computed on the
+/// host from the model's weights and by finite differences (src/model/tests.rs,
+/// src/norm/tests.rs).
+const WITHOUT_FIXTURE: &[&str] = &["peri-norm", "rmsnorm-approx"];
+
 #[test]
 fn every_preset_has_a_fixture() {
-    for name in normlab::recipe::PRESET_NAMES {
+    for name in normlab::recipe::PRESET_NAMES.iter().filter(|n| !WITHOUT_FIXTURE.contains(n)) {
         assert!(fixture_dir().join(format!("{name}.safetensors")).exists(), "no PyTorch fixture for preset `{name}`");
     }
 }

@@ -158,9 +158,18 @@ fn the_report_renders_from_a_fixture_sweep() {
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     let stems: Vec<String> =
         md.lines().filter_map(|l| l.strip_prefix("![").and_then(|l| l.split(']').next()).map(String::from)).collect();
-    for must in
-        ["lr_curves", "train_loss", "val_loss", "grad_norm", "hidden_var", "mean_abs", "grad_layers", "bhyt_scatter"]
-    {
+    for must in [
+        "lr_curves",
+        "train_loss",
+        "val_loss",
+        "grad_norm",
+        "hidden_var",
+        "mean_abs",
+        "grad_layers",
+        "bhyt_scatter",
+        "angular_distance",
+        "final_attention_z",
+    ] {
         assert!(stems.iter().any(|s| s == must), "missing figure {must}: {stems:?}");
     }
     assert!(stems.iter().any(|s| s.starts_with("tau_")) && stems.iter().any(|s| s.starts_with("hidden_var_steps_")));
@@ -172,7 +181,8 @@ fn the_report_renders_from_a_fixture_sweep() {
             (u32::from_be_bytes(png[16..20].try_into().unwrap()), u32::from_be_bytes(png[20..24].try_into().unwrap()));
         // One chart: 960 × 540 (a legend column right of the plot); small multiples: 960 wide,
         // 300 px per row of panels.
-        assert!(w == 960 && (h == 540 || (s == "grad_layers" && h % 300 == 0)), "{s}.png is {w} × {h}");
+        let grid = s == "grad_layers" || s == "final_attention_z";
+        assert!(w == 960 && (h == 540 || (grid && h % 300 == 0)), "{s}.png is {w} × {h}");
         let svg = std::fs::read_to_string(out.join(format!("{s}.svg"))).unwrap();
         assert!(svg.trim_start().starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "{s}.svg");
     }

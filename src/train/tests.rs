@@ -318,7 +318,7 @@ fn config_errors_name_the_key_and_the_fix() {
     let e = err(&write(""), &["train.batch_size=8", "train.micro_batch_size=3"]);
     assert!(e.contains("divide train.batch_size"), "{e}");
     let e = err(&write("[train]\nsteps = 10\ntokens_per_param = 20\n"), &[]);
-    assert!(e.contains("not both"), "{e}");
+    assert!(e.contains("not several"), "{e}");
     let e = err(&write("[model\n"), &[]);
     assert!(e.contains("not valid TOML"), "{e}");
     let e = err(&root.join("missing.toml"), &[]);
