@@ -155,9 +155,10 @@ fn studies_list() -> String {
             Some(_) => format!("normlab studies {} --full", s.name),
             None => "normlab compare --full".into(),
         };
+        let time = s.minutes.map_or("not timed".into(), |m| format!("{m:.1} min on 2 cores"));
         t += &format!(
-            "\n{} — {}\n  claim: {}\n  miniature: normlab studies {} ({:.1} min on 2 cores)\n  paper scale: {full}\n",
-            s.name, s.figure, s.claim, s.name, s.minutes
+            "\n{} — {}\n  claim: {}\n  miniature: normlab studies {} ({time})\n  paper scale: {full}\n",
+            s.name, s.figure, s.claim, s.name
         );
     }
     for (figure, claim, mini, full) in COMMANDS {
