@@ -139,7 +139,7 @@ enum Cmd {
     /// Seed 004's build: Pre-LN, Post-LN and Peri-LN (or `--recipes`) trained on generated
     /// English text-normalisation pairs over a small learning-rate grid, scored with exact match
     /// and token F1 on generated and real held-out pairs, with gradient-norm CV per block and
-    /// per sublayer, sample outputs and findings (≈10 min on 2 cores).
+    /// per sublayer, sample outputs and findings (≈11 min on 2 cores).
     Textnorm {
         /// The GPU-scale version (configs/sweeps/textnorm-full.toml).
         #[arg(long)]
