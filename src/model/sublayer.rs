@@ -12,7 +12,7 @@
 use super::names::child;
 use crate::init::ParamBuilder;
 use crate::kernels::{Kernels, widen};
-use crate::norm::{Bhyt, Norm, NormKind};
+use crate::norm::{Norm, NormKind};
 use crate::recipe::SublayerPlan;
 use burn::module::Module;
 use burn::tensor::Tensor;
@@ -106,11 +106,6 @@ impl<F> Sublayer<F> {
         let sum = scaled(x, skip) + scaled(branch.clone(), residual);
         let next = maybe_norm(&self.outer_norm, sum.clone(), k);
         SublayerOut { next, sum: Some(sum), branch }
-    }
-
-    /// The input norm when it is BHyT's approximating kind.
-    pub fn bhyt_input(&self) -> Option<&Bhyt> {
-        self.input_norm.as_ref().and_then(Norm::as_bhyt)
     }
 
     /// The input norm when its kind takes an approximated variance (BHyT, RMSNorm-Approx).
