@@ -44,6 +44,7 @@ pub mod probe;
 pub mod recipe;
 pub mod report;
 pub mod rng;
+pub mod serve;
 pub mod stats;
 pub mod stop;
 pub mod sweep;

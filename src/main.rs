@@ -72,6 +72,24 @@ enum Cmd {
         #[arg(long)]
         no_cache: bool,
     },
+    /// Serve a trained run over HTTP: OpenAI-compatible POST /v1/completions (streaming with
+    /// "stream": true), POST /v1/normalize for pairs runs, GET /health, GET /metrics.
+    Serve {
+        #[arg(long, value_name = "RUN_DIR")]
+        checkpoint: PathBuf,
+        /// Address to listen on (localhost only unless told otherwise).
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        /// 0 picks a free port (printed).
+        #[arg(long, default_value_t = 8000)]
+        port: u16,
+        /// Requests decoded together in one batch.
+        #[arg(long, default_value_t = 16)]
+        max_batch: usize,
+        /// Requests waiting for the batch before new ones are refused with 503.
+        #[arg(long, default_value_t = 64)]
+        queue: usize,
+    },
     /// Stability probes of a trained run (or, with --init, of its freshly initialised model) on
     /// held-out windows: per-sublayer hidden-state statistics, LN-Jacobian bound, token
     /// alignment, angular distance, gradient norms, attention saturation. Writes RUN/probes/*.json.
@@ -338,6 +356,10 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Cmd::Data { cmd } => data(cmd).map(|()| 0),
         Cmd::Import { hf_dir, out, recipe, sets, force } => {
             commands::hf::import(&hf_dir, &out, recipe.as_deref(), &sets, force).map(|()| 0)
+        }
+        Cmd::Serve { checkpoint, host, port, max_batch, queue } => {
+            let o = normlab::serve::ServeOptions { checkpoint, host, port, max_batch, queue, signals: true };
+            commands::serve::serve(o).map(|()| 0)
         }
         Cmd::Export { run_dir, hf } => commands::hf::export(&run_dir, &hf).map(|()| 0),
         Cmd::Recipes { name, config, layers, d_model } => {

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Each room's floor; a room may import only rooms on a lower floor.
-const FLOORS: [(&str, u32); 23] = [
+const FLOORS: [(&str, u32); 24] = [
     ("io", 0),
     ("stop", 0),
     ("rng", 0),
@@ -30,6 +30,7 @@ const FLOORS: [(&str, u32); 23] = [
     ("train", 7),
     ("sweep", 8),
     ("hf", 8),
+    ("serve", 8),
     ("report", 9),
     ("bench", 9),
     ("fuzzing", 10),

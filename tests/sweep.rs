@@ -168,7 +168,9 @@ fn the_report_renders_from_a_fixture_sweep() {
         "grad_layers",
         "bhyt_scatter",
         "angular_distance",
-        "final_attention_z",
+        "final_attention_var",
+        "final_attention_max",
+        "final_attention_tau",
     ] {
         assert!(stems.iter().any(|s| s == must), "missing figure {must}: {stems:?}");
     }
@@ -181,7 +183,7 @@ fn the_report_renders_from_a_fixture_sweep() {
             (u32::from_be_bytes(png[16..20].try_into().unwrap()), u32::from_be_bytes(png[20..24].try_into().unwrap()));
         // One chart: 960 × 540 (a legend column right of the plot); small multiples: 960 wide,
         // 300 px per row of panels.
-        let grid = s == "grad_layers" || s == "final_attention_z";
+        let grid = s == "grad_layers";
         assert!(w == 960 && (h == 540 || (grid && h % 300 == 0)), "{s}.png is {w} × {h}");
         let svg = std::fs::read_to_string(out.join(format!("{s}.svg"))).unwrap();
         assert!(svg.trim_start().starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "{s}.svg");

@@ -29,6 +29,7 @@ pub mod dims;
 pub mod gemm;
 pub mod gpu;
 pub mod rounds;
+pub mod serve;
 pub mod torch;
 
 pub use dims::{Dims, DimsChoice};

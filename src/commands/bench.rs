@@ -68,12 +68,42 @@ pub struct BenchArgs {
     /// `--steps` rounds per size).
     #[arg(long)]
     pub allreduce: bool,
+    /// Instead of the model: request latency of `normlab serve` on this run at each of
+    /// `--clients` concurrent clients (default bench/serve.json).
+    #[arg(long, value_name = "RUN_DIR")]
+    pub serve: Option<PathBuf>,
+    /// With --serve: concurrent clients per level.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
+    pub clients: Vec<usize>,
+    /// With --serve: requests per level.
+    #[arg(long, default_value_t = 200)]
+    pub requests: usize,
+    /// With --serve on a run that is not a pairs run: tokens per completion.
+    #[arg(long, default_value_t = 32)]
+    pub max_tokens: usize,
+    /// With --serve: the server's --max-batch.
+    #[arg(long, default_value_t = 16)]
+    pub max_batch: usize,
 }
 
 /// Runs the benchmark the flags describe and writes its JSON.
 pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
     if a.allreduce {
         return allreduce(&a);
+    }
+    if let Some(run) = a.serve {
+        let o = crate::bench::serve::ServeBenchOptions {
+            run,
+            clients: a.clients,
+            requests: a.requests,
+            max_tokens: a.max_tokens,
+            max_batch: a.max_batch,
+            out: a.out.unwrap_or_else(|| "bench/serve.json".into()),
+        };
+        let r = crate::bench::serve::run(&o)?;
+        outln!("{}", crate::bench::serve::table(&r));
+        errln!("wrote {}", o.out.display());
+        return Ok(0);
     }
     if a.gemm {
         let out = a.out.unwrap_or_else(|| "bench/gemm.json".into());

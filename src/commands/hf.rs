@@ -19,11 +19,7 @@ pub fn import(hf_dir: &Path, out: &Path, recipe: Option<&str>, sets: &[String], 
 
 /// `normlab export RUN --hf OUT`.
 pub fn export(run: &Path, out: &Path) -> anyhow::Result<()> {
-    let f = crate::hf::export::export(run, out)?;
-    errln!(
-        "wrote {} as a {} checkpoint (config.json, model.safetensors, tokenizer.json)",
-        out.display(),
-        f.model_type()
-    );
+    let layout = crate::hf::export::export(run, out)?;
+    errln!("wrote {} as {}", out.display(), layout.describe());
     Ok(())
 }

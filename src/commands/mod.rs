@@ -32,6 +32,7 @@ pub mod hf;
 mod ranks;
 pub mod recipes;
 pub mod saved;
+pub mod serve;
 pub mod sweep;
 pub mod train;
 

@@ -1,19 +1,41 @@
-//! `normlab export RUN_DIR --hf OUT_DIR`: a run whose recipe has a Hugging Face equivalent
-//! (pre-norm RMSNorm: Llama, with biases Qwen2, with per-head QK-norm Qwen3; OLMo 2's
-//! output-norm layout) as a checkpoint directory `transformers` loads: `config.json`,
-//! `model.safetensors` (f32, Hugging Face names and orientation) and `tokenizer.json`.
+//! `normlab export RUN_DIR --hf OUT_DIR`: a run as a checkpoint directory `transformers` loads.
+//! A recipe with a Hugging Face equivalent (pre-norm RMSNorm: Llama, with biases Qwen2, with
+//! per-head QK-norm Qwen3; OLMo 2's output-norm layout) is written in that family's layout:
+//! `config.json`, `model.safetensors` (f32, Hugging Face names and orientation) and
+//! `tokenizer.json`. Every other recipe is written with its own PyTorch implementation
+//! ([`super::remote`]): `config.json` with `auto_map`, `modeling_normlab.py` and normlab's
+//! tensors, loaded with `trust_remote_code=True`.
 
 use super::config::{Family, HfConfig, recipe_for};
+use super::remote;
 use super::weights::{mappings, to_hf};
 use crate::io::{tensors, write_atomic};
 use crate::model::ModelConfig;
 use crate::train::saved::SavedRun;
-use anyhow::{Context, bail};
+use anyhow::Context;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// How a run is exported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// A `transformers` family's own layout.
+    Native(Family),
+    /// normlab's `modeling_normlab.py`, loaded with `trust_remote_code=True`.
+    RemoteCode,
+}
+
+impl Layout {
+    pub fn describe(self) -> String {
+        match self {
+            Layout::Native(f) => format!("a {} checkpoint", f.model_type()),
+            Layout::RemoteCode => "a normlab checkpoint with modeling_normlab.py (trust_remote_code=True)".into(),
+        }
+    }
+}
+
 /// The family whose layout `m`'s recipe is, if any.
-fn family_of(m: &ModelConfig) -> anyhow::Result<Family> {
+pub fn family_of(m: &ModelConfig) -> anyhow::Result<Option<Family>> {
     let (_, ours) = m.validate()?;
     for f in [Family::Llama, Family::Qwen3, Family::Olmo2] {
         let theirs = ModelConfig { recipe: recipe_for(f, None)?, ..m.clone() }.validate()?.1;
@@ -24,13 +46,10 @@ fn family_of(m: &ModelConfig) -> anyhow::Result<Family> {
             && ours.embedding_scale.is_none()
             && ours.regularizer == 0.0
         {
-            return Ok(if f == Family::Llama && m.attn_bias { Family::Qwen2 } else { f });
+            return Ok(Some(if f == Family::Llama && m.attn_bias { Family::Qwen2 } else { f }));
         }
     }
-    bail!(
-        "recipe `{}` has no Hugging Face equivalent; export needs pre-norm RMSNorm (Llama/Qwen) or OLMo 2's layout",
-        ours.name
-    )
+    Ok(None)
 }
 
 fn architecture(f: Family) -> &'static str {
@@ -76,24 +95,49 @@ fn config_json(m: &ModelConfig, f: Family, max_positions: usize) -> anyhow::Resu
     Ok(v)
 }
 
-/// Writes the Hugging Face directory; returns the family it was written as.
-pub fn export(run: &Path, out: &Path) -> anyhow::Result<Family> {
+/// The run's tokenizer as `tokenizer.json`: its BPE, or for byte runs an equivalent byte-level
+/// tokenizer (id = byte value).
+fn tokenizer_json(saved: &SavedRun, run: &Path) -> anyhow::Result<String> {
+    match &saved.tokenizer {
+        crate::data::Tokenizer::Byte => remote::byte_tokenizer_json(),
+        t => t.to_json()?.with_context(|| {
+            format!(
+                "{} uses GPT-2's tokenizer, which normlab cannot write as tokenizer.json; \
+                 load it in transformers with AutoTokenizer.from_pretrained(\"gpt2\")",
+                run.display()
+            )
+        }),
+    }
+}
+
+/// Writes the Hugging Face directory; returns the layout it was written in.
+pub fn export(run: &Path, out: &Path) -> anyhow::Result<Layout> {
     let saved = SavedRun::open(run)?;
     let m = &saved.cfg.model;
-    let f = family_of(m)?;
-    let tok = saved.tokenizer.to_json()?.with_context(|| {
-        format!(
-            "{} uses a built-in tokenizer with no tokenizer.json; export needs a BPE or imported run",
-            run.display()
-        )
-    })?;
+    let tok = tokenizer_json(&saved, run)?;
     let ours = tensors::read(&saved.weights)?.tensors;
-    let hf = to_hf(&ours, &mappings(f, m.n_layers, m.attn_bias, m.tie_embeddings))?;
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
-    let max_positions = saved.cfg.train.seq_len.max(2048);
-    let cfg = serde_json::to_string_pretty(&config_json(m, f, max_positions)?)?;
-    write_atomic(&out.join("config.json"), cfg.as_bytes())?;
-    tensors::write(&out.join("model.safetensors"), &hf, &BTreeMap::from([("format".into(), "pt".into())]))?;
+    let seq_len = saved.cfg.train.seq_len;
+    let meta = BTreeMap::from([("format".into(), "pt".into())]);
+    let layout = match family_of(m)? {
+        Some(f) => {
+            let hf = to_hf(&ours, &mappings(f, m.n_layers, m.attn_bias, m.tie_embeddings))?;
+            let cfg = serde_json::to_string_pretty(&config_json(m, f, seq_len.max(2048))?)?;
+            write_atomic(&out.join("config.json"), cfg.as_bytes())?;
+            tensors::write(&out.join("model.safetensors"), &hf, &meta)?;
+            Layout::Native(f)
+        }
+        None => {
+            let eos = (saved.cfg.data.task == crate::data::config::Task::Pairs)
+                .then(|| crate::data::pairs::render::end_id(&saved.tokenizer))
+                .transpose()?;
+            let cfg = serde_json::to_string_pretty(&remote::config_json(m, &saved.recipe, seq_len, eos))?;
+            write_atomic(&out.join(remote::MODELING_FILE), remote::MODELING.as_bytes())?;
+            write_atomic(&out.join("config.json"), cfg.as_bytes())?;
+            tensors::write(&out.join("model.safetensors"), &ours, &meta)?;
+            Layout::RemoteCode
+        }
+    };
     write_atomic(&out.join("tokenizer.json"), tok.as_bytes())?;
-    Ok(f)
+    Ok(layout)
 }

@@ -5,10 +5,12 @@
 //! - [`weights`]: tensor names and orientation both ways; sharded checkpoints
 //! - [`import`]: a checkpoint as a run at step 0, with what the placement change added and removed
 //! - [`export`]: a run as a checkpoint directory `transformers` loads
+//! - [`remote`]: for recipes without a family layout, `modeling_normlab.py` and its config
 
 pub mod config;
 pub mod export;
 pub mod import;
+pub mod remote;
 pub mod weights;
 
 #[cfg(test)]

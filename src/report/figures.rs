@@ -193,8 +193,9 @@ fn output_gains(p: &crate::probe::ProbeRecord) -> Vec<(f64, f64)> {
 }
 
 /// Statistics of `z_l` after the residual addition in the final attention sublayer over
-/// training, one line per run (seed 000 Fig. 3: variance, largest |z| and token alignment).
-pub fn final_attention(dir: &Path, runs: &[RunData]) -> anyhow::Result<Option<Figure>> {
+/// training, one line per run (seed 000 Fig. 3's three panels: variance, largest |z| and token
+/// alignment), each its own chart with the runs' legend; none without probes.
+pub fn final_attention(dir: &Path, runs: &[RunData]) -> anyhow::Result<Vec<Figure>> {
     let over = |value: fn(&SublayerProbe) -> f64| -> Vec<Series> {
         runs.iter()
             .enumerate()
@@ -215,22 +216,31 @@ pub fn final_attention(dir: &Path, runs: &[RunData]) -> anyhow::Result<Option<Fi
     };
     let var = over(|s| s.z.var);
     if var.is_empty() {
-        return Ok(None);
+        return Ok(Vec::new());
     }
-    let panels = vec![
-        Chart::new("Var(z) in the final attention sublayer", "step", "Var(z) (log)", var).log(false, true),
-        Chart::new("max |z|", "step", "max |z| (log)", over(|s| s.z.max_abs)).log(false, true),
-        Chart::new("token alignment τ(z)", "step", "τ(z)", over(|s| s.tau_sum)),
-    ];
-    let stem = "final_attention_z".to_string();
-    let svg = draw_grid(&panels, 3, &dir.join(&stem))?;
-    Ok(Some(Figure {
-        stem,
-        caption: "The hidden state z after the residual addition in the final attention sublayer over training, one \
-            line per run: its variance over the hidden dimension, largest |z| and token alignment (seed 000 Fig. 3)."
-            .into(),
-        svg,
-    }))
+    let what = "after the residual addition in the final attention sublayer over training, one line per run \
+        (seed 000 Fig. 3)";
+    Ok(vec![
+        fig(
+            dir,
+            "final_attention_var",
+            format!("Var(z) over the hidden dimension {what}."),
+            Chart::new("Var(z), final attention sublayer", "step", "Var(z) (log)", var).log(false, true),
+        )?,
+        fig(
+            dir,
+            "final_attention_max",
+            format!("Largest |z| {what}."),
+            Chart::new("max |z|, final attention sublayer", "step", "max |z| (log)", over(|s| s.z.max_abs))
+                .log(false, true),
+        )?,
+        fig(
+            dir,
+            "final_attention_tau",
+            format!("Token alignment τ(z) {what}; τ → 1 is rank collapse."),
+            Chart::new("token alignment τ(z), final attention sublayer", "step", "τ(z)", over(|s| s.tau_sum)),
+        )?,
+    ])
 }
 
 /// Run `i`'s sublayer gradient norms at its first probe (dashed) and its last (solid); `None`

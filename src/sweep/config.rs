@@ -291,15 +291,31 @@ impl Sweep {
     }
 }
 
-/// An axis value in a run name: strings as they are, tables as `key-value` pairs joined by
-/// `+` (a recipe table), other values as TOML writes them.
+/// An axis value in a run name: strings as they are, a table by its `name` when it has one (a
+/// named recipe) else as `key-value` pairs joined by `+`, other values as TOML writes them.
+/// A label longer than [`MAX_LABEL`] bytes keeps its start and a hash of the whole, so that
+/// run directories stay within file-name limits and distinct.
 fn value_label(v: &toml::Value) -> String {
-    match v {
+    let label = match v {
         toml::Value::String(s) => s.clone(),
-        toml::Value::Table(t) => t.iter().map(|(k, v)| format!("{k}-{}", value_label(v))).collect::<Vec<_>>().join("+"),
+        toml::Value::Table(t) => match t.get("name") {
+            Some(toml::Value::String(n)) => n.clone(),
+            _ => t.iter().map(|(k, v)| format!("{k}-{}", value_label(v))).collect::<Vec<_>>().join("+"),
+        },
         other => other.to_string(),
+    };
+    if label.len() <= MAX_LABEL {
+        return label;
     }
+    let mut cut = MAX_LABEL - 9;
+    while !label.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}-{}", &label[..cut], &crate::data::cache::sha256_hex(v.to_string().as_bytes())[..8])
 }
+
+/// The longest axis label in a run name (file names are limited to 255 bytes).
+const MAX_LABEL: usize = 48;
 
 /// `recipe=peri,lr=0.003`: each axis's last key part and value. A name depends on the run's
 /// own values only, so it stays the same when the grid grows (a learning rate added).

@@ -88,10 +88,11 @@ impl GroupBy {
 pub fn axis_label(v: Option<&serde_json::Value>) -> String {
     match v {
         Some(serde_json::Value::String(s)) => s.clone(),
-        // A recipe table: its fields, as the run name writes them.
-        Some(serde_json::Value::Object(o)) => {
-            o.iter().map(|(k, v)| format!("{k}-{}", axis_label(Some(v)))).collect::<Vec<_>>().join("+")
-        }
+        // A recipe table: its name, else its fields as the run name writes them.
+        Some(serde_json::Value::Object(o)) => match o.get("name") {
+            Some(serde_json::Value::String(n)) => n.clone(),
+            _ => o.iter().map(|(k, v)| format!("{k}-{}", axis_label(Some(v)))).collect::<Vec<_>>().join("+"),
+        },
         Some(other) => other.to_string(),
         None => "(base)".into(),
     }

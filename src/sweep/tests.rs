@@ -202,3 +202,27 @@ fn several_group_keys_tune_the_rate_per_group() {
     let pooled = summarize(&rows, &Default::default(), "optim.lr");
     assert_eq!(pooled.iter().find(|m| m.method == "pre").unwrap().lr_star, Some(1e-3));
 }
+
+/// A named recipe table is labelled by its name; an unnamed one longer than a file name allows
+/// keeps its start and a hash of the whole, so two long tables that differ only at the end
+/// still get two run directories.
+#[test]
+fn table_values_name_runs_by_their_name_or_a_bounded_label() {
+    let named: toml::Value = toml::from_str::<toml::Table>(
+        "r = { name = \"dyt-1b\", sublayer = { input = { kind = \"dyt\", alpha = 0.5 } } }",
+    )
+    .unwrap()["r"]
+        .clone();
+    assert_eq!(super::config::run_name(&[("model.recipe".into(), named)]), "recipe=dyt-1b");
+    let long = |alpha: &str| -> toml::Value {
+        let text = format!(
+            "r = {{ sublayer = {{ input = {{ kind = \"dyt\", alpha = {alpha} }} }}, layers = [{{ range = \"1..=L\", sublayers = \"attn\", input = {{ kind = \"dyt\", alpha = 1.0 }} }}] }}"
+        );
+        toml::from_str::<toml::Table>(&text).unwrap()["r"].clone()
+    };
+    let (a, b) = (
+        super::config::run_name(&[("model.recipe".into(), long("0.5"))]),
+        super::config::run_name(&[("model.recipe".into(), long("0.25"))]),
+    );
+    assert!(a.len() <= 60 && b.len() <= 60 && a != b, "{a} {b}");
+}

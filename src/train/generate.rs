@@ -151,21 +151,50 @@ pub fn generate(
 }
 
 /// The index of the largest logit (the last of equals).
-fn argmax(logits: &[f32]) -> usize {
+pub fn argmax(logits: &[f32]) -> usize {
     logits.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i).unwrap_or(0)
+}
+
+/// How the next token is drawn from a position's logits.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sampling {
+    /// 0 = greedy (the arg-max).
+    pub temperature: f64,
+    /// Keep only the `k` most likely tokens (None = all).
+    pub top_k: Option<usize>,
+    /// Nucleus: keep the most likely tokens whose probabilities first sum to at least `top_p`
+    /// (1 = all).
+    pub top_p: f64,
 }
 
 /// Draws an index from `softmax(logits / temperature)` restricted to the `top_k` largest; the
 /// arg-max when `temperature` is 0.
 pub fn sample(logits: &[f32], temperature: f64, top_k: Option<usize>, rng: &mut SplitMix64) -> usize {
-    if temperature == 0.0 {
+    sample_with(logits, &Sampling { temperature, top_k, top_p: 1.0 }, rng)
+}
+
+/// Draws an index under `s`: top-k, then the nucleus of the renormalised distribution.
+pub fn sample_with(logits: &[f32], s: &Sampling, rng: &mut SplitMix64) -> usize {
+    if s.temperature == 0.0 {
         return argmax(logits);
     }
     let mut idx: Vec<usize> = (0..logits.len()).collect();
     idx.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]));
-    idx.truncate(top_k.unwrap_or(logits.len()).min(logits.len()));
+    idx.truncate(s.top_k.unwrap_or(logits.len()).min(logits.len()));
     let max = logits[idx[0]] as f64;
-    let weights: Vec<f64> = idx.iter().map(|&i| ((logits[i] as f64 - max) / temperature).exp()).collect();
+    let mut weights: Vec<f64> = idx.iter().map(|&i| ((logits[i] as f64 - max) / s.temperature).exp()).collect();
+    if s.top_p < 1.0 {
+        let total: f64 = weights.iter().sum();
+        let (mut acc, mut keep) = (0.0, weights.len());
+        for (k, w) in weights.iter().enumerate() {
+            acc += w / total;
+            if acc >= s.top_p {
+                keep = k + 1;
+                break;
+            }
+        }
+        weights.truncate(keep);
+    }
     let mut u = rng.uniform() * weights.iter().sum::<f64>();
     for (k, w) in weights.iter().enumerate() {
         u -= w;
@@ -173,7 +202,7 @@ pub fn sample(logits: &[f32], temperature: f64, top_k: Option<usize>, rng: &mut 
             return idx[k];
         }
     }
-    idx[idx.len() - 1]
+    idx[weights.len() - 1]
 }
 
 #[cfg(test)]
@@ -201,6 +230,22 @@ mod tests {
     fn opts(cache: bool) -> DecodeOptions {
         // Context 12 < 5 + 10: the window slides once, in both modes.
         DecodeOptions { max_new: 10, stop: None, context: 12, cache }
+    }
+
+    /// Nucleus sampling keeps the fewest most likely tokens whose probabilities reach top_p:
+    /// with p = (0.5, 0.3, 0.2), top_p 0.5 always draws token 0, top_p 0.8 never token 2, and
+    /// 1 draws token 2 about a fifth of the time.
+    #[test]
+    fn top_p_keeps_the_smallest_nucleus() {
+        let logits: Vec<f32> = [0.5f32, 0.3, 0.2].iter().map(|p| p.ln()).collect();
+        let mut rng = SplitMix64::new(1);
+        let draw = |top_p: f64, rng: &mut SplitMix64| -> Vec<usize> {
+            (0..4000).map(|_| sample_with(&logits, &Sampling { temperature: 1.0, top_k: None, top_p }, rng)).collect()
+        };
+        assert!(draw(0.5, &mut rng).iter().all(|&t| t == 0));
+        assert!(draw(0.8, &mut rng).iter().all(|&t| t < 2));
+        let share = draw(1.0, &mut rng).iter().filter(|&&t| t == 2).count() as f64 / 4000.0;
+        assert!((share - 0.2).abs() < 0.03, "{share}");
     }
 
     /// The KV cache changes nothing: for every preset, greedy decoding of three left-padded

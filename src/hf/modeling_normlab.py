@@ -1,0 +1,284 @@
+"""normlab's decoder-only Transformer in PyTorch, for `transformers` (`trust_remote_code=True`).
+
+Written by `normlab export RUN --hf OUT` beside `config.json`, whose `recipe` entry says where
+every norm sits and which kind it is. Each sublayer l (attention, then feed-forward, L times)
+is the equation
+
+    X_{l+1} = N_outer(a * X_l + c * N_out(F_l(s * N_in(X_l))))
+
+with absent norms the identity. Before the first sublayer X_1 = N_emb(e * Embed(tokens))
+(e: the learnable embedding scale, when the recipe has one); the logits are
+N_final(X_{2L+1}) W_out. Parameter names and orientations are normlab's own (`x @ W`, W of
+shape [in, out]), so `model.safetensors` is normlab's checkpoint unchanged.
+
+Norm kinds (x: one position's d-vector, mean over the hidden dimension):
+    layernorm       gain * (x - mean x) / sqrt(var x + eps) + shift      (gain, shift optional)
+    rmsnorm         gain * x / sqrt(mean x^2 + eps)                        (gain optional)
+    scalar-layernorm, scalar-rmsnorm: the same with one scalar gain (and shift) (KiteNorm eq. 4)
+    dyt             gain * tanh(alpha * x) + shift                         (DyT)
+    bhyt-star       gain * tanh(lambda * x / D), D = kappa sqrt(var x + eps) + |mean x| ("std")
+                    or kappa sqrt(mean x^2 + eps) ("rms"); kappa = (1 - p)^(-1/2)   (BHyT*)
+    bhyt            gain * tanh(lambda * x / (kappa sqrt(s^2 + eps)))      (BHyT, Algorithm 1)
+    rmsnorm-approx  gain * x / sqrt(s^2 + eps)                             (seed 003 Table 5)
+
+For `bhyt` and `rmsnorm-approx`, s^2 is mean(x^2) of the block input in the attention input
+norm; the feed-forward input norm does not measure its input but uses Theorem 3.5's
+s^2 + ||W_V W_O||_F^2 / (T d) * sigma^2, with T the training sequence length
+(`bhyt_seq_len`) and sigma^2 = (lambda_attn / kappa)^2 for BHyT, 1 for RMSNorm-Approx.
+
+Attention: causal, rotary position embedding (rotate-half, base `rope_theta`) on queries and
+keys, grouped-query heads, optional query/key/value biases, optional QK-norm (RMSNorm over the
+full width before the head split, "full", or per head, "head"). Feed-forward: SiLU-gated GLU
+(w1, w3, w2) or a GELU MLP (w1, w2). Decoding recomputes the whole sequence at each step (no
+KV cache): the model is for inspection and evaluation, `normlab serve` for speed.
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
+from transformers.modeling_outputs import CausalLMOutput
+
+
+class NormlabConfig(PretrainedConfig):
+    model_type = "normlab"
+
+    def __init__(self, vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=None, head_dim=None, intermediate_size=176, ffn="glu",
+                 attention_bias=False, tie_word_embeddings=False, rope_theta=10000.0, bhyt_seq_len=64,
+                 max_position_embeddings=2048, recipe=None, **kwargs):
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.num_hidden_layers = num_hidden_layers
+        self.num_attention_heads = num_attention_heads
+        self.num_key_value_heads = num_key_value_heads or num_attention_heads
+        self.head_dim = head_dim or hidden_size // num_attention_heads
+        self.intermediate_size = intermediate_size
+        self.ffn = ffn
+        self.attention_bias = attention_bias
+        self.rope_theta = rope_theta
+        self.bhyt_seq_len = bhyt_seq_len
+        self.max_position_embeddings = max_position_embeddings
+        self.recipe = recipe or {}
+        super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)
+
+
+# ---- norms -------------------------------------------------------------------------------------
+
+class Norm(nn.Module):
+    """One norm slot of the recipe; `spec` is its entry in config.json's `recipe`."""
+
+    def __init__(self, spec, width):
+        super().__init__()
+        self.kind, self.spec = spec["kind"], spec
+        self.eps = spec.get("eps", 0.0)
+        vector = lambda: nn.Parameter(torch.ones(width))
+        scalar = lambda: nn.Parameter(torch.ones(1))
+        k = self.kind
+        if k in ("layernorm", "rmsnorm", "rmsnorm-approx") and spec["gain"]:
+            self.gain = vector()
+        if k == "layernorm" and spec["shift"]:
+            self.shift = nn.Parameter(torch.zeros(width))
+        if k in ("scalar-layernorm", "scalar-rmsnorm"):
+            self.gain = scalar()
+        if k == "scalar-layernorm" and spec["shift"]:
+            self.shift = nn.Parameter(torch.zeros(1))
+        if k == "dyt":
+            self.gain, self.shift, self.alpha = vector(), nn.Parameter(torch.zeros(width)), scalar()
+        if k in ("bhyt", "bhyt-star"):
+            self.gain = vector()
+            self.register_parameter("lambda", scalar())
+            self.kappa = (1.0 - spec["p"]) ** -0.5
+
+    def affine(self, y):
+        y = y * self.gain if hasattr(self, "gain") else y
+        return y + self.shift if hasattr(self, "shift") else y
+
+    def forward(self, x, variance=None):
+        k = self.kind
+        if k in ("layernorm", "scalar-layernorm"):
+            mu = x.mean(-1, keepdim=True)
+            return self.affine((x - mu) / torch.sqrt((x - mu).pow(2).mean(-1, keepdim=True) + self.eps))
+        if k in ("rmsnorm", "scalar-rmsnorm", "rmsnorm-approx"):
+            s2 = x.pow(2).mean(-1, keepdim=True) if variance is None else variance
+            return self.affine(x / torch.sqrt(s2 + self.eps))
+        if k == "dyt":
+            return self.affine(torch.tanh(self.alpha * x))
+        lam = getattr(self, "lambda")
+        if k == "bhyt-star":
+            mu = x.mean(-1, keepdim=True)
+            if self.spec["denominator"] == "std":
+                den = self.kappa * torch.sqrt((x - mu).pow(2).mean(-1, keepdim=True) + self.eps) + mu.abs()
+            else:
+                den = self.kappa * torch.sqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+            return self.gain * torch.tanh(lam * x / den)
+        if k == "bhyt":
+            s2 = x.pow(2).mean(-1, keepdim=True) if variance is None else variance
+            return self.gain * torch.tanh(lam * x / (self.kappa * torch.sqrt(s2 + self.eps)))
+        raise ValueError(f"unknown norm kind {k!r}")
+
+    def approximates(self):
+        """Whether this input norm uses the block statistic (Algorithm 1) instead of its own."""
+        return self.kind in ("bhyt", "rmsnorm-approx")
+
+
+def optional_norm(spec, width):
+    return Norm(spec, width) if spec else None
+
+
+def apply(norm, x, variance=None):
+    return x if norm is None else norm(x, variance)
+
+
+# ---- branch functions --------------------------------------------------------------------------
+
+def rotate(x, theta):
+    """Rotary position embedding, rotate-half convention; x [B, H, T, hd]."""
+    t, hd = x.shape[-2], x.shape[-1]
+    inv = 1.0 / theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+    ang = torch.outer(torch.arange(t, dtype=torch.float64), inv)
+    cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+    x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        d, hd, h, kv = cfg.hidden_size, cfg.head_dim, cfg.num_attention_heads, cfg.num_key_value_heads
+        self.h, self.kv, self.hd, self.theta = h, kv, hd, cfg.rope_theta
+        self.wq, self.wk = nn.Parameter(torch.empty(d, h * hd)), nn.Parameter(torch.empty(d, kv * hd))
+        self.wv, self.wo = nn.Parameter(torch.empty(d, kv * hd)), nn.Parameter(torch.empty(h * hd, d))
+        if cfg.attention_bias:
+            self.bq, self.bk = nn.Parameter(torch.zeros(h * hd)), nn.Parameter(torch.zeros(kv * hd))
+            self.bv = nn.Parameter(torch.zeros(kv * hd))
+        self.qk = cfg.recipe.get("qk_norm", "none")
+        if self.qk != "none":
+            rms = dict(kind="rmsnorm", gain=True, eps=cfg.recipe["qk_norm_eps"])
+            width = lambda n: n * hd if self.qk == "full" else hd
+            self.q_norm, self.k_norm = Norm(rms, width(h)), Norm(rms, width(kv))
+
+    def project(self, x, w, b):
+        y = x @ getattr(self, w)
+        return y + getattr(self, b) if hasattr(self, b) else y
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        q, k, v = self.project(x, "wq", "bq"), self.project(x, "wk", "bk"), self.project(x, "wv", "bv")
+        if self.qk == "full":
+            q, k = self.q_norm(q), self.k_norm(k)
+        heads = lambda y, n: y.view(b, t, n, self.hd).transpose(1, 2)
+        q, k, v = heads(q, self.h), heads(k, self.kv), heads(v, self.kv)
+        if self.qk == "head":
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = rotate(q, self.theta), rotate(k, self.theta)
+        group = self.h // self.kv
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.hd)
+        scores = scores.masked_fill(torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
+        o = scores.softmax(-1) @ v
+        return o.transpose(1, 2).reshape(b, t, self.h * self.hd) @ self.wo
+
+    def value_output_frobenius_sq(self):
+        """||W_V W_O||_F^2 with each key/value head's columns repeated for its query group."""
+        d = self.wv.shape[0]
+        wv = self.wv.view(d, self.kv, 1, self.hd).expand(d, self.kv, self.h // self.kv, self.hd)
+        return (wv.reshape(d, self.h * self.hd) @ self.wo).pow(2).sum()
+
+
+class FeedForward(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        d, m = cfg.hidden_size, cfg.intermediate_size
+        self.w1, self.w2 = nn.Parameter(torch.empty(d, m)), nn.Parameter(torch.empty(m, d))
+        if cfg.ffn == "glu":
+            self.w3 = nn.Parameter(torch.empty(d, m))
+
+    def forward(self, x):
+        if hasattr(self, "w3"):
+            return (F.silu(x @ self.w1) * (x @ self.w3)) @ self.w2
+        return F.gelu(x @ self.w1) @ self.w2
+
+
+# ---- the sublayer equation ---------------------------------------------------------------------
+
+class Sublayer(nn.Module):
+    """X_{l+1} = N_outer(a * X_l + c * N_out(F(s * N_in(X_l))))."""
+
+    def __init__(self, spec, f, d):
+        super().__init__()
+        self.a, self.c, self.s = spec["a"], spec["c"], spec["s"]
+        self.f = f
+        self.input_norm = optional_norm(spec["input"], d)
+        self.output_norm = optional_norm(spec["output"], d)
+        self.outer_norm = optional_norm(spec["outer"], d)
+
+    def forward(self, x, variance=None):
+        z = self.a * x + self.c * apply(self.output_norm, self.f(self.s * apply(self.input_norm, x, variance)))
+        return apply(self.outer_norm, z)
+
+
+class Layer(nn.Module):
+    def __init__(self, cfg, i):
+        super().__init__()
+        subs, d = cfg.recipe["sublayers"], cfg.hidden_size
+        self.attn = Sublayer(subs[2 * i], Attention(cfg), d)
+        self.ffn = Sublayer(subs[2 * i + 1], FeedForward(cfg), d)
+        self.t, self.d = cfg.bhyt_seq_len, d
+
+    def forward(self, x):
+        exact = x.pow(2).mean(-1, keepdim=True) if self.attn.input_norm and self.attn.input_norm.approximates() else None
+        x = self.attn(x, exact)
+        return self.ffn(x, self.ffn_variance(exact))
+
+    def ffn_variance(self, exact):
+        """Theorem 3.5's approximation for an approximating FFN input norm, else None."""
+        if exact is None or not (self.ffn.input_norm and self.ffn.input_norm.approximates()):
+            return None
+        norm = self.attn.input_norm
+        sigma2 = (getattr(norm, "lambda") / norm.kappa) ** 2 if norm.kind == "bhyt" else 1.0
+        return exact + self.attn.f.value_output_frobenius_sq() / (self.t * self.d) * sigma2
+
+
+# ---- the model -----------------------------------------------------------------------------
+
+class NormlabForCausalLM(PreTrainedModel, GenerationMixin):
+    config_class = NormlabConfig
+    base_model_prefix = "normlab"
+    main_input_name = "input_ids"
+    _supports_cache_class = False
+
+    def __init__(self, config):
+        super().__init__(config)
+        r, d, v = config.recipe, config.hidden_size, config.vocab_size
+        self.tok_emb = nn.Parameter(torch.empty(v, d))
+        if r.get("embedding_scale"):
+            self.emb_scale = nn.Parameter(torch.ones(1))
+        self.emb_norm = optional_norm(r.get("embedding_norm"), d)
+        self.layers = nn.ModuleList(Layer(config, i) for i in range(config.num_hidden_layers))
+        self.final_norm = optional_norm(r.get("final_norm"), d)
+        if not config.tie_word_embeddings:
+            self.lm_head = nn.Parameter(torch.empty(d, v))
+        self.post_init()
+
+    def _init_weights(self, module):
+        pass  # every parameter comes from model.safetensors
+
+    def forward(self, input_ids, attention_mask=None, labels=None, **kwargs):
+        x = self.tok_emb[input_ids]
+        if hasattr(self, "emb_scale"):
+            x = self.emb_scale * x
+        x = apply(self.emb_norm, x)
+        for layer in self.layers:
+            x = layer(x)
+        x = apply(self.final_norm, x)
+        logits = x @ (self.lm_head if hasattr(self, "lm_head") else self.tok_emb.t())
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1))
+        return CausalLMOutput(loss=loss, logits=logits)
+
+    def prepare_inputs_for_generation(self, input_ids, **kwargs):
+        return {"input_ids": input_ids}

@@ -1,0 +1,156 @@
+//! The export of a run whose recipe has no Hugging Face layout: `config.json` with `auto_map`
+//! to `modeling_normlab.py` (written beside it, loaded with `trust_remote_code=True`), the
+//! resolved recipe under `recipe`, and normlab's own tensors unchanged in `model.safetensors`.
+
+use crate::model::ModelConfig;
+use crate::norm::{BhytDenominator, NormKind};
+use crate::recipe::{QkNorm, ResolvedRecipe};
+use serde_json::{Value, json};
+
+/// The PyTorch implementation shipped with every such export.
+pub const MODELING: &str = include_str!("modeling_normlab.py");
+pub const MODELING_FILE: &str = "modeling_normlab.py";
+
+/// One norm slot as `modeling_normlab.Norm` reads it.
+pub fn norm_json(n: &NormKind) -> Value {
+    match *n {
+        NormKind::LayerNorm { gain, shift, eps } => {
+            json!({"kind": "layernorm", "gain": gain, "shift": shift, "eps": eps})
+        }
+        NormKind::RmsNorm { gain, eps } => json!({"kind": "rmsnorm", "gain": gain, "eps": eps}),
+        NormKind::ScalarLayerNorm { shift, eps } => json!({"kind": "scalar-layernorm", "shift": shift, "eps": eps}),
+        NormKind::ScalarRmsNorm { eps } => json!({"kind": "scalar-rmsnorm", "eps": eps}),
+        NormKind::Dyt { .. } => json!({"kind": "dyt"}),
+        NormKind::BhytStar { p, denominator, eps, .. } => {
+            let d = match denominator {
+                BhytDenominator::Std => "std",
+                BhytDenominator::Rms => "rms",
+            };
+            json!({"kind": "bhyt-star", "p": p, "denominator": d, "eps": eps})
+        }
+        NormKind::Bhyt { p, eps, .. } => json!({"kind": "bhyt", "p": p, "eps": eps}),
+        NormKind::RmsNormApprox { gain, eps } => json!({"kind": "rmsnorm-approx", "gain": gain, "eps": eps}),
+    }
+}
+
+fn slot(n: &Option<NormKind>) -> Value {
+    n.as_ref().map(norm_json).unwrap_or(Value::Null)
+}
+
+/// The recipe as `modeling_normlab.py` reads it: every sublayer's a, c, s and norm slots.
+pub fn recipe_json(r: &ResolvedRecipe, eps: f64) -> Value {
+    let sublayers: Vec<Value> = r
+        .sublayers
+        .iter()
+        .map(|s| {
+            json!({
+                "branch": s.branch.to_string(), "a": s.skip, "c": s.residual, "s": s.input_scale,
+                "input": slot(&s.input), "output": slot(&s.output), "outer": slot(&s.outer),
+            })
+        })
+        .collect();
+    let qk = match r.qk_norm {
+        QkNorm::None => "none",
+        QkNorm::Head => "head",
+        QkNorm::Full => "full",
+    };
+    json!({
+        "name": r.name,
+        "embedding_scale": r.embedding_scale.is_some(),
+        "embedding_norm": slot(&r.embedding_norm),
+        "final_norm": slot(&r.final_norm),
+        "qk_norm": qk,
+        "qk_norm_eps": eps,
+        "sublayers": sublayers,
+    })
+}
+
+/// `config.json` for model `m` (recipe `r`) trained on sequences of `seq_len`; `eos`: the
+/// token that ends an answer (a pairs run's `<end>`), if any.
+pub fn config_json(m: &ModelConfig, r: &ResolvedRecipe, seq_len: usize, eos: Option<u32>) -> Value {
+    json!({
+        "architectures": ["NormlabForCausalLM"],
+        "model_type": "normlab",
+        "auto_map": {
+            "AutoConfig": "modeling_normlab.NormlabConfig",
+            "AutoModelForCausalLM": "modeling_normlab.NormlabForCausalLM",
+        },
+        "vocab_size": m.vocab_size,
+        "hidden_size": m.d_model,
+        "num_hidden_layers": m.n_layers,
+        "num_attention_heads": m.n_heads,
+        "num_key_value_heads": m.kv_heads(),
+        "head_dim": m.head_dim(),
+        "intermediate_size": m.d_ff(),
+        "ffn": match m.ffn { crate::model::FfnKind::Glu => "glu", crate::model::FfnKind::Mlp => "mlp" },
+        "attention_bias": m.attn_bias,
+        "tie_word_embeddings": m.tie_embeddings,
+        "rope_theta": m.rope_base,
+        "bhyt_seq_len": seq_len,
+        "max_position_embeddings": seq_len.max(2048),
+        "torch_dtype": "float32",
+        "bos_token_id": null,
+        "eos_token_id": eos,
+        "pad_token_id": eos,
+        "recipe": recipe_json(r, m.norm_eps),
+    })
+}
+
+/// GPT-2's byte ↔ printable-character map (the ByteLevel alphabet): printable Latin-1 bytes map
+/// to themselves, the others to U+0100 onwards in byte order.
+fn byte_char(b: u8) -> char {
+    let printable = |c: u8| (b'!'..=b'~').contains(&c) || (0xA1..=0xAC).contains(&c) || (0xAE..=0xFF).contains(&c);
+    if printable(b) {
+        return char::from(b);
+    }
+    let n = (0..b).filter(|&c| !printable(c)).count() as u32;
+    char::from_u32(256 + n).expect("below U+0200")
+}
+
+/// A `tokenizer.json` that encodes text to its UTF-8 bytes (id = byte value), as normlab's
+/// byte tokenizer does: byte-level BPE over the 256 byte characters with no merges.
+pub fn byte_tokenizer_json() -> anyhow::Result<String> {
+    use tokenizers::models::bpe::BPE;
+    use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+    let vocab: [(String, u32); 256] = std::array::from_fn(|b| (byte_char(b as u8).to_string(), b as u32));
+    let bpe = BPE::builder()
+        .vocab_and_merges(vocab, Vec::new())
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot build the byte tokenizer: {e}"))?;
+    let mut tok = tokenizers::Tokenizer::new(bpe);
+    let byte_level = ByteLevel::new(false, false, false);
+    tok.with_pre_tokenizer(Some(byte_level));
+    tok.with_decoder(Some(byte_level));
+    tok.to_string(false).map_err(|e| anyhow::anyhow!("cannot serialise the byte tokenizer: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::Tokenizer;
+
+    /// GPT-2's published alphabet: `!` → `!`, space (32) → `Ġ` (U+0120), newline → `Ċ`
+    /// (U+010A), byte 0 → `Ā` (U+0100), 0xAD → `ĭ`... and all 256 distinct.
+    #[test]
+    fn the_byte_alphabet_is_gpt2s() {
+        assert_eq!(byte_char(b'!'), '!');
+        assert_eq!(byte_char(b' '), 'Ġ');
+        assert_eq!(byte_char(b'\n'), 'Ċ');
+        assert_eq!(byte_char(0), 'Ā');
+        let all: std::collections::BTreeSet<char> = (0..=255).map(byte_char).collect();
+        assert_eq!(all.len(), 256);
+        let theirs = tokenizers::pre_tokenizers::byte_level::ByteLevel::alphabet();
+        assert!(all.iter().all(|c| theirs.contains(c)));
+    }
+
+    /// The exported byte tokenizer gives every text its UTF-8 bytes and decodes them back.
+    #[test]
+    fn the_byte_tokenizer_json_encodes_to_utf8_bytes() {
+        let tok = Tokenizer::bpe_from_json(byte_tokenizer_json().unwrap().as_bytes(), "byte").unwrap();
+        for text in ["Fellow citizens, 1790!", "  two  spaces\nand é, ß, 東京"] {
+            let ids = tok.encode(text).unwrap();
+            assert_eq!(ids, text.bytes().map(u32::from).collect::<Vec<_>>(), "{text}");
+            assert_eq!(tok.decode(&ids).unwrap(), text);
+        }
+    }
+}

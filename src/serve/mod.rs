@@ -1,0 +1,158 @@
+//! `normlab serve`: a trained run behind an OpenAI-compatible HTTP server.
+//!
+//! - [`api`]: request bodies, their checks, error objects
+//! - [`http`]: the routes (axum on tokio), server-sent events for `stream: true`
+//! - [`engine`]: one thread decoding every active request together with the KV cache
+//! - [`batch`]: the shared cache that rows join and leave between steps
+//! - [`text`]: streamed text that never splits a character or leaks a stop string
+//! - [`metrics`]: counters and the latency histogram in Prometheus' format
+//!
+//! Requests wait in a bounded queue (503 with `Retry-After` past it) and join the decoding
+//! batch between steps, up to `max_batch` rows.
+
+pub mod api;
+pub mod batch;
+pub mod engine;
+pub mod http;
+pub mod metrics;
+pub mod text;
+
+use crate::train::saved::SavedRun;
+use anyhow::Context;
+use engine::Engine;
+use http::App;
+use metrics::Metrics;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::thread::JoinHandle;
+
+/// How the server is started.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    /// A run directory (or one of its checkpoints).
+    pub checkpoint: PathBuf,
+    pub host: String,
+    /// 0: any free port.
+    pub port: u16,
+    /// Rows decoded together.
+    pub max_batch: usize,
+    /// Requests waiting to join the batch before new ones get 503.
+    pub queue: usize,
+    /// End on SIGINT/SIGTERM (the command); off for an in-process server (the benchmark).
+    pub signals: bool,
+}
+
+/// A started server.
+pub struct Server {
+    pub addr: SocketAddr,
+    pub model: String,
+    pub recipe: String,
+    /// Pairs runs serve `/v1/normalize`.
+    pub pairs: bool,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    http: Option<JoinHandle<anyhow::Result<()>>>,
+}
+
+impl Server {
+    /// Loads the run, starts the decoding thread and binds; returns once the port is open.
+    pub fn start(o: &ServeOptions) -> anyhow::Result<Self> {
+        anyhow::ensure!(o.max_batch > 0, "--max-batch must be ≥ 1");
+        anyhow::ensure!(o.queue > 0, "--queue must be ≥ 1");
+        let saved = SavedRun::open(&o.checkpoint)?;
+        let device = crate::device::parse(&saved.cfg.run.device)?;
+        let model = saved.model(&device)?;
+        let pairs = saved.cfg.data.task == crate::data::config::Task::Pairs;
+        let end_token = pairs.then(|| crate::data::pairs::render::end_id(&saved.tokenizer)).transpose()?;
+        let name = saved.run.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "normlab".into());
+        let recipe = saved.recipe.name.clone();
+        let context = saved.cfg.train.seq_len;
+        let tokenizer = Arc::new(saved.tokenizer);
+        let metrics = Arc::new(Metrics::default());
+        let (jobs, rx) = std::sync::mpsc::channel();
+        let engine = Engine {
+            model,
+            tokenizer: tokenizer.clone(),
+            device,
+            context,
+            max_batch: o.max_batch,
+            metrics: metrics.clone(),
+        };
+        std::thread::Builder::new().name("normlab-decode".into()).spawn(move || engine.run(rx))?;
+        let app = Arc::new(App {
+            jobs,
+            tokenizer,
+            context,
+            queue_limit: o.queue,
+            metrics,
+            model: name.clone(),
+            recipe: recipe.clone(),
+            end_token,
+            counter: AtomicU64::new(0),
+        });
+        let (addr, shutdown, http) = listen(o, app)?;
+        Ok(Self { addr, model: name, recipe, pairs, shutdown: Some(shutdown), http: Some(http) })
+    }
+
+    /// Serves until a stop signal (with `signals`) or [`Server::stop`].
+    pub fn wait(mut self) -> anyhow::Result<()> {
+        self.http.take().map(|h| h.join().map_err(|_| anyhow::anyhow!("the HTTP thread panicked"))?).unwrap_or(Ok(()))
+    }
+
+    /// Closes the port after the requests in flight.
+    pub fn stop(mut self) -> anyhow::Result<()> {
+        if let Some(s) = self.shutdown.take() {
+            let _ = s.send(());
+        }
+        self.wait()
+    }
+}
+
+type Listening = (SocketAddr, tokio::sync::oneshot::Sender<()>, JoinHandle<anyhow::Result<()>>);
+
+/// Binds on a thread of its own running tokio; returns the bound address.
+fn listen(o: &ServeOptions, app: Arc<App>) -> anyhow::Result<Listening> {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let target = format!("{}:{}", o.host, o.port);
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind(&target))
+        .with_context(|| format!("cannot listen on {target}; pick another --port or --host"))?;
+    let addr = listener.local_addr()?;
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let signals = o.signals;
+    let http = std::thread::Builder::new().name("normlab-http".into()).spawn(move || {
+        rt.block_on(async move {
+            let stop = async move {
+                if signals {
+                    tokio::select! { _ = rx => {}, _ = stop_signal() => {} }
+                } else {
+                    let _ = rx.await;
+                }
+            };
+            axum::serve(listener, http::router(app))
+                .with_graceful_shutdown(stop)
+                .await
+                .context("the HTTP server failed")
+        })
+    })?;
+    Ok((addr, tx, http))
+}
+
+/// SIGINT or SIGTERM.
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+            (Ok(mut i), Ok(mut t)) => {
+                tokio::select! { _ = i.recv() => {}, _ = t.recv() => {} }
+            }
+            _ => std::future::pending::<()>().await,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

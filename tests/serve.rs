@@ -1,0 +1,284 @@
+//! `normlab serve` as clients use it: the binary on a free localhost port, called over HTTP by
+//! a Rust client (ureq), curl, and OpenAI's Python client where installed. Greedy completions
+//! must equal `normlab generate`'s; batching, streaming and the task form must change nothing;
+//! every bad request gets a 4xx JSON error and the server keeps serving.
+
+mod common;
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_normlab"))
+}
+
+/// A server process, killed when dropped.
+struct Served {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `normlab serve` on `run` with `extra` flags; waits for its address line.
+fn serve(run: &Path, extra: &[&str]) -> Served {
+    let mut child = bin()
+        .args(["serve", "--port", "0", "--checkpoint"])
+        .arg(run)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let at = line.find("http://").unwrap_or_else(|| panic!("no address in {line:?}"));
+    let url = line[at..].split(':').take(3).collect::<Vec<_>>().join(":");
+    Served { child, url }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder().http_status_as_error(false).build().into()
+}
+
+/// POSTs `body` (any text) to `path`; returns the status, `Retry-After` and the body.
+fn post(url: &str, path: &str, body: &str) -> (u16, Option<String>, String) {
+    let mut r = agent().post(format!("{url}{path}")).header("content-type", "application/json").send(body).unwrap();
+    let retry = r.headers().get("retry-after").map(|v| v.to_str().unwrap().to_string());
+    (r.status().as_u16(), retry, r.body_mut().read_to_string().unwrap())
+}
+
+fn completion(url: &str, body: &Value) -> Value {
+    let (status, _, text) = post(url, "/v1/completions", &body.to_string());
+    assert_eq!(status, 200, "{text}");
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The text of a streamed completion: the `data:` chunks' texts concatenated, checking that
+/// the stream ends with a finish reason and `[DONE]`.
+fn streamed(url: &str, body: &Value) -> String {
+    let mut body = body.clone();
+    body["stream"] = json!(true);
+    let (status, _, text) = post(url, "/v1/completions", &body.to_string());
+    assert_eq!(status, 200, "{text}");
+    let data: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+    assert_eq!(data.last(), Some(&"[DONE]"), "{text}");
+    let chunks: Vec<Value> = data[..data.len() - 1].iter().map(|d| serde_json::from_str(d).unwrap()).collect();
+    assert!(chunks.last().unwrap()["choices"][0]["finish_reason"].is_string(), "{text}");
+    chunks.iter().map(|c| c["choices"][0]["text"].as_str().unwrap().to_string()).collect()
+}
+
+/// The shared tiny byte-level run (2 layers, d = 32, context 32), trained 40 steps.
+fn trained(root: &Path) -> PathBuf {
+    let cfg = common::tiny_run(root, 40, "recipe = \"peri\"\n", "");
+    let o = bin().args(["train", "--quiet", "--config"]).arg(&cfg).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    root.join("run")
+}
+
+fn generate(run: &Path, prompt: &str, n: usize) -> String {
+    let o = bin()
+        .args([
+            "generate",
+            "--temperature",
+            "0",
+            "--prompt",
+            prompt,
+            "--max-new-tokens",
+            &n.to_string(),
+            "--checkpoint",
+        ])
+        .arg(run)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let out = String::from_utf8(o.stdout).unwrap();
+    out.strip_prefix(prompt).unwrap().strip_suffix('\n').unwrap().to_string()
+}
+
+#[test]
+fn completions_match_generate_and_batching_and_streaming_change_nothing() {
+    let root = common::Scratch::new("serve-lm");
+    let run = trained(&root);
+    let s = serve(&run, &[]);
+    let prompts = ["Item 3 of the", "The north", "I", "district. Item 12"];
+    for p in prompts {
+        let c = completion(&s.url, &json!({"prompt": p, "max_tokens": 12, "temperature": 0}));
+        assert_eq!(c["choices"][0]["text"].as_str().unwrap(), generate(&run, p, 12), "{p}");
+        assert_eq!(c["usage"]["completion_tokens"], 12);
+        assert_eq!(c["choices"][0]["finish_reason"], "length");
+    }
+    // Eight requests (greedy and seeded sampling, different lengths) alone, then at once.
+    let bodies: Vec<Value> = (0..8)
+        .map(|i| {
+            let t = if i % 2 == 0 { 0.0 } else { 0.9 };
+            json!({"prompt": prompts[i % 4], "max_tokens": 6 + i, "temperature": t, "seed": i, "top_k": 20, "top_p": 0.9})
+        })
+        .collect();
+    let alone: Vec<Value> = bodies.iter().map(|b| completion(&s.url, b)["choices"][0]["text"].clone()).collect();
+    let together: Vec<Value> = std::thread::scope(|sc| {
+        let hs: Vec<_> =
+            bodies.iter().map(|b| sc.spawn(|| completion(&s.url, b)["choices"][0]["text"].clone())).collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(alone, together);
+    // A stop string: two characters the greedy text has after its fifth byte.
+    let full = generate(&run, "Item 3", 25);
+    let stop = full.get(5..7).expect("an ASCII text of 25 bytes").to_string();
+    let with_stop = json!({"prompt": "Item 3", "max_tokens": 25, "temperature": 0, "stop": [stop.clone(), "@@@"]});
+    let stopped = completion(&s.url, &with_stop);
+    assert_eq!(stopped["choices"][0]["text"].as_str().unwrap(), &full[..full.find(&stop).unwrap()]);
+    assert_eq!(stopped["choices"][0]["finish_reason"], "stop");
+    // Streaming gives the same text, with and without a stop string.
+    for b in [&bodies[1], &bodies[2], &with_stop] {
+        let whole = completion(&s.url, b)["choices"][0]["text"].as_str().unwrap().to_string();
+        assert_eq!(streamed(&s.url, b), whole, "{b}");
+    }
+}
+
+#[test]
+fn bad_requests_get_a_4xx_json_error_and_the_server_keeps_serving() {
+    let root = common::Scratch::new("serve-bad");
+    let run = trained(&root);
+    let s = serve(&run, &[]);
+    let cases = [
+        ("/v1/completions", "{\"prompt\": ", "invalid request body"),
+        ("/v1/completions", "not json", "invalid request body"),
+        ("/v1/completions", r#"{"prompt": 7}"#, "invalid type"),
+        ("/v1/completions", r#"{"prompt": "a", "max_tokens": "ten"}"#, "invalid type"),
+        ("/v1/completions", r#"{"prompt": ""}"#, "must not be empty"),
+        ("/v1/completions", r#"{"prompt": "a", "max_tokens": 1000}"#, "exceeds the model's context of 32"),
+        ("/v1/completions", r#"{"prompt": "a", "max_tokens": 0}"#, "at least 1"),
+        ("/v1/completions", r#"{"prompt": "a", "logprobs": 3}"#, "unknown field `logprobs`"),
+        ("/v1/completions", r#"{"prompt": "a", "temperature": -1}"#, "temperature"),
+        ("/v1/completions", r#"{"prompt": "a", "top_p": 0}"#, "top_p"),
+        ("/v1/completions", r#"{"prompt": "a", "n": 2}"#, "n = 1"),
+        ("/v1/completions", r#"{"prompt": "a", "stop": ["", "x"]}"#, "stop"),
+        ("/v1/completions", &format!(r#"{{"prompt": "{}"}}"#, "x".repeat(40)), "shorten the prompt"),
+        ("/v1/normalize", r#"{"input": "5 kg"}"#, "not a pairs run"),
+        ("/v2/anything", "{}", "no such route"),
+    ];
+    for (path, body, says) in cases {
+        let (status, _, text) = post(&s.url, path, body);
+        assert!((400..500).contains(&status), "{path} {body}: {status} {text}");
+        let v: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"));
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(says), "{body}: {msg}");
+    }
+    let mut h = agent().get(format!("{}/health", s.url)).call().unwrap();
+    assert_eq!(h.status().as_u16(), 200);
+    let health: Value = serde_json::from_str(&h.body_mut().read_to_string().unwrap()).unwrap();
+    assert_eq!((health["status"].as_str(), health["context"].as_u64()), (Some("ok"), Some(32)));
+    completion(&s.url, &json!({"prompt": "Item", "max_tokens": 3}));
+    let metrics = agent().get(format!("{}/metrics", s.url)).call().unwrap().body_mut().read_to_string().unwrap();
+    let value = |name: &str| -> f64 {
+        let line = metrics.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{metrics}"));
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    assert_eq!(value("normlab_request_errors_total"), cases.len() as f64);
+    assert_eq!(value("normlab_generated_tokens_total"), 3.0);
+    assert_eq!(value("normlab_request_latency_seconds_count"), 1.0);
+    assert_eq!(value("normlab_queue_length"), 0.0);
+}
+
+#[test]
+fn past_the_queue_requests_get_503_with_retry_after() {
+    let root = common::Scratch::new("serve-queue");
+    let run = trained(&root);
+    let s = serve(&run, &["--max-batch", "1", "--queue", "1"]);
+    let body = json!({"prompt": "Item", "max_tokens": 28, "temperature": 0}).to_string();
+    let answers: Vec<(u16, Option<String>, String)> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..16).map(|_| sc.spawn(|| post(&s.url, "/v1/completions", &body))).collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let refused: Vec<_> = answers.iter().filter(|a| a.0 == 503).collect();
+    assert!(!refused.is_empty(), "16 requests at once against a queue of 1: none refused");
+    assert!(refused.iter().all(|a| a.1.as_deref() == Some("1") && a.2.contains("queue is full")));
+    assert!(answers.iter().all(|a| a.0 == 200 || a.0 == 503));
+    assert_eq!(post(&s.url, "/v1/completions", &body).0, 200, "the server recovers");
+}
+
+/// curl and OpenAI's Python client (`pip install openai`), each where this machine has it.
+#[test]
+fn curl_and_the_openai_client_get_the_same_text() {
+    let root = common::Scratch::new("serve-clients");
+    let run = trained(&root);
+    let s = serve(&run, &[]);
+    let body = json!({"prompt": "Item 3 of the", "max_tokens": 12, "temperature": 0});
+    let want = completion(&s.url, &body)["choices"][0]["text"].as_str().unwrap().to_string();
+    let curl =
+        Command::new("curl").args(["-s", "-d", &body.to_string(), &format!("{}/v1/completions", s.url)]).output();
+    match curl {
+        Ok(o) => {
+            let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+            assert_eq!(v["choices"][0]["text"].as_str().unwrap(), want);
+        }
+        Err(_) => eprintln!("curl is not installed: its check is skipped"),
+    }
+    let script = format!(
+        "from openai import OpenAI\nc = OpenAI(base_url='{}/v1', api_key='none')\n\
+         r = c.completions.create(model='run', prompt='Item 3 of the', max_tokens=12, temperature=0)\n\
+         s = c.completions.create(model='run', prompt='Item 3 of the', max_tokens=12, temperature=0, stream=True)\n\
+         print(repr((r.choices[0].text, ''.join(x.choices[0].text for x in s))))",
+        s.url
+    );
+    let has_openai = Command::new("python3").args(["-c", "import openai"]).output().is_ok_and(|o| o.status.success());
+    if !has_openai {
+        eprintln!("the openai Python package is not installed: its check is skipped");
+        return;
+    }
+    let o = Command::new("python3").args(["-c", &script]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let printed = String::from_utf8(o.stdout).unwrap();
+    let quoted = format!("{want:?}");
+    assert_eq!(printed.trim(), format!("({quoted}, {quoted})").replace('"', "'"), "{printed}");
+}
+
+/// A pairs run serves the task form: every test source normalised over HTTP equals the
+/// prediction the run's own evaluation decoded (`pairs_eval.json`).
+#[test]
+fn the_task_form_normalises_as_the_runs_evaluation_did() {
+    let root = common::Scratch::new("serve-pairs");
+    let words = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"];
+    let jsonl: String = (0..200)
+        .map(|i| {
+            format!(
+                "{{\"in\": \"{}{}\", \"out\": \"{} {}\"}}\n",
+                i / 10 % 10,
+                i % 10,
+                words[i / 10 % 10],
+                words[i % 10]
+            )
+        })
+        .collect();
+    std::fs::write(root.join("pairs.jsonl"), jsonl).unwrap();
+    let cfg = format!(
+        "[run]\ndir = \"{run}\"\neval_every = 30\ncheckpoint_every = 30\n\n[model]\nd_model = 32\nn_layers = 2\nn_heads = 2\n\n\
+         [data]\ntask = \"pairs\"\ncorpus = \"{corpus}\"\nsource_field = \"in\"\ntarget_field = \"out\"\nheldout = \"none\"\n\
+         cache_dir = \"{cache}\"\n\n[train]\nbatch_size = 8\nseq_len = 24\nsteps = 60\n",
+        run = root.join("run").display(),
+        corpus = root.join("pairs.jsonl").display(),
+        cache = root.join("cache").display(),
+    );
+    std::fs::write(root.join("cfg.toml"), cfg).unwrap();
+    let o = bin().args(["train", "--quiet", "--config"]).arg(root.join("cfg.toml")).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let eval: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("run/pairs_eval.json")).unwrap()).unwrap();
+    let preds = eval["predictions"].as_array().unwrap();
+    assert!(!preds.is_empty());
+    let s = serve(&root.join("run"), &[]);
+    for p in preds.iter().take(12) {
+        let (status, _, text) = post(&s.url, "/v1/normalize", &json!({"input": p["source"]}).to_string());
+        assert_eq!(status, 200, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["output"], p["prediction"], "{}", p["source"]);
+    }
+}
