@@ -125,7 +125,28 @@ pub fn textnorm(
 ) -> anyhow::Result<i32> {
     let mut s = Sweep::textnorm(full, recipes, sets)?;
     s.rerun_changed = rerun_changed;
-    study(s, jobs)
+    let dir = s.section.dir.clone();
+    let code = study(s, jobs)?;
+    if let Some(best) = best_pairs_run(&dir) {
+        outln!("best exact match on the generated test pairs: {}", best.display());
+        outln!("serve it: normlab serve --checkpoint \"{}\"", best.display());
+    }
+    Ok(code)
+}
+
+/// The finished run of a pairs sweep with the highest exact match on its first test set.
+fn best_pairs_run(dir: &std::path::Path) -> Option<std::path::PathBuf> {
+    let runs = std::fs::read_dir(dir.join("runs")).ok()?;
+    let em = |run: &std::path::Path| -> Option<f64> {
+        let e: crate::train::pairs_eval::PairsEval =
+            crate::io::json::read(&crate::train::run_dir::pairs_eval(run)).ok()?;
+        Some(e.sets.first()?.overall.exact_match)
+    };
+    runs.flatten()
+        .map(|e| e.path())
+        .filter_map(|p| Some((em(&p)?, p)))
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, p)| p)
 }
 
 /// `normlab studies`: every study with its claim, commands and the miniature's measured time;

@@ -122,7 +122,10 @@ pub fn export(run: &Path, out: &Path) -> anyhow::Result<Layout> {
     let layout = match family_of(m)? {
         Some(f) => {
             let hf = to_hf(&ours, &mappings(f, m.n_layers, m.attn_bias, m.tie_embeddings))?;
-            let cfg = serde_json::to_string_pretty(&config_json(m, f, seq_len.max(2048))?)?;
+            let mut cfg = config_json(m, f, seq_len.max(2048))?;
+            // normlab's own description, from which the model is rebuilt exactly.
+            cfg["normlab"] = serde_json::json!({"model": m, "seq_len": seq_len});
+            let cfg = serde_json::to_string_pretty(&cfg)?;
             write_atomic(&out.join("config.json"), cfg.as_bytes())?;
             tensors::write(&out.join("model.safetensors"), &hf, &meta)?;
             Layout::Native(f)

@@ -93,6 +93,8 @@ pub fn config_json(m: &ModelConfig, r: &ResolvedRecipe, seq_len: usize, eos: Opt
         "eos_token_id": eos,
         "pad_token_id": eos,
         "recipe": recipe_json(r, m.norm_eps),
+        // normlab's own description, from which the model is rebuilt exactly.
+        "normlab": {"model": m, "seq_len": seq_len},
     })
 }
 

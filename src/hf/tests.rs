@@ -146,3 +146,45 @@ fn unsupported_or_incomplete_checkpoints_are_refused_clearly() {
     assert!(e.contains("no tokenizer.json"), "{e}");
     assert!(!root.join("r1").exists() && !root.join("r2").exists(), "no run directory is left behind");
 }
+
+/// Every preset's export, as `transformers` ran it (`tools/make_export_fixtures.py`: through
+/// `modeling_normlab.py` with `trust_remote_code=True`, or the family's own class): rebuilt in
+/// normlab from the exported files, its logits on the fixture's tokens equal `transformers'`
+/// within 1e-5 (relative to the largest); today's export writes the same config.json; and the
+/// modeling file that produced the logits is the one export ships.
+#[test]
+fn every_preset_exports_and_transformers_gives_normlabs_logits() {
+    use super::export::family_of;
+    use super::remote;
+    use super::weights::{mappings, to_normlab};
+    use crate::init::ParamSource;
+    use crate::model::{ModelConfig, Transformer};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/export");
+    let sha = crate::data::cache::sha256_hex(remote::MODELING.as_bytes());
+    for name in crate::recipe::PRESET_NAMES {
+        let dir = root.join(name);
+        let config: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+        let m: ModelConfig = serde_json::from_value(config["normlab"]["model"].clone()).unwrap();
+        let seq_len = config["normlab"]["seq_len"].as_u64().unwrap() as usize;
+        let recipe = m.validate().unwrap().1;
+        let expected = tensors::read(&dir.join("expected.safetensors")).unwrap();
+        let raw = read_checkpoint(&dir).unwrap();
+        let weights = match family_of(&m).unwrap() {
+            Some(f) => to_normlab(&raw, &mappings(f, m.n_layers, m.attn_bias, m.tie_embeddings)).unwrap().0,
+            None => {
+                assert_eq!(expected.metadata["modeling_sha256"], sha, "{name}: modeling_normlab.py changed; rerun the tool");
+                let want = remote::config_json(&m, &recipe, seq_len, None);
+                assert_eq!(config, want, "{name}: export now writes another config.json");
+                raw
+            }
+        };
+        let model = Transformer::with_recipe(&m, &recipe, ParamSource::Loaded(weights), &cpu()).unwrap();
+        let tokens = Tensor::<2, Int>::from_data(expected.tensors["tokens"].clone(), &cpu());
+        let ours = f32s(&model.forward_masked(tokens, &[0], seq_len).into_data());
+        let theirs = f32s(&expected.tensors["logits"]);
+        let scale = theirs.iter().fold(0f32, |a, x| a.max(x.abs()));
+        let err = ours.iter().zip(&theirs).fold(0f32, |a, (x, y)| a.max((x - y).abs())) / scale;
+        assert!(err < 1e-5, "{name}: relative logit error {err:.2e}");
+    }
+}
