@@ -5,7 +5,7 @@
 //! `tests/architecture.rs`):
 //!
 //! ```text
-//! {commands, fuzzing} → {bench, report} → {sweep, hf} → train → {probe, data} → model → recipe → norm → kernels → {init, dist} → {io, rng, stats, device, guard, stop}
+//! {commands, fuzzing} → {bench, report} → {sweep, hf, serve} → train → {probe, data} → model → recipe → norm → kernels → {init, dist} → {io, rng, stats, device, guard, stop}
 //! ```
 //!
 //! - [`norm`]: normalization layers (LayerNorm, RMSNorm, scalarised LN, DyT, BHyT*, BHyT)
@@ -16,6 +16,7 @@
 //! - [`probe`]: stability probes (hidden-state statistics, gradient norms, spikes)
 //! - [`train`]: the training loop, run directories, checkpoints, evaluation, sampling
 //! - [`sweep`]: grids of runs, their results and aggregation
+//! - [`serve`]: a trained run behind an OpenAI-compatible HTTP server
 //! - [`report`]: figures, findings and the HTML/markdown report
 //! - [`bench`]: throughput against the PyTorch reference
 //! - [`commands`]: what each `normlab` command does and prints (the binary parses and calls)

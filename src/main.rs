@@ -247,7 +247,7 @@ enum Cmd {
     },
     /// Throughput of the reference model (d=256, L=6, GLU 688, batch 8×256) per recipe, or of
     /// seed 000's Table-1 model (`--dims table1`), on the CPU or a GPU, beside PyTorch.
-    Bench(normlab::commands::bench::BenchArgs),
+    Bench(Box<normlab::commands::bench::BenchArgs>),
 }
 
 #[derive(Subcommand)]
@@ -365,6 +365,6 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Cmd::Recipes { name, config, layers, d_model } => {
             commands::recipes::recipes(name, config, layers, d_model).map(|()| 0)
         }
-        Cmd::Bench(args) => commands::bench::run(args),
+        Cmd::Bench(args) => commands::bench::run(*args),
     }
 }

@@ -173,7 +173,10 @@ fn every_preset_exports_and_transformers_gives_normlabs_logits() {
         let weights = match family_of(&m).unwrap() {
             Some(f) => to_normlab(&raw, &mappings(f, m.n_layers, m.attn_bias, m.tie_embeddings)).unwrap().0,
             None => {
-                assert_eq!(expected.metadata["modeling_sha256"], sha, "{name}: modeling_normlab.py changed; rerun the tool");
+                assert_eq!(
+                    expected.metadata["modeling_sha256"], sha,
+                    "{name}: modeling_normlab.py changed; rerun the tool"
+                );
                 let want = remote::config_json(&m, &recipe, seq_len, None);
                 assert_eq!(config, want, "{name}: export now writes another config.json");
                 raw

@@ -24,17 +24,17 @@ pub struct Study {
     pub minutes: Option<f64>,
 }
 
-const MINUTES_SEED000_FIG1: Option<f64> = None;
+const MINUTES_SEED000_FIG1: Option<f64> = Some(3.5);
 const MINUTES_SEED000_FIG3: Option<f64> = Some(0.5);
 const MINUTES_SEED000_FIG9: Option<f64> = Some(0.3);
-const MINUTES_SEED000_FIG2: Option<f64> = None;
-const MINUTES_SEED000_E2: Option<f64> = None;
-const MINUTES_SEED000_E5: Option<f64> = None;
-const MINUTES_SEED000_E6: Option<f64> = None;
-const MINUTES_SEED001_4_4_1: Option<f64> = None;
-const MINUTES_SEED001_FIG7: Option<f64> = None;
-const MINUTES_SEED003_DYT: Option<f64> = None;
-const MINUTES_SEED003_TABLE5: Option<f64> = None;
+const MINUTES_SEED000_FIG2: Option<f64> = Some(2.2);
+const MINUTES_SEED000_E2: Option<f64> = Some(0.8);
+const MINUTES_SEED000_E5: Option<f64> = Some(1.1);
+const MINUTES_SEED000_E6: Option<f64> = Some(0.6);
+const MINUTES_SEED001_4_4_1: Option<f64> = Some(0.6);
+const MINUTES_SEED001_FIG7: Option<f64> = Some(0.3);
+const MINUTES_SEED003_DYT: Option<f64> = Some(0.8);
+const MINUTES_SEED003_TABLE5: Option<f64> = Some(0.3);
 
 /// Every study, in the order `normlab studies` lists them.
 pub const STUDIES: &[Study] = &[
