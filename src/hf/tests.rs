@@ -177,7 +177,9 @@ fn every_preset_exports_and_transformers_gives_normlabs_logits() {
                     expected.metadata["modeling_sha256"], sha,
                     "{name}: modeling_normlab.py changed; rerun the tool"
                 );
-                let want = remote::config_json(&m, &recipe, seq_len, None);
+                // Byte runs: the boundary is "\n" (10), half the document separator "\n\n".
+                let ids = super::special::ConfigIds { bos: 10, eos: None, pad: 10 };
+                let want = remote::config_json(&m, &recipe, seq_len, ids);
                 assert_eq!(config, want, "{name}: export now writes another config.json");
                 raw
             }

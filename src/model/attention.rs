@@ -30,7 +30,8 @@ pub type KvSlot = Option<(Tensor<4>, Tensor<4>)>;
 
 /// Per-forward constants shared by all attention sublayers.
 pub struct AttnContext {
-    /// RoPE tables for the positions of this forward, `[1, 1, t, h/2]`.
+    /// RoPE tables for the positions of this forward: `[1, 1, t, h/2]` when every row stands at
+    /// the same positions, else `[B, 1, t, h/2]`.
     pub cos: Tensor<4>,
     pub sin: Tensor<4>,
     /// Additive mask `[1 or B, 1, t, T]` over the `T` keys (cached and new): 0 where a query
@@ -66,29 +67,45 @@ pub struct AttnStats {
 impl AttnContext {
     /// A full causal forward over `seq_len` positions (training, evaluation, probes).
     pub fn new(seq_len: usize, rope: Rope, compute: Compute, device: &burn::tensor::Device) -> Self {
-        Self::decoding(Decoding { new: seq_len, offset: 0, key_mask: None, bhyt_len: seq_len }, rope, compute, device)
+        let d = Decoding { new: seq_len, offset: 0, key_mask: None, row_starts: None, bhyt_len: seq_len };
+        Self::decoding(d, rope, compute, device)
     }
 
-    /// `d.new` positions after `d.offset` cached ones, with an optional padding mask.
+    /// `d.new` positions after `d.offset` cached ones, with an optional padding mask; each row
+    /// rotated at its own positions when `d.row_starts` says so.
     pub fn decoding(d: Decoding, r: Rope, compute: Compute, device: &burn::tensor::Device) -> Self {
-        let total = d.offset + d.new;
-        let (cos, sin) = rope::tables(total, r.head_dim, r.base, device);
-        let rows = |t: Tensor<4>| if d.offset == 0 { t } else { t.narrow(2, d.offset, d.new) };
-        let mut m = vec![0f32; d.new * total];
-        for i in 0..d.new {
-            for j in d.offset + i + 1..total {
-                m[i * total + j] = f32::NEG_INFINITY;
+        let (cos, sin) = match &d.row_starts {
+            Some(starts) => rope::tables_at(starts, d.new, r.head_dim, r.base, device),
+            None => {
+                let (cos, sin) = rope::tables(d.offset + d.new, r.head_dim, r.base, device);
+                let rows = |t: Tensor<4>| if d.offset == 0 { t } else { t.narrow(2, d.offset, d.new) };
+                (rows(cos), rows(sin))
             }
-        }
-        let causal = Tensor::from_data(TensorData::new(m, vec![1, 1, d.new, total]), device);
+        };
+        let causal = causal_mask(d.new, d.offset, device);
         let only_causal = d.key_mask.is_none();
         let mask = match d.key_mask {
             Some(k) => causal + k,
             None => causal,
         };
-        let (cos, sin) = (rows(cos), rows(sin));
         Self { cos, sin, mask, stats: None, bhyt_len: d.bhyt_len, causal: only_causal, compute }
     }
+
+    /// Whether every row shares one RoPE table (`[1, 1, t, h/2]`), as the fused RoPE needs.
+    fn shared_positions(&self) -> bool {
+        self.cos.dims()[0] == 1
+    }
+}
+
+/// `[1, 1, new, offset + new]`: 0 where the query at cache position `offset + i` may look
+/// (keys at or before it), −∞ above the diagonal.
+fn causal_mask(new: usize, offset: usize, device: &burn::tensor::Device) -> Tensor<4> {
+    let total = offset + new;
+    let mut m = vec![0f32; new * total];
+    for i in 0..new {
+        m[i * total + offset + i + 1..(i + 1) * total].fill(f32::NEG_INFINITY);
+    }
+    Tensor::from_data(TensorData::new(m, vec![1, 1, new, total]), device)
 }
 
 /// The rotary embedding's head size and base (`model.rope_base`).
@@ -102,10 +119,14 @@ pub struct Rope {
 pub struct Decoding {
     /// Positions fed now.
     pub new: usize,
-    /// Positions already in the KV cache.
+    /// Positions already in the KV cache (the cache's frame, padding included).
     pub offset: usize,
     /// `[B, 1, 1, offset + new]`: [`PAD_MASK`] on padding keys, 0 elsewhere.
     pub key_mask: Option<Tensor<4>>,
+    /// Each row's own position of its first new token (its tokens so far, padding excluded;
+    /// negative inside a padded prefill, where the padding queries see only padding), when the
+    /// rows of the batch stand at different positions; `None`: every row at `offset`.
+    pub row_starts: Option<Vec<i64>>,
     /// See [`AttnContext::bhyt_len`].
     pub bhyt_len: usize,
 }
@@ -235,7 +256,7 @@ impl Attention {
         if let (Some((qn, kn)), true) = (qk_norms, self.qk_full) {
             (q, k) = (qn.forward(q, kern), kn.forward(k, kern));
         }
-        if fused {
+        if fused && ctx.shared_positions() {
             // RoPE on the projections' own [B, t, n, h] layout, then the head transpose.
             let [b, t, _] = q.dims();
             let split = |y: Tensor<3>, n: usize| y.reshape([b, t, n, self.head_dim]);

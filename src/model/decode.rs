@@ -1,16 +1,18 @@
 //! Incremental decoding: a KV cache per layer, so that each new token costs one position's
 //! forward instead of the whole prefix's.
 //!
-//! Prompts of different lengths share a batch by left padding: a key mask hides the padding
-//! from every query, and since RoPE depends only on relative positions, a row's shift leaves
-//! its attention unchanged. [`Transformer::forward_masked`] is the same computation without a
+//! Rows of different lengths share a batch by left padding: a key mask hides the padding from
+//! every query, and each row is rotated (RoPE) at its own positions, the count of its real
+//! tokens before each one, so a row's queries and keys carry exactly the angles they would
+//! carry decoded alone. The cache's frame (`KvCache::len`, padding included) only orders keys
+//! for the causal mask. [`Transformer::forward_masked`] is the same computation without a
 //! cache, the reference the cached path is tested against.
 
 use super::attention::{AttnContext, Decoding, KvSlot, PAD_MASK};
 use super::transformer::{Keep, Transformer};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
-/// Every layer's keys and values so far, and how many positions they hold.
+/// Every layer's keys and values so far, and how many positions they hold (padding included).
 pub struct KvCache {
     pub slots: Vec<KvSlot>,
     pub len: usize,
@@ -31,10 +33,17 @@ pub fn padding_mask(pads: &[usize], len: usize, device: &Device) -> Tensor<4> {
     Tensor::from_data(TensorData::new(m, vec![pads.len(), 1, 1, len]), device)
 }
 
+/// Each row's own position of the first of `frame`-positioned new tokens: the frame position
+/// less the row's left padding. `None` when no row is padded (every row at `frame`).
+fn row_starts(frame: usize, pads: &[usize]) -> Option<Vec<i64>> {
+    pads.iter().any(|&p| p > 0).then(|| pads.iter().map(|&p| frame as i64 - p as i64).collect())
+}
+
 impl Transformer {
     /// Logits `[B, t, V]` of `tokens` `[B, t]` placed after the `cache.len` positions in
-    /// `cache`, whose keys and values are appended. `pads`: each row's left padding;
-    /// `bhyt_len`: the fixed T of BHyT's approximation (the training sequence length).
+    /// `cache`, whose keys and values are appended. `pads`: each row's left padding in the
+    /// cache (and, in a prefill from an empty cache, in `tokens`); `bhyt_len`: the fixed T of
+    /// BHyT's approximation (the training sequence length).
     pub fn forward_cached(
         &self,
         tokens: Tensor<2, Int>,
@@ -45,7 +54,8 @@ impl Transformer {
         let t = tokens.dims()[1];
         let device = tokens.device();
         let key_mask = pads.iter().any(|&p| p > 0).then(|| padding_mask(pads, cache.len + t, &device));
-        let d = Decoding { new: t, offset: cache.len, key_mask, bhyt_len };
+        let row_starts = row_starts(cache.len, pads);
+        let d = Decoding { new: t, offset: cache.len, key_mask, row_starts, bhyt_len };
         let ctx = AttnContext::decoding(d, self.meta.rope, self.meta.compute, &device);
         let logits = self.run(tokens, ctx, Some(&mut cache.slots), Keep::LOGITS).logits;
         cache.len += t;
@@ -57,7 +67,7 @@ impl Transformer {
         let t = tokens.dims()[1];
         let device = tokens.device();
         let key_mask = pads.iter().any(|&p| p > 0).then(|| padding_mask(pads, t, &device));
-        let d = Decoding { new: t, offset: 0, key_mask, bhyt_len };
+        let d = Decoding { new: t, offset: 0, key_mask, row_starts: row_starts(0, pads), bhyt_len };
         let ctx = AttnContext::decoding(d, self.meta.rope, self.meta.compute, &device);
         self.run(tokens, ctx, None, Keep::LOGITS).logits
     }

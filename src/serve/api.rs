@@ -1,11 +1,12 @@
-//! The request bodies the server accepts, their checks, and the JSON it answers with: OpenAI's
-//! `/v1/completions` (with `top_k` added) and the pairs task form `/v1/normalize`.
+//! The request bodies the server accepts and their checks: OpenAI's `/v1/completions` (with
+//! `top_k` added), the pairs task form `/v1/normalize`, and vLLM's `/tokenize` and
+//! `/detokenize`; OpenAI's error object for whatever is wrong.
 
-use crate::train::generate::Sampling;
+use crate::decode::Sampling;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-/// A 4xx answer: the status and OpenAI's error object.
+/// A 4xx or 5xx answer: the status and OpenAI's error object.
 #[derive(Debug)]
 pub struct ApiError {
     pub status: u16,
@@ -37,13 +38,24 @@ pub enum Stop {
     Many(Vec<String>),
 }
 
+/// `stream_options`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamOptions {
+    /// A last chunk with the request's `usage` (and no choices).
+    #[serde(default)]
+    pub include_usage: bool,
+}
+
 /// `POST /v1/completions`. Unknown fields are refused.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CompletionRequest {
     /// Accepted and echoed; the server has one model.
     pub model: Option<String>,
-    pub prompt: String,
+    /// A string, a list of strings, a list of token ids or a list of token-id lists
+    /// ([`prompts`]).
+    pub prompt: Value,
     pub max_tokens: Option<usize>,
     pub temperature: Option<f64>,
     pub top_p: Option<f64>,
@@ -52,10 +64,24 @@ pub struct CompletionRequest {
     pub seed: Option<u64>,
     #[serde(default)]
     pub stream: bool,
-    /// Only 1.
+    pub stream_options: Option<StreamOptions>,
+    /// Completions per prompt; choice `i·n + j` is prompt `i`'s `j`-th, drawn with seed `seed + j`.
     pub n: Option<usize>,
+    /// The prompt is returned before the completion (with its log-probabilities when
+    /// `logprobs` is set; the first token's is `null`).
+    #[serde(default)]
+    pub echo: bool,
+    /// Log-probabilities of the tokens and the `logprobs` most likely tokens at each position.
+    pub logprobs: Option<usize>,
     /// Accepted and ignored.
     pub user: Option<String>,
+}
+
+/// One prompt of a request, as given.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PromptIn {
+    Text(String),
+    Tokens(Vec<u32>),
 }
 
 /// `POST /v1/normalize` (pairs runs): a source text in, its normalised form out.
@@ -67,12 +93,66 @@ pub struct NormalizeRequest {
     pub stream: bool,
 }
 
+/// `POST /tokenize` (vLLM's): text to token ids.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenizeRequest {
+    pub model: Option<String>,
+    pub prompt: String,
+    /// Accepted: normlab's tokenizers add no special tokens either way.
+    #[serde(default)]
+    pub add_special_tokens: Option<bool>,
+}
+
+/// `POST /detokenize` (vLLM's): token ids to text.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DetokenizeRequest {
+    pub model: Option<String>,
+    pub tokens: Vec<u32>,
+}
+
 /// OpenAI's default `max_tokens`.
 pub const DEFAULT_MAX_TOKENS: usize = 16;
+/// The most log-probabilities asked for per position (vLLM's default limit).
+pub const MAX_LOGPROBS: usize = 20;
+/// The most completions per prompt (OpenAI's limit).
+pub const MAX_N: usize = 128;
 
 /// A body parsed as `T`, or a 400 naming what is wrong (serde's message names the field).
 pub fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|e| ApiError::bad(format!("invalid request body: {e}"), None))
+}
+
+/// The prompts of `prompt`: a string, a list of strings, a list of token ids, or a list of
+/// token-id lists (OpenAI's four forms), each non-empty.
+pub fn prompts(prompt: &Value) -> Result<Vec<PromptIn>, ApiError> {
+    let wrong = || {
+        ApiError::bad(
+            "prompt must be a string, a list of strings, a list of token ids or a list of token-id lists",
+            Some("prompt"),
+        )
+    };
+    let ids = |v: &Value| -> Option<Vec<u32>> {
+        v.as_array()?.iter().map(|x| x.as_u64().and_then(|i| u32::try_from(i).ok())).collect()
+    };
+    let out = match prompt {
+        Value::String(s) => vec![PromptIn::Text(s.clone())],
+        Value::Array(items) if items.is_empty() => {
+            return Err(ApiError::bad("prompt must not be empty", Some("prompt")));
+        }
+        Value::Array(items) if items.iter().all(Value::is_string) => {
+            items.iter().map(|s| PromptIn::Text(s.as_str().unwrap_or_default().to_string())).collect()
+        }
+        Value::Array(items) if items.iter().all(Value::is_number) => {
+            vec![PromptIn::Tokens(ids(prompt).ok_or_else(wrong)?)]
+        }
+        Value::Array(items) => {
+            items.iter().map(|v| ids(v).map(PromptIn::Tokens).ok_or_else(wrong)).collect::<Result<_, _>>()?
+        }
+        _ => return Err(wrong()),
+    };
+    Ok(out)
 }
 
 impl CompletionRequest {
@@ -89,10 +169,29 @@ impl CompletionRequest {
         if self.top_k == Some(0) {
             return Err(ApiError::bad("top_k must be at least 1", Some("top_k")));
         }
-        if self.n.is_some_and(|n| n != 1) {
-            return Err(ApiError::bad("only n = 1 is supported", Some("n")));
-        }
         Ok(Sampling { temperature, top_k: self.top_k, top_p })
+    }
+
+    /// Completions per prompt, checked.
+    pub fn n(&self) -> Result<usize, ApiError> {
+        match self.n.unwrap_or(1) {
+            n @ 1..=MAX_N => Ok(n),
+            _ => Err(ApiError::bad(format!("n must be between 1 and {MAX_N}"), Some("n"))),
+        }
+    }
+
+    /// `logprobs`, checked: at most [`MAX_LOGPROBS`], and not with `stream`.
+    pub fn logprobs(&self) -> Result<Option<usize>, ApiError> {
+        match self.logprobs {
+            Some(k) if k > MAX_LOGPROBS => {
+                Err(ApiError::bad(format!("logprobs must be between 0 and {MAX_LOGPROBS}"), Some("logprobs")))
+            }
+            Some(_) if self.stream => Err(ApiError::bad(
+                "logprobs with stream is not supported; ask without stream for log-probabilities",
+                Some("logprobs"),
+            )),
+            k => Ok(k),
+        }
     }
 
     /// The stop strings, checked: at most 4, none empty.
@@ -109,9 +208,13 @@ impl CompletionRequest {
     }
 
     /// Tokens to generate for a prompt of `prompt_len` tokens in a context of `context`:
-    /// `max_tokens` if it fits, the rest of the context when not given.
+    /// `max_tokens` if it fits (0 only with `echo`: the prompt scored, nothing generated), the
+    /// rest of the context up to OpenAI's default when not given.
     pub fn max_new(&self, prompt_len: usize, context: usize) -> Result<usize, ApiError> {
         let room = context.saturating_sub(prompt_len);
+        if self.echo && self.max_tokens == Some(0) && prompt_len <= context {
+            return Ok(0);
+        }
         if room == 0 {
             return Err(ApiError::bad(
                 format!("the prompt is {prompt_len} tokens; the model's context is {context}: shorten the prompt"),
@@ -120,7 +223,7 @@ impl CompletionRequest {
         }
         match self.max_tokens {
             None => Ok(DEFAULT_MAX_TOKENS.min(room)),
-            Some(0) => Err(ApiError::bad("max_tokens must be at least 1", Some("max_tokens"))),
+            Some(0) => Err(ApiError::bad("max_tokens must be at least 1 (0 only with echo)", Some("max_tokens"))),
             Some(n) if n > room => Err(ApiError::bad(
                 format!(
                     "max_tokens = {n} with a {prompt_len}-token prompt exceeds the model's context of {context} tokens; \
@@ -139,11 +242,25 @@ mod tests {
 
     #[test]
     fn unknown_fields_and_wrong_types_are_named() {
-        let e = parse::<CompletionRequest>(br#"{"prompt": "a", "echo": true}"#).unwrap_err();
-        assert!(e.status == 400 && e.message.contains("unknown field `echo`"), "{}", e.message);
+        let e = parse::<CompletionRequest>(br#"{"prompt": "a", "suffix": "b"}"#).unwrap_err();
+        assert!(e.status == 400 && e.message.contains("unknown field `suffix`"), "{}", e.message);
         let e = parse::<CompletionRequest>(br#"{"prompt": "a", "max_tokens": "ten"}"#).unwrap_err();
         assert!(e.message.contains("invalid type: string \"ten\""), "{}", e.message);
         assert!(parse::<CompletionRequest>(b"{\"prompt\": ").is_err());
+    }
+
+    /// OpenAI's four prompt forms, and what is none of them.
+    #[test]
+    fn prompts_come_in_four_forms() {
+        let p = |s: &str| prompts(&serde_json::from_str(s).unwrap());
+        assert_eq!(p(r#""hi""#).unwrap(), vec![PromptIn::Text("hi".into())]);
+        assert_eq!(p(r#"["a", "b"]"#).unwrap(), vec![PromptIn::Text("a".into()), PromptIn::Text("b".into())]);
+        assert_eq!(p("[5, 0, 7]").unwrap(), vec![PromptIn::Tokens(vec![5, 0, 7])]);
+        assert_eq!(p("[[1], [2, 3]]").unwrap(), vec![PromptIn::Tokens(vec![1]), PromptIn::Tokens(vec![2, 3])]);
+        for bad in ["7", "[-1]", "[1.5]", r#"["a", 1]"#, "[[1], \"a\"]", "{}", "[[-2]]"] {
+            assert_eq!(p(bad).unwrap_err().param, Some("prompt"), "{bad}");
+        }
+        assert!(p("[]").unwrap_err().message.contains("must not be empty"));
     }
 
     #[test]
@@ -154,5 +271,19 @@ mod tests {
         let d: CompletionRequest = parse(br#"{"prompt": "a"}"#).unwrap();
         assert_eq!(d.max_new(60, 64).unwrap(), 4, "the default is cut to the room left");
         assert_eq!(d.max_new(64, 64).unwrap_err().param, Some("prompt"));
+        let zero: CompletionRequest = parse(br#"{"prompt": "a", "max_tokens": 0}"#).unwrap();
+        assert!(zero.max_new(3, 64).unwrap_err().message.contains("only with echo"));
+        let echo: CompletionRequest = parse(br#"{"prompt": "a", "max_tokens": 0, "echo": true}"#).unwrap();
+        assert_eq!(echo.max_new(64, 64).unwrap(), 0, "a whole context scored, nothing generated");
+    }
+
+    #[test]
+    fn logprobs_n_and_stream_are_checked() {
+        let r = |s: &str| parse::<CompletionRequest>(s.as_bytes()).unwrap();
+        assert_eq!(r(r#"{"prompt": "a", "logprobs": 5}"#).logprobs().unwrap(), Some(5));
+        assert_eq!(r(r#"{"prompt": "a", "logprobs": 21}"#).logprobs().unwrap_err().param, Some("logprobs"));
+        assert!(r(r#"{"prompt": "a", "logprobs": 1, "stream": true}"#).logprobs().is_err());
+        assert_eq!(r(r#"{"prompt": "a", "n": 3}"#).n().unwrap(), 3);
+        assert_eq!(r(r#"{"prompt": "a", "n": 0}"#).n().unwrap_err().param, Some("n"));
     }
 }

@@ -1,12 +1,13 @@
 //! The routes: `POST /v1/completions`, `POST /v1/normalize` (pairs runs), `GET /v1/models`,
-//! `GET /health`, `GET /metrics`. Bodies are read as bytes and parsed here, so that every
-//! malformed request gets OpenAI's JSON error object with a 4xx status.
+//! vLLM's `POST /tokenize`, `POST /detokenize` and `GET /tokenizer_info`, `GET /health`,
+//! `GET /metrics`. Bodies are read as bytes and parsed here, so that every malformed request
+//! gets OpenAI's JSON error object with a 4xx status.
 
-use super::api::{ApiError, CompletionRequest, NormalizeRequest, parse};
-use super::engine::{Event, Finish, Job};
+use super::api::{ApiError, DetokenizeRequest, TokenizeRequest, parse};
+use super::engine::Job;
 use super::metrics::Metrics;
 use crate::data::Tokenizer;
-use crate::train::generate::Sampling;
+use crate::data::boundary::Boundary;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -14,18 +15,20 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use futures_util::StreamExt;
+use futures_util::{Stream, StreamExt};
 use serde_json::{Value, json};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
-use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// What the handlers share.
 pub struct App {
     pub jobs: std::sync::mpsc::Sender<Job>,
     pub tokenizer: Arc<Tokenizer>,
+    pub vocab_size: usize,
+    /// The token the run names BOS, EOS and PAD.
+    pub boundary: Boundary,
     pub context: usize,
     pub queue_limit: usize,
     pub metrics: Arc<Metrics>,
@@ -41,18 +44,22 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/completions", post(completions))
         .route("/v1/normalize", post(normalize))
         .route("/v1/models", get(models))
+        .route("/tokenize", post(tokenize))
+        .route("/detokenize", post(detokenize))
+        .route("/tokenizer_info", get(tokenizer_info))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .fallback(not_found)
         .with_state(app)
 }
 
-fn json_response(status: u16, body: &Value) -> Response {
+pub fn json_response(status: u16, body: &Value) -> Response {
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (code, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
 
-fn error(app: &App, e: ApiError) -> Response {
+/// An error answer, counted.
+pub fn error(app: &App, e: ApiError) -> Response {
     app.metrics.errors.fetch_add(1, Ordering::Relaxed);
     let mut r = json_response(e.status, &e.body());
     if e.status == 503 {
@@ -61,26 +68,37 @@ fn error(app: &App, e: ApiError) -> Response {
     r
 }
 
-fn now() -> u64 {
+pub fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
-/// Queues a job; 503 when the queue is full.
-fn enqueue(app: &App, job: Job) -> Result<(), ApiError> {
-    if app.metrics.queued.fetch_add(1, Ordering::AcqRel) >= app.queue_limit {
-        app.metrics.queued.fetch_sub(1, Ordering::AcqRel);
+/// Queues a request's jobs, all or none: 503 when the queue has no room for them, 400 when
+/// it never could.
+pub fn enqueue(app: &App, jobs: Vec<Job>) -> Result<(), ApiError> {
+    let n = jobs.len();
+    if n > app.queue_limit {
+        return Err(ApiError::bad(
+            format!("the request asks for {n} completions; the server queues at most {} (--queue)", app.queue_limit),
+            Some("n"),
+        ));
+    }
+    if app.metrics.queued.fetch_add(n, Ordering::AcqRel) + n > app.queue_limit {
+        app.metrics.queued.fetch_sub(n, Ordering::AcqRel);
         app.metrics.rejected.fetch_add(1, Ordering::Relaxed);
         let message = format!("the queue is full ({} requests waiting); retry shortly", app.queue_limit);
         return Err(ApiError { status: 503, message, param: None });
     }
-    app.jobs.send(job).map_err(|_| {
-        app.metrics.queued.fetch_sub(1, Ordering::AcqRel);
-        ApiError { status: 503, message: "the decoding engine has stopped".into(), param: None }
-    })
+    for (i, job) in jobs.into_iter().enumerate() {
+        if app.jobs.send(job).is_err() {
+            app.metrics.queued.fetch_sub(n - i, Ordering::AcqRel);
+            return Err(ApiError { status: 503, message: "the decoding engine has stopped".into(), param: None });
+        }
+    }
+    Ok(())
 }
 
-/// The prompt's tokens, checked non-empty.
-fn encode(app: &App, text: &str, field: &'static str) -> Result<Vec<u32>, ApiError> {
+/// The text's tokens, checked non-empty.
+pub fn encode(app: &App, text: &str, field: &'static str) -> Result<Vec<u32>, ApiError> {
     if text.is_empty() {
         return Err(ApiError::bad(format!("{field} must not be empty"), Some(field)));
     }
@@ -91,145 +109,74 @@ fn encode(app: &App, text: &str, field: &'static str) -> Result<Vec<u32>, ApiErr
     Ok(ids)
 }
 
-/// One streamed or final piece of a completion.
-fn completion_chunk(app: &App, id: &str, text: &str, finish: Option<Finish>) -> Value {
-    json!({
-        "id": id, "object": "text_completion", "created": now(), "model": app.model,
-        "choices": [{"text": text, "index": 0, "logprobs": null, "finish_reason": finish.map(Finish::as_str)}],
-    })
-}
-
-/// Everything the engine sends for one request: (text, finish, tokens) or the failure.
-async fn collect(mut rx: UnboundedReceiver<Event>) -> Result<(String, Finish, usize), ApiError> {
-    let mut text = String::new();
-    while let Some(ev) = rx.recv().await {
-        match ev {
-            Event::Text(t) => text.push_str(&t),
-            Event::Done { finish, tokens } => return Ok((text, finish, tokens)),
-            Event::Failed(m) => return Err(ApiError { status: 500, message: m, param: None }),
-        }
-    }
-    Err(ApiError { status: 500, message: "the decoding engine stopped".into(), param: None })
-}
-
-/// Server-sent events: `chunk(text, finish)` per engine event, then `[DONE]`.
-fn sse(
-    rx: UnboundedReceiver<Event>,
-    chunk: impl Fn(&str, Option<Finish>) -> Value + Send + Sync + 'static,
-) -> Response {
-    let chunk = Arc::new(chunk);
-    let events = futures_util::stream::unfold((rx, false), move |(mut rx, ended)| {
-        let chunk = chunk.clone();
-        async move {
-            if ended {
-                return None;
-            }
-            let (data, end) = match rx.recv().await? {
-                Event::Text(t) => (chunk(&t, None), false),
-                Event::Done { finish, .. } => (chunk("", Some(finish)), true),
-                Event::Failed(m) => (json!({"error": {"message": m, "type": "server_error"}}), true),
-            };
-            Some((Ok::<_, Infallible>(SseEvent::default().data(data.to_string())), (rx, end)))
-        }
-    })
-    .chain(futures_util::stream::once(async { Ok(SseEvent::default().data("[DONE]")) }));
+/// Server-sent events: one `data:` line per value, then `[DONE]`.
+pub fn sse_response(values: impl Stream<Item = Value> + Send + 'static) -> Response {
+    let events = values
+        .map(|v| Ok::<_, Infallible>(SseEvent::default().data(v.to_string())))
+        .chain(futures_util::stream::once(async { Ok(SseEvent::default().data("[DONE]")) }));
     Sse::new(events).into_response()
 }
 
 async fn completions(State(app): State<Arc<App>>, body: Bytes) -> Response {
     app.metrics.requests.fetch_add(1, Ordering::Relaxed);
-    match start_completion(&app, &body) {
+    match super::completions::completions(app.clone(), &body).await {
+        Ok(r) => r,
         Err(e) => error(&app, e),
-        Ok((rx, true, id, _)) => {
-            let a = app.clone();
-            sse(rx, move |t, f| completion_chunk(&a, &id, t, f))
-        }
-        Ok((rx, _, id, prompt_tokens)) => match collect(rx).await {
-            Err(e) => error(&app, e),
-            Ok((text, finish, tokens)) => {
-                let mut v = completion_chunk(&app, &id, &text, Some(finish));
-                v["usage"] = json!({"prompt_tokens": prompt_tokens, "completion_tokens": tokens,
-                    "total_tokens": prompt_tokens + tokens});
-                json_response(200, &v)
-            }
-        },
     }
-}
-
-type Started = (UnboundedReceiver<Event>, bool, String, usize);
-
-fn start_completion(app: &App, body: &[u8]) -> Result<Started, ApiError> {
-    let req: CompletionRequest = parse(body)?;
-    let (sampling, stops) = (req.sampling()?, req.stops()?);
-    let prompt = encode(app, &req.prompt, "prompt")?;
-    let max_new = req.max_new(prompt.len(), app.context)?;
-    let n = app.counter.fetch_add(1, Ordering::Relaxed);
-    let seed = req.seed.unwrap_or(n);
-    let (tx, rx) = unbounded_channel();
-    let prompt_tokens = prompt.len();
-    app.metrics.prompt_tokens.fetch_add(prompt_tokens as u64, Ordering::Relaxed);
-    let job =
-        Job { prompt, max_new, sampling, seed, stops, end_token: app.end_token, arrived: Instant::now(), events: tx };
-    enqueue(app, job)?;
-    Ok((rx, req.stream, format!("cmpl-{n}"), prompt_tokens))
 }
 
 async fn normalize(State(app): State<Arc<App>>, body: Bytes) -> Response {
     app.metrics.requests.fetch_add(1, Ordering::Relaxed);
-    let started = (|| {
-        let Some(end) = app.end_token else {
-            return Err(ApiError {
-                status: 404,
-                message: "this run is not a pairs run (data.task = \"pairs\"); use /v1/completions".into(),
-                param: None,
-            });
-        };
-        let req: NormalizeRequest = parse(&body)?;
-        encode(&app, &req.input, "input")?;
-        let prompt = crate::data::pairs::render::prompt(&app.tokenizer, &req.input)
-            .map_err(|e| ApiError::bad(e.to_string(), Some("input")))?;
-        let room = app.context.saturating_sub(prompt.len());
-        if room == 0 {
-            return Err(ApiError::bad(
-                format!(
-                    "the input is {} tokens with its separator; the model's context is {}",
-                    prompt.len(),
-                    app.context
-                ),
-                Some("input"),
-            ));
-        }
-        let (tx, rx) = unbounded_channel();
-        let greedy = Sampling { temperature: 0.0, top_k: None, top_p: 1.0 };
-        let job = Job {
-            prompt,
-            max_new: room,
-            sampling: greedy,
-            seed: 0,
-            stops: Vec::new(),
-            end_token: Some(end),
-            arrived: Instant::now(),
-            events: tx,
-        };
-        enqueue(&app, job)?;
-        Ok((rx, req.stream))
-    })();
-    match started {
+    match super::normalize::normalize(&app, &body).await {
+        Ok(r) => r,
         Err(e) => error(&app, e),
-        Ok((rx, true)) => sse(rx, |t, f| json!({"output": t, "finish_reason": f.map(Finish::as_str)})),
-        Ok((rx, false)) => match collect(rx).await {
-            Err(e) => error(&app, e),
-            Ok((text, finish, tokens)) => {
-                json_response(200, &json!({"output": text, "finish_reason": finish.as_str(), "tokens": tokens}))
-            }
-        },
     }
+}
+
+async fn tokenize(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    app.metrics.requests.fetch_add(1, Ordering::Relaxed);
+    let answer = parse::<TokenizeRequest>(&body).and_then(|r| {
+        let ids = app.tokenizer.encode(&r.prompt).map_err(|e| ApiError::bad(e.to_string(), Some("prompt")))?;
+        Ok(json!({"count": ids.len(), "max_model_len": app.context, "tokens": ids}))
+    });
+    match answer {
+        Ok(v) => json_response(200, &v),
+        Err(e) => error(&app, e),
+    }
+}
+
+async fn detokenize(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    app.metrics.requests.fetch_add(1, Ordering::Relaxed);
+    let answer = parse::<DetokenizeRequest>(&body).and_then(|r| {
+        if let Some(i) = r.tokens.iter().find(|&&i| i as usize >= app.vocab_size) {
+            let message = format!("token id {i} is outside the vocabulary of {} tokens", app.vocab_size);
+            return Err(ApiError::bad(message, Some("tokens")));
+        }
+        let text = app.tokenizer.decode(&r.tokens).map_err(|e| ApiError::bad(e.to_string(), Some("tokens")))?;
+        Ok(json!({"prompt": text}))
+    });
+    match answer {
+        Ok(v) => json_response(200, &v),
+        Err(e) => error(&app, e),
+    }
+}
+
+/// The tokenizer's description as vLLM's `/tokenizer_info` gives it; the special tokens are
+/// the run's document boundary ([`crate::data::boundary`]), as text.
+async fn tokenizer_info(State(app): State<Arc<App>>) -> Response {
+    let b = &app.boundary.text;
+    json_response(
+        200,
+        &json!({"tokenizer_class": format!("normlab-{}", app.tokenizer.kind().name()), "eos_token": b,
+            "bos_token": b, "pad_token": b, "model_max_length": app.context, "vocab_size": app.vocab_size}),
+    )
 }
 
 async fn models(State(app): State<Arc<App>>) -> Response {
     json_response(
         200,
-        &json!({"object": "list", "data": [{"id": app.model, "object": "model", "created": 0, "owned_by": "normlab"}]}),
+        &json!({"object": "list", "data": [{"id": app.model, "object": "model", "created": 0, "owned_by": "normlab",
+            "max_model_len": app.context}]}),
     )
 }
 
@@ -251,7 +198,7 @@ async fn not_found(State(app): State<Arc<App>>) -> Response {
     let e = ApiError {
         status: 404,
         message: "no such route; the server answers POST /v1/completions, POST /v1/normalize, GET /v1/models, \
-            GET /health and GET /metrics"
+            POST /tokenize, POST /detokenize, GET /tokenizer_info, GET /health and GET /metrics"
             .into(),
         param: None,
     };

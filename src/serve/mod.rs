@@ -1,9 +1,13 @@
 //! `normlab serve`: a trained run behind an OpenAI-compatible HTTP server.
 //!
 //! - [`api`]: request bodies, their checks, error objects
-//! - [`http`]: the routes (axum on tokio), server-sent events for `stream: true`
-//! - [`engine`]: one thread decoding every active request together with the KV cache
-//! - [`batch`]: the shared cache that rows join and leave between steps
+//! - [`http`]: the routes (axum on tokio), server-sent events for `stream: true`, vLLM's
+//!   tokenizer routes
+//! - [`completions`]: `/v1/completions`: prompts in OpenAI's four forms, `n`, `echo`,
+//!   `logprobs`, streaming
+//! - [`normalize`]: the pairs task form
+//! - [`engine`]: one thread decoding every active request together through
+//!   [`crate::decode::Rows`] (the KV cache rows join and leave between steps)
 //! - [`text`]: streamed text that never splits a character or leaks a stop string
 //! - [`metrics`]: counters and the latency histogram in Prometheus' format
 //!
@@ -11,10 +15,11 @@
 //! batch between steps, up to `max_batch` rows.
 
 pub mod api;
-pub mod batch;
+pub mod completions;
 pub mod engine;
 pub mod http;
 pub mod metrics;
+pub mod normalize;
 pub mod text;
 
 use crate::train::saved::SavedRun;
@@ -68,6 +73,8 @@ impl Server {
         let name = saved.run.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "normlab".into());
         let recipe = saved.recipe.name.clone();
         let context = saved.cfg.train.seq_len;
+        let boundary = crate::data::boundary::boundary(&saved.tokenizer, saved.cfg.data.task)?;
+        let vocab_size = saved.cfg.model.vocab_size;
         let tokenizer = Arc::new(saved.tokenizer);
         let metrics = Arc::new(Metrics::default());
         let (jobs, rx) = std::sync::mpsc::channel();
@@ -83,6 +90,8 @@ impl Server {
         let app = Arc::new(App {
             jobs,
             tokenizer,
+            vocab_size,
+            boundary,
             context,
             queue_limit: o.queue,
             metrics,

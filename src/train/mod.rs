@@ -10,7 +10,6 @@ pub mod config;
 pub mod divergence;
 pub mod engine;
 pub mod eval;
-pub mod generate;
 pub mod loss_scale;
 pub mod memory;
 pub mod metrics;

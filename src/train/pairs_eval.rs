@@ -4,11 +4,11 @@
 //! prediction kept. Written to `RUN/pairs_eval.json` when a pairs run finishes, and by
 //! `normlab eval` for a saved pairs run.
 
-use super::generate::{DecodeOptions, greedy};
 use crate::data::Tokenizer;
 use crate::data::pairs::load::TestSet;
 use crate::data::pairs::metrics;
 use crate::data::pairs::render;
+use crate::decode::{DecodeOptions, Decoder, greedy};
 use crate::model::Transformer;
 use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
@@ -70,12 +70,13 @@ pub fn predict(
     let mut order: Vec<usize> = (0..prompts.len()).collect();
     order.sort_by_key(|&i| prompts[i].len());
     let (mut out, mut generated) = (vec![String::new(); prompts.len()], 0);
+    let d = Decoder { model, device, context, cache: true };
+    // Up to a whole window of target tokens (no trained target was longer); a prompt that
+    // outgrows the window slides like any decoding.
+    let o = DecodeOptions { max_new: context, stop: Some(end) };
     for chunk in order.chunks(DECODE_BATCH) {
         let batch: Vec<Vec<u32>> = chunk.iter().map(|&i| prompts[i].clone()).collect();
-        // Up to a whole window of target tokens (no trained target was longer); a prompt that
-        // outgrows the window slides like any decoding.
-        let o = DecodeOptions { max_new: context, stop: Some(end), context, cache: true };
-        for (&i, ids) in chunk.iter().zip(greedy(model, &batch, &o, device)?) {
+        for (&i, ids) in chunk.iter().zip(greedy(&d, &batch, &o)?) {
             generated += ids.len();
             out[i] = tok.decode(&ids)?;
         }

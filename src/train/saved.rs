@@ -4,11 +4,11 @@
 use super::checkpoint::{self, load_weights};
 use super::config::RunConfig;
 use super::eval::{evaluate, tiling_starts};
-use super::generate::{SampleOptions, generate};
 use super::run_dir;
 use super::setup::load_run;
 use crate::data::sampler::{validation_starts, windows};
 use crate::data::{DataConfig, Dataset, TokenFile, Tokenizer, corpus, dataset};
+use crate::decode::{Decoder, SampleOptions, generate};
 use crate::dist::Ranks;
 use crate::init::ParamSource;
 use crate::io::json;
@@ -182,13 +182,20 @@ fn eval_pairs(
     })
 }
 
-/// Samples a continuation of `prompt` from a saved run; `on_text` receives the text as it grows.
-pub fn sample(path: &Path, prompt: &str, opts: SampleOptions, on_text: &mut dyn FnMut(&str)) -> anyhow::Result<String> {
+/// Samples a continuation of `prompt` from a saved run (with the KV cache unless `cache` is
+/// off); `on_text` receives the text as it grows.
+pub fn sample(
+    path: &Path,
+    prompt: &str,
+    opts: &SampleOptions,
+    cache: bool,
+    on_text: &mut dyn FnMut(&str),
+) -> anyhow::Result<String> {
     let saved = SavedRun::open(path)?;
     let device = crate::device::parse(&saved.cfg.run.device)?;
     let model = saved.model(&device)?;
-    let opts = SampleOptions { context: saved.cfg.train.seq_len, ..opts };
-    generate(&model, &saved.tokenizer, prompt, &opts, &device, on_text)
+    let d = Decoder { model: &model, device: &device, context: saved.cfg.train.seq_len, cache };
+    generate(&d, &saved.tokenizer, prompt, opts, on_text)
 }
 
 /// `normlab probe`: the probes of a saved run (or, with `init`, of the freshly initialised model
