@@ -1,20 +1,19 @@
 //! normlab: train decoder-only Transformers with any normalization scheme, and see layer by
 //! layer why it trains stably or not.
 //!
-//! Rooms, top to bottom; a room imports only rooms below it (checked by
-//! `tests/architecture.rs`):
-//!
-//! ```text
-//! {commands, fuzzing} → {bench, report} → {sweep, hf, serve} → train → {probe, data} → model → recipe → norm → kernels → {init, dist} → {io, rng, stats, device, guard, stop}
-//! ```
+//! The rooms, each a module; a room imports only rooms on a lower floor. Their floors and
+//! imports are described once, in `docs/architecture.md` (checked by `tests/architecture.rs`).
 //!
 //! - [`norm`]: normalization layers (LayerNorm, RMSNorm, scalarised LN, DyT, BHyT*, BHyT)
 //! - [`recipe`]: placements — which norm sits where, with which scales (every preset in
 //!   [`recipe::presets`])
 //! - [`model`]: the decoder-only Transformer
-//! - [`data`]: corpora, tokenizers, token cache, batch sampler
+//! - [`data`]: corpora (the shipped ones included), tokenizers, token cache, batch sampler,
+//!   evaluation windows
+//! - [`decode`]: the one decoding path (generate, pairs evaluation, serve), sampling, scoring
 //! - [`probe`]: stability probes (hidden-state statistics, gradient norms, spikes)
-//! - [`train`]: the training loop, run directories, checkpoints, evaluation, sampling
+//! - [`train`]: the training loop, run directories, checkpoints, evaluation, a job's start-up
+//!   over several ranks
 //! - [`sweep`]: grids of runs, their results and aggregation
 //! - [`serve`]: a trained run behind an OpenAI-compatible HTTP server
 //! - [`report`]: figures, findings and the HTML/markdown report
@@ -24,7 +23,8 @@
 //!   backward passes, and the `model.kernels` switch
 //! - [`dist`]: one run over several processes (MPI data parallelism, `mpirun`/`srun`)
 //! - bottom: [`init`] (named, seeded parameters), [`io`] (file formats, locks, printing),
-//!   [`rng`], [`stats`], [`device`] (backends and the machine), [`stop`] (SIGINT and SIGTERM
+//!   [`rng`], [`stats`], [`device`] (backends and the machine), [`guard`] (third-party panics
+//!   as errors), [`stop`] (SIGINT and SIGTERM
 //!   as requests to stop at a step's end)
 
 pub mod bench;

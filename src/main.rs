@@ -3,6 +3,7 @@
 
 use clap::{Parser, Subcommand};
 use normlab::commands;
+use normlab::commands::sweep::StudyArgs;
 use normlab::decode::{SampleOptions, Sampling};
 use normlab::sweep::config::Executor;
 use normlab::sweep::slurm::SubmitOptions;
@@ -144,39 +145,19 @@ enum Cmd {
     /// Write the HTML/markdown report (and PNG/SVG figures) of a sweep or run directory.
     Report { dir: PathBuf },
     /// The built-in study: 8 recipes × 5 learning rates on a small deep model on the built-in
-    /// corpus, reseeded at each recipe's best rate, then the report (≈6 min on 2 cores).
-    Compare {
-        /// The GPU-scale version (configs/sweeps/compare-full.toml).
-        #[arg(long)]
-        full: bool,
-        /// Edit the study, e.g. `--set sweep.dir=runs/cmp2 --set train.steps=300`.
-        #[arg(long = "set", value_name = "KEY=VALUE")]
-        sets: Vec<String>,
-        #[arg(long)]
-        jobs: Option<usize>,
-        /// Retrain runs made from another config than the study now gives.
-        #[arg(long)]
-        rerun_changed: bool,
-    },
-    /// Seed 004's build: Pre-LN, Post-LN and Peri-LN (or `--recipes`) trained on generated
-    /// English text-normalisation pairs over a small learning-rate grid, scored with exact match
-    /// and token F1 on generated and real held-out pairs, with gradient-norm CV per block and
-    /// per sublayer, sample outputs and findings (≈11 min on 2 cores).
+    /// corpus, reseeded at each recipe's best rate, then the report (≈6 min on 2 cores);
+    /// `--full`: configs/sweeps/compare-full.toml, KiteNorm Fig. 1's protocol.
+    Compare(StudyArgs),
+    /// The Normalization chapter's build: Pre-LN, Post-LN and Peri-LN (or `--recipes`) trained on
+    /// generated English text-normalisation pairs over a small learning-rate grid, scored with
+    /// exact match and token F1 on generated and real held-out pairs, with gradient-norm CV per
+    /// block and per sublayer, sample outputs and findings (≈11 min on 2 cores).
     Textnorm {
-        /// The GPU-scale version (configs/sweeps/textnorm-full.toml).
-        #[arg(long)]
-        full: bool,
         /// Recipes to compare (presets or names), e.g. `--recipes pre,peri,kitenorm`.
         #[arg(long, value_delimiter = ',')]
         recipes: Vec<String>,
-        /// Edit the study, e.g. `--set sweep.dir=runs/tn2 --set train.steps=1000`.
-        #[arg(long = "set", value_name = "KEY=VALUE")]
-        sets: Vec<String>,
-        #[arg(long)]
-        jobs: Option<usize>,
-        /// Retrain runs made from another config than the study now gives.
-        #[arg(long)]
-        rerun_changed: bool,
+        #[command(flatten)]
+        study: StudyArgs,
     },
     /// How the answer changes with scale (KiteNorm Fig. 4): a ladder over depth, width, budget
     /// or batch with a learning-rate grid at every point, then DIR/scaling.json (fitted laws
@@ -188,17 +169,8 @@ enum Cmd {
     Studies {
         /// The study to run (`normlab studies` lists them).
         name: Option<String>,
-        /// The paper-scale version, for GPUs or a Slurm cluster.
-        #[arg(long)]
-        full: bool,
-        /// Edit the study, e.g. `--set sweep.dir=runs/fig3 --set train.steps=400`.
-        #[arg(long = "set", value_name = "KEY=VALUE")]
-        sets: Vec<String>,
-        #[arg(long)]
-        jobs: Option<usize>,
-        /// Retrain runs made from another config than the study now gives.
-        #[arg(long)]
-        rerun_changed: bool,
+        #[command(flatten)]
+        study: StudyArgs,
     },
     /// The built-in corpus and token caches.
     Data {
@@ -250,7 +222,7 @@ enum Cmd {
         hf: PathBuf,
     },
     /// Throughput of the reference model (d=256, L=6, GLU 688, batch 8×256) per recipe, or of
-    /// seed 000's Table-1 model (`--dims table1`), on the CPU or a GPU, beside PyTorch.
+    /// KiteNorm's Table-1 model (`--dims table1`), on the CPU or a GPU, beside PyTorch.
     Bench(Box<normlab::commands::bench::BenchArgs>),
 }
 
@@ -310,6 +282,32 @@ fn data(cmd: DataCmd) -> anyhow::Result<()> {
 
 fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.cmd {
+        c @ (Cmd::Train { .. } | Cmd::Eval { .. } | Cmd::Generate { .. } | Cmd::Probe { .. }) => one_run(c),
+        c @ (Cmd::Sweep { .. }
+        | Cmd::Report { .. }
+        | Cmd::Compare(_)
+        | Cmd::Textnorm { .. }
+        | Cmd::Scaling(_)
+        | Cmd::Studies { .. }) => many_runs(c),
+        Cmd::Data { cmd } => data(cmd).map(|()| 0),
+        Cmd::Import { hf_dir, out, recipe, sets, force } => {
+            commands::hf::import(&hf_dir, &out, recipe.as_deref(), &sets, force).map(|()| 0)
+        }
+        Cmd::Serve { checkpoint, host, port, max_batch, queue } => {
+            let o = normlab::serve::ServeOptions { checkpoint, host, port, max_batch, queue, signals: true };
+            commands::serve::serve(o).map(|()| 0)
+        }
+        Cmd::Export { run_dir, hf } => commands::hf::export(&run_dir, &hf).map(|()| 0),
+        Cmd::Recipes { name, config, layers, d_model } => {
+            commands::recipes::recipes(name, config, layers, d_model).map(|()| 0)
+        }
+        Cmd::Bench(args) => commands::bench::run(*args),
+    }
+}
+
+/// The commands on one run: training it, and evaluating, sampling or probing it once saved.
+fn one_run(cmd: Cmd) -> anyhow::Result<i32> {
+    match cmd {
         Cmd::Train { config, sets, resume, quiet, force, allow_corpus_change } => {
             let how = commands::train::TrainHow {
                 quiet,
@@ -327,6 +325,13 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Cmd::Probe { checkpoint, data, batches, init } => {
             commands::saved::probe(&checkpoint, data, batches, init).map(|()| 0)
         }
+        _ => unreachable!("one_run is called with the one-run commands"),
+    }
+}
+
+/// The commands on many runs: sweeps, their reports and the built-in studies.
+fn many_runs(cmd: Cmd) -> anyhow::Result<i32> {
+    match cmd {
         Cmd::Sweep { action: Some(a), .. } => match a {
             SweepCmd::Status { dir } => commands::sweep::sweep_status(&dir).map(|()| 0),
             SweepCmd::RunOne { dir, index } => commands::sweep::sweep_run_one(&dir, index),
@@ -338,26 +343,10 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             commands::sweep::sweep(&config.unwrap_or_default(), &sets, how)
         }
         Cmd::Report { dir } => commands::sweep::report(&dir).map(|()| 0),
-        Cmd::Compare { full, sets, jobs, rerun_changed } => commands::sweep::compare(full, &sets, jobs, rerun_changed),
-        Cmd::Textnorm { full, recipes, sets, jobs, rerun_changed } => {
-            commands::sweep::textnorm(full, &recipes, &sets, jobs, rerun_changed)
-        }
+        Cmd::Compare(study) => commands::sweep::compare(&study),
+        Cmd::Textnorm { recipes, study } => commands::sweep::textnorm(&recipes, &study),
         Cmd::Scaling(args) => commands::sweep::scaling(args),
-        Cmd::Studies { name, full, sets, jobs, rerun_changed } => {
-            commands::sweep::studies(name.as_deref(), full, &sets, jobs, rerun_changed)
-        }
-        Cmd::Data { cmd } => data(cmd).map(|()| 0),
-        Cmd::Import { hf_dir, out, recipe, sets, force } => {
-            commands::hf::import(&hf_dir, &out, recipe.as_deref(), &sets, force).map(|()| 0)
-        }
-        Cmd::Serve { checkpoint, host, port, max_batch, queue } => {
-            let o = normlab::serve::ServeOptions { checkpoint, host, port, max_batch, queue, signals: true };
-            commands::serve::serve(o).map(|()| 0)
-        }
-        Cmd::Export { run_dir, hf } => commands::hf::export(&run_dir, &hf).map(|()| 0),
-        Cmd::Recipes { name, config, layers, d_model } => {
-            commands::recipes::recipes(name, config, layers, d_model).map(|()| 0)
-        }
-        Cmd::Bench(args) => commands::bench::run(*args),
+        Cmd::Studies { name, study } => commands::sweep::studies(name.as_deref(), &study),
+        _ => unreachable!("many_runs is called with the many-run commands"),
     }
 }

@@ -1,45 +1,68 @@
-//! The rooms of the library and the direction of their imports, checked from the source text:
+//! The rooms of the library and the direction of their imports, checked from the source text
+//! against the one description of them: the rooms table of `docs/architecture.md` (each room's
+//! floor, what it owns and exactly which rooms it imports) and the floor diagram there.
 //!
-//! ```text
-//! {commands, fuzzing} → {bench, report} → {sweep, hf} → train → {probe, data} → model → recipe → norm → kernels → init → {io, rng, stats, device, guard, stop}
-//! ```
-//!
-//! A room may import only rooms below it (not its siblings), and inside a room no two files
-//! import each other, directly or round a loop.
+//! A room may import only rooms on a lower floor (not its siblings), its row must name exactly
+//! the rooms its code imports, the diagram must be the one the table implies, and inside a room
+//! no two files import each other, directly or round a loop.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Each room's floor; a room may import only rooms on a lower floor.
-const FLOORS: [(&str, u32); 24] = [
-    ("io", 0),
-    ("stop", 0),
-    ("rng", 0),
-    ("stats", 0),
-    ("device", 0),
-    ("guard", 0),
-    ("init", 1),
-    ("dist", 1),
-    ("testutil", 1),
-    ("kernels", 2),
-    ("norm", 3),
-    ("recipe", 4),
-    ("model", 5),
-    ("probe", 6),
-    ("data", 6),
-    ("train", 7),
-    ("sweep", 8),
-    ("hf", 8),
-    ("serve", 8),
-    ("report", 9),
-    ("bench", 9),
-    ("fuzzing", 10),
-    ("commands", 10),
-    ("lib", 11),
-];
+/// One row of the rooms table.
+struct Row {
+    floor: u32,
+    room: String,
+    imports: BTreeSet<String>,
+}
 
-fn floor(room: &str) -> u32 {
-    FLOORS.iter().find(|(r, _)| *r == room).unwrap_or_else(|| panic!("room `{room}` has no floor in FLOORS")).1
+fn architecture_md() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md")).unwrap()
+}
+
+/// The room names in a table cell: each `` `name` ``; `–` is none.
+fn names(cell: &str) -> BTreeSet<String> {
+    cell.split('`').skip(1).step_by(2).map(str::to_string).collect()
+}
+
+/// The rows `| floor | room | owns | imports |` of `docs/architecture.md`.
+fn rows() -> Vec<Row> {
+    architecture_md()
+        .lines()
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            let floor = cells.get(1)?.parse().ok()?;
+            let room = names(cells.get(2)?).into_iter().next()?;
+            Some(Row { floor, room, imports: names(cells.get(4)?) })
+        })
+        .collect()
+}
+
+fn floor(rows: &[Row], room: &str) -> u32 {
+    if room == "lib" {
+        return u32::MAX;
+    }
+    rows.iter()
+        .find(|r| r.room == room)
+        .unwrap_or_else(|| panic!("room `{room}` has no row in docs/architecture.md"))
+        .floor
+}
+
+/// The diagram the table implies: floors from the top, siblings in braces.
+fn diagram(rows: &[Row]) -> String {
+    let mut floors: BTreeMap<u32, Vec<&str>> = BTreeMap::new();
+    for r in rows {
+        floors.entry(r.floor).or_default().push(&r.room);
+    }
+    floors
+        .values()
+        .rev()
+        .map(|rooms| match rooms.as_slice() {
+            [one] => one.to_string(),
+            many => format!("{{{}}}", many.join(", ")),
+        })
+        .collect::<Vec<_>>()
+        .join(" → ")
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -115,23 +138,64 @@ fn sources() -> Vec<Source> {
         .collect()
 }
 
-#[test]
-fn no_room_imports_a_room_above_it_or_beside_it() {
-    let mut arrows = BTreeSet::new();
+/// Every room's imports: the rooms its files name after `crate::`.
+fn imports() -> BTreeMap<String, BTreeSet<String>> {
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for s in sources() {
+        let entry = out.entry(s.room.clone()).or_default();
         for (room, _) in paths(&s.code, "crate::") {
             if room != s.room {
-                arrows.insert((s.room.clone(), room));
+                entry.insert(room);
             }
         }
     }
-    let wrong: Vec<String> = arrows
+    out
+}
+
+#[test]
+fn no_room_imports_a_room_above_it_or_beside_it() {
+    let rows = rows();
+    let wrong: Vec<String> = imports()
         .iter()
-        .filter(|(from, to)| from != "lib" && floor(to) >= floor(from))
+        .flat_map(|(from, to)| to.iter().map(move |t| (from, t)))
+        .filter(|(from, to)| *from != "lib" && floor(&rows, to) >= floor(&rows, from))
         .map(|(from, to)| format!("{from} → {to}"))
         .collect();
-    eprintln!("arrows: {}", arrows.iter().map(|(a, b)| format!("{a}→{b}")).collect::<Vec<_>>().join(", "));
     assert!(wrong.is_empty(), "imports that go up or sideways: {}", wrong.join(", "));
+}
+
+/// The table names every room there is, and each room's row names exactly what it imports.
+#[test]
+fn the_rooms_table_says_what_each_room_imports() {
+    let (rows, actual) = (rows(), imports());
+    let documented: BTreeSet<&str> = rows.iter().map(|r| r.room.as_str()).collect();
+    let real: BTreeSet<&str> = actual.keys().map(String::as_str).filter(|r| *r != "lib").collect();
+    assert_eq!(documented, real, "docs/architecture.md's rooms (left) and the rooms in src/ (right) differ");
+    let wrong: Vec<String> = rows
+        .iter()
+        .filter(|r| actual.get(&r.room).is_some_and(|a| *a != r.imports))
+        .map(|r| {
+            let a = &actual[&r.room];
+            let cell = if a.is_empty() {
+                "–".into()
+            } else {
+                a.iter().map(|x| format!("`{x}`")).collect::<Vec<_>>().join(", ")
+            };
+            format!("`{}` imports {cell}", r.room)
+        })
+        .collect();
+    assert!(wrong.is_empty(), "docs/architecture.md's imports column is wrong; the code says:\n{}", wrong.join("\n"));
+}
+
+/// The floor diagram in `docs/architecture.md` is the one the table implies (and `lib.rs` points
+/// there instead of drawing its own).
+#[test]
+fn the_floor_diagram_is_the_tables() {
+    let want = diagram(&rows());
+    let md = architecture_md();
+    assert!(md.contains(&format!("```text\n{want}\n```")), "docs/architecture.md's diagram should read:\n{want}");
+    let lib = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();
+    assert!(!lib.contains(" → "), "src/lib.rs draws the floors; point to docs/architecture.md instead");
 }
 
 /// Items a room's `mod.rs` re-exports, to the file that defines them.
@@ -227,5 +291,10 @@ fn the_checker_sees_loops_and_upward_imports() {
         .map(|(x, y)| (x.to_string(), BTreeSet::from([y.to_string()])))
         .collect();
     assert_eq!(find_cycle(&edges).unwrap(), ["a", "b", "c", "a"]);
-    assert!(floor("model") > floor("recipe") && floor("train") > floor("probe"));
+    let row = |floor, room: &str| Row { floor, room: room.into(), imports: BTreeSet::new() };
+    let rows = [row(0, "io"), row(0, "rng"), row(1, "model"), row(2, "train")];
+    assert_eq!(diagram(&rows), "train → model → {io, rng}");
+    assert!(floor(&rows, "train") > floor(&rows, "model"));
+    assert_eq!(names("`io`, `rng`"), BTreeSet::from(["io".to_string(), "rng".to_string()]));
+    assert!(names("–").is_empty());
 }

@@ -43,29 +43,7 @@ fn a_killed_run_resumes_to_the_uninterrupted_curve() {
         .arg("--set")
         .arg(format!("run.dir=\"{}\"", whole.display())));
     assert!(o.status.success(), "{}", stderr(&o));
-
-    let mut child =
-        bin().args(["train", "--quiet", "--config"]).arg(&cfg).stderr(std::process::Stdio::null()).spawn().unwrap();
-    let latest = root.join("run/checkpoints/latest.json");
-    let t0 = Instant::now();
-    // Kill as soon as a checkpoint past step 20 exists, wherever the run is then.
-    loop {
-        let step = std::fs::read_to_string(&latest)
-            .ok()
-            .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
-            .and_then(|v| v["step"].as_u64());
-        if step.is_some_and(|s| s >= 20) {
-            break;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(120), "no checkpoint appeared");
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let status: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(root.join("run/status.json")).unwrap()).unwrap();
-    assert_eq!(status["state"], "running", "killed before it finished");
-
+    kill_after_a_checkpoint(&cfg, &root.join("run"), 20);
     let o = run(bin().args(["train", "--quiet", "--resume"]).arg(root.join("run")));
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("resuming"), "{}", stderr(&o));
@@ -74,15 +52,44 @@ fn a_killed_run_resumes_to_the_uninterrupted_curve() {
         common::metrics_without_timings(&root.join("run")),
         "identical train and eval records"
     );
+    the_saved_run_commands_read_it(&root.join("run"), &whole);
+}
 
-    // eval reproduces the final validation loss of the log; generate is seeded.
-    let o = run(bin().args(["eval", "--checkpoint"]).arg(root.join("run")));
+/// Trains `cfg` into `run` and kills it (SIGKILL) as soon as a checkpoint past `step` exists,
+/// wherever the run is then.
+fn kill_after_a_checkpoint(cfg: &Path, run_dir: &Path, step: u64) {
+    let mut child =
+        bin().args(["train", "--quiet", "--config"]).arg(cfg).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let latest = run_dir.join("checkpoints/latest.json");
+    let t0 = Instant::now();
+    loop {
+        let at = std::fs::read_to_string(&latest)
+            .ok()
+            .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+            .and_then(|v| v["step"].as_u64());
+        if at.is_some_and(|s| s >= step) {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(120), "no checkpoint appeared");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let status: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("status.json")).unwrap()).unwrap();
+    assert_eq!(status["state"], "running", "killed before it finished");
+}
+
+/// `eval` reproduces the last validation loss of `whole`'s log, `probe` reads the run (trained
+/// and as initialised), and `generate` is seeded.
+fn the_saved_run_commands_read_it(run_dir: &Path, whole: &Path) {
+    let o = run(bin().args(["eval", "--checkpoint"]).arg(run_dir));
     assert!(o.status.success(), "{}", stderr(&o));
-    let last_eval = common::metrics_without_timings(&whole).into_iter().rev().find(|r| r["type"] == "eval").unwrap();
+    let last_eval = common::metrics_without_timings(whole).into_iter().rev().find(|r| r["type"] == "eval").unwrap();
     let printed = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(printed.contains(&format!("val_loss {:.4}", last_eval["val_loss"].as_f64().unwrap())), "{printed}");
     for extra in [None, Some("--init")] {
-        let o = run(bin().args(["probe", "--checkpoint"]).arg(root.join("run")).args(extra));
+        let o = run(bin().args(["probe", "--checkpoint"]).arg(run_dir).args(extra));
         assert!(o.status.success(), "{}", stderr(&o));
         let table = String::from_utf8_lossy(&o.stdout).into_owned();
         assert!(
@@ -92,13 +99,13 @@ fn a_killed_run_resumes_to_the_uninterrupted_curve() {
         );
     }
     let init: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(root.join("run/probes/init.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("probes/init.json")).unwrap()).unwrap();
     assert_eq!(init["sublayers"].as_array().unwrap().len(), 4);
-    assert!(root.join("run/probes/step-300.json").is_file());
+    assert!(run_dir.join("probes/step-300.json").is_file());
     let sample = || {
         run(bin()
             .args(["generate", "--prompt", "Item 5 of", "--max-new-tokens", "40", "--seed", "3", "--checkpoint"])
-            .arg(root.join("run")))
+            .arg(run_dir))
     };
     let (a, b) = (sample(), sample());
     assert!(a.status.success(), "{}", stderr(&a));
@@ -275,14 +282,10 @@ fn a_sweep_axis_of_recipe_tables_runs_and_sweep_errors_cite_the_users_keys() {
     assert!(e.contains(&format!("{} (line {n}: `stepz = 4`)", f.display())), "{e}");
 }
 
-/// `normlab textnorm` end to end on a user's pair file (two recipes, a 2-layer model, a few
-/// steps): every run is scored, and the report has the exact-match table, the per-category
-/// and sample tables, the CV figures and seed 004's claims tested in words.
-#[test]
-fn the_textnorm_study_runs_on_a_pair_file_and_reports_exact_match_and_cv() {
-    let root = temp("textnorm");
+/// 200 pairs "37" → "three seven", categories `even`/`odd`, as JSON lines.
+fn two_digit_pairs() -> String {
     let words = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"];
-    let jsonl: String = (0..200)
+    (0..200)
         .map(|i| {
             let (a, b) = (words[i / 10 % 10], words[i % 10]);
             format!(
@@ -292,9 +295,12 @@ fn the_textnorm_study_runs_on_a_pair_file_and_reports_exact_match_and_cv() {
                 ["even", "odd"][i % 2]
             )
         })
-        .collect();
-    std::fs::write(root.join("pairs.jsonl"), jsonl).unwrap();
-    let sets = [
+        .collect()
+}
+
+/// The `--set` edits that make `normlab textnorm` a seconds-long study on `root/pairs.jsonl`.
+fn tiny_textnorm_settings(root: &Path) -> Vec<String> {
+    vec![
         format!("sweep.dir={}", root.join("study").display()),
         format!("data.corpus={}", root.join("pairs.jsonl").display()),
         "data.source_field=in".into(),
@@ -310,7 +316,17 @@ fn the_textnorm_study_runs_on_a_pair_file_and_reports_exact_match_and_cv() {
         "probe.cv_window=4".into(),
         "run.eval_every=4".into(),
         "run.checkpoint_every=4".into(),
-    ];
+    ]
+}
+
+/// `normlab textnorm` end to end on a user's pair file (two recipes, a 2-layer model, a few
+/// steps): every run is scored, and the report has the exact-match table, the per-category
+/// and sample tables, the CV figures and the Normalization chapter's claims tested in words.
+#[test]
+fn the_textnorm_study_runs_on_a_pair_file_and_reports_exact_match_and_cv() {
+    let root = temp("textnorm");
+    std::fs::write(root.join("pairs.jsonl"), two_digit_pairs()).unwrap();
+    let sets = tiny_textnorm_settings(&root);
     let mut cmd = bin();
     cmd.args(["textnorm", "--recipes", "pre,peri"]);
     for s in &sets {

@@ -57,39 +57,58 @@ fn max_abs(v: &[f64]) -> f64 {
     v.iter().fold(0.0, |m, x| m.max(x.abs()))
 }
 
-fn check_case(path: &Path, kernels: Kernels) -> Result<(), String> {
-    let case = format!("{} ({kernels:?})", path.file_stem().unwrap().to_string_lossy());
+/// One fixture loaded: its name, tensors and the model built from its weights.
+struct Case {
+    name: String,
+    file: TensorFile,
+    cfg: ModelConfig,
+    model: Transformer,
+    device: Device,
+}
+
+fn load_case(path: &Path, kernels: Kernels, params: &str) -> Result<Case, String> {
+    let name = format!("{} ({kernels:?})", path.file_stem().unwrap().to_string_lossy());
     let file = tensors::read(path).map_err(|e| e.to_string())?;
-    let cfg: ModelConfig = serde_json::from_str(&file.metadata["config"]).map_err(|e| format!("{case}: {e}"))?;
+    let cfg: ModelConfig = serde_json::from_str(&file.metadata["config"]).map_err(|e| format!("{name}: {e}"))?;
     let cfg = ModelConfig { kernels, ..cfg };
-    let mut weights = BTreeMap::new();
-    let mut ref_grads = BTreeMap::new();
-    for (k, v) in &file.tensors {
-        if let Some(n) = k.strip_prefix("param/") {
-            weights.insert(n.to_string(), v.clone());
-        } else if let Some(n) = k.strip_prefix("grad/") {
-            ref_grads.insert(n.to_string(), floats(v));
-        }
-    }
     let device = Device::flex().autodiff();
-    let model = Transformer::new(&cfg, ParamSource::Loaded(weights), &device).map_err(|e| format!("{case}: {e:#}"))?;
-    let tok = |k: &str| Tensor::<2, Int>::from_data(file.tensors[k].clone(), &device);
-    let logits = model.forward(tok("input/tokens"), normlab::model::Keep::LOGITS).logits;
-    let want = floats(&file.tensors["out/logits"]);
-    let got = floats(&logits.into_data());
-    let logit_err = max_diff(&got, &want) / max_abs(&want);
+    let model = Transformer::new(&cfg, ParamSource::Loaded(weights(&file, params)), &device)
+        .map_err(|e| format!("{name}: {e:#}"))?;
+    Ok(Case { name, file, cfg, model, device })
+}
+
+fn check_case(path: &Path, kernels: Kernels) -> Result<(), String> {
+    let c = load_case(path, kernels, "param/")?;
+    let tok = |k: &str| Tensor::<2, Int>::from_data(c.file.tensors[k].clone(), &c.device);
+    let logits = c.model.forward(tok("input/tokens"), normlab::model::Keep::LOGITS).logits;
+    let want = floats(&c.file.tensors["out/logits"]);
+    let logit_err = max_diff(&floats(&logits.into_data()), &want) / max_abs(&want);
     let mut problems = Vec::new();
     if logit_err > LOGIT_TOL {
         problems.push(format!("logits rel err {logit_err:.2e}"));
     }
-    let (loss, _, _) = model.loss(tok("input/tokens"), tok("input/targets"), false);
+    let (loss, _, _) = c.model.loss(tok("input/tokens"), tok("input/targets"), false);
     let loss_v = floats(&loss.clone().into_data())[0];
-    let want_loss = floats(&file.tensors["out/loss"])[0];
+    let want_loss = floats(&c.file.tensors["out/loss"])[0];
     if ((loss_v - want_loss) / want_loss).abs() > LOGIT_TOL {
         problems.push(format!("loss {loss_v} vs {want_loss}"));
     }
     let grads = loss.backward();
-    let ours: BTreeMap<String, Option<TensorData>> = named_grads(&model, &grads).into_iter().collect();
+    let ours: BTreeMap<String, Option<TensorData>> = named_grads(&c.model, &grads).into_iter().collect();
+    let worst = gradient_problems(&c.file, &ours, &mut problems);
+    eprintln!("{:20} logits rel err {logit_err:.1e}, worst grad rel err {:.1e} ({})", c.name, worst.0, worst.1);
+    if problems.is_empty() { Ok(()) } else { Err(format!("{}: {}", c.name, problems.join("; "))) }
+}
+
+/// Compares `ours` with the fixture's gradients, adding each mismatch to `problems`; returns
+/// the worst relative error and its parameter.
+fn gradient_problems(
+    file: &TensorFile,
+    ours: &BTreeMap<String, Option<TensorData>>,
+    problems: &mut Vec<String>,
+) -> (f64, String) {
+    let ref_grads: BTreeMap<String, Vec<f64>> =
+        weights(file, "grad/").iter().map(|(k, v)| (k.clone(), floats(v))).collect();
     let global = ref_grads.values().map(|g| max_abs(g)).fold(0.0, f64::max);
     let mut worst = (0.0, String::new());
     for (name, want) in &ref_grads {
@@ -119,8 +138,7 @@ fn check_case(path: &Path, kernels: Kernels) -> Result<(), String> {
             problems.push(format!("grad {name} rel err {err:.2e}"));
         }
     }
-    eprintln!("{case:20} logits rel err {logit_err:.1e}, worst grad rel err {:.1e} ({})", worst.0, worst.1);
-    if problems.is_empty() { Ok(()) } else { Err(format!("{case}: {}", problems.join("; "))) }
+    worst
 }
 
 /// Runs `check` on every fixture with the fused kernels and with the composite reference, and
@@ -182,14 +200,22 @@ fn step_batches(file: &TensorFile, key: &str, s: usize, device: &Device) -> Vec<
 }
 
 fn check_trajectory(path: &Path, kernels: Kernels) -> Result<(), String> {
-    let case = format!("{} ({kernels:?})", path.file_stem().unwrap().to_string_lossy());
-    let file = tensors::read(path).map_err(|e| e.to_string())?;
-    let cfg: ModelConfig = serde_json::from_str(&file.metadata["config"]).map_err(|e| format!("{case}: {e}"))?;
-    let cfg = ModelConfig { kernels, ..cfg };
-    let t: TrainSettings = serde_json::from_str(&file.metadata["train"]).map_err(|e| format!("{case}: {e}"))?;
-    let device = Device::flex().autodiff();
-    let mut model = Transformer::new(&cfg, ParamSource::Loaded(weights(&file, "param/")), &device)
-        .map_err(|e| format!("{case}: {e:#}"))?;
+    let c = load_case(path, kernels, "param/")?;
+    let t: TrainSettings = serde_json::from_str(&c.file.metadata["train"]).map_err(|e| format!("{}: {e}", c.name))?;
+    let mut problems = Vec::new();
+    let (model, worst_loss) = replay(&c, &t, &mut problems)?;
+    let worst_w = final_weight_problems(&c.file, &model, t.steps, &mut problems);
+    eprintln!(
+        "{:20} trajectory: worst loss rel err {worst_loss:.1e}, worst final weight |Δ| {:.1e} ({})",
+        c.name, worst_w.0, worst_w.1
+    );
+    if problems.is_empty() { Ok(()) } else { Err(format!("{}: {}", c.name, problems.join("; "))) }
+}
+
+/// Trains `c`'s model along the fixture's batches with normlab's own training step, adding
+/// each step whose loss or gradient norm leaves PyTorch's to `problems`; returns the trained
+/// model and the worst relative loss error.
+fn replay(c: &Case, t: &TrainSettings, problems: &mut Vec<String>) -> Result<(Transformer, f64), String> {
     let optim_cfg = OptimConfig {
         lr: t.lr,
         beta1: t.beta1,
@@ -204,12 +230,14 @@ fn check_trajectory(path: &Path, kernels: Kernels) -> Result<(), String> {
         end_lr: t.end_lr,
         ..Default::default()
     };
+    let mut model = Transformer::new(&c.cfg, ParamSource::Loaded(weights(&c.file, "param/")), &c.device)
+        .map_err(|e| format!("{}: {e:#}", c.name))?;
     let mut optim = optimizer::build(&optim_cfg, &model);
-    let (want_loss, want_norm) = (floats(&file.tensors["traj/loss"]), floats(&file.tensors["traj/grad_norm"]));
-    let mut problems = Vec::new();
+    let (want_loss, want_norm) = (floats(&c.file.tensors["traj/loss"]), floats(&c.file.tensors["traj/grad_norm"]));
     let mut worst_loss: f64 = 0.0;
     for s in 0..t.steps {
-        let (x, y) = (step_batches(&file, "traj/tokens", s, &device), step_batches(&file, "traj/targets", s, &device));
+        let x = step_batches(&c.file, "traj/tokens", s, &c.device);
+        let y = step_batches(&c.file, "traj/targets", s, &c.device);
         assert_eq!(x.len(), t.micro_batches);
         let share = step::Share::all(t.micro_batches);
         let g =
@@ -217,40 +245,45 @@ fn check_trajectory(path: &Path, kernels: Kernels) -> Result<(), String> {
         let rel = |a: f64, b: f64| ((a - b) / b).abs();
         worst_loss = worst_loss.max(rel(g.loss, want_loss[s]));
         if rel(g.loss, want_loss[s]) > TRAJ_LOSS_TOL || rel(g.norms.total, want_norm[s]) > TRAJ_LOSS_TOL {
+            let (loss, norm) = (g.loss, g.norms.total);
             problems.push(format!(
-                "step {}: loss {:.6} vs {:.6}, grad norm {:.6} vs {:.6}",
+                "step {}: loss {loss:.6} vs {:.6}, grad norm {norm:.6} vs {:.6}",
                 s + 1,
-                g.loss,
                 want_loss[s],
-                g.norms.total,
                 want_norm[s]
             ));
         }
-        let lr = schedule.lr(s, t.steps, t.lr);
-        model = optim.step(lr, model, g.grads);
+        model = optim.step(schedule.lr(s, t.steps, t.lr), model, g.grads);
     }
-    let want = weights(&file, "traj/param/");
+    Ok((model, worst_loss))
+}
+
+/// Compares the trained weights with PyTorch's after `steps` steps (parameters whose gradient
+/// is provably 0 left out); returns the worst |Δ| and its parameter.
+fn final_weight_problems(
+    file: &TensorFile,
+    model: &Transformer,
+    steps: usize,
+    problems: &mut Vec<String>,
+) -> (f64, String) {
+    let want = weights(file, "traj/param/");
     let grads: BTreeMap<String, Vec<f64>> =
-        weights(&file, "grad/").iter().map(|(k, v)| (k.clone(), floats(v))).collect();
+        weights(file, "grad/").iter().map(|(k, v)| (k.clone(), floats(v))).collect();
     let global = grads.values().map(|g| max_abs(g)).fold(0.0, f64::max);
-    let mut worst_w = (0.0, String::new());
-    for (name, got) in named_values(&model) {
+    let mut worst = (0.0, String::new());
+    for (name, got) in named_values(model) {
         if max_abs(&grads[&name]) < DEAD_GRAD * global {
             continue;
         }
         let err = max_diff(&floats(&got), &floats(&want[&name]));
-        if err > worst_w.0 {
-            worst_w = (err, name.clone());
+        if err > worst.0 {
+            worst = (err, name.clone());
         }
         if err > TRAJ_WEIGHT_TOL {
-            problems.push(format!("weights {name} after {} steps: max |Δ| {err:.2e}", t.steps));
+            problems.push(format!("weights {name} after {steps} steps: max |Δ| {err:.2e}"));
         }
     }
-    eprintln!(
-        "{case:20} trajectory: worst loss rel err {worst_loss:.1e}, worst final weight |Δ| {:.1e} ({})",
-        worst_w.0, worst_w.1
-    );
-    if problems.is_empty() { Ok(()) } else { Err(format!("{case}: {}", problems.join("; "))) }
+    worst
 }
 
 fn fixture_paths() -> Vec<PathBuf> {

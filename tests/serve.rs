@@ -75,6 +75,32 @@ fn streamed(url: &str, body: &Value) -> String {
     chunks.iter().map(|c| c["choices"][0]["text"].as_str().unwrap().to_string()).collect()
 }
 
+/// A byte-level run trained to a real loss on the built-in corpus: 2 layers, d = 64, context
+/// 128, 400 steps at 1e-2 (validation ≈ 2.2 nats per byte; predicting bytes by frequency gives
+/// ≈ 3.0), so its attention depends on positions as a trained model's does.
+fn trained_on_the_corpus(root: &Path) -> PathBuf {
+    let run = root.join("run");
+    let o = bin()
+        .args(["train", "--quiet"])
+        .args(["--set", &format!("run.dir={:?}", run.display().to_string())])
+        .args(["--set", "model.n_layers=2", "--set", "model.d_model=64", "--set", "model.n_heads=4"])
+        .args(["--set", "train.seq_len=128", "--set", "train.batch_size=8", "--set", "train.steps=400"])
+        .args(["--set", "run.eval_every=400", "--set", "optim.lr=1e-2"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    run
+}
+
+/// Sentence starts of 2 to 120 bytes from the validation addresses (never trained on).
+fn held_out_prompts(n: usize) -> Vec<String> {
+    let text = "Fellow-Citizens of the Senate and House of Representatives: I embrace with great satisfaction the \
+        opportunity which now presents itself of congratulating you on the present favorable prospects of our public \
+        affairs. The recent accession of the important State of North Carolina to the Constitution of the United \
+        States gives greater dignity to our Union.";
+    (0..n).map(|i| text[i * 7 % 60..][..2 + (i * 37) % 119].to_string()).collect()
+}
+
 /// The shared tiny byte-level run (2 layers, d = 32, context 32), trained 40 steps.
 fn trained(root: &Path) -> PathBuf {
     let cfg = common::tiny_run(root, 40, "recipe = \"peri\"\n", "");
@@ -284,4 +310,146 @@ fn the_task_form_normalises_as_the_runs_evaluation_did() {
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["output"], p["prediction"], "{}", p["source"]);
     }
+}
+
+/// On a trained model, 32 greedy requests of prompts from 2 to 120 bytes, arriving staggered
+/// and decoded together (joins and leaves at every step), give exactly the answers they get
+/// one at a time; so do the same requests through the OpenAI fields that batch them (a list
+/// of prompts, token-id prompts, `n`).
+#[test]
+fn batched_answers_equal_sequential_ones_on_a_trained_model() {
+    let root = common::Scratch::new("serve-batched");
+    let run = trained_on_the_corpus(&root);
+    let s = serve(&run, &["--max-batch", "16"]);
+    let bodies: Vec<Value> = held_out_prompts(32)
+        .iter()
+        .map(|p| json!({"prompt": p, "max_tokens": (128 - p.len()).min(40), "temperature": 0}))
+        .collect();
+    let alone: Vec<String> = bodies.iter().map(|b| text_of(&completion(&s.url, b), 0)).collect();
+    let together: Vec<String> = std::thread::scope(|sc| {
+        let hs: Vec<_> = bodies
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let url = &s.url;
+                sc.spawn(move || {
+                    std::thread::sleep(std::time::Duration::from_millis((i % 8) as u64 * 4));
+                    text_of(&completion(url, b), 0)
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let differing: Vec<usize> = (0..32).filter(|&i| alone[i] != together[i]).collect();
+    assert!(differing.is_empty(), "batched answers differ from sequential ones for prompts {differing:?}");
+    // One request with a list of eight prompts: each choice is that prompt's own answer.
+    let prompts: Vec<String> = held_out_prompts(12).into_iter().filter(|p| p.len() <= 100).take(8).collect();
+    let listed = completion(&s.url, &json!({"prompt": prompts, "max_tokens": 20, "temperature": 0}));
+    for (i, p) in prompts.iter().enumerate() {
+        let one = completion(&s.url, &json!({"prompt": p, "max_tokens": 20, "temperature": 0}));
+        assert_eq!(text_of(&listed, i), text_of(&one, 0), "{p}");
+        assert_eq!(listed["choices"][i]["index"], i);
+    }
+}
+
+/// The `i`-th choice's text.
+fn text_of(v: &Value, i: usize) -> String {
+    v["choices"][i]["text"].as_str().unwrap_or_else(|| panic!("no choice {i} in {v}")).to_string()
+}
+
+/// OpenAI's completion fields as lm-evaluation-harness and the OpenAI client use them: token
+/// prompts equal their text, `echo` with `logprobs` scores the prompt (the first token `null`,
+/// each position's top tokens in order, the greedy token first among them), `max_tokens: 0`
+/// with `echo` only scores, `n` draws with seeds `seed + j`, and a streamed answer ends with
+/// the usage when asked; vLLM's tokenizer routes round-trip.
+#[test]
+fn echo_logprobs_n_and_the_tokenizer_routes_follow_openai_and_vllm() {
+    let root = common::Scratch::new("serve-fields");
+    let run = trained_on_the_corpus(&root);
+    let s = serve(&run, &[]);
+    let prompt = "The recent accession of the important State";
+    tokenizer_routes_round_trip(&s.url, prompt);
+    echo_scores_the_prompt(&s.url, prompt);
+    n_draws_with_seeds_and_streams_with_the_usage(&s.url, prompt);
+}
+
+/// vLLM's `/tokenize`, `/detokenize` and `/tokenizer_info` on a byte run.
+fn tokenizer_routes_round_trip(url: &str, prompt: &str) {
+    let ids = post_json(url, "/tokenize", &json!({"prompt": prompt, "add_special_tokens": false}))["tokens"].clone();
+    assert_eq!(ids, json!(prompt.bytes().collect::<Vec<u8>>()), "a byte run's tokens are the UTF-8 bytes");
+    assert_eq!(post_json(url, "/detokenize", &json!({"tokens": ids}))["prompt"], prompt);
+    let info: Value = serde_json::from_str(&get(url, "/tokenizer_info")).unwrap();
+    assert_eq!((info["eos_token"].as_str(), info["model_max_length"].as_u64()), (Some("\n"), Some(128)));
+}
+
+/// `echo` with `logprobs`: a token-id prompt is its text, the first token's entries are `null`,
+/// no token is above the most likely one, the greedy token is the most likely; `max_tokens: 0`
+/// only scores.
+fn echo_scores_the_prompt(url: &str, prompt: &str) {
+    let ids: Vec<u8> = prompt.bytes().collect();
+    let scored = |p: Value| {
+        completion(url, &json!({"prompt": p, "echo": true, "logprobs": 3, "max_tokens": 1, "temperature": 0}))
+    };
+    let (by_text, by_ids) = (scored(json!(prompt)), scored(json!(ids)));
+    assert_eq!(by_text["choices"], by_ids["choices"], "a token-id prompt is its text");
+    let lp = &by_text["choices"][0]["logprobs"];
+    let n = prompt.len() + 1;
+    assert_eq!(lp["tokens"].as_array().unwrap().len(), n);
+    assert!(lp["token_logprobs"][0].is_null() && lp["top_logprobs"][0].is_null());
+    let max_of = |i: usize| {
+        let top = lp["top_logprobs"][i].as_object().unwrap();
+        assert!(!top.is_empty() && top.len() <= 3, "{top:?}");
+        top.iter()
+            .map(|(t, v)| (v.as_f64().unwrap(), t.clone()))
+            .fold((f64::NEG_INFINITY, String::new()), |a, b| if b.0 > a.0 { b } else { a })
+    };
+    for i in 1..n {
+        assert!(lp["token_logprobs"][i].as_f64().unwrap() <= max_of(i).0 + 1e-6, "no token above the most likely");
+    }
+    let (best_lp, best) = max_of(n - 1);
+    assert_eq!(lp["tokens"][n - 1].as_str(), Some(best.as_str()), "greedy: the generated token is the most likely");
+    assert_eq!(lp["token_logprobs"][n - 1].as_f64(), Some(best_lp));
+    assert_eq!(lp["text_offset"][1], 1);
+    let only = completion(url, &json!({"prompt": prompt, "echo": true, "logprobs": 0, "max_tokens": 0}));
+    assert_eq!((text_of(&only, 0).as_str(), only["usage"]["completion_tokens"].as_u64()), (prompt, Some(0)));
+    let prompt_scores = json!(lp["token_logprobs"].as_array().unwrap()[..n - 1]);
+    assert_eq!(only["choices"][0]["logprobs"]["token_logprobs"], prompt_scores);
+}
+
+/// `n = 3`: choice j is what seed 5 + j draws alone; streamed with `n = 2` and the usage, each
+/// choice's chunks add up to its answer and the last chunk holds the usage.
+fn n_draws_with_seeds_and_streams_with_the_usage(url: &str, prompt: &str) {
+    let three = completion(url, &json!({"prompt": prompt, "n": 3, "seed": 5, "max_tokens": 12, "temperature": 1.0}));
+    for j in 0..3 {
+        let one = completion(url, &json!({"prompt": prompt, "seed": 5 + j, "max_tokens": 12, "temperature": 1.0}));
+        assert_eq!(text_of(&three, j as usize), text_of(&one, 0));
+    }
+    let body = json!({"prompt": prompt, "n": 2, "seed": 9, "max_tokens": 10, "temperature": 0.8, "stream": true,
+        "stream_options": {"include_usage": true}});
+    let (status, _, text) = post(url, "/v1/completions", &body.to_string());
+    assert_eq!(status, 200, "{text}");
+    let data: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+    assert_eq!(data.last(), Some(&"[DONE]"));
+    let chunks: Vec<Value> = data[..data.len() - 1].iter().map(|d| serde_json::from_str(d).unwrap()).collect();
+    let last = chunks.last().unwrap();
+    assert_eq!((last["choices"].as_array().unwrap().len(), last["usage"]["completion_tokens"].as_u64()), (0, Some(20)));
+    let whole = completion(url, &json!({"prompt": prompt, "n": 2, "seed": 9, "max_tokens": 10, "temperature": 0.8}));
+    for j in 0..2 {
+        let streamed: String = chunks
+            .iter()
+            .filter(|c| c["choices"][0]["index"] == j)
+            .map(|c| c["choices"][0]["text"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(streamed, text_of(&whole, j as usize));
+    }
+}
+
+fn post_json(url: &str, path: &str, body: &Value) -> Value {
+    let (status, _, text) = post(url, path, &body.to_string());
+    assert_eq!(status, 200, "{path}: {text}");
+    serde_json::from_str(&text).unwrap()
+}
+
+fn get(url: &str, path: &str) -> String {
+    agent().get(format!("{url}{path}")).call().unwrap().body_mut().read_to_string().unwrap()
 }

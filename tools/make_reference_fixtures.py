@@ -2,14 +2,14 @@
 """PyTorch reference for every normlab recipe: writes tiny-model fixtures for the Rust tests.
 
 A short, independent re-implementation of the decoder-only Transformer and of each placement
-recipe, written from seed 000 Table 2 (and seeds 001, 003 for Peri-LN, DyT, BHyT), not from
+recipe, written from KiteNorm Table 2 (and seeds 001, 003 for Peri-LN, DyT, BHyT), not from
 the Rust code. It runs in float64 and, for each case, writes
 tests/fixtures/reference/<case>.safetensors with
 
     param/<name>   the weights (values exactly representable in f32, so both sides use the same)
     input/tokens   int64 [B, T];   input/targets int64 [B, T]
     out/logits     [B, T, V];      out/loss, out/ce, out/reg  (scalars, [1])
-    grad/<name>    d loss / d param, loss = CE + lambda * R (seed 000 eq. 24) when the recipe
+    grad/<name>    d loss / d param, loss = CE + lambda * R (KiteNorm eq. 24) when the recipe
                    declares the regulariser
     traj/tokens    int64 [S, M, B, T], traj/targets likewise: S optimizer steps of M micro-batches
     traj/loss      [S] the mean loss of each step (before its update), traj/grad_norm [S] the
@@ -19,7 +19,7 @@ tests/fixtures/reference/<case>.safetensors with
 The trajectory is trained with torch.optim.AdamW (weight decay on matrices only, none on
 vectors and scalars), torch.nn.utils.clip_grad_norm_ on all parameters together, gradient
 accumulation over M micro-batches (each loss / M) and a linear warm-up then cosine schedule
-written from its formula (seed 000 Table 1: warm-up from 1e-10). The Rust model config is in
+written from its formula (KiteNorm Table 1: warm-up from 1e-10). The Rust model config is in
 the file metadata ("config"), the training settings in "train".
 
 Run (from the repository root):
@@ -38,7 +38,7 @@ torch.set_default_dtype(torch.float64)
 
 V, D, H, L, FF, B, T, EPS = 32, 16, 2, 4, 24, 2, 8, 1e-6
 HD = D // H
-KAPPA = (1 - 0.99) ** -0.5  # seed 003 Remark 3.3: p = 0.99 -> kappa = 10
+KAPPA = (1 - 0.99) ** -0.5  # the BHyT paper Remark 3.3: p = 0.99 -> kappa = 10
 
 # ---- norm slots -----------------------------------------------------------------------------
 LN = dict(kind="layernorm", gain=True, shift=True)
@@ -98,7 +98,7 @@ def apply_norm(spec, P, name, x, variance=None):
     if k == "dyt":
         return g * torch.tanh(P[f"{name}.alpha"] * x) + P[f"{name}.shift"]
     lam = P[f"{name}.lambda"]
-    if k == "bhyt-star":  # seed 003 eq. 1 (std) or the authors' RMS denominator
+    if k == "bhyt-star":  # the BHyT paper's eq. 1 (std) or the authors' RMS denominator
         mu = x.mean(-1, keepdim=True)
         if spec["denom"] == "std":
             den = KAPPA * torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + EPS) + mu.abs()
@@ -111,7 +111,7 @@ def apply_norm(spec, P, name, x, variance=None):
     raise ValueError(k)
 
 
-# ---- recipes, written from seed 000 Table 2 (and seeds 001, 003) ---------------------------
+# ---- recipes, written from KiteNorm Table 2 (and seeds 001, 003) ---------------------------
 def sub(inp=None, out=None, outer=None, a=1.0, c=1.0, s=1.0, init_out=1.0, init_in=1.0):
     return dict(inp=inp, out=out, outer=outer, a=a, c=c, s=s, init_out=init_out, init_in=init_in)
 
@@ -132,7 +132,7 @@ def recipe(name):
             subs.append(sub(inp=LN, s=k ** -0.5)); fin = LN
         elif name == "peri":
             subs.append(sub(inp=LN, out=LN)); emb = fin = LN
-        elif name == "peri-rms-frozen":  # seed 001: RMSNorm; section 4.4.1: output gain fixed at 1
+        elif name == "peri-rms-frozen":  # the Peri-LN paper: RMSNorm; section 4.4.1: output gain fixed at 1
             subs.append(sub(inp=RMS, out=dict(kind="rmsnorm", gain=False))); emb = fin = RMS
         elif name == "mix":
             n_post = math.floor(0.25 * L)
@@ -229,7 +229,7 @@ def forward(P, tokens, rec):
     return apply_norm(fin, P, "final_norm", x) @ P["lm_head"], sums
 
 
-def variance_regulariser(sums):  # seed 000 eq. 24
+def variance_regulariser(sums):  # KiteNorm eq. 24
     return torch.stack([F.relu(z.var(-1, unbiased=False) - 1).mean() for z in sums]).mean()
 
 

@@ -1,5 +1,5 @@
 //! The sizes a benchmark runs at (`normlab bench --dims`): the CPU reference model of
-//! `tools/torch_reference.py`, or seed 000's Table-1 model at the micro-batch the
+//! `tools/torch_reference.py`, or KiteNorm's Table-1 model at the micro-batch the
 //! PyTorch GPU figures were taken at. The same sizes are passed to `tools/torch_gpu.py`.
 
 use crate::model::{FfnKind, ModelConfig};
@@ -26,7 +26,7 @@ pub enum DimsChoice {
     /// The CPU reference model of `tools/torch_reference.py` (8 × 256 tokens).
     #[default]
     Reference,
-    /// Seed 000 Table 1 at micro-batch 4 × 2048.
+    /// KiteNorm Table 1 at micro-batch 4 × 2048.
     Table1,
 }
 
@@ -34,7 +34,7 @@ impl Dims {
     /// `torch_reference.py`: byte vocabulary, d 256, 6 layers, 4 heads, GLU 688, 8 × 256.
     pub const REFERENCE: Dims =
         Dims { vocab: 256, d_model: 256, n_layers: 6, n_heads: 4, d_ff: 688, batch: 8, seq: 256 };
-    /// Seed 000 Table 1 (GPT-2 vocabulary, d 512, 12 layers, 8 heads, GLU 1536; 92 M parameters)
+    /// KiteNorm Table 1 (GPT-2 vocabulary, d 512, 12 layers, 8 heads, GLU 1536; 92 M parameters)
     /// at micro-batch 4 × 2048.
     pub const TABLE1: Dims =
         Dims { vocab: 50257, d_model: 512, n_layers: 12, n_heads: 8, d_ff: 1536, batch: 4, seq: 2048 };
@@ -114,7 +114,7 @@ mod tests {
         let args = d.torch_args().join(" ");
         assert_eq!(args, "--V 50257 --D 512 --L 12 --H 8 --FF 1536 --B 32 --T 2048");
         assert!(Dims::of(DimsChoice::Reference, Some(0), None).is_err(), "--batch 0 is refused");
-        // Seed 000 Table 1: about 92 M parameters with untied embeddings: 2·V·d for embedding
+        // KiteNorm Table 1: about 92 M parameters with untied embeddings: 2·V·d for embedding
         // and head, 12 layers of 4d² + 3·d·1536, and 2 norm gains per layer plus the final one.
         let (v, dm, ff) = (50257usize, 512usize, 1536usize);
         let want = 2 * v * dm + 12 * (4 * dm * dm + 3 * dm * ff + 2 * dm) + dm;

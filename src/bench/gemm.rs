@@ -62,14 +62,29 @@ pub struct GemmReport {
     pub torch: Option<TorchGemm>,
 }
 
-fn case(name: &str, batch: usize, (m, k, n): (usize, usize, usize), (ta, tb): (bool, bool), count: usize) -> GemmCase {
+/// How a product reads its operands (the transposed one as a view).
+#[derive(Clone, Copy)]
+enum Reads {
+    /// `A·B`.
+    Plain,
+    /// `A·Bᵀ`.
+    BTransposed,
+    /// `Aᵀ·B`.
+    ATransposed,
+}
+
+/// `count` products per step of `[m, k]·[k, n]`, `batch` at a time, read as `reads` says.
+fn case(name: &str, batch: usize, [m, k, n]: [usize; 3], reads: Reads, count: usize) -> GemmCase {
+    let (ta, tb) = (matches!(reads, Reads::ATransposed), matches!(reads, Reads::BTransposed));
     GemmCase { name: name.into(), batch, m, k, n, ta, tb, count }
 }
 
 /// Every matmul of a reference-model train step (forward and both backward products).
 pub fn reference_step() -> Vec<GemmCase> {
     let Dims { vocab, d_model: d, n_layers: layers, n_heads, d_ff: glu, batch, seq: t } = Dims::REFERENCE;
-    let (tokens, heads, h) = (batch * t, batch * n_heads, d / n_heads);
+    let tokens = batch * t;
+    let heads = batch * n_heads;
+    let h = d / n_heads;
     let mut cases = Vec::new();
     // (name, A·B forward shape, how many per step)
     let linears = [
@@ -79,17 +94,17 @@ pub fn reference_step() -> Vec<GemmCase> {
         ("logits", d, vocab, 1),
     ];
     for (name, k, n, count) in linears {
-        cases.push(case(&format!("{name} fwd"), 1, (tokens, k, n), (false, false), count));
-        cases.push(case(&format!("{name} dX"), 1, (tokens, n, k), (false, true), count));
-        cases.push(case(&format!("{name} dW"), 1, (k, tokens, n), (true, false), count));
+        cases.push(case(&format!("{name} fwd"), 1, [tokens, k, n], Reads::Plain, count));
+        cases.push(case(&format!("{name} dX"), 1, [tokens, n, k], Reads::BTransposed, count));
+        cases.push(case(&format!("{name} dW"), 1, [k, tokens, n], Reads::ATransposed, count));
     }
     // Scores S = Q Kᵀ and output O = P V, per (sequence, head).
-    cases.push(case("QKᵀ fwd", heads, (t, h, t), (false, true), layers));
-    cases.push(case("QKᵀ dQ", heads, (t, t, h), (false, false), layers));
-    cases.push(case("QKᵀ dK", heads, (t, t, h), (true, false), layers));
-    cases.push(case("PV fwd", heads, (t, t, h), (false, false), layers));
-    cases.push(case("PV dP", heads, (t, h, t), (false, true), layers));
-    cases.push(case("PV dV", heads, (t, t, h), (true, false), layers));
+    cases.push(case("QKᵀ fwd", heads, [t, h, t], Reads::BTransposed, layers));
+    cases.push(case("QKᵀ dQ", heads, [t, t, h], Reads::Plain, layers));
+    cases.push(case("QKᵀ dK", heads, [t, t, h], Reads::ATransposed, layers));
+    cases.push(case("PV fwd", heads, [t, t, h], Reads::Plain, layers));
+    cases.push(case("PV dP", heads, [t, h, t], Reads::BTransposed, layers));
+    cases.push(case("PV dV", heads, [t, t, h], Reads::ATransposed, layers));
     cases
 }
 

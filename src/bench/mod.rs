@@ -1,7 +1,7 @@
 //! Throughput benchmark of the reference model (tools/torch_reference.py): byte vocab
 //! 256, d = 256, 6 layers, 4 heads, RoPE, GLU 688, no biases, untied embeddings, batch 8 × 256,
 //! f32, one fixed batch from the same 64-bit LCG, AdamW(1e-3, 0.9/0.95, wd 0.1); or, with
-//! `--dims table1`, seed 000's Table-1 model (see [`dims`]).
+//! `--dims table1`, KiteNorm's Table-1 model (see [`dims`]).
 //!
 //! For each recipe, kernel setting and precision: forward tokens/s (no autodiff) and train
 //! tokens/s (forward, backward and an AdamW step), the same work the PyTorch scripts time.
@@ -30,6 +30,7 @@ pub mod gemm;
 pub mod gpu;
 pub mod rounds;
 pub mod serve;
+pub mod serve_load;
 pub mod torch;
 
 pub use dims::{Dims, DimsChoice};

@@ -1,4 +1,4 @@
-//! `normlab bench`: the reference model (or seed 000's Table-1 model) per recipe, precision
+//! `normlab bench`: the reference model (or KiteNorm's Table-1 model) per recipe, precision
 //! and kernel setting beside its PyTorch twin, or (`--gemm`) each matmul of a train step.
 
 use crate::bench::{self, BenchDevice, BenchOptions, Dims, DimsChoice};
@@ -24,7 +24,7 @@ pub struct BenchArgs {
     /// `cpu`, or `wgpu` / `vulkan` / `cuda` when built with those features.
     #[arg(long, value_enum, default_value_t = BenchDevice::Cpu)]
     pub device: BenchDevice,
-    /// `reference` (the CPU reference model, 8 × 256) or `table1` (seed 000 Table 1:
+    /// `reference` (the CPU reference model, 8 × 256) or `table1` (KiteNorm Table 1:
     /// V 50257, d 512, 12 layers, GLU 1536, micro-batch 4 × 2048).
     #[arg(long, value_enum, default_value_t = DimsChoice::Reference)]
     pub dims: DimsChoice,
@@ -72,8 +72,16 @@ pub struct BenchArgs {
     /// `--clients` concurrent clients (default bench/serve.json).
     #[arg(long, value_name = "RUN_DIR")]
     pub serve: Option<PathBuf>,
+    /// With --serve: the loads (fixed: short prompts or the pairs task form; mixed: 8–512-token
+    /// prompts arriving staggered; loglik: lm-eval's echo/logprobs requests of four choices).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "fixed,mixed,loglik")]
+    pub loads: Vec<crate::bench::serve_load::LoadKind>,
+    /// With --serve: measure the server already listening at this URL (e.g. another normlab
+    /// binary's) instead of starting one.
+    #[arg(long)]
+    pub url: Option<String>,
     /// With --serve: concurrent clients per level.
-    #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
     pub clients: Vec<usize>,
     /// With --serve: requests per level.
     #[arg(long, default_value_t = 200)]
@@ -94,6 +102,8 @@ pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
     if let Some(run) = a.serve {
         let o = crate::bench::serve::ServeBenchOptions {
             run,
+            loads: a.loads,
+            url: a.url,
             clients: a.clients,
             requests: a.requests,
             max_tokens: a.max_tokens,

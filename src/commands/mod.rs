@@ -29,7 +29,6 @@ macro_rules! outp {
 pub mod bench;
 pub mod data;
 pub mod hf;
-mod ranks;
 pub mod recipes;
 pub mod saved;
 pub mod serve;

@@ -110,23 +110,34 @@ pub fn report(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn compare(full: bool, sets: &[String], jobs: Option<usize>, rerun_changed: bool) -> anyhow::Result<i32> {
-    let mut s = Sweep::compare(full, sets)?;
-    s.rerun_changed = rerun_changed;
-    study(s, jobs)
+/// The flags every built-in study takes (`compare`, `textnorm`, `studies`).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct StudyArgs {
+    /// The GPU- or cluster-scale version of the study.
+    #[arg(long)]
+    pub full: bool,
+    /// Edit the study, e.g. `--set sweep.dir=runs/cmp2 --set train.steps=300`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    /// Runs at a time (overrides sweep.jobs).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Retrain runs made from another config than the study now gives.
+    #[arg(long)]
+    pub rerun_changed: bool,
 }
 
-pub fn textnorm(
-    full: bool,
-    recipes: &[String],
-    sets: &[String],
-    jobs: Option<usize>,
-    rerun_changed: bool,
-) -> anyhow::Result<i32> {
-    let mut s = Sweep::textnorm(full, recipes, sets)?;
-    s.rerun_changed = rerun_changed;
+pub fn compare(a: &StudyArgs) -> anyhow::Result<i32> {
+    let mut s = Sweep::compare(a.full, &a.sets)?;
+    s.rerun_changed = a.rerun_changed;
+    study(s, a.jobs)
+}
+
+pub fn textnorm(recipes: &[String], a: &StudyArgs) -> anyhow::Result<i32> {
+    let mut s = Sweep::textnorm(a.full, recipes, &a.sets)?;
+    s.rerun_changed = a.rerun_changed;
     let dir = s.section.dir.clone();
-    let code = study(s, jobs)?;
+    let code = study(s, a.jobs)?;
     if let Some(best) = best_pairs_run(&dir) {
         outln!("best exact match on the generated test pairs: {}", best.display());
         outln!("serve it: normlab serve --checkpoint \"{}\"", best.display());
@@ -152,20 +163,17 @@ fn best_pairs_run(dir: &std::path::Path) -> Option<std::path::PathBuf> {
 /// `normlab studies`: every study with its claim, commands and the miniature's measured time;
 /// with a name, that study (its miniature, or with `full` the paper-scale version) and its
 /// report.
-pub fn studies(
-    name: Option<&str>,
-    full: bool,
-    sets: &[String],
-    jobs: Option<usize>,
-    rerun_changed: bool,
-) -> anyhow::Result<i32> {
+pub fn studies(name: Option<&str>, a: &StudyArgs) -> anyhow::Result<i32> {
     let Some(name) = name else {
         outln!("{}", studies_list());
         return Ok(0);
     };
-    let mut s = Sweep::study(name, full, sets)?;
-    s.rerun_changed = rerun_changed;
-    study(s, jobs)
+    if let Some(new) = crate::sweep::studies::renamed(name) {
+        errln!("note: study `{name}` is now called `{new}`");
+    }
+    let mut s = Sweep::study(name, a.full, &a.sets)?;
+    s.rerun_changed = a.rerun_changed;
+    study(s, a.jobs)
 }
 
 fn studies_list() -> String {
@@ -212,15 +220,10 @@ pub struct ScalingArgs {
     /// Recipes to compare (presets or names), e.g. `--recipes kitenorm,gpt2-pre`.
     #[arg(long, value_delimiter = ',')]
     pub recipes: Vec<String>,
-    /// The paper's ladders at Table 1's settings (configs/sweeps/scaling-full.toml), for GPUs
-    /// or a Slurm cluster.
-    #[arg(long)]
-    pub full: bool,
-    /// Edit the study, e.g. `--set sweep.dir=runs/sc2 --set train.tokens_per_param=0.5`.
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub sets: Vec<String>,
-    #[arg(long)]
-    pub jobs: Option<usize>,
+    /// `--full`: the paper's ladders at Table 1's settings (configs/sweeps/scaling-full.toml),
+    /// for GPUs or a Slurm cluster.
+    #[command(flatten)]
+    pub study: StudyArgs,
     /// Where the runs execute (default: this machine).
     #[arg(long, value_enum)]
     pub executor: Option<Executor>,
@@ -228,21 +231,18 @@ pub struct ScalingArgs {
     /// are done to write scaling.json and the report.
     #[arg(long)]
     pub detach: bool,
-    /// Retrain runs made from another config than the study now gives.
-    #[arg(long)]
-    pub rerun_changed: bool,
 }
 
 /// `normlab scaling`: the ladder with a learning-rate grid at every point, then
 /// `DIR/scaling.json` and the report, its table and findings printed.
 pub fn scaling(a: ScalingArgs) -> anyhow::Result<i32> {
-    let mut s = Sweep::scaling(a.axis, a.full, &a.recipes, &a.sets)?;
-    s.rerun_changed = a.rerun_changed;
+    let mut s = Sweep::scaling(a.axis, a.study.full, &a.recipes, &a.study.sets)?;
+    s.rerun_changed = a.study.rerun_changed;
     if let Some(e) = a.executor {
         s.section.executor = e;
     }
     let rows = match s.section.executor {
-        Executor::Local => run_sweep(&mut s, a.jobs)?,
+        Executor::Local => run_sweep(&mut s, a.study.jobs)?,
         Executor::Slurm => match slurm::submit(&mut s, SubmitOptions { detach: a.detach, dry_run: false }, &log)? {
             Some(rows) => rows,
             None => return Ok(0),

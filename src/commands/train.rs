@@ -27,8 +27,8 @@ pub fn train(
     let result = match ranks.size() {
         1 => build_alone(config, sets, resume, &how),
         _ => {
-            let request = (config.clone(), sets.as_slice(), resume.clone());
-            super::ranks::build(ranks, request, how.resume, || build_alone(config, sets.clone(), resume, &how))
+            let asked = crate::train::ranks::Asked { config: config.clone(), sets: &sets, resume: resume.clone() };
+            crate::train::ranks::build(ranks, asked, how.resume, || build_alone(config, sets.clone(), resume, &how))
         }
     }
     .and_then(|t| match t {

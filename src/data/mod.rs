@@ -8,7 +8,8 @@
 //! - [`tokens`]: tokenized splits cached as memory-mapped binary files
 //! - [`batch`]: token rows and their targets (−1: not learned)
 //! - [`boundary`]: the document-boundary token a run names as BOS, EOS and PAD
-//! - [`sampler`]: seeded random windows for training, fixed windows for validation
+//! - [`sampler`]: seeded random windows for training
+//! - [`windows`]: the windows evaluation reads (validation, tiles of a file)
 //! - [`pairs`]: `source → target` pairs (text normalisation): file formats, exact match, F1
 
 pub mod batch;
@@ -24,6 +25,7 @@ pub mod shipped;
 pub mod sotu;
 pub mod tokenizer;
 pub mod tokens;
+pub mod windows;
 
 pub use config::{CorpusFormat, DataConfig, PairFileFormat, Task, TokenizerKind};
 pub use dataset::Dataset;

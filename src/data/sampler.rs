@@ -1,10 +1,11 @@
-//! Batches: random contiguous windows of `seq_len + 1` tokens for training, drawn from a
-//! seeded generator whose whole state is one `u64` (saved in checkpoints); a fixed, evenly
-//! spaced set of windows for validation, the same in every run and every evaluation.
+//! Training batches: random contiguous windows of `seq_len + 1` tokens, drawn from a seeded
+//! generator whose whole state is one `u64` (saved in checkpoints). The windows evaluation
+//! reads are chosen in [`super::windows`].
 
 pub use super::batch::Batch;
 use super::pairs::render::{self, Example};
 use super::tokens::TokenFile;
+use super::windows::windows;
 use crate::rng::SplitMix64;
 
 /// The training-window generator.
@@ -44,26 +45,4 @@ impl Sampler {
         let starts: Vec<usize> = (0..batch).map(|_| (self.rng.next_u64() % starts_range) as usize).collect();
         windows(tokens, &starts, seq_len)
     }
-}
-
-/// `count` validation windows with evenly spaced starts over the whole split (fewer if the
-/// split is short; at least one).
-pub fn validation_starts(len: usize, seq_len: usize, count: usize) -> Vec<usize> {
-    let last = len - seq_len - 1;
-    let count = count.min(last / seq_len.max(1) + 1).max(1);
-    if count == 1 {
-        return vec![0];
-    }
-    (0..count).map(|i| i * last / (count - 1)).collect()
-}
-
-/// The windows starting at `starts`, split into inputs and targets.
-pub fn windows(tokens: &TokenFile, starts: &[usize], seq_len: usize) -> Batch {
-    let mut inputs = Vec::with_capacity(starts.len() * seq_len);
-    let mut targets = Vec::with_capacity(starts.len() * seq_len);
-    for &s in starts {
-        tokens.extend_window(s, seq_len, &mut inputs);
-        tokens.extend_window(s + 1, seq_len, &mut targets);
-    }
-    Batch { inputs, targets, batch: starts.len(), seq_len }
 }

@@ -4,7 +4,8 @@
 use super::config::{DataConfig, TokenizerKind};
 use super::corpus;
 use super::document::Document;
-use super::sampler::{Sampler, validation_starts, windows};
+use super::sampler::Sampler;
+use super::windows::{validation_starts, windows};
 use super::{Dataset, TokenFile, Tokenizer, sotu};
 use crate::testutil::{temp_dir, write_tiny_corpus};
 use std::cell::RefCell;

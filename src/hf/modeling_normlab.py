@@ -19,7 +19,7 @@ Norm kinds (x: one position's d-vector, mean over the hidden dimension):
     bhyt-star       gain * tanh(lambda * x / D), D = kappa sqrt(var x + eps) + |mean x| ("std")
                     or kappa sqrt(mean x^2 + eps) ("rms"); kappa = (1 - p)^(-1/2)   (BHyT*)
     bhyt            gain * tanh(lambda * x / (kappa sqrt(s^2 + eps)))      (BHyT, Algorithm 1)
-    rmsnorm-approx  gain * x / sqrt(s^2 + eps)                             (seed 003 Table 5)
+    rmsnorm-approx  gain * x / sqrt(s^2 + eps)                             (the BHyT paper's Table 5)
 
 For `bhyt` and `rmsnorm-approx`, s^2 is mean(x^2) of the block input in the attention input
 norm; the feed-forward input norm does not measure its input but uses Theorem 3.5's

@@ -105,7 +105,7 @@ fn export_writes_back_the_imported_checkpoint() {
     }
 }
 
-/// Seed 004's three variants are three imports of one checkpoint: Peri-LN adds the output
+/// The Normalization chapter's three variants are three imports of one checkpoint: Peri-LN adds the output
 /// norms (gain 1), Post-LN replaces the input norms by outer norms; projections are kept, and
 /// the imported run fine-tunes with `train --resume`.
 #[test]

@@ -51,7 +51,9 @@ pub fn mappings(family: Family, n_layers: usize, bias: bool, tied: bool) -> Vec<
     let m = |normlab: String, hf: String, transpose: bool| Mapping { normlab, hf, transpose };
     let mut v = vec![m("tok_emb".into(), "model.embed_tokens.weight".into(), false)];
     for i in 0..n_layers {
-        let (a, f, h) = (format!("layers.{i}.attn"), format!("layers.{i}.ffn"), format!("model.layers.{i}"));
+        let a = format!("layers.{i}.attn");
+        let f = format!("layers.{i}.ffn");
+        let h = format!("model.layers.{i}");
         for (ours, theirs) in [("wq", "q_proj"), ("wk", "k_proj"), ("wv", "v_proj"), ("wo", "o_proj")] {
             v.push(m(format!("{a}.f.{ours}"), format!("{h}.self_attn.{theirs}.weight"), true));
         }

@@ -81,7 +81,9 @@ fn kernel_holder(dir: &Path) -> Option<u32> {
     // `1: FLOCK  ADVISORY  WRITE 12345 fd:01:123456 0 EOF`: pid, then MAJOR:MINOR:INODE.
     locks.lines().find_map(|l| {
         let f: Vec<&str> = l.split_whitespace().collect();
-        let (kind, pid, id) = (f.get(1)?, f.get(4)?, f.get(5)?);
+        let kind = f.get(1)?;
+        let pid = f.get(4)?;
+        let id = f.get(5)?;
         let on_dir = *kind == "FLOCK" && id.rsplit(':').next()?.parse::<u64>().ok()? == ino;
         pid.parse::<u32>().ok().filter(|p| on_dir && *p != std::process::id())
     })

@@ -1,4 +1,4 @@
-//! The tanh norms in one pass: DyT and BHyT (seed 003), `y = γ ⊙ tanh(λ x / D) + β`, with
+//! The tanh norms in one pass: DyT and BHyT (the BHyT paper), `y = γ ⊙ tanh(λ x / D) + β`, with
 //! one denominator `D` per row:
 //!
 //! | [`Denominator`] | `D` | used by |
@@ -118,7 +118,9 @@ pub fn backward<T: Real>(
             )
         })
         .collect();
-    let (mut dg, mut db, mut dl) = (vec![T::zero(); d], vec![T::zero(); d], T::zero());
+    let mut dg = vec![T::zero(); d];
+    let mut db = vec![T::zero(); d];
+    let mut dl = T::zero();
     for (pg, pb, pl) in partials {
         for j in 0..d {
             dg[j] = dg[j] + pg[j];
@@ -143,7 +145,9 @@ fn backward_rows<T: Real>(
     gain: &[T],
     n: TanhNorm,
 ) -> Partial<T> {
-    let (mut dg, mut db, mut dl) = (vec![T::zero(); d], vec![T::zero(); d], T::zero());
+    let mut dg = vec![T::zero(); d];
+    let mut db = vec![T::zero(); d];
+    let mut dl = T::zero();
     let mut g = vec![T::zero(); d];
     let inv_d = T::of(1.0 / d as f64);
     for (i, ((dxr, dyr), xr)) in dx.chunks_exact_mut(d).zip(dy.chunks_exact(d)).zip(x.chunks_exact(d)).enumerate() {

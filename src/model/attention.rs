@@ -55,7 +55,7 @@ pub struct AttnContext {
 /// real query is exactly 0 in f32.
 pub const PAD_MASK: f32 = -1e9;
 
-/// Softmax-saturation diagnostics of one attention sublayer (seed 002's troubleshooting):
+/// Softmax-saturation diagnostics of one attention sublayer (the LayerNorm tutorial's troubleshooting):
 /// the largest pre-softmax logit `q·k/√h` over all heads and positions, and the mean entropy
 /// (nats) of the attention distributions over batch, heads and query positions.
 #[derive(Clone, Debug)]
@@ -247,7 +247,8 @@ impl Attention {
 
     /// Queries, keys and values `[B, n, t, h]`: projected, QK-normed and rotated.
     fn qkv(&self, x: Tensor<3>, ctx: &AttnContext) -> (Tensor<4>, Tensor<4>, Tensor<4>) {
-        let (c, kern) = (&ctx.compute, ctx.compute.kernels);
+        let c = &ctx.compute;
+        let kern = ctx.compute.kernels;
         let fused = kern.fuse(&x) && c.precision == Precision::F32;
         let linear = |w, b| Self::linear(x.clone(), w, b, c);
         let (mut q, mut k, v) = (linear(&self.wq, &self.bq), linear(&self.wk, &self.bk), linear(&self.wv, &self.bv));
@@ -327,7 +328,7 @@ impl Attention {
         Tensor::cat(outs, 2)
     }
 
-    /// `‖W_V W_O‖²_F` (seed 003 Theorem 3.5), `[1]`; differentiable in both matrices.
+    /// `‖W_V W_O‖²_F` (the BHyT paper's Theorem 3.5), `[1]`; differentiable in both matrices.
     /// With grouped-query attention `W_V` is taken with each key/value head's columns repeated
     /// for its group, the value map every query head actually applies.
     pub fn value_output_frobenius_sq(&self) -> Tensor<1> {

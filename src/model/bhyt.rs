@@ -1,9 +1,9 @@
-//! One statistic per block (seed 003 Algorithm 1): the attention input norm computes the exact
+//! One statistic per block (the BHyT paper's Algorithm 1): the attention input norm computes the exact
 //! `s_x²` of the block input; the FFN input norm does not measure its own input but uses the
 //! approximation of Theorem 3.5, `ŝ² = s_x² + ‖W_V W_O‖²_F / (T d) · σ_z²`, where `σ_z²` is
 //! the per-coordinate variance of what the attention branch reads before its gain:
 //! - BHyT: the tanh argument's, `(λ_attn / κ)²` (the theorem);
-//! - RMSNorm-Approx (seed 003 Table 5, the same approximation in a plain RMSNorm): the
+//! - RMSNorm-Approx (the BHyT paper's Table 5, the same approximation in a plain RMSNorm): the
 //!   normalised input's, `mean((x/s_x)²) = 1`.
 //!
 //! The one `s_x²` tensor serves both norms, as in the algorithm (and so the backward pass

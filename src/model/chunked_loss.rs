@@ -33,7 +33,9 @@ pub fn chunked_cross_entropy(
     let [n, _] = h.dims();
     let grads = h.is_tracked() || w.is_tracked();
     // Off the autodiff tape altogether: nothing of a chunk outlives it.
-    let (hd, wd, targets) = (h.clone().without_autodiff(), w.clone().without_autodiff(), targets.without_autodiff());
+    let hd = h.clone().without_autodiff();
+    let wd = w.clone().without_autodiff();
+    let targets = targets.without_autodiff();
     let keep = targets.clone().greater_equal_elem(0);
     let count = keep.clone().int().sum().float().clamp_min(1.0);
     let whole = Whole { wt: p.compute(wd.clone().transpose()), wc: p.compute(wd), hd, targets, keep, count, p };

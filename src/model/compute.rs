@@ -8,7 +8,7 @@ use burn::tensor::Device;
 
 /// Logits beyond this many values per micro-batch (2²⁶: 256 MiB in f32) are never
 /// materialised whole: the loss runs over chunks of `2²⁶ / V` tokens. Every CPU study stays
-/// below it (and so unchunked); seed 000's Table-1 micro-batch, 32 × 2048
+/// below it (and so unchunked); KiteNorm's Table-1 micro-batch, 32 × 2048
 /// tokens × 50257, is 51× above.
 pub const LOGITS_LIMIT: usize = 1 << 26;
 
@@ -17,7 +17,7 @@ pub const LOGITS_LIMIT: usize = 1 << 26;
 pub const GPU_LIMIT: usize = 1 << 24;
 
 /// Attention scores beyond this many values (2²⁶: 256 MiB in f32) are never materialised
-/// whole. Every CPU study stays below it; seed 000's Table-1 micro-batch, 32 × 8 heads ×
+/// whole. Every CPU study stays below it; KiteNorm's Table-1 micro-batch, 32 × 8 heads ×
 /// 2048², is 16× above (4 GiB in f32: over wgpu's buffer limit).
 pub const SCORES_LIMIT: usize = 1 << 26;
 

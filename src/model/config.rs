@@ -9,14 +9,14 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FfnKind {
-    /// `W_2 (SiLU(x W_1) ⊙ x W_3)` (Shazeer 2020; seed 000 Table 1).
+    /// `W_2 (SiLU(x W_1) ⊙ x W_3)` (Shazeer 2020; KiteNorm Table 1).
     #[default]
     Glu,
     /// `W_2 GELU(x W_1)`, hidden size `d_mlp` (4·d).
     Mlp,
 }
 
-/// Decoder-only Transformer configuration. Defaults are a small CPU-friendly model; seed 000
+/// Decoder-only Transformer configuration. Defaults are a small CPU-friendly model; KiteNorm
 /// Table 1 uses d_model 512, 8 heads, d_glu 1536, RoPE base 500000, ε = 1e-6.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -49,11 +49,11 @@ pub struct ModelConfig {
     pub d_glu: Option<usize>,
     /// MLP hidden size (with `ffn = "mlp"`); default 4·d. A config may give both widths, so
     /// that a sweep over `model.ffn` compares the two at their own sizes. An MLP with as many parameters as a GLU of width `g` has
-    /// `d_mlp = 3g/2` (seed 000 E.2: 2304 against Table 1's 1536).
+    /// `d_mlp = 3g/2` (KiteNorm E.2: 2304 against Table 1's 1536).
     pub d_mlp: Option<usize>,
-    /// RoPE base θ (10000; seed 000 Table 1 uses 500000).
+    /// RoPE base θ (10000; KiteNorm Table 1 uses 500000).
     pub rope_base: f64,
-    /// ε of every norm (seed 000 Table 1: 1e-6).
+    /// ε of every norm (KiteNorm Table 1: 1e-6).
     pub norm_eps: f64,
     /// Std of the N(0, std²) init of every linear and embedding weight (0.02).
     pub init_std: f64,

@@ -14,7 +14,7 @@
 //! - [`chunked_loss`]: output projection + cross-entropy over chunks of tokens (no whole logits)
 //! - [`decode`]: the KV cache for incremental decoding, with left padding
 //! - [`params`]: parameters by name (checkpoints, fixtures, gradient tests)
-//! - [`regularizer`]: KiteNorm's variance regulariser (seed 000 eq. 24)
+//! - [`regularizer`]: KiteNorm's variance regulariser (KiteNorm eq. 24)
 
 pub mod attention;
 pub mod bhyt;

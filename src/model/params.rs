@@ -213,7 +213,7 @@ mod count_tests {
             (base.clone(), 2 * glu_layer + 2 * d, 2 * v * d),
             (ModelConfig { tie_embeddings: true, ..base.clone() }, 2 * glu_layer + 2 * d, v * d),
             (ModelConfig { ffn: FfnKind::Mlp, n_layers: 3, ..base.clone() }, 3 * mlp_layer + 2 * d, 2 * v * d),
-            // Seed 000 E.2: an MLP of width 3g/2 = 144 has the GLU's 3·d·96 = 2·d·144 weights.
+            // KiteNorm E.2: an MLP of width 3g/2 = 144 has the GLU's 3·d·96 = 2·d·144 weights.
             (ModelConfig { ffn: FfnKind::Mlp, d_mlp: Some(144), ..base }, 2 * glu_layer + 2 * d, 2 * v * d),
         ];
         for (cfg, non_embedding, embedding) in cases {

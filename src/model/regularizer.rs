@@ -1,4 +1,4 @@
-//! KiteNorm's variance regulariser (seed 000 eq. 24):
+//! KiteNorm's variance regulariser (KiteNorm eq. 24):
 //!
 //! `R = (1/2L) Σ_{l=1}^{2L} E_{b,t}[ReLU(σ²(z_l) − 1)]`,
 //!

@@ -1,4 +1,4 @@
-//! The one sublayer equation every recipe instantiates (seed 000 D.2, eq. 23):
+//! The one sublayer equation every recipe instantiates (KiteNorm D.2, eq. 23):
 //!
 //! ```text
 //! z_l     = a · X_l + c · N_out( F_l( s · N_in(X_l) ) )

@@ -182,7 +182,7 @@ fn bhyt_approximation_uses_the_frobenius_norm_of_wv_wo() {
 
 #[test]
 fn rms_norm_approx_divides_the_ffn_input_by_the_block_statistic_plus_the_attention_term() {
-    // Seed 003 Table 5 with Theorem 3.5: ŝ² = mean(x²) of the block input + ‖W_V W_O‖²_F/(T d),
+    // The BHyT paper's Table 5 with Theorem 3.5: ŝ² = mean(x²) of the block input + ‖W_V W_O‖²_F/(T d),
     // computed here on the host from the model's own weights and hidden states.
     let device = cpu();
     let cfg = ModelConfig { init_std: 0.3, ..tiny(RecipeConfig::Preset("rmsnorm-approx".into()), 2) };

@@ -310,12 +310,14 @@ impl Transformer {
         let h = self.run_hidden(tokens, ctx, None, Keep { sums: keep_sums, traces: false });
         let d = h.hidden.dims()[2];
         let chunk = (limit / v).max(1);
-        let (hidden, w, p) = (h.hidden.reshape([b * t, d]), self.output_weight(), self.meta.compute.precision);
+        let hidden = h.hidden.reshape([b * t, d]);
+        let w = self.output_weight();
+        let p = self.meta.compute.precision;
         let ce = chunked_cross_entropy(hidden, w, targets.reshape([b * t]), chunk, p);
         (ce, h.sums)
     }
 
-    /// Cross-entropy plus λ·R (seed 000 eq. 24) when the recipe declares a regulariser.
+    /// Cross-entropy plus λ·R (KiteNorm eq. 24) when the recipe declares a regulariser.
     /// Returns `(loss, ce, reg)`, each `[1]`; `reg` is `None` without a regulariser. With
     /// `masked`, targets below 0 are ignored ([`masked_cross_entropy`]).
     pub fn loss(

@@ -1,4 +1,4 @@
-//! Bounded hyperbolic tanh, BHyT (seed 003).
+//! Bounded hyperbolic tanh, BHyT (the BHyT paper).
 //!
 //! BHyT* (eq. 1) scales the tanh input so that it stays inside `(−λ, λ)` with probability at
 //! least `p` (Proposition 3.1, by Chebyshev): `y = γ ⊙ tanh(λ x / (κ s_x + |μ_x|))`,
@@ -68,13 +68,16 @@ pub fn bhyt_with_variance<const D: usize>(
     bhyt_star(x, lambda, gamma, denom)
 }
 
-/// A BHyT* slot (exact statistics): learnable scalar λ (`[1]`), `γ ∈ ℝ^d`, and the fixed
-/// `κ`, `ε` and denominator.
+/// A BHyT slot: learnable scalar λ (`[1]`), `γ ∈ ℝ^d`, the fixed `κ` and `ε`, and the
+/// denominator of its exact form. Serves both kinds ([`super::Norm::BhytStar`], eq. 1, with
+/// either denominator; [`super::Norm::Bhyt`], Algorithm 1, with the second moment), which
+/// differ only in that a BHyT block's FFN norm is given the approximated variance instead of
+/// measuring its input ([`Bhyt::forward_with_variance`], lines 7–9).
 ///
 /// # Shapes
-/// - input and output: `[..., d]`
+/// - input and output: `[..., d]`; a given variance `[..., 1]`
 #[derive(Module, Debug)]
-pub struct BhytStar {
+pub struct Bhyt {
     pub gain: Param<Tensor<1>>,
     pub lambda: Param<Tensor<1>>,
     #[module(skip)]
@@ -85,10 +88,12 @@ pub struct BhytStar {
     pub denominator: BhytDenominator,
 }
 
-impl BhytStar {
-    /// [`bhyt_star`] with the configured denominator, or its fused kernel when `k` fuses on `x`.
+impl Bhyt {
+    /// The exact form, `γ ⊙ tanh(λ x / D)` with the configured denominator `D` (Algorithm 1
+    /// line 3 is [`BhytDenominator::Rms`]), or its fused kernel when `k` fuses on `x`.
     pub fn forward<const D: usize>(&self, x: Tensor<D>, k: Kernels) -> Tensor<D> {
-        let (lambda, gain) = (self.lambda.val(), Some(self.gain.val()));
+        let lambda = self.lambda.val();
+        let gain = Some(self.gain.val());
         if k.fuse(&x) {
             let denominator = match self.denominator {
                 BhytDenominator::Std => Denominator::Std,
@@ -103,40 +108,14 @@ impl BhytStar {
         };
         bhyt_star(x, lambda, gain, denom)
     }
-}
-
-/// A BHyT slot (Algorithm 1): learnable scalar λ (`[1]`), `γ ∈ ℝ^d`, fixed `κ` and `ε`. Alone
-/// it uses the exact second moment (lines 3–5); a block's FFN norm is given the approximated
-/// variance instead ([`Bhyt::forward_with_variance`], lines 7–9).
-///
-/// # Shapes
-/// - input and output: `[..., d]`; a given variance `[..., 1]`
-#[derive(Module, Debug)]
-pub struct Bhyt {
-    pub gain: Param<Tensor<1>>,
-    pub lambda: Param<Tensor<1>>,
-    #[module(skip)]
-    pub kappa: f64,
-    #[module(skip)]
-    pub eps: f64,
-}
-
-impl Bhyt {
-    /// The exact form: `κ √(mean(x²) + ε)` as the denominator (Algorithm 1 line 3).
-    pub fn forward<const D: usize>(&self, x: Tensor<D>, k: Kernels) -> Tensor<D> {
-        if k.fuse(&x) {
-            let n = TanhNorm { denominator: Denominator::Rms, kappa: self.kappa, eps: self.eps };
-            return kernels::tanh_norm(x, self.lambda.val(), Some(self.gain.val()), None, None, n);
-        }
-        let variance = x.clone().square().mean_dim(D - 1);
-        self.forward_with_variance(x, variance, k)
-    }
 
     /// With a given per-token variance `[..., 1]` (Algorithm 1 lines 7–9). A half-precision
     /// input is normalised in f32.
     pub fn forward_with_variance<const D: usize>(&self, x: Tensor<D>, variance: Tensor<D>, k: Kernels) -> Tensor<D> {
-        let (x, variance) = (kernels::widen(x), kernels::widen(variance));
-        let (lambda, gain) = (self.lambda.val(), Some(self.gain.val()));
+        let x = kernels::widen(x);
+        let variance = kernels::widen(variance);
+        let lambda = self.lambda.val();
+        let gain = Some(self.gain.val());
         if k.fuse(&x) {
             let n = TanhNorm { denominator: Denominator::Given, kappa: self.kappa, eps: self.eps };
             return kernels::tanh_norm(x, lambda, gain, None, Some(variance), n);

@@ -41,7 +41,9 @@ pub struct Dyt {
 impl Dyt {
     /// [`dyt`], or the fused tanh-norm kernel (denominator 1) when `k` fuses on `x`.
     pub fn forward<const D: usize>(&self, x: Tensor<D>, k: Kernels) -> Tensor<D> {
-        let (alpha, gain, shift) = (self.alpha.val(), Some(self.gain.val()), Some(self.shift.val()));
+        let alpha = self.alpha.val();
+        let gain = Some(self.gain.val());
+        let shift = Some(self.shift.val());
         if k.fuse(&x) {
             let n = TanhNorm { denominator: Denominator::One, kappa: 1.0, eps: 0.0 };
             return kernels::tanh_norm(x, alpha, gain, shift, None, n);

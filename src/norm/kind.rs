@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BhytDenominator {
-    /// Seed 003 eq. 1: `κ √(s_x² + ε) + |μ_x|`, `s_x²` the centred variance.
+    /// The BHyT paper's eq. 1: `κ √(s_x² + ε) + |μ_x|`, `s_x²` the centred variance.
     Std,
     /// The BHyT authors' code and Algorithm 1 line 3: `κ √(mean(x²) + ε)`.
     Rms,
@@ -15,7 +15,7 @@ pub enum BhytDenominator {
 /// A fully resolved norm: which function, its constants and initial parameter values.
 ///
 /// `gain = false` removes the learnable gain (γ ≡ 1), as when Peri-LN's output-norm gain is
-/// frozen at 1 (seed 001 §4.4.1).
+/// frozen at 1 (the Peri-LN paper's §4.4.1).
 #[derive(Clone, Debug, PartialEq)]
 pub enum NormKind {
     /// Vector LayerNorm, `γ, β ∈ ℝ^d`; `shift = false` drops β (KEEL).
@@ -34,7 +34,7 @@ pub enum NormKind {
     /// BHyT (Algorithm 1): exact second moment in the first norm of a block, the variance
     /// approximation of Theorem 3.5 in the second. Learnable λ, `γ ∈ ℝ^d`.
     Bhyt { lambda: f64, p: f64, eps: f64 },
-    /// RMSNorm-Approx (seed 003 Table 5): RMSNorm, `γ ∈ ℝ^d`, whose FFN-input slot divides by
+    /// RMSNorm-Approx (the BHyT paper's Table 5): RMSNorm, `γ ∈ ℝ^d`, whose FFN-input slot divides by
     /// the block's approximated variance instead of measuring its own input.
     RmsNormApprox { gain: bool, eps: f64 },
 }

@@ -6,7 +6,7 @@ use burn::module::{Module, Param};
 use burn::tensor::Tensor;
 
 /// `y = γ ⊙ (x − μ(x)) / √(σ²(x) + ε) + β`, statistics over the last (hidden) axis, **without**
-/// Bessel correction (seed 000 D.2).
+/// Bessel correction (KiteNorm D.2).
 ///
 /// - `x`: `[..., d]`
 /// - `gamma`: `[d]` (vector LayerNorm) or `[1]` (scalarised LayerNorm, γ′); `None` means γ = 1

@@ -13,8 +13,8 @@
 //! | scalarised LayerNorm (KiteNorm eq. 4) | `γ′ (x − μ)/√(σ² + ε) + β′` | `γ′, β′ ∈ ℝ` |
 //! | scalarised RMSNorm | `γ′ x/√(mean(x²) + ε)` | `γ′ ∈ ℝ` |
 //! | DyT | `γ ⊙ tanh(α x) + β` | `α ∈ ℝ`, `γ, β ∈ ℝ^d` |
-//! | BHyT* (seed 003 eq. 1) | `γ ⊙ tanh(λ x / (κ s_x + |μ_x|))` | `λ ∈ ℝ`, `γ ∈ ℝ^d` |
-//! | BHyT (seed 003 Alg. 1) | as BHyT*; a block's second norm uses an approximated variance | `λ ∈ ℝ`, `γ ∈ ℝ^d` |
+//! | BHyT* (the BHyT paper's eq. 1) | `γ ⊙ tanh(λ x / (κ s_x + |μ_x|))` | `λ ∈ ℝ`, `γ ∈ ℝ^d` |
+//! | BHyT (the BHyT paper's Alg. 1) | as BHyT*; a block's second norm uses an approximated variance | `λ ∈ ℝ`, `γ ∈ ℝ^d` |
 
 mod bhyt;
 mod dyt;
@@ -23,7 +23,7 @@ mod layer_norm;
 mod module;
 mod rms_norm;
 
-pub use bhyt::{Bhyt, BhytStar, bhyt_rms_denominator, bhyt_star, bhyt_std_denominator, bhyt_with_variance, kappa};
+pub use bhyt::{Bhyt, bhyt_rms_denominator, bhyt_star, bhyt_std_denominator, bhyt_with_variance, kappa};
 pub use dyt::{Dyt, dyt};
 pub use kind::{BhytDenominator, NormKind};
 pub use layer_norm::{LayerNorm, layer_norm};

@@ -1,6 +1,6 @@
 //! [`Norm`]: one norm slot, one variant per kind, each holding exactly its own parameters.
 
-use super::{Bhyt, BhytStar, Dyt, LayerNorm, NormKind, RmsNorm, kappa};
+use super::{Bhyt, BhytDenominator, Dyt, LayerNorm, NormKind, RmsNorm, kappa};
 use crate::init::{Init, ParamBuilder};
 use crate::kernels::{self, Kernels};
 use burn::module::{Module, Param};
@@ -25,11 +25,11 @@ pub enum Norm {
     ScalarRmsNorm(RmsNorm),
     /// `γ ⊙ tanh(α x) + β`.
     Dyt(Dyt),
-    /// Seed 003 eq. 1, exact statistics.
-    BhytStar(BhytStar),
-    /// Seed 003 Algorithm 1.
+    /// The BHyT paper's eq. 1, exact statistics.
+    BhytStar(Bhyt),
+    /// The BHyT paper's Algorithm 1.
     Bhyt(Bhyt),
-    /// RMSNorm-Approx (seed 003 Table 5): `γ ⊙ x/√(mean(x²) + ε)` alone; in a block's FFN-input
+    /// RMSNorm-Approx (the BHyT paper's Table 5): `γ ⊙ x/√(mean(x²) + ε)` alone; in a block's FFN-input
     /// slot `γ ⊙ x/√(ŝ² + ε)` with the approximated `ŝ²` (see [`RmsNorm::forward_with_variance`]).
     RmsNormApprox(RmsNorm),
 }
@@ -65,7 +65,7 @@ impl Norm {
                 shift: param("shift", d, Init::Zeros)?,
                 alpha: param("alpha", 1, Init::Constant(alpha))?,
             }),
-            NormKind::BhytStar { lambda, p, denominator, eps } => Norm::BhytStar(BhytStar {
+            NormKind::BhytStar { lambda, p, denominator, eps } => Norm::BhytStar(Bhyt {
                 gain: param("gain", d, Init::Ones)?,
                 lambda: param("lambda", 1, Init::Constant(lambda))?,
                 kappa: kappa(p),
@@ -80,6 +80,8 @@ impl Norm {
                 lambda: param("lambda", 1, Init::Constant(lambda))?,
                 kappa: kappa(p),
                 eps,
+                // Algorithm 1 line 3: the second moment.
+                denominator: BhytDenominator::Rms,
             }),
         })
     }
@@ -93,8 +95,7 @@ impl Norm {
             Norm::LayerNorm(n) | Norm::ScalarLayerNorm(n) => n.forward(x, k),
             Norm::RmsNorm(n) | Norm::ScalarRmsNorm(n) | Norm::RmsNormApprox(n) => n.forward(x, k),
             Norm::Dyt(n) => n.forward(x, k),
-            Norm::BhytStar(n) => n.forward(x, k),
-            Norm::Bhyt(n) => n.forward(x, k),
+            Norm::BhytStar(n) | Norm::Bhyt(n) => n.forward(x, k),
         }
     }
 

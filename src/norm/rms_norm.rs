@@ -18,7 +18,7 @@ pub fn rms_norm<const D: usize>(x: Tensor<D>, gamma: Option<Tensor<1>>, eps: f64
     }
 }
 
-/// RMSNorm-Approx's FFN-input form (seed 003 Table 5): `y = γ ⊙ x / √(s² + ε)` with a given
+/// RMSNorm-Approx's FFN-input form (the BHyT paper's Table 5): `y = γ ⊙ x / √(s² + ε)` with a given
 /// per-token variance `s²` in place of `mean(x²)`.
 ///
 /// - `x`: `[..., d]`; `variance`: `[..., 1]`; `gamma`: `[d]` or `None`

@@ -1,4 +1,4 @@
-//! Norm layers against independent truth: seed 002's worked numbers, the formulas computed by
+//! Norm layers against independent truth: the LayerNorm tutorial's worked numbers, the formulas computed by
 //! hand in plain f64, and central finite differences of every input and parameter gradient.
 
 use super::*;
@@ -10,8 +10,8 @@ fn t1(v: &[f64]) -> Tensor<1> {
 }
 
 #[test]
-fn layer_norm_matches_seed_002_worked_example() {
-    // Seed 002: LayerNorm([3, 1, −1, 5]) = [0.45, −0.45, −1.34, 1.34] (mean 2, variance 5).
+fn layer_norm_matches_the_layernorm_tutorials_worked_example() {
+    // The LayerNorm tutorial: LayerNorm([3, 1, −1, 5]) = [0.45, −0.45, −1.34, 1.34] (mean 2, variance 5).
     let x = f64_tensor(&[3.0, 1.0, -1.0, 5.0], [1, 4], false);
     let y = values(layer_norm(x, None, None, 0.0));
     for (got, want) in y.iter().zip([0.45, -0.45, -1.34, 1.34]) {
@@ -24,8 +24,8 @@ fn layer_norm_matches_seed_002_worked_example() {
 }
 
 #[test]
-fn rms_norm_matches_seed_002_worked_example() {
-    // Seed 002: RMSNorm([3, 1, −1, 5]) = [1.0, 0.333, −0.333, 1.667] (RMS = √9 = 3).
+fn rms_norm_matches_the_layernorm_tutorials_worked_example() {
+    // The LayerNorm tutorial: RMSNorm([3, 1, −1, 5]) = [1.0, 0.333, −0.333, 1.667] (RMS = √9 = 3).
     let x = f64_tensor(&[3.0, 1.0, -1.0, 5.0], [1, 4], false);
     let y = values(rms_norm(x, None, 0.0));
     for (got, want) in y.iter().zip([1.0, 1.0 / 3.0, -1.0 / 3.0, 5.0 / 3.0]) {
@@ -81,7 +81,7 @@ fn dyt_and_bhyt_match_their_formulas() {
     }
 }
 
-/// Seed 003 Proposition 3.1: |λx/(κ s + |μ|)| ≤ λ for at least a fraction p of the entries.
+/// The BHyT paper's Proposition 3.1: |λx/(κ s + |μ|)| ≤ λ for at least a fraction p of the entries.
 #[test]
 fn bhyt_star_input_stays_within_lambda_with_probability_p() {
     let n = 4000;
@@ -148,7 +148,7 @@ fn rms_norm_gradients_match_finite_differences() {
 
 #[test]
 fn rms_norm_approx_matches_its_formula_and_finite_differences() {
-    // Seed 003 Table 5's RMSNorm-Approx divides by a given variance instead of mean(x²):
+    // The BHyT paper's Table 5's RMSNorm-Approx divides by a given variance instead of mean(x²):
     // x = [3, 1, −1, 5] with s² = 4 (mean(x²) would be 9), ε = 0.25, γ = [0.5, 2, −1, 1.5].
     let (x, g) = ([3.0, 1.0, -1.0, 5.0], [0.5, 2.0, -1.0, 1.5]);
     let y =

@@ -1,5 +1,5 @@
-//! Seed 004's applied-engineer monitor: an alert when the global gradient norm exceeds
-//! `probe.alert_warmup_factor` (1.5 in seed 004) times its average over the warm-up, so that
+//! The Normalization chapter's applied-engineer monitor: an alert when the global gradient norm exceeds
+//! `probe.alert_warmup_factor` (1.5 in the Normalization chapter) times its average over the warm-up, so that
 //! it can drive a training-control loop.
 //!
 //! Every step past the warm-up whose norm is above the bar is an alert: a line of

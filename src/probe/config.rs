@@ -27,7 +27,7 @@ pub struct ProbeConfig {
     /// Also write TensorBoard event files to `RUN/tb/`.
     pub tensorboard: bool,
     /// With TensorBoard, also write per-sublayer histograms of the gradients and of the hidden
-    /// states `X_l` at every activation-probe step (seed 004's frontier researcher).
+    /// states `X_l` at every activation-probe step (the Normalization chapter's frontier researcher).
     pub histograms: bool,
     /// Alert when the global gradient norm exceeds this multiple of its warm-up average (seed
     /// 004's applied engineer: 1.5); 0 turns the alert off.

@@ -1,5 +1,5 @@
 //! How well one series predicts another (BHyT's variance approximation against the exact
-//! variance, seed 003 Table 7 / D.3): RMSE, R² (1 − SS_res/SS_tot), Pearson r and Spearman ρ
+//! variance, the BHyT paper's Table 7 / D.3): RMSE, R² (1 − SS_res/SS_tot), Pearson r and Spearman ρ
 //! (Pearson on ranks, ties averaged).
 
 use crate::io::json::nan;

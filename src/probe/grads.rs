@@ -1,5 +1,5 @@
 //! Gradient norms per sublayer and per Transformer block, their coefficient of variation
-//! (std/mean, seed 004) over a recent window and over the whole run, and gradient-norm spikes:
+//! (std/mean, the Normalization chapter) over a recent window and over the whole run, and gradient-norm spikes:
 //! a global norm above mean + 6σ of the previous 128 steps (OLMo-core's rule).
 
 use super::snapshot::sampled_values;

@@ -6,7 +6,7 @@
 //! - [`grads`]: per-sublayer and per-block gradient norms, their CV, spikes
 //! - [`snapshot`]: one probe of a model on a batch
 //! - [`live`]: probes during training (`probes.jsonl`, TensorBoard, warnings)
-//! - [`alert`]: seed 004's gradient-norm alert against the warm-up average
+//! - [`alert`]: the Normalization chapter's gradient-norm alert against the warm-up average
 //! - [`offline`]: `normlab probe` on a checkpoint (`probes/*.json`)
 
 pub mod alert;

@@ -109,9 +109,10 @@ pub fn table(p: &OfflineProbe) -> String {
             opt(q.attn_entropy, 8, 3),
         );
     }
-    if let Some(f) = &p.forward.bhyt_fit {
+    if let Some(f) = &p.forward.variance_fit {
         s += &format!(
-            "BHyT ŝ² vs exact: RMSE {:.3e}, R² {:.4}, Pearson r {:.4}, Spearman ρ {:.4} (n = {})\n",
+            "Theorem 3.5's ŝ² vs the exact mean(x²) of the FFN inputs: RMSE {:.3e}, R² {:.4}, Pearson r {:.4}, \
+             Spearman ρ {:.4} (n = {})\n",
             f.rmse, f.r2, f.pearson, f.spearman, f.n
         );
     }

@@ -46,14 +46,14 @@ pub struct SublayerProbe {
     pub x: HiddenStats,
     /// `z_l`, after the residual addition and before any outer norm.
     pub z: HiddenStats,
-    /// Mean over tokens of `‖γ‖∞ / σ(z_l)` (seed 000 eq. 22) when an outer LayerNorm, scalar LN
+    /// Mean over tokens of `‖γ‖∞ / σ(z_l)` (KiteNorm eq. 22) when an outer LayerNorm, scalar LN
     /// or RMSNorm follows the sum.
     pub jacobian_bound: Option<f64>,
-    /// Token alignment τ(X_l) of the sublayer's input (seed 000 eq. 6, over the batch).
+    /// Token alignment τ(X_l) of the sublayer's input (KiteNorm eq. 6, over the batch).
     #[serde(deserialize_with = "nan")]
     pub tau: f64,
     /// Token alignment τ(z_l) of the hidden state after the residual addition, before any outer
-    /// norm: where seed 000 measures rank collapse (Figs. 3 and 9). Equal to τ(X_{l+1}) when
+    /// norm: where KiteNorm measures rank collapse (Figs. 3 and 9). Equal to τ(X_{l+1}) when
     /// no outer norm follows; an outer LayerNorm re-centres every token, which changes it.
     #[serde(default = "crate::io::json::nan_default", deserialize_with = "nan")]
     pub tau_sum: f64,
@@ -62,8 +62,10 @@ pub struct SublayerProbe {
     pub angular_distance: f64,
     pub attn_max_logit: Option<f64>,
     pub attn_entropy: Option<f64>,
-    /// BHyT FFN sublayers: ŝ² (Theorem 3.5) against the exact mean square of the FFN input.
-    pub bhyt_fit: Option<Fit>,
+    /// FFN sublayers whose input norm approximates (BHyT, RMSNorm-Approx): ŝ² (Theorem 3.5)
+    /// against the exact mean square of the FFN input.
+    #[serde(alias = "bhyt_fit")]
+    pub variance_fit: Option<Fit>,
     /// Filled by the trainer or `normlab probe` when gradients are available.
     pub grad_norm: Option<f64>,
     pub grad_cv_window: Option<f64>,
@@ -97,14 +99,16 @@ pub struct ForwardProbe {
     pub final_saturation: Option<f64>,
     /// Every learned norm parameter, by name (`layers.3.ffn.output_norm.gain`).
     pub scales: BTreeMap<String, ScaleStats>,
-    /// BHyT: the fit pooled over all FFN sublayers.
-    pub bhyt_fit: Option<Fit>,
-    /// BHyT: up to 500 evenly spaced `[ŝ², exact]` pairs of that fit, for scatter plots.
-    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "nan_pairs")]
-    pub bhyt_sample: Vec<[f64; 2]>,
-    /// The 1-based Transformer layer of each `bhyt_sample` pair.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub bhyt_sample_layer: Vec<usize>,
+    /// Recipes whose FFN norms approximate (BHyT, RMSNorm-Approx): Theorem 3.5's fit pooled
+    /// over all FFN sublayers.
+    #[serde(alias = "bhyt_fit")]
+    pub variance_fit: Option<Fit>,
+    /// Up to 500 evenly spaced `[ŝ², exact]` pairs of that fit, for scatter plots.
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "nan_pairs", alias = "bhyt_sample")]
+    pub variance_sample: Vec<[f64; 2]>,
+    /// The 1-based Transformer layer of each `variance_sample` pair.
+    #[serde(default, skip_serializing_if = "Vec::is_empty", alias = "bhyt_sample_layer")]
+    pub variance_sample_layer: Vec<usize>,
 }
 
 struct Pending {
@@ -152,11 +156,11 @@ pub fn forward_probe_with_histograms(
             (n, ScaleStats { mean: mean(v), min, max })
         })
         .collect();
-    let (bhyt_fit, bhyt_sample, bhyt_sample_layer) = pooled.finish();
+    let (variance_fit, variance_sample, variance_sample_layer) = pooled.finish();
     let final_tau = f.get(final_tau)[0];
     let final_saturation = final_saturation.map(|s| f.get(s)[0]);
     let probe =
-        ForwardProbe { sublayers, final_tau, final_saturation, scales, bhyt_fit, bhyt_sample, bhyt_sample_layer };
+        ForwardProbe { sublayers, final_tau, final_saturation, scales, variance_fit, variance_sample, variance_sample_layer };
     (probe, hists)
 }
 
@@ -221,7 +225,7 @@ fn sublayer_probe(i: usize, p: &Pending, f: &Fetched, attn: &[(Slot, Slot)], poo
         HiddenStats { var: v[0], mean_abs: v[1], max_abs: v[2], top_abs: v[2..].to_vec() }
     };
     let is_attn = i.is_multiple_of(2);
-    let bhyt_fit = p.bhyt.map(|(a, e)| {
+    let variance_fit = p.bhyt.map(|(a, e)| {
         pooled.approx.extend_from_slice(f.get(a));
         pooled.exact.extend_from_slice(f.get(e));
         pooled.layer.resize(pooled.approx.len(), i / 2 + 1);
@@ -243,7 +247,7 @@ fn sublayer_probe(i: usize, p: &Pending, f: &Fetched, attn: &[(Slot, Slot)], poo
         angular_distance: angular_distance(f.get(p.cos)),
         attn_max_logit: is_attn.then(|| f.get(attn[i / 2].0)[0]),
         attn_entropy: is_attn.then(|| f.get(attn[i / 2].1)[0]),
-        bhyt_fit,
+        variance_fit,
         grad_norm: None,
         grad_cv_window: None,
         grad_cv_run: None,

@@ -15,7 +15,7 @@ pub fn hidden_summary(x: Tensor<3>, k: usize) -> Tensor<1> {
     Tensor::cat(vec![var, mean_abs, top], 0)
 }
 
-/// Token alignment τ (seed 000 eqs. 5–6), with the expectation replaced by the mean over the
+/// Token alignment τ (KiteNorm eqs. 5–6), with the expectation replaced by the mean over the
 /// batch: `ρ_{ii'} = E_b⟨x_{b,i}, x_{b,i'}⟩ / √(E_b‖x_{b,i}‖² E_b‖x_{b,i'}‖²)`, `τ = mean_{i≠i'} ρ`.
 /// 1 when all tokens point the same way (rank collapse). Needs `T ≥ 2`. Length 1.
 pub fn token_alignment(x: Tensor<3>) -> Tensor<1> {
@@ -28,7 +28,7 @@ pub fn token_alignment(x: Tensor<3>) -> Tensor<1> {
 }
 
 /// Cosine similarity of `a` and `b` at each (batch, token) position, `[B·T]`; the angular
-/// distance is `arccos(cos)/π` (Li et al. 2024, seed 001 §4.4), taken on the host.
+/// distance is `arccos(cos)/π` (Li et al. 2024, the Peri-LN paper's §4.4), taken on the host.
 pub fn cosines(a: Tensor<3>, b: Tensor<3>) -> Tensor<1> {
     let [bs, t, _] = a.dims();
     let dot = (a.clone() * b.clone()).sum_dim(2);
@@ -51,7 +51,7 @@ pub enum Spread {
     Rms,
 }
 
-/// `σ(z)` per token, `[B·T]`, with the norm's ε (seed 000 eq. 22 uses σ(z_l)).
+/// `σ(z)` per token, `[B·T]`, with the norm's ε (KiteNorm eq. 22 uses σ(z_l)).
 pub fn spread(z: Tensor<3>, how: Spread, eps: f64) -> Tensor<1> {
     let [b, t, _] = z.dims();
     let m = match how {

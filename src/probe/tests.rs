@@ -148,7 +148,7 @@ fn init_probe(recipe: &str, layers: usize) -> super::ForwardProbe {
 
 #[test]
 fn at_initialisation_post_is_flat_and_pre_grows_with_depth() {
-    // Seed 001 §3.2: post-norm re-normalises every sublayer, so Var(X_l) stays ≈ 1 (γ = 1);
+    // The Peri-LN paper's §3.2: post-norm re-normalises every sublayer, so Var(X_l) stays ≈ 1 (γ = 1);
     // pre-norm adds a branch of roughly constant variance per sublayer, so Var(X_l) grows
     // about linearly in l.
     let post = init_probe("post", 16);
@@ -178,9 +178,9 @@ fn at_initialisation_post_is_flat_and_pre_grows_with_depth() {
 #[test]
 fn bhyt_approximation_is_compared_with_the_exact_statistic() {
     let p = init_probe("bhyt", 4);
-    let f = p.bhyt_fit.expect("bhyt probes its variance approximation");
+    let f = p.variance_fit.expect("bhyt probes its variance approximation");
     assert_eq!(f.n, 4 * 8 * 64, "one value per token in each FFN sublayer");
-    assert!(p.sublayers.iter().filter(|s| s.branch == crate::recipe::Branch::Ffn).all(|s| s.bhyt_fit.is_some()));
+    assert!(p.sublayers.iter().filter(|s| s.branch == crate::recipe::Branch::Ffn).all(|s| s.variance_fit.is_some()));
     assert!(f.pearson > 0.5, "{f:?}");
-    assert!(init_probe("pre", 2).bhyt_fit.is_none());
+    assert!(init_probe("pre", 2).variance_fit.is_none());
 }

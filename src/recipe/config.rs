@@ -7,11 +7,11 @@
 //! ```toml
 //! [recipe]
 //! preset = "peri"
-//! norm = "rmsnorm"                    # Peri-LN as in seed 001
-//! final_norm = "none"                 # ... or as in seed 000 Table 2
+//! norm = "rmsnorm"                    # Peri-LN as in the Peri-LN paper
+//! final_norm = "none"                 # ... or as in KiteNorm Table 2
 //! embedding_norm = "none"
 //! [recipe.sublayer]
-//! output = { kind = "ln", gain = false }   # seed 001 §4.4.1: output-norm gain frozen at 1
+//! output = { kind = "ln", gain = false }   # the Peri-LN paper's §4.4.1: output-norm gain frozen at 1
 //! [[recipe.layers]]                   # appended to the preset's overrides
 //! range = "1..=2"
 //! residual = "0.5"

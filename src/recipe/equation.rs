@@ -1,7 +1,7 @@
 //! Human-readable sublayer equations, as `normlab recipes` prints them.
 
 use super::resolve::Dims;
-use super::resolve::{ResolvedRecipe, norm_kind};
+use super::resolve::{Branch, ResolvedRecipe, SublayerPlan, norm_kind};
 use super::spec::{NormSpec, QkNorm, RecipeSpec, Scale, SublayerSpec, Which};
 use crate::norm::NormKind;
 
@@ -59,7 +59,7 @@ fn readout_notes(spec: &RecipeSpec) -> Vec<String> {
     }
     if spec.regularizer > 0.0 {
         lines.push(format!(
-            "loss = CE + {}·(1/2L)·Σ_l E[ReLU(σ²(z_l) − 1)]   (variance regulariser, seed 000 eq. 24)",
+            "loss = CE + {}·(1/2L)·Σ_l E[ReLU(σ²(z_l) − 1)]   (variance regulariser, KiteNorm eq. 24)",
             spec.regularizer
         ));
     }
@@ -138,9 +138,25 @@ fn factor(s: &Scale) -> String {
     if simple { t } else { format!("({t})") }
 }
 
+/// A slot's symbol, `·` when empty.
+fn slot(k: &Option<NormKind>) -> String {
+    k.as_ref().map(NormKind::symbol).unwrap_or_else(|| "·".into())
+}
+
+/// The input norm's symbol in the plan. The approximating kinds (BHyT, RMSNorm-Approx) measure
+/// their input exactly before attention and use Theorem 3.5's ŝ² before the FFN (the BHyT
+/// paper's Algorithm 1): exact before attention, `≈` before the FFN.
+fn input_symbol(s: &SublayerPlan) -> String {
+    match (&s.input, s.branch) {
+        (Some(NormKind::RmsNormApprox { gain, eps }), Branch::Attn) => NormKind::RmsNorm { gain: *gain, eps: *eps }.symbol(),
+        (Some(k @ NormKind::Bhyt { .. }), Branch::Ffn) => k.symbol().replacen("BHyT", "BHyT≈", 1),
+        (k, _) => slot(k),
+    }
+}
+
 /// The resolved per-sublayer plan, one line per sublayer: norms, scales and init scales.
 pub fn plan_lines(r: &ResolvedRecipe) -> Vec<String> {
-    let n = |k: &Option<NormKind>| k.as_ref().map(|k| k.symbol()).unwrap_or_else(|| "·".into());
+    let n = slot;
     let embedding = match r.embedding_scale {
         Some(e) => format!("embedding: e₀ = {e:.4} (learnable), N_emb = {}", n(&r.embedding_norm)),
         None => format!("embedding: N_emb = {}", n(&r.embedding_norm)),
@@ -148,12 +164,12 @@ pub fn plan_lines(r: &ResolvedRecipe) -> Vec<String> {
     let last = format!("final: N_final = {}", n(&r.final_norm));
     let subs = r.sublayers.iter().map(|s| {
         format!(
-            "l={:<3} k={:<3} {:?}  in={:<10} out={:<10} outer={:<10} a={:<8.4} c={:<8.4} s={:<8.4} \
+            "l={:<3} k={:<3} {:<4}  in={:<10} out={:<10} outer={:<10} a={:<8.4} c={:<8.4} s={:<8.4} \
                     init_out={:<8.4} init_in={:.4}",
             s.index,
             s.layer,
-            s.branch,
-            n(&s.input),
+            format!("{:?}", s.branch),
+            input_symbol(s),
             n(&s.output),
             n(&s.outer),
             s.skip,

@@ -8,11 +8,11 @@ use crate::norm::NormKind;
 /// The plain placements (every scale and init scale 1, LayerNorm or RMSNorm in every slot).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Placement {
-    /// `X_{l+1} = LN(X_l + F(X_l))`, no final norm (seed 000 Table 2, post).
+    /// `X_{l+1} = LN(X_l + F(X_l))`, no final norm (KiteNorm Table 2, post).
     Post,
     /// `X_{l+1} = X_l + F(LN(X_l))` with a final norm (pre).
     Pre,
-    /// `X_{l+1} = X_l + LN(F(LN(X_l)))` (seed 001, Peri-LN).
+    /// `X_{l+1} = X_l + LN(F(LN(X_l)))` (the Peri-LN paper, Peri-LN).
     Peri,
 }
 

@@ -1,4 +1,4 @@
-//! Every named recipe, as data. Seed 000 Table 2 (Appendix D.2) is the exact spec for the
+//! Every named recipe, as data. KiteNorm Table 2 (Appendix D.2) is the exact spec for the
 //! baselines it lists; seeds 001 (Peri-LN) and 003 (DyT, BHyT) for theirs.
 //!
 //! Notation (see [`super::spec`]): `X_{l+1} = N_outer(a·X_l + c·N_out(F_l(s·N_in(X_l))))`,
@@ -96,14 +96,14 @@ fn layers(range: &str, which: Which) -> SublayerSpec {
 
 /// Post-norm (Vaswani et al.): `X_{l+1} = LN(X_l + F_l(X_l))`, no final norm (Table 2).
 pub fn post() -> RecipeSpec {
-    let mut r = blank("post", "post-norm, X = LN(X + F(X)); no final norm (seed 000 Table 2)");
+    let mut r = blank("post", "post-norm, X = LN(X + F(X)); no final norm (KiteNorm Table 2)");
     r.sublayer.outer = ln();
     r
 }
 
-/// Unscaled pre-norm: `X_{l+1} = X_l + F_l(LN(X_l))`, final LN (seed 000 E.1).
+/// Unscaled pre-norm: `X_{l+1} = X_l + F_l(LN(X_l))`, final LN (KiteNorm E.1).
 pub fn pre() -> RecipeSpec {
-    let mut r = blank("pre", "pre-norm, X = X + F(LN(X)); final LN; no init scaling (seed 000 E.1)");
+    let mut r = blank("pre", "pre-norm, X = X + F(LN(X)); final LN; no init scaling (KiteNorm E.1)");
     r.sublayer.input = ln();
     r.final_norm = NormSpec::Kind(NormName::Ln);
     r
@@ -114,7 +114,7 @@ pub fn gpt2_pre() -> RecipeSpec {
     let mut r = pre();
     r.name = "gpt2-pre".into();
     r.about =
-        "GPT-2 pre-norm: pre-norm, final LN, attention/FFN output projections × 1/√(2L) at init (seed 000 Table 2)"
+        "GPT-2 pre-norm: pre-norm, final LN, attention/FFN output projections × 1/√(2L) at init (KiteNorm Table 2)"
             .into();
     r.sublayer.init_out = expr("1/sqrt(2*L)");
     r
@@ -124,16 +124,16 @@ pub fn gpt2_pre() -> RecipeSpec {
 pub fn lns() -> RecipeSpec {
     let mut r = pre();
     r.name = "lns".into();
-    r.about = "LayerNorm-Scaling: X = X + F(k^-1/2 · LN(X)); final LN unscaled (seed 000 Table 2)".into();
+    r.about = "LayerNorm-Scaling: X = X + F(k^-1/2 · LN(X)); final LN unscaled (KiteNorm Table 2)".into();
     r.sublayer.input_scale = expr("k^-0.5");
     r
 }
 
-/// Peri-LN (seed 001): `X_{l+1} = X_l + LN(F_l(LN(X_l)))`, with embedding and final norms.
-/// Seed 000 Table 2's peri-norm has neither: [`peri_norm`]. Seed 001 §4.4.1's frozen output
+/// Peri-LN (the Peri-LN paper): `X_{l+1} = X_l + LN(F_l(LN(X_l)))`, with embedding and final norms.
+/// KiteNorm Table 2's peri-norm has neither: [`peri_norm`]. The Peri-LN paper's §4.4.1's frozen output
 /// gain: `sublayer.output = { kind = "ln", gain = false }`.
 pub fn peri() -> RecipeSpec {
-    let mut r = blank("peri", "Peri-LN: X = X + LN(F(LN(X))); embedding LN and final LN (seed 001)");
+    let mut r = blank("peri", "Peri-LN: X = X + LN(F(LN(X))); embedding LN and final LN (the Peri-LN paper)");
     r.sublayer.input = ln();
     r.sublayer.output = ln();
     r.embedding_norm = NormSpec::Kind(NormName::Ln);
@@ -141,13 +141,13 @@ pub fn peri() -> RecipeSpec {
     r
 }
 
-/// Peri-norm as seed 000 Table 2 implements it: `X_{l+1} = X_l + LN(F_l(LN(X_l)))` with no
+/// Peri-norm as KiteNorm Table 2 implements it: `X_{l+1} = X_l + LN(F_l(LN(X_l)))` with no
 /// embedding LN and no final output LN; LayerNorm with shift, skip and residual scales 1, no
 /// init scaling.
 pub fn peri_norm() -> RecipeSpec {
     let mut r = peri();
     r.name = "peri-norm".into();
-    r.about = "peri-norm: X = X + LN(F(LN(X))); no embedding LN, no final LN (seed 000 Table 2)".into();
+    r.about = "peri-norm: X = X + LN(F(LN(X))); no embedding LN, no final LN (KiteNorm Table 2)".into();
     r.embedding_norm = NormSpec::none();
     r.final_norm = NormSpec::none();
     r
@@ -158,7 +158,7 @@ pub fn peri_norm() -> RecipeSpec {
 pub fn mix() -> RecipeSpec {
     let mut r = blank(
         "mix",
-        "Mix-LN: first ⌊0.25L⌋ layers post-norm, the rest pre-norm × 1/√(2L_pre) at init; final LN (seed 000 Table 2)",
+        "Mix-LN: first ⌊0.25L⌋ layers post-norm, the rest pre-norm × 1/√(2L_pre) at init; final LN (KiteNorm Table 2)",
     );
     r.params.insert("mix_ratio".into(), 0.25);
     let mut post = layers("1..=floor(mix_ratio*L)", Which::Both);
@@ -177,7 +177,7 @@ pub fn keel() -> RecipeSpec {
     let mut r = blank(
         "keel",
         "KEEL: X = LN(a·X + F(LN(X))), a = 1 in layer 1 and 2L after, no outer LN after sublayer 1, LN without shift \
-            (seed 000 Table 2)",
+            (KiteNorm Table 2)",
     );
     let ln0 = || Some(norm_with(NormName::Ln, |t| t.shift = Some(false)));
     r.sublayer.input = ln0();
@@ -196,7 +196,7 @@ pub fn keel() -> RecipeSpec {
 pub fn kitenorm() -> RecipeSpec {
     let mut r = blank(
         "kitenorm",
-        "KiteNorm: X = sLN(X + 1/(2L)·F(sLN(X))), scalar γ′, β′; no final norm; variance regulariser λ = 1 (seed 000 \
+        "KiteNorm: X = sLN(X + 1/(2L)·F(sLN(X))), scalar γ′, β′; no final norm; variance regulariser λ = 1 (KiteNorm \
             Table 2)",
     );
     r.sublayer.input = Some(NormSpec::Kind(NormName::ScalarLn));
@@ -217,7 +217,7 @@ pub fn kitenorm() -> RecipeSpec {
 pub fn kitenorm_no_inner() -> RecipeSpec {
     let mut r = kitenorm();
     r.name = "kitenorm-no-inner".into();
-    r.about = "KiteNorm without the inner norm: X = sLN(X + 1/(2L)·F(X)) (seed 000 §4.3)".into();
+    r.about = "KiteNorm without the inner norm: X = sLN(X + 1/(2L)·F(X)) (KiteNorm §4.3)".into();
     r.sublayer.input = None;
     r.notes.clear();
     r
@@ -227,7 +227,7 @@ pub fn kitenorm_no_inner() -> RecipeSpec {
 pub fn kitenorm_vector_ln() -> RecipeSpec {
     let mut r = kitenorm();
     r.name = "kitenorm-vector-ln".into();
-    r.about = "KiteNorm with vector LayerNorm: X = LN(X + 1/(2L)·F(LN(X))) (seed 000 §4.3)".into();
+    r.about = "KiteNorm with vector LayerNorm: X = LN(X + 1/(2L)·F(LN(X))) (KiteNorm §4.3)".into();
     r.sublayer.input = ln();
     r.sublayer.outer = ln();
     r.notes.clear();
@@ -238,7 +238,7 @@ pub fn kitenorm_vector_ln() -> RecipeSpec {
 pub fn kitenorm_no_reg() -> RecipeSpec {
     let mut r = kitenorm();
     r.name = "kitenorm-no-reg".into();
-    r.about = "KiteNorm without the variance regulariser (λ = 0) (seed 000 §4.3)".into();
+    r.about = "KiteNorm without the variance regulariser (λ = 0) (KiteNorm §4.3)".into();
     r.regularizer = 0.0;
     r
 }
@@ -276,7 +276,7 @@ pub fn dyt_plain() -> RecipeSpec {
     let mut r = blank(
         "dyt-plain",
         "DyT, plain: X = X + F(DyT(X)), DyT(x) = γ·tanh(αx) + β, α₀ = 0.5 everywhere; final DyT; no embedding \
-            scale (DyT repository default; seed 003)",
+            scale (DyT repository default; the BHyT paper)",
     );
     r.sublayer.input = Some(norm_with(NormName::Dyt, |t| t.alpha = Some(Scale::Number(0.5))));
     r.final_norm = norm_with(NormName::Dyt, |t| t.alpha = Some(Scale::Number(0.5)));
@@ -293,18 +293,18 @@ fn bhyt_family(name: &str, kind: NormName, about: &str) -> RecipeSpec {
     r
 }
 
-/// BHyT* (seed 003 eq. 1): pre-norm with `γ tanh(λ x / (κ s_x + |μ_x|))`, exact statistics in
+/// BHyT* (the BHyT paper's eq. 1): pre-norm with `γ tanh(λ x / (κ s_x + |μ_x|))`, exact statistics in
 /// every norm; λ₀ = 2.0 before attention, 1.0 before the FFN (C.3) and 1.0 for the final norm
 /// (our choice: the paper gives no final-norm λ).
 pub fn bhyt_star() -> RecipeSpec {
     bhyt_family(
         "bhyt-star",
         NormName::BhytStar,
-        "BHyT*: X = X + F(γ·tanh(λx/(κ s_x + |μ_x|))), κ = 10, λ₀ = 2 (attn) / 1 (FFN, final) (seed 003 eq. 1)",
+        "BHyT*: X = X + F(γ·tanh(λx/(κ s_x + |μ_x|))), κ = 10, λ₀ = 2 (attn) / 1 (FFN, final) (the BHyT paper's eq. 1)",
     )
 }
 
-/// BHyT (seed 003 Algorithm 1): the attention-input norm computes `s_x² = mean(x²)` exactly,
+/// BHyT (the BHyT paper's Algorithm 1): the attention-input norm computes `s_x² = mean(x²)` exactly,
 /// the FFN-input norm uses `ŝ² = s_x² + ‖W_V W_O‖²_F/(T d)·(λ_attn/κ)²`. Final norm: exact
 /// second moment, λ₀ = 1.0 (our choice).
 pub fn bhyt() -> RecipeSpec {
@@ -312,19 +312,20 @@ pub fn bhyt() -> RecipeSpec {
         "bhyt",
         NormName::Bhyt,
         "BHyT: BHyT* with one exact statistic per block and the Theorem 3.5 variance approximation before the FFN \
-            (seed 003 Alg. 1)",
+            (the BHyT paper's Alg. 1)",
     )
 }
 
-/// RMSNorm-Approx (seed 003 Table 5): pre-norm RMSNorm computing one statistic per block, as
+/// RMSNorm-Approx (the BHyT paper's Table 5): pre-norm RMSNorm computing one statistic per block, as
 /// BHyT does: the attention-input RMSNorm measures `s_x² = mean(x²)`, the FFN-input RMSNorm
-/// divides by `ŝ² = s_x² + ‖W_V W_O‖²_F/(T d)` (Theorem 3.5 with the normalised input's unit
-/// variance in place of (λ/κ)²); final RMSNorm.
+/// divides by `√(ŝ² + ε)` with `ŝ² = s_x² + ‖W_V W_O‖²_F/(T d)` (Theorem 3.5 with the
+/// normalised input's unit variance in place of (λ/κ)²); final RMSNorm.
 pub fn rmsnorm_approx() -> RecipeSpec {
     let mut r = blank(
         "rmsnorm-approx",
-        "RMSNorm-Approx: X = X + F(RMS(X)), the FFN-input RMSNorm divides by s_x² + ‖W_V W_O‖²_F/(T d), the block \
-            input's statistic plus Theorem 3.5's attention term; final RMSNorm (seed 003 Table 5)",
+        "RMSNorm-Approx: X = X + F(RMS(X)), the FFN-input RMSNorm divides by √(ŝ² + ε) with ŝ² = s_x² + \
+            ‖W_V W_O‖²_F/(T d), the block input's statistic plus Theorem 3.5's attention term; final RMSNorm (the BHyT \
+            paper's Table 5)",
     );
     r.norm = BaseNorm::Rmsnorm;
     r.sublayer.input = Some(NormSpec::Kind(NormName::RmsnormApprox));
@@ -335,8 +336,10 @@ pub fn rmsnorm_approx() -> RecipeSpec {
 /// OLMo 2: norm on sublayer outputs only, `X_{l+1} = X_l + RMS(F_l(X_l))`, QK-norm over the
 /// full width (before the head split, as OLMo 2 does), final RMSNorm.
 pub fn olmo2() -> RecipeSpec {
-    let mut r =
-        blank("olmo2", "OLMo 2: X = X + RMS(F(X)) with full-width QK-norm; final RMSNorm (OLMo 2; seed 001 App. G)");
+    let mut r = blank(
+        "olmo2",
+        "OLMo 2: X = X + RMS(F(X)) with full-width QK-norm; final RMSNorm (OLMo 2; the Peri-LN paper's App. G)",
+    );
     r.norm = BaseNorm::Rmsnorm;
     r.sublayer.output = ln();
     r.qk_norm = QkNorm::Full;

@@ -48,7 +48,7 @@ pub enum NormName {
     Dyt,
     BhytStar,
     Bhyt,
-    /// RMSNorm whose FFN-input slot takes the block's approximated variance (seed 003 Table 5).
+    /// RMSNorm whose FFN-input slot takes the block's approximated variance (the BHyT paper's Table 5).
     RmsnormApprox,
 }
 
@@ -113,7 +113,7 @@ impl std::fmt::Display for NormName {
 #[serde(deny_unknown_fields)]
 pub struct NormTable {
     pub kind: NormName,
-    /// Learnable gain γ (default true). `false` fixes γ = 1 (seed 001 §4.4.1).
+    /// Learnable gain γ (default true). `false` fixes γ = 1 (the Peri-LN paper's §4.4.1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gain: Option<bool>,
     /// Learnable shift β (LayerNorm, scalarised LayerNorm; default true).
@@ -123,7 +123,7 @@ pub struct NormTable {
     /// in `L`, `k`, `l`, `d` and `params` (the `dyt` preset steps it by width `d`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alpha: Option<Scale>,
-    /// BHyT's initial λ (seed 003 C.3: 2.0 before attention, 1.0 before the FFN).
+    /// BHyT's initial λ (the BHyT paper's C.3: 2.0 before attention, 1.0 before the FFN).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lambda: Option<f64>,
     /// BHyT's target probability p, κ = (1 − p)^{−1/2} (default 0.99, κ = 10).
@@ -310,7 +310,7 @@ pub struct RecipeSpec {
     pub name: String,
     /// One line: what it is and where it comes from.
     pub about: String,
-    /// What `"ln"` slots are (default LayerNorm, as in seed 000; Peri-LN used RMSNorm), and
+    /// What `"ln"` slots are (default LayerNorm, as in KiteNorm; Peri-LN used RMSNorm), and
     /// what `"scalar-ln"` slots are: scalarised LayerNorm, or scalarised RMSNorm under
     /// `"rmsnorm"`.
     #[serde(default)]
@@ -327,7 +327,7 @@ pub struct RecipeSpec {
     /// `"full"` (over all heads together, before the split; OLMo 2). `true` means `"head"`.
     #[serde(default)]
     pub qk_norm: QkNorm,
-    /// Weight λ of KiteNorm's variance regulariser (seed 000 eq. 24) in the training loss.
+    /// Weight λ of KiteNorm's variance regulariser (KiteNorm eq. 24) in the training loss.
     #[serde(default)]
     pub regularizer: f64,
     /// Named constants usable in scale expressions (e.g. `mix_ratio`).

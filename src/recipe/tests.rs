@@ -1,4 +1,4 @@
-//! Structure tests: every preset resolves to exactly what seed 000 Table 2 (and seeds 001,
+//! Structure tests: every preset resolves to exactly what KiteNorm Table 2 (and seeds 001,
 //! 003) specify. Expected numbers are written out by hand (1/√24 for L = 12, …), not taken from
 //! the code.
 
@@ -95,9 +95,9 @@ fn peri_has_input_output_embedding_and_final_norms() {
 
 #[test]
 fn peri_norm_matches_table_2() {
-    // Seed 000 Table 2: X_{l+1} = X_l + LN(F_l(LN(X_l))), no final output LayerNorm, standard
+    // KiteNorm Table 2: X_{l+1} = X_l + LN(F_l(LN(X_l))), no final output LayerNorm, standard
     // LayerNorm with shift, skip and residual scales 1, no init scaling; no embedding LN (the
-    // table names none, unlike seed 001's Peri-LN).
+    // table names none, unlike the Peri-LN paper's Peri-LN).
     for l in [12, 48] {
         let r = resolve("peri-norm", l);
         assert_eq!(r.sublayers.len(), 2 * l);
@@ -169,7 +169,7 @@ fn dyt_and_bhyt_use_their_paper_defaults() {
     let r = resolve("bhyt-star", 4);
     for s in &r.sublayers {
         let want = if s.branch == Branch::Attn { star(2.0) } else { star(1.0) };
-        assert_eq!(s.input, want, "seed 003 C.3: λ_attn = 2, λ_mlp = 1");
+        assert_eq!(s.input, want, "the BHyT paper's C.3: λ_attn = 2, λ_mlp = 1");
     }
     assert_eq!(r.final_norm, star(1.0));
     let r = resolve("bhyt", 4);
@@ -276,11 +276,11 @@ fn err(src: &str) -> String {
 
 #[test]
 fn custom_recipes_compose_in_a_config_file() {
-    // Seed 000 Table 2's peri-norm: no embedding or final norm.
+    // KiteNorm Table 2's peri-norm: no embedding or final norm.
     let r = from_toml("[recipe]\npreset = \"peri\"\nembedding_norm = \"none\"\nfinal_norm = \"none\"\n").unwrap();
     assert_eq!((r.embedding_norm, r.final_norm), (None, None));
     assert_eq!(r.name, "peri*", "a changed preset is marked");
-    // Seed 001: RMSNorm, output gain frozen at 1.
+    // The Peri-LN paper: RMSNorm, output gain frozen at 1.
     let r = from_toml(
         "[recipe]\npreset = \"peri\"\nnorm = \"rmsnorm\"\n[recipe.sublayer]\noutput = { kind = \"ln\", \
         gain = false }\n",

@@ -1,4 +1,4 @@
-//! Seed 003 Theorem 3.6: in a stack of `L` Transformer layers, BHyT's per-layer variance
+//! The BHyT paper's Theorem 3.6: in a stack of `L` Transformer layers, BHyT's per-layer variance
 //! multiplier stays below LayerNorm-Scaling's at every layer when its hyperparameters satisfy
 //! `λ/κ < L^(−1/4)` (λ = 3, κ = 10 holds up to L ≈ 123). A recipe whose initial λ breaks it
 //! still trains; it loses the theorem's guarantee, which is worth a warning.
@@ -23,7 +23,7 @@ pub fn theorem_3_6_warning(r: &ResolvedRecipe) -> Option<String> {
     // κ = (1 − p)^(−1/2) is 10 only to rounding: compare with a relative margin.
     (lambda / kappa >= bound * (1.0 - 1e-12)).then(|| {
         format!(
-            "BHyT's λ/κ = {lambda}/{kappa:.3} = {:.3} is not below L^(−1/4) = {l}^(−1/4) = {bound:.3}: seed 003 \
+            "BHyT's λ/κ = {lambda}/{kappa:.3} = {:.3} is not below L^(−1/4) = {l}^(−1/4) = {bound:.3}: the BHyT paper \
                 Theorem 3.6's bound on the variance growth (below LayerNorm-Scaling's) does not hold for this depth; \
                 it holds up to L < (κ/λ)⁴ = {:.0} layers, or with λ < {:.3}",
             lambda / kappa,

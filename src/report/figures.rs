@@ -111,66 +111,82 @@ pub fn depth_profiles(dir: &Path, runs: &[RunData]) -> anyhow::Result<Vec<Figure
 /// [`depth_profiles`] with `tag` appended to each figure's file name and `at` (where on a
 /// scaling ladder) to each caption.
 pub fn depth_profiles_tagged(dir: &Path, runs: &[RunData], tag: &str, at: &str) -> anyhow::Result<Vec<Figure>> {
-    let last = |value: fn(&SublayerProbe) -> Option<f64>| -> Vec<Series> {
-        runs.iter()
-            .enumerate()
-            .filter_map(|(i, r)| Some(line(r.legend(), RunData::per_layer(r.last_probe()?, value), i, false)))
-            .collect()
-    };
+    let mut figs = hidden_state_profiles(dir, runs, tag, at)?;
+    figs.extend(output_gain_profile(dir, runs, tag, at)?);
+    figs.extend(gradient_panels(dir, runs, tag, at)?);
+    Ok(figs)
+}
+
+/// Each best run's value of one sublayer statistic against depth, at its last probe.
+fn at_last_probe(runs: &[RunData], value: fn(&SublayerProbe) -> Option<f64>) -> Vec<Series> {
+    runs.iter()
+        .enumerate()
+        .filter_map(|(i, r)| Some(line(r.legend(), RunData::per_layer(r.last_probe()?, value), i, false)))
+        .collect()
+}
+
+/// Variance, mean |x| and angular distance of the hidden state against depth.
+fn hidden_state_profiles(dir: &Path, runs: &[RunData], tag: &str, at: &str) -> anyhow::Result<Vec<Figure>> {
     let at_end = format!("at the last probe of each recipe's best run{at}");
-    let mut figs = vec![
+    let variance = at_last_probe(runs, |s| Some(s.x.var));
+    let mean_abs = at_last_probe(runs, |s| Some(s.x.mean_abs));
+    let angular = at_last_probe(runs, |s| Some(s.angular_distance));
+    Ok(vec![
         fig(
             dir,
             &format!("hidden_var{tag}"),
             format!("Variance of the hidden state X_l entering each sublayer, {at_end}."),
-            Chart::new("Hidden-state variance vs depth", "sublayer l", "Var(X_l) (log)", last(|s| Some(s.x.var)))
-                .log(false, true),
+            Chart::new("Hidden-state variance vs depth", "sublayer l", "Var(X_l) (log)", variance).log(false, true),
         )?,
         fig(
             dir,
             &format!("mean_abs{tag}"),
             format!("Mean |X_l| {at_end}."),
-            Chart::new("Mean |x| vs depth", "sublayer l", "mean |X_l| (log)", last(|s| Some(s.x.mean_abs)))
-                .log(false, true),
+            Chart::new("Mean |x| vs depth", "sublayer l", "mean |X_l| (log)", mean_abs).log(false, true),
         )?,
-    ];
-    figs.push(fig(
-        dir,
-        &format!("angular_distance{tag}"),
-        format!(
-            "Angular distance arccos(cos(X_l, X_{{l+1}}))/π between consecutive hidden states, mean over tokens, \
-                {at_end} (Peri-LN Fig. 7a): near 0, a sublayer barely changes the stream."
-        ),
-        Chart::new("Angular distance vs depth", "sublayer l", "angular distance", last(|s| Some(s.angular_distance))),
-    )?);
+        fig(
+            dir,
+            &format!("angular_distance{tag}"),
+            format!(
+                "Angular distance arccos(cos(X_l, X_{{l+1}}))/π between consecutive hidden states, mean over \
+                    tokens, {at_end} (Peri-LN Fig. 7a): near 0, a sublayer barely changes the stream."
+            ),
+            Chart::new("Angular distance vs depth", "sublayer l", "angular distance", angular),
+        )?,
+    ])
+}
+
+/// The learned gains of the output norms against depth, where recipes have them.
+fn output_gain_profile(dir: &Path, runs: &[RunData], tag: &str, at: &str) -> anyhow::Result<Option<Figure>> {
     let gains: Vec<Series> = runs
         .iter()
         .enumerate()
         .filter_map(|(i, r)| Some(line(r.legend(), output_gains(r.last_probe()?), i, false)))
         .filter(|s| !s.points.is_empty())
         .collect();
-    if !gains.is_empty() {
-        figs.push(fig(
-            dir,
-            &format!("output_gain{tag}"),
-            format!("Mean learned gain γ of each sublayer's output norm, {at_end} (Peri-LN Fig. 7b)."),
-            Chart::new("Output-norm scale vs depth", "sublayer l", "mean γ of N_out", gains),
-        )?);
+    if gains.is_empty() {
+        return Ok(None);
     }
+    let caption = format!(
+        "Mean learned gain γ of each sublayer's output norm, at the last probe of each recipe's best run{at} (Peri-LN Fig. 7b)."
+    );
+    let chart = Chart::new("Output-norm scale vs depth", "sublayer l", "mean γ of N_out", gains);
+    fig(dir, &format!("output_gain{tag}"), caption, chart).map(Some)
+}
+
+/// Each recipe's sublayer gradient norms at the first and the last probe, one panel each.
+fn gradient_panels(dir: &Path, runs: &[RunData], tag: &str, at: &str) -> anyhow::Result<Option<Figure>> {
     let panels: Vec<Chart> = runs.iter().enumerate().filter_map(|(i, r)| grad_panel(r, i)).collect();
-    if !panels.is_empty() {
-        let stem = format!("grad_layers{tag}");
-        let svg = draw_grid(&panels, 2, &dir.join(&stem))?;
-        figs.push(Figure {
-            stem,
-            caption: format!(
-                "Gradient norm of each sublayer's parameters, one panel per recipe: at the first probe (step 1, \
-                    dashed) and at the last (solid) (Peri-LN Fig. 6 style){at}."
-            ),
-            svg,
-        });
+    if panels.is_empty() {
+        return Ok(None);
     }
-    Ok(figs)
+    let stem = format!("grad_layers{tag}");
+    let svg = draw_grid(&panels, 2, &dir.join(&stem))?;
+    let caption = format!(
+        "Gradient norm of each sublayer's parameters, one panel per recipe: at the first probe (step 1, dashed) \
+            and at the last (solid) (Peri-LN Fig. 6 style){at}."
+    );
+    Ok(Some(Figure { stem, caption, svg }))
 }
 
 /// `(l, mean γ)` of every sublayer's output norm with a learned gain (`layers.K.attn.output_norm.
@@ -193,7 +209,7 @@ fn output_gains(p: &crate::probe::ProbeRecord) -> Vec<(f64, f64)> {
 }
 
 /// Statistics of `z_l` after the residual addition in the final attention sublayer over
-/// training, one line per run (seed 000 Fig. 3's three panels: variance, largest |z| and token
+/// training, one line per run (KiteNorm Fig. 3's three panels: variance, largest |z| and token
 /// alignment), each its own chart with the runs' legend; none without probes.
 pub fn final_attention(dir: &Path, runs: &[RunData]) -> anyhow::Result<Vec<Figure>> {
     let over = |value: fn(&SublayerProbe) -> f64| -> Vec<Series> {
@@ -219,7 +235,7 @@ pub fn final_attention(dir: &Path, runs: &[RunData]) -> anyhow::Result<Vec<Figur
         return Ok(Vec::new());
     }
     let what = "after the residual addition in the final attention sublayer over training, one line per run \
-        (seed 000 Fig. 3)";
+        (KiteNorm Fig. 3)";
     Ok(vec![
         fig(
             dir,
@@ -333,8 +349,8 @@ pub fn off_by_100(pairs: &[[f64; 2]], layers: &[usize]) -> Vec<(usize, usize)> {
 
 /// BHyT: approximated against exact FFN-input statistic (BHyT Fig. 2).
 pub fn bhyt_scatter(dir: &Path, r: &RunData) -> anyhow::Result<Option<Figure>> {
-    let Some(p) = r.probes.iter().rev().find(|p| !p.forward.bhyt_sample.is_empty()) else { return Ok(None) };
-    let sample = &p.forward.bhyt_sample;
+    let Some(p) = r.probes.iter().rev().find(|p| !p.forward.variance_sample.is_empty()) else { return Ok(None) };
+    let sample = &p.forward.variance_sample;
     let pts: Vec<(f64, f64)> = sample.iter().map(|v| (v[1], v[0])).collect();
     let lo = pts.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
     let hi = pts.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
@@ -342,7 +358,7 @@ pub fn bhyt_scatter(dir: &Path, r: &RunData) -> anyhow::Result<Option<Figure>> {
         Series { name: "tokens".into(), points: pts, color: 0, dashed: false, scatter: true },
         line("y = x", vec![(lo, lo), (hi, hi)], 3, true),
     ];
-    let off = off_by_100(sample, &p.forward.bhyt_sample_layer);
+    let off = off_by_100(sample, &p.forward.variance_sample_layer);
     let off_text = if off.is_empty() {
         "no token is off by more than 100×".to_string()
     } else {

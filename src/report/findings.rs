@@ -284,7 +284,7 @@ fn variance_growth(best_runs: &[RunData]) -> Vec<String> {
     f
 }
 
-/// The most aligned attention sublayer after layer 1 at the end (seed 000 E.4: "the first layer
+/// The most aligned attention sublayer after layer 1 at the end (KiteNorm E.4: "the first layer
 /// is often an exception"): τ(z_l) after the residual addition, and its layer.
 pub fn attention_collapse(p: &crate::probe::ProbeRecord) -> Option<(f64, usize)> {
     p.forward
@@ -306,7 +306,7 @@ fn rank_collapse(best_runs: &[RunData]) -> Option<String> {
     (!collapsed.is_empty()).then(|| {
         format!(
             "Near rank collapse at the end (token alignment τ(z_l) of the hidden state after the residual addition \
-                > 0.9 in an attention sublayer after the first layer, seed 000 E.4): {}.",
+                > 0.9 in an attention sublayer after the first layer, KiteNorm E.4): {}.",
             collapsed.join(", ")
         )
     })

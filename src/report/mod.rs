@@ -7,7 +7,7 @@
 //! - [`findings`]: which scheme wins here and why, in words
 //! - [`page`]: the report's text as markdown and HTML
 //! - [`scaling`]: a scaling study's laws, gaps and findings
-//! - [`textnorm`]: exact match, F1 and gradient-norm CV of pairs runs (seed 004's build)
+//! - [`textnorm`]: exact match, F1 and gradient-norm CV of pairs runs (the Normalization chapter's build)
 
 pub mod data;
 pub mod figures;
@@ -209,7 +209,10 @@ fn shape_text(c: &crate::train::RunConfig) -> String {
         crate::model::FfnKind::Glu => "SiLU-GLU",
         crate::model::FfnKind::Mlp => "GELU-MLP",
     };
-    let (layers, heads, batch, seq) = (m.n_layers, m.n_heads, c.train.batch_size, c.train.seq_len);
+    let layers = m.n_layers;
+    let heads = m.n_heads;
+    let batch = c.train.batch_size;
+    let seq = c.train.seq_len;
     format!(
         " (d = {}, {layers} layers = {} sublayers, {heads} heads, {ffn} FFN); batch {batch} × {seq} tokens",
         m.d_model,

@@ -15,8 +15,8 @@ pub struct PaperRow {
     pub worst: f64,
 }
 
-/// Seed 000 Fig. 1b: 48 layers, three seeds at each method's LR* (Table 2's recipes).
-pub const SEED000_FIG1B: [PaperRow; 7] = [
+/// KiteNorm Fig. 1b: 48 layers, three seeds at each method's LR* (Table 2's recipes).
+pub const KITENORM_FIG1B: [PaperRow; 7] = [
     PaperRow { preset: "gpt2-pre", name: "GPT-2 pre-norm", lr_star: 5e-3, best: 20.240, worst: 20.343 },
     PaperRow { preset: "keel", name: "KEEL", lr_star: 5e-3, best: 20.316, worst: 20.420 },
     PaperRow { preset: "peri-norm", name: "Peri-norm", lr_star: 1e-3, best: 21.365, worst: 21.699 },
@@ -29,13 +29,13 @@ pub const SEED000_FIG1B: [PaperRow; 7] = [
 impl Paper {
     pub fn rows(self) -> &'static [PaperRow] {
         match self {
-            Paper::Seed000Fig1b => &SEED000_FIG1B,
+            Paper::KitenormFig1b => &KITENORM_FIG1B,
         }
     }
 
     pub fn title(self) -> &'static str {
         match self {
-            Paper::Seed000Fig1b => "seed 000 (KiteNorm) Fig. 1b, 48 layers",
+            Paper::KitenormFig1b => "KiteNorm Fig. 1b, 48 layers",
         }
     }
 }
@@ -138,7 +138,7 @@ mod tests {
             summary("post", 40.0, 1e-3),
             summary("pre", 29.0, 1e-3),
         ];
-        let (heading, table, finding) = side_by_side(Paper::Seed000Fig1b, &ms).unwrap();
+        let (heading, table, finding) = side_by_side(Paper::KitenormFig1b, &ms).unwrap();
         assert!(heading.contains("Fig. 1b"));
         assert_eq!(table.lines().count(), 2 + 4, "{table}");
         assert!(
@@ -147,15 +147,15 @@ mod tests {
         );
         assert!(finding.contains("ρ = 0.80 over 4 methods"), "{finding}");
         assert!(finding.contains("the paper ranks kitenorm first, this sweep lns"), "{finding}");
-        assert!(side_by_side(Paper::Seed000Fig1b, &[summary("pre", 29.0, 1e-3)]).is_none());
+        assert!(side_by_side(Paper::KitenormFig1b, &[summary("pre", 29.0, 1e-3)]).is_none());
     }
 
     #[test]
     fn the_table_is_fig_1b() {
-        // Seed 000 Fig. 1b, row by row, and every preset named exists.
-        let names: Vec<&str> = SEED000_FIG1B.iter().map(|r| r.preset).collect();
+        // KiteNorm Fig. 1b, row by row, and every preset named exists.
+        let names: Vec<&str> = KITENORM_FIG1B.iter().map(|r| r.preset).collect();
         assert_eq!(names, ["gpt2-pre", "keel", "peri-norm", "mix", "post", "lns", "kitenorm"]);
         assert!(names.iter().all(|n| crate::recipe::preset(n).is_some()));
-        assert_eq!(SEED000_FIG1B[4].lr_star, 5e-4, "post-norm's LR*");
+        assert_eq!(KITENORM_FIG1B[4].lr_star, 5e-4, "post-norm's LR*");
     }
 }

@@ -119,8 +119,16 @@ impl Layout<'_> {
         match self {
             Layout::One(c) => render(c, root, true),
             Layout::Grid(charts, rows, cols) => {
-                for (chart, area) in charts.iter().zip(root.split_evenly((*rows, *cols))) {
+                // One legend for every panel: the series of the panel that names the most.
+                let named = |c: &Chart| c.series.iter().filter(|s| !s.name.is_empty()).count();
+                let fullest = charts.iter().max_by_key(|c| named(c)).filter(|c| named(c) > 0);
+                let (grid, legend_area) = split_legend(root, fullest.is_some());
+                for (chart, area) in charts.iter().zip(grid.split_evenly((*rows, *cols))) {
                     render(chart, &area, false)?;
+                }
+                if let (Some(area), Some(c)) = (legend_area, fullest) {
+                    let series: Vec<&Series> = c.series.iter().filter(|s| !s.name.is_empty()).collect();
+                    draw_legend(&area, &series).map_err(|e| anyhow!("{e:?}"))?;
                 }
                 Ok(())
             }

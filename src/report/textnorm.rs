@@ -1,8 +1,8 @@
-//! The text-normalisation part of a report (seed 004's build), for runs with
+//! The text-normalisation part of a report (the Normalization chapter's build), for runs with
 //! `RUN/pairs_eval.json`: exact match and token F1 per test set and per category, the
 //! gradient-norm coefficient of variation (CV = std / mean over a sliding window of steps) per
 //! Transformer block and per sublayer over training, sample outputs side by side, and
-//! findings that test seed 004's claims: Peri-LN keeps the CV below 1.2 while Pre-LN and
+//! findings that test the Normalization chapter's claims: Peri-LN keeps the CV below 1.2 while Pre-LN and
 //! Post-LN fluctuate more, and Pre < Post < Peri.
 
 use super::data::RunData;
@@ -15,7 +15,7 @@ use crate::train::pairs_eval::{PairsEval, Prediction};
 use crate::train::run_dir;
 use std::path::Path;
 
-/// Seed 004's threshold on the gradient-norm CV.
+/// The Normalization chapter's threshold on the gradient-norm CV.
 pub const CV_THRESHOLD: f64 = 1.2;
 /// Sample outputs shown per test set.
 const SAMPLES: usize = 6;
@@ -209,7 +209,7 @@ fn cv_max_figure(out: &Path, scored: &[Scored]) -> anyhow::Result<Figure> {
         stem: stem.into(),
         caption: format!(
             "Gradient-norm coefficient of variation (std / mean over the probe window of recent steps), the largest over \
-                the Transformer blocks, at every probe step after warm-up, per recipe; dashed: seed 004's threshold \
+                the Transformer blocks, at every probe step after warm-up, per recipe; dashed: the Normalization chapter's threshold \
                 {CV_THRESHOLD}."
         ),
         svg,
@@ -221,9 +221,9 @@ fn cv_grid(out: &Path, scored: &[Scored], sublayers: bool) -> anyhow::Result<Fig
     let span = x_span(scored);
     let charts: Vec<Chart> = scored.iter().map(|s| cv_panel(s.run, sublayers, span)).collect();
     let (stem, what) = if sublayers {
-        ("grad_cv_sublayers", "sublayer (solid: attention, dashed: FFN; colour by depth)")
+        ("grad_cv_sublayers", "sublayer (solid: attention, dashed: FFN; the legend names each block's)")
     } else {
-        ("grad_cv_blocks", "Transformer block (colour by depth, first block first in the palette)")
+        ("grad_cv_blocks", "Transformer block (the legend names each)")
     };
     let svg = draw_grid(&charts, 2, &out.join(stem))?;
     Ok(Figure {
@@ -249,7 +249,13 @@ fn cv_panel(run: &RunData, sublayers: bool, (x0, x1): (f64, f64)) -> Chart {
                 .iter()
                 .filter_map(|p| cv_at(p, k).filter(|v| v.is_finite()).map(|v| (p.step as f64, v)))
                 .collect();
-            Series { name: format!("{k}"), points, color: k, dashed: sublayers && k % 2 == 1, scatter: false }
+            let name = match sublayers {
+                true => format!("block {} {}", k / 2 + 1, if k % 2 == 0 { "attn" } else { "FFN" }),
+                false => format!("block {}", k + 1),
+            };
+            // The palette's grey (7) is the threshold's.
+            let color = if k >= 7 { k + 1 } else { k };
+            Series { name, points, color, dashed: sublayers && k % 2 == 1, scatter: false }
         })
         .collect();
     series.push(threshold_line(x0, x1));
@@ -260,7 +266,7 @@ fn by_placement<'a>(scored: &'a [Scored<'a>], p: Placement) -> Option<&'a Scored
     scored.iter().find(|s| s.run.placement == Some(p))
 }
 
-/// Seed 004's claims, tested in words.
+/// The Normalization chapter's claims, tested in words.
 fn findings(scored: &[Scored]) -> Vec<String> {
     let mut f: Vec<String> = set_names(scored).into_iter().map(|set| ranking(scored, &set)).collect();
     let (pre, post, peri) = (
@@ -275,7 +281,7 @@ fn findings(scored: &[Scored]) -> Vec<String> {
         let em = |s: &Scored| s.eval.sets.first().map(|x| x.overall.exact_match).unwrap_or(f64::NAN);
         let holds = em(pre) < em(post) && em(post) < em(peri);
         f.push(format!(
-            "Seed 004's classroom claim \"Pre < Post < Peri\" (exact match on the {} pairs: pre {:.3}, post {:.3}, peri \
+            "The Normalization chapter's classroom claim \"Pre < Post < Peri\" (exact match on the {} pairs: pre {:.3}, post {:.3}, peri \
                 {:.3}) — **{}** here.",
             pre.eval.sets.first().map(|s| s.name.as_str()).unwrap_or(""),
             em(pre),
@@ -305,12 +311,12 @@ fn ranking(scored: &[Scored], set: &str) -> String {
     format!("On the **{set}** pairs, exact match ranks {}.", order.join(" > "))
 }
 
-/// Seed 004's two gradient-norm CV claims: Peri-LN stays below the threshold, and each of
+/// The Normalization chapter's two gradient-norm CV claims: Peri-LN stays below the threshold, and each of
 /// `others` fluctuates more.
 fn cv_claims<'a>(peri: &Scored, others: impl Iterator<Item = &'a Scored<'a>>) -> Vec<String> {
     let (Some(v), _) = cv_summary(peri.run) else { return Vec::new() };
     let mut f = vec![format!(
-        "Seed 004: \"Peri-LN keeps gradient-norm CV below {CV_THRESHOLD}\" — **{}** here: {}'s largest windowed block \
+        "The Normalization chapter: \"Peri-LN keeps gradient-norm CV below {CV_THRESHOLD}\" — **{}** here: {}'s largest windowed block \
             CV after warm-up is {v:.3}.",
         verdict(v < CV_THRESHOLD),
         peri.run.label
@@ -320,7 +326,7 @@ fn cv_claims<'a>(peri: &Scored, others: impl Iterator<Item = &'a Scored<'a>>) ->
         let side = if o > CV_THRESHOLD { "above" } else { "below" };
         let also = if o > CV_THRESHOLD { "" } else { " as well" };
         f.push(format!(
-            "Seed 004: \"{} fluctuates more\" — **{}**: its largest windowed block CV is {o:.3} against {}'s \
+            "The Normalization chapter: \"{} fluctuates more\" — **{}**: its largest windowed block CV is {o:.3} against {}'s \
                 {v:.3}, {side} {CV_THRESHOLD}{also}.",
             other.run.label,
             verdict(o > v),

@@ -6,8 +6,8 @@
 //! include_usage` adds a last chunk with the usage.
 
 use super::api::{ApiError, CompletionRequest, PromptIn, parse, prompts};
+use super::app::{App, encode, enqueue, json_response, now, sse_response};
 use super::engine::{Event, Finish, Job};
-use super::http::{App, encode, enqueue, json_response, now, sse_response};
 use crate::decode::score::TokenScore;
 use futures_util::StreamExt;
 use serde_json::{Map, Value, json};
@@ -49,7 +49,9 @@ pub async fn completions(app: Arc<App>, body: &[u8]) -> Result<axum::response::R
     if s.stream {
         return Ok(stream(app, s));
     }
-    let (id, echo, prompt_tokens) = (s.id.clone(), s.echo, s.prompt_tokens);
+    let id = s.id.clone();
+    let echo = s.echo;
+    let prompt_tokens = s.prompt_tokens;
     let mut choices = Vec::with_capacity(s.choices.len());
     let mut completion_tokens = 0;
     for (index, c) in s.choices.into_iter().enumerate() {
@@ -89,7 +91,10 @@ fn tokens_of(app: &App, p: &PromptIn) -> Result<Vec<u32>, ApiError> {
 
 /// Checks the request, queues one job per prompt and choice.
 fn start(app: &App, req: &CompletionRequest) -> Result<Started, ApiError> {
-    let (sampling, stops, n, logprobs) = (req.sampling()?, req.stops()?, req.n()?, req.logprobs()?);
+    let sampling = req.sampling()?;
+    let stops = req.stops()?;
+    let n = req.n()?;
+    let logprobs = req.logprobs()?;
     let prompts: Vec<Vec<u32>> = prompts(&req.prompt)?.iter().map(|p| tokens_of(app, p)).collect::<Result<_, _>>()?;
     let lengths: Vec<usize> = prompts.iter().map(|p| req.max_new(p.len(), app.context)).collect::<Result<_, _>>()?;
     let count = app.counter.fetch_add(1, Ordering::Relaxed);
@@ -117,7 +122,8 @@ fn start(app: &App, req: &CompletionRequest) -> Result<Started, ApiError> {
     enqueue(app, jobs)?;
     app.metrics.prompt_tokens.fetch_add(prompt_tokens as u64, Ordering::Relaxed);
     let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
-    let (echo, stream) = (req.echo, req.stream);
+    let echo = req.echo;
+    let stream = req.stream;
     Ok(Started { id: format!("cmpl-{count}"), choices, prompt_tokens, echo, stream, include_usage })
 }
 
@@ -205,12 +211,16 @@ fn logprobs_json(app: &App, entries: &[Entry]) -> Value {
 fn stream(app: Arc<App>, s: Started) -> axum::response::Response {
     let generated = Arc::new(AtomicUsize::new(0));
     let per_choice = s.choices.into_iter().enumerate().map(|(index, c)| {
-        let (app, id, counted) = (app.clone(), s.id.clone(), generated.clone());
+        let app = app.clone();
+        let id = s.id.clone();
+        let counted = generated.clone();
         let head = s.echo.then(|| {
             chunk(&app, &id, index, &app.tokenizer.decode(&c.prompt).unwrap_or_default(), None, s.include_usage)
         });
         let events = futures_util::stream::unfold((c.events, false), move |(mut rx, ended)| {
-            let (app, id, counted) = (app.clone(), id.clone(), counted.clone());
+            let app = app.clone();
+            let id = id.clone();
+            let counted = counted.clone();
             async move {
                 if ended {
                     return None;
@@ -232,7 +242,9 @@ fn stream(app: Arc<App>, s: Started) -> axum::response::Response {
         futures_util::stream::iter(head).chain(events).boxed()
     });
     let per_choice: Vec<_> = per_choice.collect();
-    let (app2, id, prompt_tokens) = (app.clone(), s.id.clone(), s.prompt_tokens);
+    let app2 = app.clone();
+    let id = s.id.clone();
+    let prompt_tokens = s.prompt_tokens;
     let tail = futures_util::stream::once(async move {
         let usage = usage(prompt_tokens, generated.load(Ordering::Relaxed));
         json!({"id": id, "object": "text_completion", "created": now(), "model": app2.model, "choices": [],

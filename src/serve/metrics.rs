@@ -4,7 +4,7 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-/// Upper bounds (seconds) of the latency histogram's buckets; seed 004's budget is 50 ms.
+/// Upper bounds (seconds) of the latency histogram's buckets; the Normalization chapter's budget is 50 ms.
 pub const LATENCY_BUCKETS: [f64; 12] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 
 #[derive(Default)]

@@ -1,6 +1,7 @@
 //! `normlab serve`: a trained run behind an OpenAI-compatible HTTP server.
 //!
 //! - [`api`]: request bodies, their checks, error objects
+//! - [`app`]: the server's shared state, job queueing, JSON and SSE answers
 //! - [`http`]: the routes (axum on tokio), server-sent events for `stream: true`, vLLM's
 //!   tokenizer routes
 //! - [`completions`]: `/v1/completions`: prompts in OpenAI's four forms, `n`, `echo`,
@@ -15,6 +16,7 @@
 //! batch between steps, up to `max_batch` rows.
 
 pub mod api;
+pub mod app;
 pub mod completions;
 pub mod engine;
 pub mod http;
@@ -24,8 +26,8 @@ pub mod text;
 
 use crate::train::saved::SavedRun;
 use anyhow::Context;
+use app::App;
 use engine::Engine;
-use http::App;
 use metrics::Metrics;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -100,8 +102,8 @@ impl Server {
             end_token,
             counter: AtomicU64::new(0),
         });
-        let (addr, shutdown, http) = listen(o, app)?;
-        Ok(Self { addr, model: name, recipe, pairs, shutdown: Some(shutdown), http: Some(http) })
+        let l = listen(o, app)?;
+        Ok(Self { addr: l.addr, model: name, recipe, pairs, shutdown: Some(l.shutdown), http: Some(l.thread) })
     }
 
     /// Serves until a stop signal (with `signals`) or [`Server::stop`].
@@ -118,7 +120,13 @@ impl Server {
     }
 }
 
-type Listening = (SocketAddr, tokio::sync::oneshot::Sender<()>, JoinHandle<anyhow::Result<()>>);
+/// A bound HTTP server on its own thread.
+struct Listening {
+    addr: SocketAddr,
+    /// Closes the port once the requests in flight are answered.
+    shutdown: tokio::sync::oneshot::Sender<()>,
+    thread: JoinHandle<anyhow::Result<()>>,
+}
 
 /// Binds on a thread of its own running tokio; returns the bound address.
 fn listen(o: &ServeOptions, app: Arc<App>) -> anyhow::Result<Listening> {
@@ -145,7 +153,7 @@ fn listen(o: &ServeOptions, app: Arc<App>) -> anyhow::Result<Listening> {
                 .context("the HTTP server failed")
         })
     })?;
-    Ok((addr, tx, http))
+    Ok(Listening { addr, shutdown: tx, thread: http })
 }
 
 /// SIGINT or SIGTERM.

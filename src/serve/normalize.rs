@@ -2,16 +2,26 @@
 //! the source decoded greedily to `<end>` as the run's own evaluation decodes it.
 
 use super::api::{ApiError, NormalizeRequest, parse};
+use super::app::{App, encode, enqueue, json_response, sse_response};
 use super::engine::{Event, Finish, Job};
-use super::http::{App, encode, enqueue, json_response, sse_response};
 use crate::decode::Sampling;
 use axum::response::Response;
 use futures_util::StreamExt;
 use serde_json::json;
 use std::time::Instant;
-use tokio::sync::mpsc::unbounded_channel;
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 pub async fn normalize(app: &App, body: &[u8]) -> Result<Response, ApiError> {
+    let (stream, rx) = start(app, body)?;
+    if stream {
+        return Ok(streamed(rx));
+    }
+    collect(rx).await
+}
+
+/// Checks the request and queues its greedy decoding to `<end>`; returns whether it streams
+/// and the engine's events.
+fn start(app: &App, body: &[u8]) -> Result<(bool, UnboundedReceiver<Event>), ApiError> {
     let Some(end) = app.end_token else {
         return Err(ApiError {
             status: 404,
@@ -29,7 +39,7 @@ pub async fn normalize(app: &App, body: &[u8]) -> Result<Response, ApiError> {
             format!("the input is {} tokens with its separator; the model's context is {}", prompt.len(), app.context);
         return Err(ApiError::bad(message, Some("input")));
     }
-    let (tx, mut rx) = unbounded_channel();
+    let (tx, rx) = unbounded_channel();
     let job = Job {
         prompt,
         max_new: room,
@@ -43,25 +53,30 @@ pub async fn normalize(app: &App, body: &[u8]) -> Result<Response, ApiError> {
         events: tx,
     };
     enqueue(app, vec![job])?;
-    if req.stream {
-        let chunks = futures_util::stream::unfold((rx, false), |(mut rx, ended)| async move {
-            if ended {
-                return None;
+    Ok((req.stream, rx))
+}
+
+/// `{"output", "finish_reason"}` chunks as the text comes.
+fn streamed(rx: UnboundedReceiver<Event>) -> Response {
+    let chunks = futures_util::stream::unfold((rx, false), |(mut rx, ended)| async move {
+        if ended {
+            return None;
+        }
+        let (v, end) = loop {
+            match rx.recv().await? {
+                Event::Prompt(_) => continue,
+                Event::Text(t) => break (json!({"output": t, "finish_reason": null}), false),
+                Event::Done { finish, .. } => break (json!({"output": "", "finish_reason": finish.as_str()}), true),
+                Event::Failed(m) => break (json!({"error": {"message": m, "type": "server_error"}}), true),
             }
-            let (v, end) = loop {
-                match rx.recv().await? {
-                    Event::Prompt(_) => continue,
-                    Event::Text(t) => break (json!({"output": t, "finish_reason": null}), false),
-                    Event::Done { finish, .. } => {
-                        break (json!({"output": "", "finish_reason": finish.as_str()}), true);
-                    }
-                    Event::Failed(m) => break (json!({"error": {"message": m, "type": "server_error"}}), true),
-                }
-            };
-            Some((v, (rx, end)))
-        });
-        return Ok(sse_response(chunks.boxed()));
-    }
+        };
+        Some((v, (rx, end)))
+    });
+    sse_response(chunks.boxed())
+}
+
+/// The whole answer once decoded.
+async fn collect(mut rx: UnboundedReceiver<Event>) -> Result<Response, ApiError> {
     let mut output = String::new();
     while let Some(ev) = rx.recv().await {
         match ev {

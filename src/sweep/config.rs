@@ -44,7 +44,7 @@ pub struct SweepSection {
     pub tuned: String,
     /// Validation loss for "steps and time to target" (BHyT D.1).
     pub target_loss: Option<f64>,
-    /// A published table the report puts this sweep's results beside (`"seed000-fig1b"`).
+    /// A published table the report puts this sweep's results beside (`"kitenorm-fig1b"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paper: Option<Paper>,
     pub reseed: Option<Reseed>,
@@ -59,9 +59,9 @@ pub struct SweepSection {
 /// A published results table (see `report::paper`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Paper {
-    /// Seed 000 Fig. 1b: final validation perplexity of seven methods at 48 layers.
-    #[serde(rename = "seed000-fig1b")]
-    Seed000Fig1b,
+    /// KiteNorm Fig. 1b: final validation perplexity of seven methods at 48 layers.
+    #[serde(rename = "kitenorm-fig1b", alias = "seed000-fig1b")]
+    KitenormFig1b,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -199,7 +199,7 @@ impl Sweep {
         Self::parse(text, Path::new(name), sets)
     }
 
-    /// `normlab textnorm`'s study (seed 004's build); `recipes`, when given, replace its
+    /// `normlab textnorm`'s study (the Normalization chapter's build); `recipes`, when given, replace its
     /// recipe axis.
     pub fn textnorm(full: bool, recipes: &[String], sets: &[String]) -> anyhow::Result<Self> {
         const STUDY: &str = include_str!("../../configs/sweeps/textnorm.toml");

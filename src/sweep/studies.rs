@@ -1,7 +1,7 @@
 //! The papers' experiments as named studies (`normlab studies`): each a sweep file under
 //! `configs/studies/`, a CPU miniature and, where a GPU is needed, the paper-scale version
-//! (`NAME-full.toml`), compiled in. Seed 000 Fig. 1's paper scale is `normlab compare --full`,
-//! Fig. 4's `normlab scaling --full`, seed 004's build `normlab textnorm`.
+//! (`NAME-full.toml`), compiled in. KiteNorm Fig. 1's paper scale is `normlab compare --full`,
+//! Fig. 4's `normlab scaling --full`, the Normalization chapter's build `normlab textnorm`.
 
 use super::Sweep;
 use anyhow::Context;
@@ -24,164 +24,186 @@ pub struct Study {
     pub minutes: Option<f64>,
 }
 
-const MINUTES_SEED000_FIG1: Option<f64> = Some(3.5);
-const MINUTES_SEED000_FIG3: Option<f64> = Some(0.5);
-const MINUTES_SEED000_FIG9: Option<f64> = Some(0.3);
-const MINUTES_SEED000_FIG2: Option<f64> = Some(2.2);
-const MINUTES_SEED000_E2: Option<f64> = Some(0.8);
-const MINUTES_SEED000_E5: Option<f64> = Some(1.1);
-const MINUTES_SEED000_E6: Option<f64> = Some(0.6);
-const MINUTES_SEED001_4_4_1: Option<f64> = Some(0.6);
-const MINUTES_SEED001_FIG7: Option<f64> = Some(0.3);
-const MINUTES_SEED003_DYT: Option<f64> = Some(0.8);
-const MINUTES_SEED003_TABLE5: Option<f64> = Some(0.3);
+const MINUTES_KITENORM_FIG1: Option<f64> = Some(3.5);
+const MINUTES_KITENORM_FIG3: Option<f64> = Some(0.5);
+const MINUTES_KITENORM_FIG9: Option<f64> = Some(0.3);
+const MINUTES_KITENORM_FIG2: Option<f64> = Some(2.2);
+const MINUTES_KITENORM_E2: Option<f64> = Some(0.8);
+const MINUTES_KITENORM_E5: Option<f64> = Some(1.1);
+const MINUTES_KITENORM_E6: Option<f64> = Some(0.6);
+const MINUTES_PERILN_4_4_1: Option<f64> = Some(0.6);
+const MINUTES_PERILN_FIG7: Option<f64> = Some(0.3);
+const MINUTES_BHYT_DYT_C1: Option<f64> = Some(0.8);
+const MINUTES_BHYT_TABLE5: Option<f64> = Some(0.3);
 
 /// Every study, in the order `normlab studies` lists them.
 pub const STUDIES: &[Study] = &[
     Study {
-        name: "seed000-fig1",
-        figure: "seed 000 Fig. 1",
+        name: "kitenorm-fig1",
+        figure: "KiteNorm Fig. 1",
         claim: "KiteNorm and LayerNorm-Scaling are the most robust to high learning rates at 48 layers; post-norm, KEEL and mix-norm are sensitive; KiteNorm wins over three seeds",
-        mini: ("configs/studies/seed000-fig1.toml", include_str!("../../configs/studies/seed000-fig1.toml")),
+        mini: ("configs/studies/kitenorm-fig1.toml", include_str!("../../configs/studies/kitenorm-fig1.toml")),
         full: None,
-        minutes: MINUTES_SEED000_FIG1,
+        minutes: MINUTES_KITENORM_FIG1,
     },
     Study {
-        name: "seed000-fig3",
-        figure: "seed 000 Fig. 3",
+        name: "kitenorm-fig3",
+        figure: "KiteNorm Fig. 3",
         claim: "vanilla post-norm (c = 1) at lr 1e-2 fails as z's variance grows and tokens align in the last attention sublayer; a smaller residual scale c avoids it",
-        mini: ("configs/studies/seed000-fig3.toml", include_str!("../../configs/studies/seed000-fig3.toml")),
+        mini: ("configs/studies/kitenorm-fig3.toml", include_str!("../../configs/studies/kitenorm-fig3.toml")),
         full: Some((
-            "configs/studies/seed000-fig3-full.toml",
-            include_str!("../../configs/studies/seed000-fig3-full.toml"),
+            "configs/studies/kitenorm-fig3-full.toml",
+            include_str!("../../configs/studies/kitenorm-fig3-full.toml"),
         )),
-        minutes: MINUTES_SEED000_FIG3,
+        minutes: MINUTES_KITENORM_FIG3,
     },
     Study {
-        name: "seed000-fig9",
-        figure: "seed 000 Fig. 9 (E.4)",
+        name: "kitenorm-fig9",
+        figure: "KiteNorm Fig. 9 (E.4)",
         claim: "peri-norm is prone to rank collapse: τ(z_l) after the residual addition tends to 1 in attention sublayers after the first layer",
-        mini: ("configs/studies/seed000-fig9.toml", include_str!("../../configs/studies/seed000-fig9.toml")),
+        mini: ("configs/studies/kitenorm-fig9.toml", include_str!("../../configs/studies/kitenorm-fig9.toml")),
         full: Some((
-            "configs/studies/seed000-fig9-full.toml",
-            include_str!("../../configs/studies/seed000-fig9-full.toml"),
+            "configs/studies/kitenorm-fig9-full.toml",
+            include_str!("../../configs/studies/kitenorm-fig9-full.toml"),
         )),
-        minutes: MINUTES_SEED000_FIG9,
+        minutes: MINUTES_KITENORM_FIG9,
     },
     Study {
-        name: "seed000-fig2",
-        figure: "seed 000 Fig. 2",
+        name: "kitenorm-fig2",
+        figure: "KiteNorm Fig. 2",
         claim: "at 1B, KiteNorm trains to a lower loss at 2e-3 and stays stable at 5e-3, where GPT-2 pre-norm diverges (warm-up 572 steps, WSD)",
-        mini: ("configs/studies/seed000-fig2.toml", include_str!("../../configs/studies/seed000-fig2.toml")),
+        mini: ("configs/studies/kitenorm-fig2.toml", include_str!("../../configs/studies/kitenorm-fig2.toml")),
         full: Some((
-            "configs/studies/seed000-fig2-full.toml",
-            include_str!("../../configs/studies/seed000-fig2-full.toml"),
+            "configs/studies/kitenorm-fig2-full.toml",
+            include_str!("../../configs/studies/kitenorm-fig2-full.toml"),
         )),
-        minutes: MINUTES_SEED000_FIG2,
+        minutes: MINUTES_KITENORM_FIG2,
     },
     Study {
-        name: "seed000-e2",
-        figure: "seed 000 E.2",
+        name: "kitenorm-e2",
+        figure: "KiteNorm E.2",
         claim: "KEEL with a GLU beats KEEL with an MLP of the same parameter count",
-        mini: ("configs/studies/seed000-e2.toml", include_str!("../../configs/studies/seed000-e2.toml")),
+        mini: ("configs/studies/kitenorm-e2.toml", include_str!("../../configs/studies/kitenorm-e2.toml")),
         full: Some((
-            "configs/studies/seed000-e2-full.toml",
-            include_str!("../../configs/studies/seed000-e2-full.toml"),
+            "configs/studies/kitenorm-e2-full.toml",
+            include_str!("../../configs/studies/kitenorm-e2-full.toml"),
         )),
-        minutes: MINUTES_SEED000_E2,
+        minutes: MINUTES_KITENORM_E2,
     },
     Study {
-        name: "seed000-e5",
-        figure: "seed 000 E.5",
+        name: "kitenorm-e5",
+        figure: "KiteNorm E.5",
         claim: "LayerNorm-Scaling's lead over GPT-2 pre-norm vanishes at 96 layers",
-        mini: ("configs/studies/seed000-e5.toml", include_str!("../../configs/studies/seed000-e5.toml")),
+        mini: ("configs/studies/kitenorm-e5.toml", include_str!("../../configs/studies/kitenorm-e5.toml")),
         full: Some((
-            "configs/studies/seed000-e5-full.toml",
-            include_str!("../../configs/studies/seed000-e5-full.toml"),
+            "configs/studies/kitenorm-e5-full.toml",
+            include_str!("../../configs/studies/kitenorm-e5-full.toml"),
         )),
-        minutes: MINUTES_SEED000_E5,
+        minutes: MINUTES_KITENORM_E5,
     },
     Study {
-        name: "seed000-e6",
-        figure: "seed 000 E.6",
+        name: "kitenorm-e6",
+        figure: "KiteNorm E.6",
         claim: "the ReLU variance regulariser does not improve GPT-2 pre-norm (it destabilises it)",
-        mini: ("configs/studies/seed000-e6.toml", include_str!("../../configs/studies/seed000-e6.toml")),
+        mini: ("configs/studies/kitenorm-e6.toml", include_str!("../../configs/studies/kitenorm-e6.toml")),
         full: Some((
-            "configs/studies/seed000-e6-full.toml",
-            include_str!("../../configs/studies/seed000-e6-full.toml"),
+            "configs/studies/kitenorm-e6-full.toml",
+            include_str!("../../configs/studies/kitenorm-e6-full.toml"),
         )),
-        minutes: MINUTES_SEED000_E6,
+        minutes: MINUTES_KITENORM_E6,
     },
     Study {
-        name: "seed001-4.4.1",
-        figure: "seed 001 §4.4.1",
+        name: "periln-4.4.1",
+        figure: "the Peri-LN paper's §4.4.1",
         claim: "freezing Peri-LN's output-norm gain at 1 (without the embedding LN) costs little or nothing",
-        mini: ("configs/studies/seed001-4.4.1.toml", include_str!("../../configs/studies/seed001-4.4.1.toml")),
+        mini: ("configs/studies/periln-4.4.1.toml", include_str!("../../configs/studies/periln-4.4.1.toml")),
         full: Some((
-            "configs/studies/seed001-4.4.1-full.toml",
-            include_str!("../../configs/studies/seed001-4.4.1-full.toml"),
+            "configs/studies/periln-4.4.1-full.toml",
+            include_str!("../../configs/studies/periln-4.4.1-full.toml"),
         )),
-        minutes: MINUTES_SEED001_4_4_1,
+        minutes: MINUTES_PERILN_4_4_1,
     },
     Study {
-        name: "seed001-fig7",
-        figure: "seed 001 Fig. 7",
+        name: "periln-fig7",
+        figure: "the Peri-LN paper's Fig. 7",
         claim: "Peri-LN keeps a larger angular distance between consecutive layers than Pre-LN, and its output-norm scales grow with depth",
-        mini: ("configs/studies/seed001-fig7.toml", include_str!("../../configs/studies/seed001-fig7.toml")),
+        mini: ("configs/studies/periln-fig7.toml", include_str!("../../configs/studies/periln-fig7.toml")),
         full: Some((
-            "configs/studies/seed001-fig7-full.toml",
-            include_str!("../../configs/studies/seed001-fig7-full.toml"),
+            "configs/studies/periln-fig7-full.toml",
+            include_str!("../../configs/studies/periln-fig7-full.toml"),
         )),
-        minutes: MINUTES_SEED001_FIG7,
+        minutes: MINUTES_PERILN_FIG7,
     },
     Study {
-        name: "seed003-dyt",
-        figure: "seed 003 C.1 (DyT baseline)",
+        name: "bhyt-dyt-c1",
+        figure: "the BHyT paper's C.1 (DyT baseline)",
         claim: "DyT with the authors' α per model size trains, but below RMSNorm and BHyT",
-        mini: ("configs/studies/seed003-dyt.toml", include_str!("../../configs/studies/seed003-dyt.toml")),
+        mini: ("configs/studies/bhyt-dyt-c1.toml", include_str!("../../configs/studies/bhyt-dyt-c1.toml")),
         full: Some((
-            "configs/studies/seed003-dyt-full.toml",
-            include_str!("../../configs/studies/seed003-dyt-full.toml"),
+            "configs/studies/bhyt-dyt-c1-full.toml",
+            include_str!("../../configs/studies/bhyt-dyt-c1-full.toml"),
         )),
-        minutes: MINUTES_SEED003_DYT,
+        minutes: MINUTES_BHYT_DYT_C1,
     },
     Study {
-        name: "seed003-table5",
-        figure: "seed 003 Table 5",
+        name: "bhyt-table5",
+        figure: "the BHyT paper's Table 5",
         claim: "approximating the FFN input's variance (RMSNorm-Approx, BHyT) speeds training with negligible loss against exact statistics (RMSNorm, BHyT*)",
-        mini: ("configs/studies/seed003-table5.toml", include_str!("../../configs/studies/seed003-table5.toml")),
+        mini: ("configs/studies/bhyt-table5.toml", include_str!("../../configs/studies/bhyt-table5.toml")),
         full: Some((
-            "configs/studies/seed003-table5-full.toml",
-            include_str!("../../configs/studies/seed003-table5-full.toml"),
+            "configs/studies/bhyt-table5-full.toml",
+            include_str!("../../configs/studies/bhyt-table5-full.toml"),
         )),
-        minutes: MINUTES_SEED003_TABLE5,
+        minutes: MINUTES_BHYT_TABLE5,
     },
 ];
 
 /// The built-in studies that are commands of their own: (figure, claim, miniature, paper scale).
 pub const COMMANDS: &[(&str, &str, &str, &str)] = &[
     (
-        "seed 000 Fig. 1",
+        "KiteNorm Fig. 1",
         "the Fig. 1 protocol at paper scale (48 layers, LR grid to 5e-4, three seeds, 12207 steps, bf16)",
-        "normlab studies seed000-fig1",
+        "normlab studies kitenorm-fig1",
         "normlab compare --full",
     ),
     (
-        "seed 000 Fig. 4 / A.4",
+        "KiteNorm Fig. 4 / A.4",
         "KiteNorm's lead over GPT-2 pre-norm holds across depth, budget, batch and width",
         "normlab scaling --axis depth",
         "normlab scaling --axis depth --full",
     ),
     (
-        "seed 004 build",
+        "the Normalization chapter build",
         "Peri-LN keeps the gradient-norm CV below 1.2 where Pre-LN and Post-LN do not (text normalisation)",
         "normlab textnorm",
         "normlab textnorm --full",
     ),
 ];
 
-/// The study named `name`.
+/// The names studies had when they were called after the files of the papers' texts, and the
+/// names they have now.
+const RENAMED: [(&str, &str); 11] = [
+    ("seed000-fig1", "kitenorm-fig1"),
+    ("seed000-fig3", "kitenorm-fig3"),
+    ("seed000-fig9", "kitenorm-fig9"),
+    ("seed000-fig2", "kitenorm-fig2"),
+    ("seed000-e2", "kitenorm-e2"),
+    ("seed000-e5", "kitenorm-e5"),
+    ("seed000-e6", "kitenorm-e6"),
+    ("seed001-4.4.1", "periln-4.4.1"),
+    ("seed001-fig7", "periln-fig7"),
+    ("seed003-dyt", "bhyt-dyt-c1"),
+    ("seed003-table5", "bhyt-table5"),
+];
+
+/// The current name of a study given by its former name.
+pub fn renamed(name: &str) -> Option<&'static str> {
+    RENAMED.iter().find(|(old, _)| *old == name).map(|(_, new)| *new)
+}
+
+/// The study named `name` (or formerly so named).
 pub fn find(name: &str) -> anyhow::Result<&'static Study> {
+    let name = renamed(name).unwrap_or(name);
     STUDIES.iter().find(|s| s.name == name).with_context(|| {
         let known: Vec<&str> = STUDIES.iter().map(|s| s.name).collect();
         format!("unknown study `{name}`; `normlab studies` lists them: {}", known.join(", "))
@@ -232,11 +254,11 @@ mod tests {
     fn paper_scale_budgets_are_d1s() {
         // Fig. 3 at 12 layers: 1.8e9 tokens of 128 × 2048 = 6866 steps; Fig. 2: 7325 steps with
         // 572 warm-up steps (D.1).
-        let s = Sweep::study("seed000-fig3", true, &[]).unwrap();
+        let s = Sweep::study("kitenorm-fig3", true, &[]).unwrap();
         let cfg = s.run_config(&s.grid()[0]).unwrap();
         let counts = crate::model::params::ParamCounts { all: 1, non_embedding: 1 };
         assert_eq!(cfg.total_steps(counts).unwrap(), 6866);
-        let s = Sweep::study("seed000-fig2", true, &[]).unwrap();
+        let s = Sweep::study("kitenorm-fig2", true, &[]).unwrap();
         let cfg = s.run_config(&s.grid()[0]).unwrap();
         assert_eq!(cfg.total_steps(counts).unwrap(), 7325);
         assert_eq!(cfg.schedule.warmup_steps(7325), 572);

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 /// Which parameters a `tokens_per_param` budget counts.
 ///
-/// With seed 000's Table-1 sizes (V = 50280, d = 512, GLU width 1536, batch 128 × 2048 tokens,
+/// With KiteNorm's Table-1 sizes (V = 50280, d = 512, GLU width 1536, batch 128 × 2048 tokens,
 /// 20 tokens per parameter; the matrices alone, norms add < 0.1 %), `all` gives 7049 steps at
 /// 12 layers and 16409 at 48, `non_embedding` 3120 and 12480. The paper's budgets are 6866 and
 /// 12207 (D.1): neither count reproduces both; `all` is within 2.7 % at 12 layers,
@@ -124,7 +124,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_000_step_budgets_from_table_1() {
+    fn kitenorm_step_budgets_from_table_1() {
         // Table 1: 128 sequences × 2048 tokens a step = 262 144 tokens. D.1's budgets are the
         // whole steps of 1.8e9 tokens (12 layers: 1 799 880 704 = 6866 steps, 6867 would be
         // 1 800 142 848) and 3.2e9 tokens (48 layers: 3 199 991 808 = 12207 steps).

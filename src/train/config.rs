@@ -1,5 +1,5 @@
 //! A run config: one TOML file with `[run]`, `[model]` (with its recipe), `[data]`, `[train]`,
-//! `[optim]` and `[schedule]`. Every field has a default (seed 000 Table 1 where it gives one,
+//! `[optim]` and `[schedule]`. Every field has a default (KiteNorm Table 1 where it gives one,
 //! scaled down to a laptop otherwise), unknown keys are errors, and `--set key=value` edits any
 //! field from the command line.
 
@@ -65,7 +65,7 @@ impl Default for RunSection {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TrainSection {
-    /// Sequences per optimizer step (seed 000: 128).
+    /// Sequences per optimizer step (KiteNorm: 128).
     pub batch_size: usize,
     /// Sequences per forward/backward; `batch_size / micro_batch_size` gradients are
     /// accumulated per step. Default: the whole batch at once.
@@ -74,7 +74,7 @@ pub struct TrainSection {
     pub seq_len: usize,
     /// Optimizer steps. Give this, `tokens` or `tokens_per_param`.
     pub steps: Option<usize>,
-    /// Token budget: the whole steps of `batch_size · seq_len` tokens that fit (seed 000 D.1's
+    /// Token budget: the whole steps of `batch_size · seq_len` tokens that fit (KiteNorm D.1's
     /// 6866 and 12207 steps are 1.8e9 and 3.2e9 tokens).
     pub tokens: Option<f64>,
     /// Token budget as training tokens per model parameter (Chinchilla: 20); steps =
@@ -83,9 +83,9 @@ pub struct TrainSection {
     /// Which parameters `tokens_per_param` counts: `"all"` (default) or `"non_embedding"`
     /// (see [`ParamCount`]).
     pub param_count: ParamCount,
-    /// Model-initialisation seed (seed 000: 7).
+    /// Model-initialisation seed (KiteNorm: 7).
     pub seed: u64,
-    /// Data-sampler seed (seed 000: 7).
+    /// Data-sampler seed (KiteNorm: 7).
     pub sampler_seed: u64,
     /// The run is stopped as diverged when the loss exceeds this multiple of its running
     /// minimum (or is NaN/inf, or the gradient norm is).
@@ -141,12 +141,12 @@ impl Default for TrainSection {
 pub struct OptimConfig {
     /// Peak learning rate.
     pub lr: f64,
-    /// seed 000: β₁ = β₂ = 0.95.
+    /// KiteNorm: β₁ = β₂ = 0.95.
     pub beta1: f64,
     pub beta2: f64,
     pub eps: f64,
     /// Applied to matrix parameters (embeddings, projections); never to norm gains, shifts,
-    /// DyT α, BHyT λ or other vectors and scalars (seed 000 Table 1: 0.1).
+    /// DyT α, BHyT λ or other vectors and scalars (KiteNorm Table 1: 0.1).
     pub weight_decay: f64,
     /// Global gradient-norm threshold (1.0); `0` disables clipping.
     pub grad_clip: f64,
@@ -313,7 +313,9 @@ impl RunConfig {
 
     /// Refuses `ranks` processes that cannot share every step's micro-batches evenly.
     pub fn check_ranks(&self, ranks: usize) -> anyhow::Result<()> {
-        let (batch, micro, n) = (self.train.batch_size, self.micro_batch_size(), self.micro_batches());
+        let batch = self.train.batch_size;
+        let micro = self.micro_batch_size();
+        let n = self.micro_batches();
         if n.is_multiple_of(ranks) {
             return Ok(());
         }

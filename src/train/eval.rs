@@ -2,75 +2,75 @@
 
 use crate::data::TokenFile;
 use crate::data::pairs::render::{self, Example};
-use crate::data::sampler::windows;
+use crate::data::windows::windows;
 use crate::dist::Ranks;
 use crate::model::Transformer;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
-/// Mean next-token cross-entropy over the windows starting at `starts`, `batch` windows at a
-/// time; returns `(loss, perplexity, tokens)`. `model` must live on `device` (no autodiff).
-/// Over several `ranks`, each computes its share of the batches and the sums are reduced.
-pub fn evaluate(
-    model: &Transformer,
-    tokens: &TokenFile,
-    starts: &[usize],
-    (seq_len, batch): (usize, usize),
-    device: &Device,
-    ranks: Ranks,
-) -> (f64, f64, usize) {
-    let (mut total, mut count) = (0.0, 0.0);
-    let chunks: Vec<&[usize]> = starts.chunks(batch.max(1)).collect();
-    for chunk in &chunks[ranks.share(chunks.len())] {
-        let b = windows(tokens, chunk, seq_len);
-        let x = Tensor::<2, Int>::from_data(TensorData::new(b.inputs, [b.batch, seq_len]), device);
-        let y = Tensor::<2, Int>::from_data(TensorData::new(b.targets, [b.batch, seq_len]), device);
-        let ce: f32 = model.cross_entropy_of(x, y, false, false).0.into_scalar();
-        let n = (b.batch * seq_len) as f64;
-        total += ce as f64 * n;
-        count += n;
-    }
-    mean_over_ranks(total, count, ranks)
+/// A model under evaluation and where it runs: `model` lives on `device` (no autodiff); over
+/// several `ranks`, each computes its share of the batches and the sums are reduced.
+#[derive(Clone, Copy)]
+pub struct Evaluated<'a> {
+    pub model: &'a Transformer,
+    pub device: &'a Device,
+    pub ranks: Ranks,
 }
 
-/// `(loss, perplexity, tokens)` from this rank's summed loss and token count.
-fn mean_over_ranks(total: f64, count: f64, ranks: Ranks) -> (f64, f64, usize) {
+/// A validation result.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ValLoss {
+    /// Mean cross-entropy per counted token (nats).
+    pub loss: f64,
+    pub perplexity: f64,
+    /// Tokens counted.
+    pub tokens: usize,
+}
+
+impl Evaluated<'_> {
+    /// Mean next-token cross-entropy over the windows of `seq_len` tokens starting at `starts`,
+    /// `batch` windows at a time.
+    pub fn windows(&self, tokens: &TokenFile, starts: &[usize], seq_len: usize, batch: usize) -> ValLoss {
+        let mut total = 0.0;
+        let mut count = 0.0;
+        let chunks: Vec<&[usize]> = starts.chunks(batch.max(1)).collect();
+        for chunk in &chunks[self.ranks.share(chunks.len())] {
+            let b = windows(tokens, chunk, seq_len);
+            let x = Tensor::<2, Int>::from_data(TensorData::new(b.inputs, [b.batch, seq_len]), self.device);
+            let y = Tensor::<2, Int>::from_data(TensorData::new(b.targets, [b.batch, seq_len]), self.device);
+            let ce: f32 = self.model.cross_entropy_of(x, y, false, false).0.into_scalar();
+            let n = (b.batch * seq_len) as f64;
+            total += ce as f64 * n;
+            count += n;
+        }
+        mean_over_ranks(total, count, self.ranks)
+    }
+
+    /// Mean cross-entropy over the target tokens of every example, `batch` examples at a time
+    /// (in order, each batch padded to its longest with `pad`).
+    pub fn pairs(&self, examples: &[Example], pad: u32, batch: usize) -> ValLoss {
+        let model = self.model;
+        let device = self.device;
+        let ranks = self.ranks;
+        let mut total = 0.0;
+        let mut count = 0.0;
+        let chunks: Vec<&[Example]> = examples.chunks(batch.max(1)).collect();
+        for chunk in &chunks[ranks.share(chunks.len())] {
+            let b = render::batch(&chunk.iter().collect::<Vec<_>>(), pad);
+            let n = b.targets.iter().filter(|&&t| t >= 0).count() as f64;
+            let x = Tensor::<2, Int>::from_data(TensorData::new(b.inputs, [b.batch, b.seq_len]), device);
+            let y = Tensor::<2, Int>::from_data(TensorData::new(b.targets, [b.batch, b.seq_len]), device);
+            let ce: f32 = model.cross_entropy_of(x, y, true, false).0.into_scalar();
+            total += ce as f64 * n;
+            count += n;
+        }
+        mean_over_ranks(total, count, ranks)
+    }
+}
+
+/// The mean over every rank's summed loss and token count.
+fn mean_over_ranks(total: f64, count: f64, ranks: Ranks) -> ValLoss {
     let mut sums = [total, count];
     ranks.sum_f64(&mut sums);
     let loss = sums[0] / sums[1].max(1.0);
-    (loss, loss.exp(), sums[1] as usize)
-}
-
-/// Mean cross-entropy over the target tokens of every example, `batch` examples at a time (in
-/// order, each batch padded to its longest); returns `(loss, perplexity, target tokens)`,
-/// shared over `ranks` as [`evaluate`] is.
-pub fn evaluate_pairs(
-    model: &Transformer,
-    examples: &[Example],
-    (pad, batch): (u32, usize),
-    device: &Device,
-    ranks: Ranks,
-) -> (f64, f64, usize) {
-    let (mut total, mut count) = (0.0, 0.0);
-    let chunks: Vec<&[Example]> = examples.chunks(batch.max(1)).collect();
-    for chunk in &chunks[ranks.share(chunks.len())] {
-        let b = render::batch(&chunk.iter().collect::<Vec<_>>(), pad);
-        let n = b.targets.iter().filter(|&&t| t >= 0).count() as f64;
-        let x = Tensor::<2, Int>::from_data(TensorData::new(b.inputs, [b.batch, b.seq_len]), device);
-        let y = Tensor::<2, Int>::from_data(TensorData::new(b.targets, [b.batch, b.seq_len]), device);
-        let ce: f32 = model.cross_entropy_of(x, y, true, false).0.into_scalar();
-        total += ce as f64 * n;
-        count += n;
-    }
-    mean_over_ranks(total, count, ranks)
-}
-
-/// Non-overlapping windows covering a whole token file (for `normlab eval --data`), at most
-/// `limit` of them.
-pub fn tiling_starts(len: usize, seq_len: usize, limit: Option<usize>) -> Vec<usize> {
-    let n = (len.saturating_sub(1)) / seq_len;
-    let all: Vec<usize> = (0..n).map(|i| i * seq_len).collect();
-    match limit {
-        Some(l) if l < all.len() => (0..l).map(|i| all[i * all.len() / l]).collect(),
-        _ => all,
-    }
+    ValLoss { loss, perplexity: loss.exp(), tokens: sums[1] as usize }
 }

@@ -17,7 +17,7 @@ pub struct TrainRecord {
     pub loss: f64,
     #[serde(deserialize_with = "nan")]
     pub ce: f64,
-    /// The variance regulariser R (seed 000 eq. 24), before λ; null without a regulariser.
+    /// The variance regulariser R (KiteNorm eq. 24), before λ; null without a regulariser.
     pub reg: Option<f64>,
     #[serde(deserialize_with = "nan")]
     pub lr: f64,

@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod optimizer;
 pub mod pairs_eval;
 pub mod progress;
+pub mod ranks;
 pub mod run_dir;
 pub mod saved;
 pub mod schedule;

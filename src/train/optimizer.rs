@@ -1,4 +1,4 @@
-//! AdamW with two parameter groups (seed 000 Table 1): weight decay on matrix parameters
+//! AdamW with two parameter groups (KiteNorm Table 1): weight decay on matrix parameters
 //! (embedding, output projection, attention and FFN weights), none on norm gains and shifts,
 //! scalar norm parameters (DyT α, BHyT λ, scalarised LN γ′, β′) or any other vector.
 //!

@@ -94,7 +94,9 @@ pub fn score_sets(
     device: &Device,
 ) -> anyhow::Result<PairsEval> {
     let t0 = Instant::now();
-    let (mut sets, mut predictions, mut generated) = (Vec::new(), Vec::new(), 0);
+    let mut sets = Vec::new();
+    let mut predictions = Vec::new();
+    let mut generated = 0;
     for t in tests {
         let sources: Vec<&str> = t.pairs.iter().map(|p| p.source.as_str()).collect();
         let (outs, n) = predict(model, tok, &sources, context, device)?;

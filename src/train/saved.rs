@@ -3,10 +3,10 @@
 
 use super::checkpoint::{self, load_weights};
 use super::config::RunConfig;
-use super::eval::{evaluate, tiling_starts};
+use super::eval::Evaluated;
 use super::run_dir;
 use super::setup::load_run;
-use crate::data::sampler::{validation_starts, windows};
+use crate::data::windows::{tiling_starts, validation_starts, windows};
 use crate::data::{DataConfig, Dataset, TokenFile, Tokenizer, corpus, dataset};
 use crate::decode::{Decoder, SampleOptions, generate};
 use crate::dist::Ranks;
@@ -138,14 +138,14 @@ pub fn eval(path: &Path, data: Option<&Path>, limit: Option<usize>, log: &dyn Fn
         return eval_pairs(&model, &cfg, tokenizer, weights, &device, log);
     }
     let w = eval_windows(&cfg, tokenizer, data, limit, log)?;
-    let (val_loss, val_ppl, tokens) =
-        evaluate(&model, &w.tokens, &w.starts, (seq_len, cfg.micro_batch_size()), &device, Ranks::single());
+    let on = Evaluated { model: &model, device: &device, ranks: Ranks::single() };
+    let v = on.windows(&w.tokens, &w.starts, seq_len, cfg.micro_batch_size());
     Ok(EvalSummary {
         weights,
         source: w.source,
-        val_loss,
-        val_ppl,
-        tokens,
+        val_loss: v.loss,
+        val_ppl: v.perplexity,
+        tokens: v.tokens,
         windows: w.starts.len(),
         seq_len,
         pairs: None,
@@ -166,16 +166,15 @@ fn eval_pairs(
     let mut ds = Dataset::prepare(&cfg.data, Some(tokenizer), log)?;
     ds.fit_pairs(seq_len, log)?;
     let p = ds.pairs.as_ref().expect("a pairs config prepares pairs");
-    let (val_loss, val_ppl, tokens) =
-        super::eval::evaluate_pairs(model, &p.val, (p.end, cfg.micro_batch_size()), device, Ranks::single());
+    let v = Evaluated { model, device, ranks: Ranks::single() }.pairs(&p.val, p.end, cfg.micro_batch_size());
     let step = checkpoint::weights_step(&weights).unwrap_or(0);
     let scores = super::pairs_eval::score_sets(model, &ds.tokenizer, &p.tests, seq_len, step, device)?;
     Ok(EvalSummary {
         weights,
         source: format!("the run's {} validation pairs (target tokens only)", p.val.len()),
-        val_loss,
-        val_ppl,
-        tokens,
+        val_loss: v.loss,
+        val_ppl: v.perplexity,
+        tokens: v.tokens,
         windows: p.val.len(),
         seq_len,
         pairs: Some(scores),

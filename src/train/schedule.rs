@@ -2,16 +2,16 @@
 //! rates an uninterrupted one does.
 //!
 //! With `T` total steps, `W = round(warmup_fraction · T)` warm-up steps (or `warmup_steps`
-//! when given: seed 000's 1B runs warm up for 572 steps) and peak `η`:
+//! when given: KiteNorm's 1B runs warm up for 572 steps) and peak `η`:
 //! - warm-up (all kinds but `constant`): `lr(s) = η₀ + (η − η₀) · s / W` for `s < W`
-//!   (seed 000: η₀ = 1e-10, 6 %);
+//!   (KiteNorm: η₀ = 1e-10, 6 %);
 //! - `cosine`: `lr(s) = η_end + (η − η_end) · ½(1 + cos(π (s − W) / (T − W)))` for `s ≥ W`
-//!   (seed 000 Table 1, η_end = 0);
+//!   (KiteNorm Table 1, η_end = 0);
 //! - `wsd` (warm-up–stable–decay, Wen et al. 2024): `η` until the last `D = round(decay_fraction
 //!   · T)` steps, then linearly to `η_end`: `lr(s) = η + (η_end − η) · (s − (T − D) + 1) / D`;
 //! - `constant`: `η` throughout (warm-up still applies if `warmup_fraction > 0`).
 //!
-//! `η_end` is `end_lr`, or `end_lr_ratio · η` when the ratio is given (seed 003 C.1's "min LR
+//! `η_end` is `end_lr`, or `end_lr_ratio · η` when the ratio is given (the BHyT paper's C.1's "min LR
 //! ratio", so that one setting serves every peak of a learning-rate grid).
 
 use anyhow::ensure;
@@ -29,7 +29,7 @@ pub enum ScheduleKind {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ScheduleConfig {
-    /// `cosine` (seed 000), `wsd` or `constant`.
+    /// `cosine` (KiteNorm), `wsd` or `constant`.
     pub kind: ScheduleKind,
     /// Fraction of the steps spent warming up linearly (6 %).
     pub warmup_fraction: f64,
@@ -135,7 +135,7 @@ mod tests {
 
     #[test]
     fn warmup_as_a_step_count_replaces_the_fraction() {
-        // Seed 000's 1B runs: 572 warm-up steps of 7325, from 1e-10 to the peak 2e-3.
+        // KiteNorm's 1B runs: 572 warm-up steps of 7325, from 1e-10 to the peak 2e-3.
         let c = ScheduleConfig { kind: ScheduleKind::Wsd, warmup_steps: Some(572), ..Default::default() };
         assert_eq!(c.warmup_steps(7325), 572);
         assert_eq!(c.lr(0, 7325, 2e-3), 1e-10);
@@ -152,7 +152,7 @@ mod tests {
 
     #[test]
     fn end_learning_rate_as_a_ratio_of_the_peak() {
-        // Seed 003 C.3: min LR ratio 0.1 with cosine decay; the last step of T = 100 with W = 10
+        // The BHyT paper's C.3: min LR ratio 0.1 with cosine decay; the last step of T = 100 with W = 10
         // is at progress 89/90: end + (peak − end)·½(1 + cos(π·89/90)).
         let c = ScheduleConfig { end_lr_ratio: Some(0.1), warmup_fraction: 0.1, ..Default::default() };
         let (peak, end) = (5e-4, 5e-5);

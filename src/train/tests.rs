@@ -353,7 +353,7 @@ fn config_errors_name_the_key_and_the_fix() {
 fn the_regulariser_is_logged_apart_from_the_cross_entropy() {
     let root = temp_dir("reg");
     let mut cfg = tiny_cfg(&root, 3);
-    cfg.model.recipe = RecipeConfig::Preset("kitenorm".into()); // λ = 1 (seed 000 Table 2)
+    cfg.model.recipe = RecipeConfig::Preset("kitenorm".into()); // λ = 1 (KiteNorm Table 2)
     let (t, _) = run(cfg);
     let recs = Metrics::read(&run_dir::metrics(&t.dir)).unwrap().train;
     for r in &recs {
@@ -397,7 +397,7 @@ fn probes_never_change_training() {
 
 #[test]
 fn after_training_at_a_high_learning_rate_pre_norm_variance_escalates_beyond_peri() {
-    // Seed 001 §4.4.2: at init pre and peri both grow linearly; with training at a high
+    // The Peri-LN paper's §4.4.2: at init pre and peri both grow linearly; with training at a high
     // learning rate pre-norm's deep hidden states grow far more, while Peri-LN's output norm
     // caps what each sublayer adds. configs/probe-deep.toml shrunk to 30 steps of 8 × 64 bytes
     // of the built-in corpus: 16 layers, d = 64, lr 1e-2, fixed seeds.
@@ -592,7 +592,7 @@ fn a_corrupted_batch_is_skipped_recorded_and_left_out_of_the_statistics() {
     assert_ne!(applied[16].loss, train[16].loss, "the applied spike changes the next step");
 }
 
-/// Seed 004's alert: a corrupted batch after the warm-up pushes the gradient norm past 1.5× its
+/// The Normalization chapter's alert: a corrupted batch after the warm-up pushes the gradient norm past 1.5× its
 /// warm-up average; the alert is recorded in `alerts.jsonl` and reaches the alert command as a
 /// JSON line.
 #[test]

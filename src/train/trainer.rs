@@ -5,7 +5,7 @@
 use super::checkpoint::{self, TrainerState};
 use super::config::RunConfig;
 use super::engine;
-use super::eval::{evaluate, evaluate_pairs};
+use super::eval::Evaluated;
 use super::loss_scale::ScaleDecision;
 use super::metrics::{DivergedRecord, EvalRecord, MetricsRecord, TrainRecord};
 use super::pairs_eval;
@@ -14,7 +14,8 @@ use super::run_dir::{self, Status};
 use super::skip::SkipDecision;
 use super::step;
 use super::step::{Share, StepGradients};
-use crate::data::sampler::{Batch, validation_starts};
+use crate::data::sampler::Batch;
+use crate::data::windows::validation_starts;
 use crate::data::{Dataset, Sampler};
 use crate::dist::Ranks;
 use crate::io::jsonl::JsonlWriter;
@@ -160,7 +161,9 @@ impl Trainer {
 
     /// One line describing the run: recipe, size, budget and data.
     pub fn summary(&self) -> String {
-        let (t, s, info) = (&self.state, &self.cfg.train, &self.data.info);
+        let t = &self.state;
+        let s = &self.cfg.train;
+        let info = &self.data.info;
         format!(
             "{}: recipe {}, {} parameters, {} steps × {} sequences × {} tokens ({:.1} tokens/parameter), {} ({} train \
                 / {} val tokens)",
@@ -364,7 +367,9 @@ impl Trainer {
     /// This step's `batch_size / micro_batch_size` micro-batches (prompt–answer pairs when the
     /// data has them), after the [`Trainer::batch_hook`].
     fn next_batches(&mut self) -> Vec<Batch> {
-        let (batch, micro, seq) = (self.cfg.train.batch_size, self.cfg.micro_batch_size(), self.cfg.train.seq_len);
+        let batch = self.cfg.train.batch_size;
+        let micro = self.cfg.micro_batch_size();
+        let seq = self.cfg.train.seq_len;
         let mut batches: Vec<Batch> = match &self.data.pairs {
             Some(p) => self.sampler.next_pairs(&p.train, batch, micro, p.end),
             None => (0..batch / micro).map(|_| self.sampler.next_batch(&self.data.train, micro, seq)).collect(),
@@ -402,14 +407,13 @@ impl Trainer {
     pub fn validate(&mut self, wall_s: f64) -> anyhow::Result<EvalRecord> {
         let plain = self.model.valid();
         let micro = self.cfg.micro_batch_size();
-        let (val_loss, val_ppl, n) = match &self.data.pairs {
-            Some(p) => evaluate_pairs(&plain, &p.val, (p.end, micro), &self.device, self.ranks),
-            None => {
-                let (starts, sizes) = (&self.val_starts, (self.cfg.train.seq_len, micro));
-                evaluate(&plain, &self.data.val, starts, sizes, &self.device, self.ranks)
-            }
+        let on = Evaluated { model: &plain, device: &self.device, ranks: self.ranks };
+        let v = match &self.data.pairs {
+            Some(p) => on.pairs(&p.val, p.end, micro),
+            None => on.windows(&self.data.val, &self.val_starts, self.cfg.train.seq_len, micro),
         };
-        let r = EvalRecord { step: self.state.step, val_loss, val_ppl, val_tokens: n, wall_s };
+        let r =
+            EvalRecord { step: self.state.step, val_loss: v.loss, val_ppl: v.perplexity, val_tokens: v.tokens, wall_s };
         self.record(&MetricsRecord::Eval(r.clone()))?;
         self.state.last_eval = Some(r.clone());
         if let Some(out) = &mut self.out {
@@ -476,7 +480,9 @@ impl Outputs {
         lock: run_dir::RunLock,
     ) -> anyhow::Result<Self> {
         let metrics = JsonlWriter::open(&run_dir::metrics(dir), state.metrics_bytes)?;
-        let (records, alerts, tb) = (run_dir::probes(dir), run_dir::alerts(dir), run_dir::tensorboard(dir));
+        let records = run_dir::probes(dir);
+        let alerts = run_dir::alerts(dir);
+        let tb = run_dir::tensorboard(dir);
         let paths = ProbePaths { records: &records, alerts: &alerts, tensorboard: &tb };
         let warmup = cfg.schedule.warmup_steps(state.total_steps);
         let probe = LiveProbe::open(&paths, &cfg.probe, 2 * cfg.model.n_layers, warmup, state.probe.clone())?;
@@ -518,7 +524,11 @@ struct StepFacts {
 
 impl StepFacts {
     fn new(g: &StepGradients, lr: f64, skipped: Option<String>, loss_scale: Option<f64>, tokens: u64) -> Self {
-        let (loss, ce, reg, grad_norm, clip) = (g.loss, g.ce, g.reg, g.norms.total, g.scale);
+        let loss = g.loss;
+        let ce = g.ce;
+        let reg = g.reg;
+        let grad_norm = g.norms.total;
+        let clip = g.scale;
         Self { lr, loss, ce, reg, grad_norm, clip, skipped, loss_scale, tokens }
     }
 }

@@ -43,7 +43,9 @@ pub fn token_f1(prediction: &str, reference: &str) -> f64 {
 
 /// Mean exact match and token F1 over `(prediction, reference)` pairs, and their count.
 pub fn score<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> (f64, f64, usize) {
-    let (mut em, mut f1, mut n) = (0.0, 0.0, 0);
+    let mut em = 0.0;
+    let mut f1 = 0.0;
+    let mut n = 0;
     for (p, r) in pairs {
         em += exact_match(p, r);
         f1 += token_f1(p, r);

@@ -1,4 +1,4 @@
-//! Sequence-to-sequence pairs (`source → target`) for text normalisation (seed 004's build):
+//! Sequence-to-sequence pairs (`source → target`) for text normalisation (the Normalization chapter's build):
 //! reading them from the formats users have, and scoring predictions against them.
 //!
 //! - [`metrics`]: exact match and token-level F1, after a documented light normalisation

@@ -172,8 +172,12 @@ fn capitalized(s: &str) -> String {
 }
 
 pub fn date_pair(rng: &mut SplitMix64) -> (String, String) {
-    let (m, d, y) = (int(rng, 1, 12) as usize, int(rng, 1, 28) as u64, a_year(rng));
-    let (month, day, yr) = (MONTHS[m - 1], ordinal(d), year(y));
+    let m = int(rng, 1, 12) as usize;
+    let d = int(rng, 1, 28) as u64;
+    let y = a_year(rng);
+    let month = MONTHS[m - 1];
+    let day = ordinal(d);
+    let yr = year(y);
     let abbr = if month.len() <= 4 { month.to_string() } else { format!("{}.", &month[..3]) };
     match int(rng, 0, 8) {
         0 => (format!("{abbr} {d}, {y}"), format!("the {day} of {month} , {yr}")),

@@ -3,19 +3,30 @@
 //! the others join it from what rank 0 published, and every rank checks that they all start
 //! from the same weights.
 
+use super::{ResumeOptions, RunConfig, Trainer};
 use crate::dist::Ranks;
-use crate::train::{ResumeOptions, RunConfig, Trainer};
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
+
+/// What `normlab train` was asked on every rank.
+pub struct Asked<'a> {
+    /// `--config`.
+    pub config: Option<PathBuf>,
+    /// `--set` edits.
+    pub sets: &'a [String],
+    /// `--resume`.
+    pub resume: Option<PathBuf>,
+}
 
 /// This rank's trainer (`None`: the run had already finished). Rank 0 builds its own with
 /// `first` (a new run from `config` and `sets`, or `--resume`'s, as a lone process would).
 pub fn build(
     ranks: Ranks,
-    (config, sets, resume): (Option<PathBuf>, &[String], Option<PathBuf>),
+    asked: Asked<'_>,
     opts: ResumeOptions,
     first: impl FnOnce() -> anyhow::Result<Option<Trainer>>,
 ) -> anyhow::Result<Option<Trainer>> {
+    let Asked { config, sets, resume } = asked;
     if ranks.local_size() > 1 {
         crate::device::set_local_gpu(ranks.local_rank());
     }
@@ -41,8 +52,8 @@ pub fn build(
     let quiet = |_: &str| {};
     let mut trainer = ranks.all_ok(match (first, request) {
         (Some(t), _) => Ok(t),
-        (None, Request::Resume(dir)) => crate::train::setup::follow_resume(&dir, opts, &quiet),
-        (None, Request::New(cfg)) => crate::train::setup::follow_start(*cfg, &quiet),
+        (None, Request::Resume(dir)) => super::setup::follow_resume(&dir, opts, &quiet),
+        (None, Request::New(cfg)) => super::setup::follow_start(*cfg, &quiet),
     })?;
     ranks.all_ok(trainer.set_ranks(ranks))?;
     same_weights(ranks, &trainer)?;
