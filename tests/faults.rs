@@ -429,8 +429,13 @@ fn messages_name_the_problem_and_the_fix() {
     let line = error_line(&train(&cfg, &["train.steps=abc"]));
     assert!(line.starts_with("error: --set `train.steps=abc`"), "{line}");
     // --temperature -1 is a value to refuse, not an unknown flag.
-    let line = error_line(&bin().args(["generate", "--checkpoint", "x", "--temperature", "-1"]).output().unwrap());
-    assert!(line.contains("--temperature must be ≥ 0"), "{line}");
+    for t in ["-1", "inf", "nan"] {
+        let line = error_line(&bin().args(["generate", "--checkpoint", "x", "--temperature", t]).output().unwrap());
+        assert!(
+            line.contains("--temperature must be a finite number ≥ 0") && line.to_lowercase().ends_with(t),
+            "{line}"
+        );
+    }
     // A TSV line with three columns.
     std::fs::write(root.join("p.tsv"), "1 kg\tone kilogram\n2 kg\ttwo\tkilograms\n").unwrap();
     let tsv = format!("data.corpus=\"{}\"", root.join("p.tsv").display());

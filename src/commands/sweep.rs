@@ -168,7 +168,7 @@ pub fn studies(name: Option<&str>, a: &StudyArgs) -> anyhow::Result<i32> {
         outln!("{}", studies_list());
         return Ok(0);
     };
-    if let Some(new) = crate::sweep::studies::renamed(name) {
+    if let Some(new) = crate::sweep::names::renamed(name) {
         errln!("note: study `{name}` is now called `{new}`");
     }
     let mut s = Sweep::study(name, a.full, &a.sets)?;

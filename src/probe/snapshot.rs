@@ -159,8 +159,15 @@ pub fn forward_probe_with_histograms(
     let (variance_fit, variance_sample, variance_sample_layer) = pooled.finish();
     let final_tau = f.get(final_tau)[0];
     let final_saturation = final_saturation.map(|s| f.get(s)[0]);
-    let probe =
-        ForwardProbe { sublayers, final_tau, final_saturation, scales, variance_fit, variance_sample, variance_sample_layer };
+    let probe = ForwardProbe {
+        sublayers,
+        final_tau,
+        final_saturation,
+        scales,
+        variance_fit,
+        variance_sample,
+        variance_sample_layer,
+    };
     (probe, hists)
 }
 

@@ -148,7 +148,9 @@ fn slot(k: &Option<NormKind>) -> String {
 /// paper's Algorithm 1): exact before attention, `≈` before the FFN.
 fn input_symbol(s: &SublayerPlan) -> String {
     match (&s.input, s.branch) {
-        (Some(NormKind::RmsNormApprox { gain, eps }), Branch::Attn) => NormKind::RmsNorm { gain: *gain, eps: *eps }.symbol(),
+        (Some(NormKind::RmsNormApprox { gain, eps }), Branch::Attn) => {
+            NormKind::RmsNorm { gain: *gain, eps: *eps }.symbol()
+        }
         (Some(k @ NormKind::Bhyt { .. }), Branch::Ffn) => k.symbol().replacen("BHyT", "BHyT≈", 1),
         (k, _) => slot(k),
     }

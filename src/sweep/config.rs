@@ -56,12 +56,25 @@ pub struct SweepSection {
     pub slurm: SlurmSection,
 }
 
-/// A published results table (see `report::paper`).
+/// A published results table (see `report::paper`); a former name of one is read as it
+/// (`docs/references.md`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String")]
 pub enum Paper {
     /// KiteNorm Fig. 1b: final validation perplexity of seven methods at 48 layers.
-    #[serde(rename = "kitenorm-fig1b", alias = "seed000-fig1b")]
+    #[serde(rename = "kitenorm-fig1b")]
     KitenormFig1b,
+}
+
+impl TryFrom<String> for Paper {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<Self, String> {
+        match super::names::renamed(&name).unwrap_or(&name) {
+            "kitenorm-fig1b" => Ok(Paper::KitenormFig1b),
+            _ => Err(format!("unknown published table `{name}`; normlab has `kitenorm-fig1b`")),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]

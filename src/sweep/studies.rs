@@ -180,30 +180,9 @@ pub const COMMANDS: &[(&str, &str, &str, &str)] = &[
     ),
 ];
 
-/// The names studies had when they were called after the files of the papers' texts, and the
-/// names they have now.
-const RENAMED: [(&str, &str); 11] = [
-    ("seed000-fig1", "kitenorm-fig1"),
-    ("seed000-fig3", "kitenorm-fig3"),
-    ("seed000-fig9", "kitenorm-fig9"),
-    ("seed000-fig2", "kitenorm-fig2"),
-    ("seed000-e2", "kitenorm-e2"),
-    ("seed000-e5", "kitenorm-e5"),
-    ("seed000-e6", "kitenorm-e6"),
-    ("seed001-4.4.1", "periln-4.4.1"),
-    ("seed001-fig7", "periln-fig7"),
-    ("seed003-dyt", "bhyt-dyt-c1"),
-    ("seed003-table5", "bhyt-table5"),
-];
-
-/// The current name of a study given by its former name.
-pub fn renamed(name: &str) -> Option<&'static str> {
-    RENAMED.iter().find(|(old, _)| *old == name).map(|(_, new)| *new)
-}
-
 /// The study named `name` (or formerly so named).
 pub fn find(name: &str) -> anyhow::Result<&'static Study> {
-    let name = renamed(name).unwrap_or(name);
+    let name = super::names::renamed(name).unwrap_or(name);
     STUDIES.iter().find(|s| s.name == name).with_context(|| {
         let known: Vec<&str> = STUDIES.iter().map(|s| s.name).collect();
         format!("unknown study `{name}`; `normlab studies` lists them: {}", known.join(", "))
