@@ -413,9 +413,9 @@ fn abandoned_creations_are_cleared_and_a_run_without_its_checkpoints_is_refused(
     assert_eq!(listing(&run), before);
 }
 
-/// Item 14: messages that name the problem and its fix.
+/// Item 14: messages that name the problem and its fix: in configs and flags.
 #[test]
-fn messages_name_the_problem_and_the_fix() {
+fn messages_about_configs_and_flags_name_the_problem_and_the_fix() {
     let root = common::Scratch::new("faults-messages");
     let cfg = setup(&root, 10, "");
     // An unknown key in a sweep file: its line.
@@ -441,6 +441,13 @@ fn messages_name_the_problem_and_the_fix() {
     let tsv = format!("data.corpus=\"{}\"", root.join("p.tsv").display());
     let line = error_line(&train(&cfg, &[&tsv, "data.task=pairs"]));
     assert!(line.contains("p.tsv:2") && line.contains("3 columns"), "{line}");
+}
+
+/// Item 14: messages that name the problem and its fix: on runs and imports.
+#[test]
+fn messages_about_runs_and_imports_name_the_problem_and_the_fix() {
+    let root = common::Scratch::new("faults-messages-runs");
+    let cfg = setup(&root, 10, "");
     // generate on a run that diverged before its first checkpoint.
     let o = train(&cfg, &["optim.lr=1e3", "optim.grad_clip=0", "schedule.kind=constant", "schedule.warmup_fraction=0"]);
     assert_eq!(o.status.code(), Some(3));
