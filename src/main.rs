@@ -40,6 +40,10 @@ enum Cmd {
         /// batches then come from the new text); refused otherwise.
         #[arg(long, requires = "resume")]
         allow_corpus_change: bool,
+        /// With --resume: continue although metrics.jsonl lost records the checkpoint counted
+        /// (the gap is recorded and reported); refused otherwise.
+        #[arg(long, requires = "resume")]
+        allow_lost_records: bool,
     },
     /// Validation loss and perplexity of a trained run (its final or latest weights).
     Eval {
@@ -94,6 +98,10 @@ enum Cmd {
         /// Requests waiting for the batch before new ones are refused with 503.
         #[arg(long, default_value_t = 64)]
         queue: usize,
+        /// Seconds the requests in flight may take to finish after SIGINT/SIGTERM (a second
+        /// signal stops at once).
+        #[arg(long, default_value_t = 10.0)]
+        shutdown_grace: f64,
     },
     /// Stability probes of a trained run (or, with --init, of its freshly initialised model) on
     /// held-out windows: per-sublayer hidden-state statistics, LN-Jacobian bound, token
@@ -212,14 +220,20 @@ enum Cmd {
         #[arg(long)]
         force: bool,
     },
-    /// Write a run whose recipe has a Hugging Face equivalent (pre-norm RMSNorm Llama/Qwen,
-    /// OLMo 2) as a checkpoint directory `transformers` loads.
+    /// Write a run as a checkpoint directory `transformers` and lm-evaluation-harness load: in a
+    /// family's own layout where the recipe has one (pre-norm RMSNorm Llama/Qwen, OLMo 2), else
+    /// with its own modeling_normlab.py.
     Export {
         /// The run directory (its final weights, else its latest checkpoint).
         run_dir: PathBuf,
-        /// The directory to write (config.json, model.safetensors, tokenizer.json).
+        /// The directory to write (config.json, model.safetensors, tokenizer.json and the
+        /// tokenizer's config); new or empty, never a run directory.
         #[arg(long)]
         hf: PathBuf,
+        /// Write into a directory that already holds files (replacing the files an export
+        /// writes there).
+        #[arg(long)]
+        force: bool,
     },
     /// Throughput of the reference model (d=256, L=6, GLU 688, batch 8×256) per recipe, or of
     /// KiteNorm's Table-1 model (`--dims table1`), on the CPU or a GPU, beside PyTorch.
@@ -293,11 +307,16 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Cmd::Import { hf_dir, out, recipe, sets, force } => {
             commands::hf::import(&hf_dir, &out, recipe.as_deref(), &sets, force).map(|()| 0)
         }
-        Cmd::Serve { checkpoint, host, port, max_batch, queue } => {
-            let o = normlab::serve::ServeOptions { checkpoint, host, port, max_batch, queue, signals: true };
-            commands::serve::serve(o).map(|()| 0)
+        Cmd::Serve { checkpoint, host, port, max_batch, queue, shutdown_grace } => {
+            anyhow::ensure!(
+                shutdown_grace.is_finite() && (0.0..=3600.0).contains(&shutdown_grace),
+                "--shutdown-grace must be between 0 and 3600 seconds"
+            );
+            let grace = std::time::Duration::from_secs_f64(shutdown_grace);
+            let o = normlab::serve::ServeOptions { checkpoint, host, port, max_batch, queue, signals: true, grace };
+            commands::serve::serve(o)
         }
-        Cmd::Export { run_dir, hf } => commands::hf::export(&run_dir, &hf).map(|()| 0),
+        Cmd::Export { run_dir, hf, force } => commands::hf::export(&run_dir, &hf, force).map(|()| 0),
         Cmd::Recipes { name, config, layers, d_model } => {
             commands::recipes::recipes(name, config, layers, d_model).map(|()| 0)
         }
@@ -308,11 +327,11 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
 /// The commands on one run: training it, and evaluating, sampling or probing it once saved.
 fn one_run(cmd: Cmd) -> anyhow::Result<i32> {
     match cmd {
-        Cmd::Train { config, sets, resume, quiet, force, allow_corpus_change } => {
+        Cmd::Train { config, sets, resume, quiet, force, allow_corpus_change, allow_lost_records } => {
             let how = commands::train::TrainHow {
                 quiet,
                 force,
-                resume: normlab::train::ResumeOptions { allow_corpus_change },
+                resume: normlab::train::ResumeOptions { allow_corpus_change, allow_lost_records },
             };
             commands::train::train(config, sets, resume, how)
         }

@@ -67,7 +67,8 @@ lr = 0.01
 """)
     subprocess.run([NORMLAB, "train", "--quiet", "--config", cfg], check=True)
     shutil.rmtree(out, ignore_errors=True)
-    subprocess.run([NORMLAB, "export", run, "--hf", out], check=True)
+    # --force: the fixture directory also holds expected.safetensors, which export leaves alone.
+    subprocess.run([NORMLAB, "export", run, "--hf", out, "--force"], check=True)
     return run, out
 
 

@@ -183,6 +183,7 @@ fn server(o: &ServeBenchOptions) -> anyhow::Result<(Option<Server>, String)> {
         max_batch: o.max_batch,
         queue,
         signals: false,
+        grace: std::time::Duration::from_secs(10),
     };
     let s = Server::start(&so)?;
     let url = format!("http://{}", s.addr);

@@ -18,8 +18,8 @@ pub fn import(hf_dir: &Path, out: &Path, recipe: Option<&str>, sets: &[String], 
 }
 
 /// `normlab export RUN --hf OUT`.
-pub fn export(run: &Path, out: &Path) -> anyhow::Result<()> {
-    let layout = crate::hf::export::export(run, out)?;
+pub fn export(run: &Path, out: &Path, force: bool) -> anyhow::Result<()> {
+    let layout = crate::hf::export::export(run, out, force)?;
     errln!("wrote {} as {}", out.display(), layout.describe());
     Ok(())
 }

@@ -1,8 +1,9 @@
 //! `normlab serve`: a trained run behind an OpenAI-compatible HTTP server.
 
-use crate::serve::{ServeOptions, Server};
+use crate::serve::{ServeOptions, Server, Stopped};
 
-pub fn serve(o: ServeOptions) -> anyhow::Result<()> {
+/// Serves until stopped; the exit status is training's: 130 after SIGINT, 143 after SIGTERM.
+pub fn serve(o: ServeOptions) -> anyhow::Result<i32> {
     let loopback = o.host == "127.0.0.1" || o.host == "localhost" || o.host == "::1";
     let server = Server::start(&o)?;
     if !loopback {
@@ -18,7 +19,10 @@ pub fn serve(o: ServeOptions) -> anyhow::Result<()> {
         server.recipe,
         server.addr
     );
-    server.wait()?;
-    errln!("stopped");
-    Ok(())
+    let stopped = server.wait()?;
+    match stopped {
+        Stopped::Signal(s) => errln!("stopped by {}", crate::stop::describe(s)),
+        Stopped::Asked => errln!("stopped"),
+    }
+    Ok(stopped.exit_code())
 }

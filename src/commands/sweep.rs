@@ -19,8 +19,9 @@ fn run_sweep(s: &mut Sweep, jobs: Option<usize>) -> anyhow::Result<Vec<sweep::re
     let t0 = std::time::Instant::now();
     let rows = sweep::run(s, &log)?;
     let minutes = t0.elapsed().as_secs_f64() / 60.0;
+    let how = if crate::stop::requested().is_some() { "stopped after" } else { "done in" };
     errln!(
-        "sweep done in {minutes:.1} min: {} runs; results in {}",
+        "sweep {how} {minutes:.1} min: {} runs; results in {}",
         rows.len(),
         layout::results_csv(&s.section.dir).display()
     );
@@ -37,10 +38,10 @@ fn sweep_exit(s: &Sweep, rows: &[sweep::results::RunResult]) -> anyhow::Result<i
     let failed = sweep::unfinished(rows);
     anyhow::ensure!(
         failed.is_empty(),
-        "{} of {} runs did not finish ({}); their logs are in {}; run the same command again to retry them",
+        "{} of {} runs did not finish: {}; their logs are in {}; run the same command again to retry them",
         failed.len(),
         rows.len(),
-        failed.join(", "),
+        sweep::unfinished_with_causes(rows),
         layout::logs(&s.section.dir).display()
     );
     Ok(0)

@@ -48,9 +48,12 @@ pub fn read_documents(path: &Path, cfg: &DataConfig) -> anyhow::Result<Vec<Docum
                 .map(|f| Ok(Document { name: f.display().to_string(), text: read_text(f)? }))
                 .collect::<anyhow::Result<Vec<_>>>()?
         }
-        CorpusFormat::Jsonl => read_jsonl(path, &cfg.text_field)?,
+        CorpusFormat::Jsonl => {
+            check_regular(path)?;
+            read_jsonl(path, &cfg.text_field)?
+        }
         _ => {
-            ensure!(path.is_file(), "{} is not a file; set data.format = \"dir\" for a directory", path.display());
+            check_regular(path)?;
             vec![Document { name: path.display().to_string(), text: read_text(path)? }]
         }
     };
@@ -72,6 +75,25 @@ fn list_files(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Refuses what is not a regular file, naming what it is: a directory (then `data.format =
+/// "dir"` reads it), or a FIFO, device or socket (never read: it may not end).
+fn check_regular(path: &Path) -> anyhow::Result<()> {
+    let meta = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+    if meta.is_file() {
+        return Ok(());
+    }
+    anyhow::ensure!(
+        !meta.is_dir(),
+        "{} is a directory; set data.format = \"dir\" to read the files in it",
+        path.display()
+    );
+    anyhow::bail!(
+        "{} is not a regular file (a FIFO, device or socket); point data.corpus at a text file, a directory of them \
+         or a .jsonl file",
+        path.display()
+    )
 }
 
 fn read_text(path: &Path) -> anyhow::Result<String> {

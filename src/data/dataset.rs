@@ -134,10 +134,19 @@ impl Dataset {
             Some(t) => t,
             None => {
                 log(&format!(
-                    "training a {}-entry BPE on the training split (cached for later runs)",
+                    "training a BPE of up to {} entries on the training split (cached for later runs)",
                     cfg.bpe_vocab_size
                 ));
-                bpe_for(&corpus.train, cfg.bpe_vocab_size, &corpus_hash, &cache)?
+                let t = bpe_for(&corpus.train, cfg.bpe_vocab_size, &corpus_hash, &cache)?;
+                if t.vocab_size() < cfg.bpe_vocab_size {
+                    log(&format!(
+                        "the BPE has {} entries: the training split has no more merges worth learning than that \
+                         (data.bpe_vocab_size = {})",
+                        t.vocab_size(),
+                        cfg.bpe_vocab_size
+                    ));
+                }
+                t
             }
         };
         let fp = tokenizer.fingerprint()?;

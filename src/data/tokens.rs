@@ -91,9 +91,11 @@ impl TokenFile {
 /// (the count comes from the file: the size is computed without overflow).
 fn check(bytes: &[u8], name: &str) -> anyhow::Result<(usize, usize)> {
     ensure!(
-        bytes.len() >= HEADER && &bytes[..8] == MAGIC,
-        "{name} is not a token file of this normlab version (magic {MAGIC:?})"
+        bytes.len() >= HEADER,
+        "{name} is {} bytes, shorter than a token file's {HEADER}-byte header: it was cut short",
+        bytes.len()
     );
+    ensure!(&bytes[..8] == MAGIC, "{name} is not a token file of this normlab version (magic {MAGIC:?})");
     let width = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes")) as usize;
     let crc = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes"));
     let len = u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes"));

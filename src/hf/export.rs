@@ -111,12 +111,38 @@ fn tokenizer_json(saved: &SavedRun, run: &Path) -> anyhow::Result<String> {
     }
 }
 
+/// Refuses to write where an export would destroy what it did not make: into a run directory
+/// (the exported run's own included), onto a file, or into a directory that holds files unless
+/// `force` (which replaces only the files an export writes).
+fn check_out(run: &Path, out: &Path, force: bool) -> anyhow::Result<()> {
+    let same = |a: &Path, b: &Path| std::fs::canonicalize(a).ok().is_some_and(|a| std::fs::canonicalize(b).ok() == Some(a));
+    anyhow::ensure!(
+        !(crate::train::run_dir::holds_run(out) || same(run, out)),
+        "{} is a normlab run directory; export writes a Hugging Face checkpoint beside it: give --hf a new directory",
+        out.display()
+    );
+    anyhow::ensure!(!out.exists() || out.is_dir(), "{} is a file; give --hf a directory", out.display());
+    let first = out.is_dir().then(|| std::fs::read_dir(out).ok()?.flatten().next()).flatten();
+    if let (Some(f), false) = (first, force) {
+        anyhow::bail!(
+            "{} already holds files ({} among them); export into a new or empty directory, or pass --force to replace \
+             the files an export writes there",
+            out.display(),
+            f.file_name().to_string_lossy()
+        );
+    }
+    Ok(())
+}
+
 /// Writes the Hugging Face directory; returns the layout it was written in.
-pub fn export(run: &Path, out: &Path) -> anyhow::Result<Layout> {
+pub fn export(run: &Path, out: &Path, force: bool) -> anyhow::Result<Layout> {
+    check_out(run, out, force)?;
     let saved = SavedRun::open(run)?;
     let m = &saved.cfg.model;
     let tok = tokenizer_json(&saved, run)?;
-    let ours = tensors::read(&saved.weights)?.tensors;
+    let file = tensors::read(&saved.weights)?;
+    crate::train::checkpoint::check_finite(&file, &saved.weights)?;
+    let ours = file.tensors;
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     let seq_len = saved.cfg.train.seq_len;
     let boundary = crate::data::boundary::boundary(&saved.tokenizer, saved.cfg.data.task)?;

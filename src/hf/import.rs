@@ -53,6 +53,22 @@ fn run_config(
     RunConfig::from_text(&cfg.to_toml()?, "the imported checkpoint's config", sets)
 }
 
+/// Refuses an `--out` that holds something: a run unless `force`, anything else always.
+fn check_out(out: &Path, force: bool) -> anyhow::Result<()> {
+    let holds = out.is_dir() && std::fs::read_dir(out).is_ok_and(|mut d| d.next().is_some());
+    if !holds && !out.is_file() {
+        return Ok(());
+    }
+    let is_run = crate::train::run_dir::holds_run(out);
+    ensure!(
+        is_run,
+        "{} exists and is not a normlab run; give --out a new or empty directory",
+        out.display()
+    );
+    ensure!(force, "{} already holds a run; give --out another directory, or pass --force to replace it", out.display());
+    Ok(())
+}
+
 /// Imports `hf_dir` into a new run directory `out` (replacing a run there with `force`).
 pub fn import(
     hf_dir: &Path,
@@ -62,6 +78,7 @@ pub fn import(
     force: bool,
     log: &dyn Fn(&str),
 ) -> anyhow::Result<ImportRecord> {
+    check_out(out, force)?;
     let hf = HfConfig::read(hf_dir)?;
     let family = hf.family()?;
     let tok_path = hf_dir.join("tokenizer.json");
@@ -69,9 +86,10 @@ pub fn import(
     let tokenizer = Tokenizer::load_bpe(&tok_path).context(
         "the checkpoint's tokenizer is damaged; copy its tokenizer.json again from where the checkpoint came from",
     )?;
+    let raw = read_checkpoint(hf_dir)?;
+    super::shapes::check(&hf, &raw)?;
     let cfg = run_config(&hf, family, recipe, out, sets)?;
     let maps = mappings(family, hf.num_hidden_layers, hf.attn_bias(family), hf.tie_word_embeddings);
-    let raw = read_checkpoint(hf_dir)?;
     let (weights, unused) = to_normlab(&raw, &maps)?;
     // A tied checkpoint may still carry a copy of the embedding as lm_head.weight.
     let unused: Vec<String> =

@@ -3,6 +3,7 @@
 //!
 //! - [`config`]: `config.json`, the family, and the normlab model and recipe it maps to
 //! - [`weights`]: tensor names and orientation both ways; sharded checkpoints
+//! - [`shapes`]: `config.json` checked against the tensors present before anything is built
 //! - [`import`]: a checkpoint as a run at step 0, with what the placement change added and removed
 //! - [`export`]: a run as a checkpoint directory `transformers` loads
 //! - [`remote`]: for recipes without a family layout, `modeling_normlab.py` and its config
@@ -12,6 +13,7 @@ pub mod config;
 pub mod export;
 pub mod import;
 pub mod remote;
+pub mod shapes;
 pub mod special;
 pub mod weights;
 

@@ -77,7 +77,7 @@ fn export_writes_back_the_imported_checkpoint() {
     for case in CASES {
         let (run, out) = (root.join(case), root.join(format!("{case}-hf")));
         import(&fixture(case), &run, None, &sets(&root), false, &quiet).unwrap();
-        export(&run, &out).unwrap();
+        export(&run, &out, false).unwrap();
         let (orig, back) = (read_checkpoint(&fixture(case)).unwrap(), read_checkpoint(&out).unwrap());
         assert_eq!(orig.keys().collect::<Vec<_>>(), back.keys().collect::<Vec<_>>(), "{case}: tensor names");
         for (k, v) in &orig {

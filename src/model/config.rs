@@ -5,6 +5,9 @@ use crate::recipe::{RecipeConfig, RecipeSpec, ResolvedRecipe};
 use anyhow::ensure;
 use serde::{Deserialize, Serialize};
 
+/// The largest vocabulary normlab builds (GPT-2's is 50 257; the largest open models' ≈ 256 K).
+pub const MAX_VOCAB: usize = 1 << 24;
+
 /// Feed-forward kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -102,9 +105,11 @@ impl ModelConfig {
     /// memory estimate needs before anything is allocated. The norms' gains, shifts and scales
     /// (a few `d`-vectors per sublayer) are left out.
     pub fn matrix_params(&self) -> f64 {
-        let (v, d, l) = (self.vocab_size as f64, self.d_model as f64, self.n_layers as f64);
-        let dq = (self.n_heads * self.head_dim()) as f64;
-        let dkv = (self.kv_heads() * self.head_dim()) as f64;
+        let v = self.vocab_size as f64;
+        let d = self.d_model as f64;
+        let l = self.n_layers as f64;
+        let dq = self.n_heads as f64 * self.head_dim() as f64;
+        let dkv = self.kv_heads() as f64 * self.head_dim() as f64;
         let bias = if self.attn_bias { dq + 2.0 * dkv } else { 0.0 };
         let attn = 2.0 * d * dq + 2.0 * d * dkv + bias;
         let ffn = match self.ffn {
@@ -124,8 +129,27 @@ impl ModelConfig {
         self.n_kv_heads.unwrap_or(self.n_heads)
     }
 
+    /// Refuses a size beyond what normlab builds, before anything is sized from it.
+    fn check_bounds(&self) -> anyhow::Result<()> {
+        use crate::recipe::{MAX_LAYERS, MAX_WIDTH};
+        let bounds = [
+            ("model.n_layers", self.n_layers, MAX_LAYERS),
+            ("model.d_model", self.d_model, MAX_WIDTH),
+            ("model.n_heads", self.n_heads, MAX_WIDTH),
+            ("model.n_kv_heads", self.kv_heads(), MAX_WIDTH),
+            ("model.head_dim", self.head_dim.unwrap_or(0), MAX_WIDTH),
+            ("model.vocab_size", self.vocab_size, MAX_VOCAB),
+            ("the feed-forward width (model.d_glu or model.d_mlp)", self.d_glu.max(self.d_mlp).unwrap_or(0), 16 * MAX_WIDTH),
+        ];
+        for (name, value, max) in bounds {
+            ensure!(value <= max, "{name} = {value} is more than normlab builds (at most {max})");
+        }
+        Ok(())
+    }
+
     /// Checks sizes and resolves the recipe for this depth.
     pub fn validate(&self) -> anyhow::Result<(RecipeSpec, ResolvedRecipe)> {
+        self.check_bounds()?;
         ensure!(self.vocab_size > 0, "model.vocab_size must be > 0");
         ensure!(self.d_model > 0, "model.d_model must be > 0");
         ensure!(self.n_layers > 0, "model.n_layers must be > 0");

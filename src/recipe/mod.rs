@@ -19,7 +19,7 @@ pub mod theorem;
 pub use config::{RecipeConfig, RecipeOverlay};
 pub use placement::Placement;
 pub use presets::{PRESET_NAMES, preset};
-pub use resolve::{Branch, Dims, ResolvedRecipe, SublayerPlan, norm_kind, resolve};
+pub use resolve::{Branch, Dims, MAX_LAYERS, MAX_WIDTH, ResolvedRecipe, SublayerPlan, norm_kind, resolve};
 pub use spec::{BaseNorm, NormName, NormSpec, NormTable, QkNorm, RecipeSpec, Scale, SublayerSpec, Which};
 pub use theorem::theorem_3_6_warning;
 

@@ -67,6 +67,11 @@ pub struct Dims {
 }
 
 /// Resolves `spec` for a model of `dims` with norm epsilon `eps`.
+/// The deepest model normlab builds (DeepNet trained 1000 layers; KiteNorm's stress test 96).
+pub const MAX_LAYERS: usize = 10_000;
+/// The widest hidden state normlab builds.
+pub const MAX_WIDTH: usize = 1 << 16;
+
 pub fn resolve(spec: &RecipeSpec, dims: Dims, eps: f64) -> anyhow::Result<ResolvedRecipe> {
     Resolver(spec).resolve(dims, eps)
 }
@@ -96,7 +101,13 @@ impl Resolver<'_> {
     fn resolve_inner(&self, dims: Dims, eps: f64) -> anyhow::Result<ResolvedRecipe> {
         let n_layers = dims.n_layers;
         ensure!(n_layers >= 1, "n_layers must be at least 1");
+        ensure!(n_layers <= MAX_LAYERS, "n_layers = {n_layers} is more than normlab builds (at most {MAX_LAYERS} layers)");
         ensure!(dims.d_model >= 1, "d_model must be at least 1");
+        ensure!(
+            dims.d_model <= MAX_WIDTH,
+            "d_model = {} is more than normlab builds (at most {MAX_WIDTH})",
+            dims.d_model
+        );
         ensure!(eps > 0.0 && eps.is_finite(), "norm_eps must be a positive number, got {eps}");
         self.check_params()?;
         for (i, entry) in self.layers.iter().enumerate() {

@@ -7,7 +7,7 @@ use crate::probe::snapshot::SublayerProbe;
 use crate::recipe::Placement;
 use crate::recipe::placement::bounds_stream;
 use crate::train::RunConfig;
-use crate::train::metrics::{EvalRecord, Metrics, TrainRecord};
+use crate::train::metrics::{EvalRecord, LostRecord, Metrics, TrainRecord};
 use crate::train::run_dir::{self, RunInfo, Status};
 use std::path::{Path, PathBuf};
 
@@ -16,6 +16,8 @@ pub struct RunData {
     pub dir: PathBuf,
     pub train: Vec<TrainRecord>,
     pub eval: Vec<EvalRecord>,
+    /// Where records were lost before a resume (`--allow-lost-records`).
+    pub lost: Vec<LostRecord>,
     pub probes: Vec<ProbeRecord>,
     pub status: Option<Status>,
     /// The run's recipe as one of the papers' plain placements, if it is one.
@@ -39,6 +41,7 @@ impl RunData {
             dir: dir.to_path_buf(),
             train: m.train,
             eval: m.eval,
+            lost: m.lost,
             probes: jsonl::read_if_exists(&run_dir::probes(dir))?,
             status: run_dir::read_status(dir).ok().flatten(),
             placement: recipe.as_ref().and_then(Placement::of),
@@ -54,6 +57,20 @@ impl RunData {
             Some(c) => format!("{} (lr {:e}, seed {})", self.label, c.optim.lr, c.train.seed),
             None => self.label.clone(),
         }
+    }
+
+    /// The gaps in the run's records, in words (empty when none).
+    pub fn gaps(&self) -> Vec<String> {
+        self.lost
+            .iter()
+            .map(|l| {
+                format!(
+                    "{}: {} bytes of records before step {} were lost and the run resumed without them \
+                     (--allow-lost-records); its curves have a gap there",
+                    self.label, l.bytes, l.step
+                )
+            })
+            .collect()
     }
 
     /// Steps whose update the skip-step rule refused.

@@ -47,6 +47,13 @@ pub fn generate(dir: &Path) -> anyhow::Result<Report> {
         sweep_report(dir)
     } else if run_dir::status(dir).is_file() {
         run_report(dir)
+    } else if layout::plan(dir).is_file() {
+        anyhow::bail!(
+            "{} is a sweep whose results are not written yet (they are when it ends or is stopped); report it then, \
+             or report one of its runs: normlab report {}",
+            dir.display(),
+            layout::run(dir, "NAME").display()
+        )
     } else {
         anyhow::bail!(
             "{} is neither a sweep (no results.jsonl) nor a run (no status.json); give a sweep or run directory",
@@ -88,6 +95,10 @@ fn sweep_report(dir: &Path) -> anyhow::Result<Report> {
     }
     let table = summary_table(&ms);
     let mut notes = findings::findings(&ms, &best_runs);
+    notes.extend(best_runs.iter().flat_map(RunData::gaps));
+    if !crate::sweep::unfinished(&rows).is_empty() {
+        notes.push(format!("Runs that did not finish: {}.", crate::sweep::unfinished_with_causes(&rows)));
+    }
     let mut sections = Vec::new();
     if let Some(t) = textnorm::section(&out, &best_runs)? {
         notes.splice(0..0, t.findings);
@@ -141,9 +152,11 @@ fn run_report(dir: &Path) -> anyhow::Result<Report> {
     }
     let status = runs[0].status.as_ref().map(run_dir::describe).unwrap_or_else(|| "no status".into());
     let table = format!("| run | status |\n|---|---|\n| {label} | {status} |\n");
-    let (mut sections, mut notes) = (Vec::new(), Vec::new());
+    let mut sections = Vec::new();
+    let mut notes = runs[0].gaps();
     if let Some(t) = textnorm::section(&out, &runs)? {
-        (sections, notes) = (t.tables, t.findings);
+        sections = t.tables;
+        notes.extend(t.findings);
         figs.extend(t.figures);
     }
     let page = Page {

@@ -7,7 +7,8 @@ use super::api::{ApiError, DetokenizeRequest, TokenizeRequest, parse};
 use super::app::{App, error, json_response};
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -26,11 +27,39 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(app.clone(), bounded_body))
         .with_state(app)
 }
 
-async fn completions(State(app): State<Arc<App>>, body: Bytes) -> Response {
+/// Every route, for the messages that refuse another.
+const ROUTES: &str = "POST /v1/completions, POST /v1/normalize, GET /v1/models, POST /tokenize, POST /detokenize, \
+    GET /tokenizer_info, GET /health and GET /metrics";
+
+/// The largest request body read (bytes).
+pub const MAX_BODY: usize = 2 << 20;
+/// How long a client may take to send a request's body.
+pub const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Counts every request and reads its body whole, within [`MAX_BODY`] and [`BODY_TIMEOUT`]:
+/// a larger body gets 413, a slower one 408, both as OpenAI's JSON error (counted).
+async fn bounded_body(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    use http_body_util::BodyExt;
     app.metrics.requests.fetch_add(1, Ordering::Relaxed);
+    let (parts, body) = req.into_parts();
+    let limited = http_body_util::Limited::new(body, MAX_BODY);
+    let fail = |status, message: String| error(&app, ApiError { status, message, param: None });
+    match tokio::time::timeout(BODY_TIMEOUT, limited.collect()).await {
+        Err(_) => fail(408, format!("the request body took longer than {} s to arrive; send it whole", BODY_TIMEOUT.as_secs())),
+        Ok(Err(e)) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
+            fail(413, format!("the request body is larger than {} MiB; send fewer or shorter prompts", MAX_BODY >> 20))
+        }
+        Ok(Err(e)) => fail(400, format!("the request body could not be read: {e}")),
+        Ok(Ok(c)) => next.run(Request::from_parts(parts, axum::body::Body::from(c.to_bytes()))).await,
+    }
+}
+
+async fn completions(State(app): State<Arc<App>>, body: Bytes) -> Response {
     match super::completions::completions(app.clone(), &body).await {
         Ok(r) => r,
         Err(e) => error(&app, e),
@@ -38,7 +67,6 @@ async fn completions(State(app): State<Arc<App>>, body: Bytes) -> Response {
 }
 
 async fn normalize(State(app): State<Arc<App>>, body: Bytes) -> Response {
-    app.metrics.requests.fetch_add(1, Ordering::Relaxed);
     match super::normalize::normalize(&app, &body).await {
         Ok(r) => r,
         Err(e) => error(&app, e),
@@ -46,7 +74,6 @@ async fn normalize(State(app): State<Arc<App>>, body: Bytes) -> Response {
 }
 
 async fn tokenize(State(app): State<Arc<App>>, body: Bytes) -> Response {
-    app.metrics.requests.fetch_add(1, Ordering::Relaxed);
     let answer = parse::<TokenizeRequest>(&body).and_then(|r| {
         let ids = app.tokenizer.encode(&r.prompt).map_err(|e| ApiError::bad(e.to_string(), Some("prompt")))?;
         Ok(json!({"count": ids.len(), "max_model_len": app.context, "tokens": ids}))
@@ -58,7 +85,6 @@ async fn tokenize(State(app): State<Arc<App>>, body: Bytes) -> Response {
 }
 
 async fn detokenize(State(app): State<Arc<App>>, body: Bytes) -> Response {
-    app.metrics.requests.fetch_add(1, Ordering::Relaxed);
     let answer = parse::<DetokenizeRequest>(&body).and_then(|r| {
         if let Some(i) = r.tokens.iter().find(|&&i| i as usize >= app.vocab_size) {
             let message = format!("token id {i} is outside the vocabulary of {} tokens", app.vocab_size);
@@ -105,13 +131,15 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
     (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 
+async fn method_not_allowed(State(app): State<Arc<App>>, method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    let message = format!("{method} {} is not a route; the server answers {ROUTES}", uri.path());
+    error(&app, ApiError { status: 405, message, param: None })
+}
+
 async fn not_found(State(app): State<Arc<App>>) -> Response {
-    app.metrics.requests.fetch_add(1, Ordering::Relaxed);
     let e = ApiError {
         status: 404,
-        message: "no such route; the server answers POST /v1/completions, POST /v1/normalize, GET /v1/models, \
-            POST /tokenize, POST /detokenize, GET /tokenizer_info, GET /health and GET /metrics"
-            .into(),
+        message: format!("no such route; the server answers {ROUTES}"),
         param: None,
     };
     error(&app, e)

@@ -2,6 +2,7 @@
 //!
 //! - [`api`]: request bodies, their checks, error objects
 //! - [`app`]: the server's shared state, job queueing, JSON and SSE answers
+//! - [`listen`]: connections with a header-read timeout, a bounded graceful shutdown
 //! - [`http`]: the routes (axum on tokio), server-sent events for `stream: true`, vLLM's
 //!   tokenizer routes
 //! - [`completions`]: `/v1/completions`: prompts in OpenAI's four forms, `n`, `echo`,
@@ -20,6 +21,7 @@ pub mod app;
 pub mod completions;
 pub mod engine;
 pub mod http;
+pub mod listen;
 pub mod metrics;
 pub mod normalize;
 pub mod text;
@@ -28,6 +30,7 @@ use crate::train::saved::SavedRun;
 use anyhow::Context;
 use app::App;
 use engine::Engine;
+pub use listen::Stopped;
 use metrics::Metrics;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -49,6 +52,8 @@ pub struct ServeOptions {
     pub queue: usize,
     /// End on SIGINT/SIGTERM (the command); off for an in-process server (the benchmark).
     pub signals: bool,
+    /// How long the requests in flight may take to finish once a stop is asked.
+    pub grace: std::time::Duration,
 }
 
 /// A started server.
@@ -59,7 +64,7 @@ pub struct Server {
     /// Pairs runs serve `/v1/normalize`.
     pub pairs: bool,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-    http: Option<JoinHandle<anyhow::Result<()>>>,
+    http: Option<JoinHandle<Stopped>>,
 }
 
 impl Server {
@@ -106,13 +111,16 @@ impl Server {
         Ok(Self { addr: l.addr, model: name, recipe, pairs, shutdown: Some(l.shutdown), http: Some(l.thread) })
     }
 
-    /// Serves until a stop signal (with `signals`) or [`Server::stop`].
-    pub fn wait(mut self) -> anyhow::Result<()> {
-        self.http.take().map(|h| h.join().map_err(|_| anyhow::anyhow!("the HTTP thread panicked"))?).unwrap_or(Ok(()))
+    /// Serves until a stop signal (with `signals`) or [`Server::stop`]; says which.
+    pub fn wait(mut self) -> anyhow::Result<Stopped> {
+        match self.http.take() {
+            Some(h) => h.join().map_err(|_| anyhow::anyhow!("the HTTP thread panicked")),
+            None => Ok(Stopped::Asked),
+        }
     }
 
-    /// Closes the port after the requests in flight.
-    pub fn stop(mut self) -> anyhow::Result<()> {
+    /// Closes the port after the requests in flight (within the grace period).
+    pub fn stop(mut self) -> anyhow::Result<Stopped> {
         if let Some(s) = self.shutdown.take() {
             let _ = s.send(());
         }
@@ -125,7 +133,7 @@ struct Listening {
     addr: SocketAddr,
     /// Closes the port once the requests in flight are answered.
     shutdown: tokio::sync::oneshot::Sender<()>,
-    thread: JoinHandle<anyhow::Result<()>>,
+    thread: JoinHandle<Stopped>,
 }
 
 /// Binds on a thread of its own running tokio; returns the bound address.
@@ -137,39 +145,10 @@ fn listen(o: &ServeOptions, app: Arc<App>) -> anyhow::Result<Listening> {
         .with_context(|| format!("cannot listen on {target}; pick another --port or --host"))?;
     let addr = listener.local_addr()?;
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let signals = o.signals;
-    let http = std::thread::Builder::new().name("normlab-http".into()).spawn(move || {
-        rt.block_on(async move {
-            let stop = async move {
-                if signals {
-                    tokio::select! { _ = rx => {}, _ = stop_signal() => {} }
-                } else {
-                    let _ = rx.await;
-                }
-            };
-            axum::serve(listener, http::router(app))
-                .with_graceful_shutdown(stop)
-                .await
-                .context("the HTTP server failed")
-        })
+    let (signals, grace) = (o.signals, o.grace);
+    let router = http::router(app);
+    let thread = std::thread::Builder::new().name("normlab-http".into()).spawn(move || {
+        rt.block_on(listen::serve(listener, router, listen::stop_requested(rx, signals), grace))
     })?;
-    Ok(Listening { addr, shutdown: tx, thread: http })
-}
-
-/// SIGINT or SIGTERM.
-async fn stop_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
-            (Ok(mut i), Ok(mut t)) => {
-                tokio::select! { _ = i.recv() => {}, _ = t.recv() => {} }
-            }
-            _ => std::future::pending::<()>().await,
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
+    Ok(Listening { addr, shutdown: tx, thread })
 }

@@ -30,6 +30,13 @@ fn start(app: &App, body: &[u8]) -> Result<(bool, UnboundedReceiver<Event>), Api
         });
     };
     let req: NormalizeRequest = parse(body)?;
+    use crate::data::pairs::render::{END, SEP};
+    if req.input.contains([SEP, END]) {
+        return Err(ApiError::bad(
+            "input contains U+001E or U+001F, which pairs runs reserve as their end and separator markers; remove them",
+            Some("input"),
+        ));
+    }
     encode(app, &req.input, "input")?;
     let prompt = crate::data::pairs::render::prompt(&app.tokenizer, &req.input)
         .map_err(|e| ApiError::bad(e.to_string(), Some("input")))?;

@@ -191,6 +191,38 @@ pub struct Sweep {
     pub rerun_changed: bool,
 }
 
+/// Refuses what would make a sweep's results silently wrong: an axis on `run.dir` (every run
+/// would share one directory), a `group_by` key that is no config key (every run would pool
+/// into one method), and a `tuned` key given in the file that is not an axis (no value would
+/// be tuned).
+fn check_keys(section: &SweepSection, tuned_given: bool) -> anyhow::Result<()> {
+    let axes: Vec<&str> = section.axes.0.iter().map(|(k, _)| k.as_str()).collect();
+    ensure!(
+        !axes.contains(&"run.dir"),
+        "sweep.axes varies run.dir, but a sweep places every run in its own directory under sweep.dir; remove that axis"
+    );
+    for key in section.group_by.keys().iter().filter(|k| !axes.contains(&k.as_str())) {
+        ensure!(
+            is_config_key(key),
+            "sweep.group_by names `{key}`, which is not a config key (nor an axis); use a key such as \"model.recipe\""
+        );
+    }
+    ensure!(
+        !tuned_given || axes.contains(&section.tuned.as_str()),
+        "sweep.tuned = \"{}\" is not an axis of the sweep ({}); tune one of its axes",
+        section.tuned,
+        axes.join(", ")
+    );
+    Ok(())
+}
+
+/// Whether `key` names a field of a run config (a value of any type may be refused for its
+/// type, but not as an unknown field).
+fn is_config_key(key: &str) -> bool {
+    let probe = crate::train::RunConfig::from_parts(&toml::Table::new(), "group_by", None, &[format!("{key}=0")]);
+    probe.err().is_none_or(|e| !format!("{e:#}").contains("unknown field") && !format!("{e:#}").contains("not a valid key"))
+}
+
 impl Sweep {
     /// Reads a sweep file; `sets` edit it first.
     pub fn load(path: &Path, sets: &[String]) -> anyhow::Result<Self> {
@@ -241,6 +273,7 @@ impl Sweep {
         for s in sets {
             crate::train::config::apply_set(&mut table, s)?;
         }
+        let tuned_given = table.get("sweep").and_then(|s| s.get("tuned")).is_some();
         let section = table
             .remove("sweep")
             .with_context(|| format!("{} has no [sweep] section; see configs/sweeps/", path.display()))?;
@@ -248,6 +281,7 @@ impl Sweep {
             .try_into()
             .map_err(|e: toml::de::Error| anyhow::anyhow!("{} [sweep]: {}", path.display(), e.message()))?;
         ensure!(section.jobs > 0, "sweep.jobs must be > 0");
+        check_keys(&section, tuned_given)?;
         let runs = section.axes.0.iter().fold(1usize, |n, (_, vs)| n.saturating_mul(vs.len()));
         ensure!(
             runs <= MAX_RUNS,

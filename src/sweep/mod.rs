@@ -44,17 +44,17 @@ pub fn run(sweep: &Sweep, log: &(dyn Fn(&str) + Sync)) -> anyhow::Result<Vec<res
     let grid = sweep.grid();
     prepare(sweep, &grid)?;
     log(&format!("sweep {}: {} runs in the grid, {} at a time", dir.display(), grid.len(), sweep.section.jobs));
-    runner::execute(sweep, &grid, log)?;
+    let mut failures = runner::execute(sweep, &grid, log)?;
     let mut all = grid.clone();
     if sweep.section.reseed.is_some() {
         let extra = plan_reseed(sweep, &grid)?;
         if !extra.is_empty() {
             log(&format!("reseed stage: {} runs at each method's best {}", extra.len(), sweep.section.tuned));
-            runner::execute(sweep, &extra, log)?;
+            failures.extend(runner::execute(sweep, &extra, log)?);
         }
         all.extend(extra);
     }
-    finish(sweep, &all, log)
+    finish(sweep, &all, &failures, log)
 }
 
 /// Takes the sweep directory's lock (creating the directory), or says who holds it.
@@ -107,23 +107,42 @@ pub fn plan_reseed(sweep: &Sweep, grid: &[PlannedRun]) -> anyhow::Result<Vec<Pla
     Ok(extra)
 }
 
-/// Collects and writes the results of `runs` (the same for every executor) and names the runs
-/// that did not finish.
-pub fn finish(sweep: &Sweep, runs: &[PlannedRun], log: &dyn Fn(&str)) -> anyhow::Result<Vec<results::RunResult>> {
+/// Collects and writes the results of `runs` (the same for every executor), each run that
+/// failed here with how it ended, and names the runs that did not finish.
+pub fn finish(
+    sweep: &Sweep,
+    runs: &[PlannedRun],
+    failures: &runner::Failures,
+    log: &dyn Fn(&str),
+) -> anyhow::Result<Vec<results::RunResult>> {
     let dir = &sweep.section.dir;
-    let rows = results::collect(dir, runs, sweep.section.target_loss)?;
-    write_plan(sweep, runs)?;
-    results::write(dir, &rows)?;
-    let failed = unfinished(&rows);
-    if !failed.is_empty() {
+    let mut rows = results::collect(dir, runs, sweep.section.target_loss)?;
+    for r in rows.iter_mut().filter(|r| !r.state.ended()) {
+        r.failure = failures.get(&r.name).cloned();
+    }
+    if !unfinished(&rows).is_empty() {
         log(&format!(
             "{} runs did not finish (see {}): {}; run the sweep again to retry them",
-            failed.len(),
+            unfinished(&rows).len(),
             layout::logs(dir).display(),
-            failed.join(", ")
+            unfinished_with_causes(&rows)
         ));
     }
+    write_plan(sweep, runs)?;
+    results::write(dir, &rows)?;
     Ok(rows)
+}
+
+/// The unfinished runs, each with how it failed where the sweep saw it.
+pub fn unfinished_with_causes(rows: &[results::RunResult]) -> String {
+    rows.iter()
+        .filter(|r| !r.state.ended())
+        .map(|r| match &r.failure {
+            Some(f) => format!("{} ({f})", r.name),
+            None => r.name.clone(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The reseed runs: for each method's LR* (from the grid), one run per extra seed.

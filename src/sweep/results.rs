@@ -73,6 +73,10 @@ pub struct RunResult {
     pub grad_cv: Option<f64>,
     /// Token alignment of the last hidden state, from the last probe.
     pub final_tau: Option<f64>,
+    /// Why the run did not finish, as the sweep saw it end (its last `error:` line); only for
+    /// runs that failed in this sweep's process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
 }
 
 /// One row per run; a corrupt record in any run is an error naming its file and line.
@@ -134,13 +138,14 @@ fn collect_one(dir: &Path, r: &PlannedRun, target: Option<f64>) -> anyhow::Resul
         time_to_target_s: hit.map(|e| e.wall_s),
         max_abs_last_layer: subs.last().and_then(|s| finite_or_none(s.z.max_abs)),
         grad_spikes: probe.as_ref().map(|p| p.spikes_total),
+        failure: None,
         grad_cv: (!cvs.is_empty()).then(|| cvs.iter().sum::<f64>() / cvs.len() as f64),
         final_tau: probe.as_ref().and_then(|p| finite_or_none(p.forward.final_tau)),
     })
 }
 
 /// The columns of `results.csv` after `name`, `stage` and the axes.
-const CSV_COLUMNS: [&str; 15] = [
+const CSV_COLUMNS: [&str; 16] = [
     "state",
     "diverged_step",
     "final_val_loss",
@@ -156,6 +161,7 @@ const CSV_COLUMNS: [&str; 15] = [
     "grad_spikes",
     "grad_cv",
     "final_tau",
+    "failure",
 ];
 
 /// A JSON value as a CSV cell: empty for null, strings as they are, numbers as JSON writes them.

@@ -113,8 +113,12 @@ fn flat(text: &str) -> std::collections::BTreeMap<String, String> {
     out
 }
 
-/// Runs what is not done of `runs` (their configs written), `jobs` at a time.
-pub fn execute(sweep: &Sweep, runs: &[PlannedRun], log: &(dyn Fn(&str) + Sync)) -> anyhow::Result<()> {
+/// How each run that failed in this process ended, by run name.
+pub type Failures = std::collections::BTreeMap<String, String>;
+
+/// Runs what is not done of `runs` (their configs written), `jobs` at a time; returns how the
+/// runs that failed ended.
+pub fn execute(sweep: &Sweep, runs: &[PlannedRun], log: &(dyn Fn(&str) + Sync)) -> anyhow::Result<Failures> {
     let dir = &sweep.section.dir;
     let pending: Vec<&PlannedRun> = runs.iter().filter(|r| todo(&layout::run(dir, &r.name)) != Todo::Done).collect();
     let skipped = runs.len() - pending.len();
@@ -126,6 +130,7 @@ pub fn execute(sweep: &Sweep, runs: &[PlannedRun], log: &(dyn Fn(&str) + Sync)) 
     let jobs = sweep.section.jobs.min(total.max(1));
     let threads = (crate::device::available_threads() / jobs).max(1);
     let exe = normlab_exe()?;
+    let failures = Mutex::new(Failures::new());
     std::thread::scope(|s| {
         for _ in 0..jobs {
             s.spawn(|| {
@@ -138,11 +143,14 @@ pub fn execute(sweep: &Sweep, runs: &[PlannedRun], log: &(dyn Fn(&str) + Sync)) 
                     let how = Launch { threads, stops: StopSignals::Forward, prefix: &[] };
                     let outcome = run_one(&exe, dir, r, how).unwrap_or_else(|e| format!("failed to start: {e:#}"));
                     log(&format!("[{}/{total}] {} {outcome} ({:.0} s)", i + 1, r.name, t0.elapsed().as_secs_f64()));
+                    if outcome.starts_with("failed") {
+                        failures.lock().unwrap_or_else(|e| e.into_inner()).insert(r.name.clone(), outcome);
+                    }
                 }
             });
         }
     });
-    Ok(())
+    Ok(failures.into_inner().unwrap_or_else(|e| e.into_inner()))
 }
 
 /// The normlab executable to start runs with. When normlab was rebuilt while this process
@@ -197,21 +205,92 @@ pub fn run_one(exe: &Path, sweep_dir: &Path, r: &PlannedRun, how: Launch<'_>) ->
     };
     let log_path = layout::log(sweep_dir, &r.name);
     let logs = layout::logs(sweep_dir);
-    std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
-    let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path)?;
-    cmd.stdout(Stdio::from(log.try_clone()?))
-        .stderr(Stdio::from(log))
-        .env("RAYON_NUM_THREADS", how.threads.to_string());
+    // A missing logs directory (a full disk) is reported with the run's outcome, not instead of it.
+    let _ = std::fs::create_dir_all(&logs);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).env("RAYON_NUM_THREADS", how.threads.to_string());
     die_with_parent(&mut cmd);
-    let child = cmd.spawn().with_context(|| format!("cannot start {:?}", cmd.get_program()))?;
+    let mut child = cmd.spawn().with_context(|| format!("cannot start {:?}", cmd.get_program()))?;
+    let output = ChildOutput::follow(&mut child, &log_path);
     let status = wait_forwarding_stop(child, how.stops)?;
-    let see = format!("see {}", log_path.display());
+    let said = output.finish();
+    let see = match &said.log_failure {
+        None => format!("see {}", log_path.display()),
+        Some(e) => format!("its log {} could not be written ({e})", log_path.display()),
+    };
+    let last_error = said.last_error.unwrap_or_else(|| "no error line".into());
     Ok(match (status.code(), run_dir::read_status(&dir).ok().flatten()) {
         (Some(0 | crate::train::EXIT_DIVERGED), Some(s)) => run_dir::describe(&s),
         (Some(_), Some(s @ Status::Stopped { .. })) => run_dir::describe(&s),
-        (Some(code), _) => format!("failed (exit status {code}): {}; {see}", last_error(&log_path)),
+        (Some(code), _) => format!("failed (exit status {code}): {last_error}; {see}"),
         (None, _) => format!("failed: killed by {}; {see}", killed_by(&status)),
     })
+}
+
+/// What a run's process said, as the sweep read it.
+#[derive(Default)]
+struct Said {
+    /// Its last `error:` line.
+    last_error: Option<String>,
+    /// Why its log could not be written, if it could not.
+    log_failure: Option<String>,
+}
+
+/// Threads copying a child's stdout and stderr into its log, the sweep keeping what matters
+/// even when the log cannot be written (a full disk).
+struct ChildOutput {
+    readers: Vec<std::thread::JoinHandle<()>>,
+    said: std::sync::Arc<std::sync::Mutex<Said>>,
+}
+
+impl ChildOutput {
+    fn follow(child: &mut std::process::Child, log_path: &Path) -> Self {
+        let said = std::sync::Arc::new(std::sync::Mutex::new(Said::default()));
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(log_path);
+        let log = match log {
+            Ok(f) => Some(std::sync::Arc::new(std::sync::Mutex::new(f))),
+            Err(e) => {
+                said.lock().unwrap_or_else(|p| p.into_inner()).log_failure = Some(e.to_string());
+                None
+            }
+        };
+        let mut readers = Vec::new();
+        let streams: [Option<Box<dyn std::io::Read + Send>>; 2] = [
+            child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+            child.stderr.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        ];
+        for stream in streams.into_iter().flatten() {
+            let (log, said) = (log.clone(), said.clone());
+            readers.push(std::thread::spawn(move || copy_lines(stream, log.as_deref(), &said)));
+        }
+        Self { readers, said }
+    }
+
+    fn finish(self) -> Said {
+        for r in self.readers {
+            let _ = r.join();
+        }
+        std::mem::take(&mut *self.said.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+/// Copies `stream` line by line into `log`, noting the last `error:` line and the first write
+/// failure in `said`.
+fn copy_lines(
+    stream: Box<dyn std::io::Read + Send>,
+    log: Option<&std::sync::Mutex<std::fs::File>>,
+    said: &std::sync::Mutex<Said>,
+) {
+    use std::io::{BufRead, Write};
+    for line in std::io::BufReader::new(stream).lines().map_while(Result::ok) {
+        let written = log.map(|f| writeln!(f.lock().unwrap_or_else(|p| p.into_inner()), "{line}"));
+        let mut s = said.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(Err(e)) = written {
+            s.log_failure.get_or_insert(e.to_string());
+        }
+        if line.starts_with("error:") {
+            s.last_error = Some(line);
+        }
+    }
 }
 
 /// Waits for `child`, passing it the sweep's stop signal once, when one arrives and `stops`
@@ -240,12 +319,6 @@ fn killed_by(status: &std::process::ExitStatus) -> String {
         return crate::stop::describe(sig);
     }
     format!("{status}")
-}
-
-/// The last `error:` line of a run's log (what the child said), or a pointer to the log.
-fn last_error(log: &Path) -> String {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    text.lines().rev().find(|l| l.starts_with("error:")).map_or("no error line".into(), |l| l.to_string())
 }
 
 #[cfg(target_os = "linux")]

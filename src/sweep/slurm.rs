@@ -93,7 +93,7 @@ pub fn submit(
     }
     follow(sweep, log)?;
     let plan: Plan = json::read(&layout::plan(&dir))?;
-    super::finish(sweep, &plan.runs, log).map(Some)
+    super::finish(sweep, &plan.runs, &Default::default(), log).map(Some)
 }
 
 /// The grid, plus the reseed runs an earlier submission already planned.

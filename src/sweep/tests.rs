@@ -32,6 +32,7 @@ fn row(name: &str, stage: &str, recipe: &str, lr: f64, seed: i64, val: Option<f6
         grad_spikes: None,
         grad_cv: None,
         final_tau: None,
+        failure: None,
     }
 }
 

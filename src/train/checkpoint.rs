@@ -75,7 +75,8 @@ struct StateFile {
     sha256: Option<Checksums>,
 }
 
-fn sha256_of(path: &Path) -> anyhow::Result<String> {
+/// SHA-256 of a file's bytes, in hex.
+pub fn file_sha256(path: &Path) -> anyhow::Result<String> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     Ok(crate::data::cache::sha256_hex(&bytes))
 }
@@ -124,7 +125,7 @@ fn write_checkpoint(
     let optim_bytes = optim.into_bytes().map_err(|e| anyhow::anyhow!("cannot serialise the optimizer state: {e:?}"))?;
     let optim_bytes = in_name_order(optim_bytes)?;
     write_atomic(&run_dir::checkpoint_optimizer(dir), &optim_bytes)?;
-    let sha256 = Checksums { weights: sha256_of(&weights)?, optimizer: crate::data::cache::sha256_hex(&optim_bytes) };
+    let sha256 = Checksums { weights: file_sha256(&weights)?, optimizer: crate::data::cache::sha256_hex(&optim_bytes) };
     json::write(&run_dir::checkpoint_state(dir), &StateFile { state: state.clone(), sha256: Some(sha256) })
 }
 
@@ -165,7 +166,7 @@ fn checkpoint_dirs(run: &Path) -> anyhow::Result<Vec<(usize, PathBuf)>> {
 }
 
 /// Why a checkpoint cannot be used, or `None` when it is intact.
-fn damage(ckpt: &Path) -> Option<String> {
+pub fn damage(ckpt: &Path) -> Option<String> {
     let state: StateFile = match json::read(&run_dir::checkpoint_state(ckpt)) {
         Ok(s) => s,
         Err(e) => return Some(format!("{e:#}")),
@@ -173,7 +174,7 @@ fn damage(ckpt: &Path) -> Option<String> {
     let files = [(run_dir::checkpoint_weights(ckpt), "weights"), (run_dir::checkpoint_optimizer(ckpt), "optimizer")];
     let want = state.sha256.map(|c| [c.weights, c.optimizer]);
     for (i, (path, what)) in files.iter().enumerate() {
-        let have = match sha256_of(path) {
+        let have = match file_sha256(path) {
             Ok(h) => h,
             Err(_) => return Some(format!("its {what} file {} is missing", path.display())),
         };
@@ -279,8 +280,24 @@ pub fn load_weights(
     check("recipe", &recipe.name)?;
     check("n_layers", &cfg.n_layers.to_string())?;
     check("tokenizer", tokenizer)?;
+    check_finite(&file, path)?;
     Transformer::with_recipe(cfg, recipe, ParamSource::Loaded(file.tensors), device)
         .with_context(|| format!("loading {}", path.display()))
+}
+
+/// Refuses weights holding NaN or ∞, naming the first tensor that does.
+pub fn check_finite(file: &tensors::TensorFile, path: &Path) -> anyhow::Result<()> {
+    for (name, t) in &file.tensors {
+        let values = t.clone().convert::<f32>().try_into_vec::<f32>().unwrap_or_default();
+        if values.iter().any(|v| !v.is_finite()) {
+            bail!(
+                "{}: tensor `{name}` holds non-finite values (NaN or ∞): the weights are damaged or come from a diverged \
+                 run; use an earlier checkpoint (RUN/checkpoints/step-N)",
+                path.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The training step saved weights were written at (from their metadata).

@@ -45,19 +45,28 @@ pub fn estimate(cfg: &RunConfig, params: f64) -> MemoryEstimate {
 
 /// Refuses a step that cannot fit in `available` bytes (when the device reports it).
 pub fn check(est: MemoryEstimate, available: Option<f64>) -> anyhow::Result<()> {
-    let gb = |b: f64| b / 1e9;
-    match available {
-        Some(a) if est.total() > a => anyhow::bail!(
-            "a training step needs about {:.1} GB ({:.1} GB parameters, gradients and AdamW state; {:.1} GB \
-             activations per micro-batch) but the device has {:.1} GB available; lower train.micro_batch_size \
-             (gradients accumulate to the same batch) or train.seq_len, or set train.checkpoint_activations = true",
-            gb(est.total()),
-            gb(est.parameters),
-            gb(est.activations),
-            gb(a)
-        ),
-        _ => Ok(()),
-    }
+    let Some(a) = available.filter(|&a| est.total() > a) else { return Ok(()) };
+    // What can help: a smaller model when its state alone is too large, else smaller steps.
+    let fix = if est.parameters > a {
+        "the model alone is too large for this machine: choose fewer layers (model.n_layers) or a smaller width \
+         (model.d_model)"
+    } else {
+        "lower train.micro_batch_size (gradients accumulate to the same batch) or train.seq_len, or set \
+         train.checkpoint_activations = true"
+    };
+    anyhow::bail!(
+        "a training step needs about {} ({} parameters, gradients and AdamW state; {} activations per micro-batch) \
+         but the device has {} available; {fix}",
+        bytes(est.total()),
+        bytes(est.parameters),
+        bytes(est.activations),
+        bytes(a)
+    )
+}
+
+/// `b` bytes in GB, or in scientific notation past a petabyte.
+fn bytes(b: f64) -> String {
+    if b < 1e15 { format!("{:.1} GB", b / 1e9) } else { format!("{:.1e} GB", b / 1e9) }
 }
 
 /// Memory available to a new allocation on this machine (Linux `MemAvailable`), for the CPU

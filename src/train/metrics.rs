@@ -58,6 +58,16 @@ pub struct DivergedRecord {
     pub reason: String,
 }
 
+/// Records lost before a resume: `metrics.jsonl` held fewer bytes than the checkpoint of
+/// `step` recorded (`train --resume RUN --allow-lost-records`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LostRecord {
+    /// The step the run resumed from.
+    pub step: usize,
+    /// Bytes of records missing before it.
+    pub bytes: u64,
+}
+
 /// One line of `metrics.jsonl`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
@@ -65,6 +75,7 @@ pub enum MetricsRecord {
     Train(TrainRecord),
     Eval(EvalRecord),
     Diverged(DivergedRecord),
+    Lost(LostRecord),
 }
 
 /// A run's metrics, split by kind.
@@ -73,6 +84,8 @@ pub struct Metrics {
     pub train: Vec<TrainRecord>,
     pub eval: Vec<EvalRecord>,
     pub diverged: Option<DivergedRecord>,
+    /// Where records were lost before a resume.
+    pub lost: Vec<LostRecord>,
 }
 
 impl Metrics {
@@ -90,6 +103,7 @@ impl Metrics {
                 MetricsRecord::Train(t) => m.train.push(t),
                 MetricsRecord::Eval(e) => m.eval.push(e),
                 MetricsRecord::Diverged(d) => m.diverged = Some(d),
+                MetricsRecord::Lost(l) => m.lost.push(l),
             }
         }
         m

@@ -165,6 +165,9 @@ pub enum Status {
         #[serde(deserialize_with = "json::nan")]
         val_ppl: f64,
         wall_s: f64,
+        /// SHA-256 of the final `model.safetensors`, checked by every command that reads it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        weights_sha256: Option<String>,
     },
     Diverged {
         step: usize,
@@ -189,6 +192,11 @@ pub fn read_status(dir: &Path) -> anyhow::Result<Option<Status>> {
         return Ok(None);
     }
     json::read(&p).map(Some)
+}
+
+/// Whether `dir` holds a normlab run (its config, its record or its status).
+pub fn holds_run(dir: &Path) -> bool {
+    config(dir).is_file() || info(dir).is_file() || status(dir).is_file()
 }
 
 /// A new run may use `dir` when it does not exist, is empty, or `force` is set (then it is

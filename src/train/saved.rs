@@ -33,6 +33,7 @@ pub struct SavedRun {
 impl SavedRun {
     pub fn open(path: &Path) -> anyhow::Result<Self> {
         let (run, weights) = resolve_weights(path)?;
+        verify_weights(&run, &weights)?;
         let (cfg, recipe, tokenizer) = load_run(&run)?;
         Ok(Self { run, weights, cfg, recipe, tokenizer })
     }
@@ -40,6 +41,31 @@ impl SavedRun {
     /// The run's model with the saved weights, on `device`.
     pub fn model(&self, device: &Device) -> anyhow::Result<Transformer> {
         load_weights(&self.weights, &self.cfg.model, &self.recipe, &self.tokenizer.fingerprint()?, device)
+    }
+}
+
+/// Checks `weights` against the digest recorded for them: the final weights against the one in
+/// `status.json`, a checkpoint's against its `state.json`.
+fn verify_weights(run: &Path, weights: &Path) -> anyhow::Result<()> {
+    if weights == run_dir::final_weights(run) {
+        let Some(run_dir::Status::Finished { weights_sha256: Some(want), .. }) = run_dir::read_status(run)? else {
+            return Ok(());
+        };
+        let have = checkpoint::file_sha256(weights)?;
+        anyhow::ensure!(
+            have == want,
+            "{} does not match the SHA-256 recorded when the run finished ({}…, now {}…): the file was changed or \
+             damaged; use a checkpoint instead (--checkpoint {})",
+            weights.display(),
+            &want[..12],
+            &have[..12],
+            run_dir::checkpoints(run).join("step-N").display()
+        );
+        return Ok(());
+    }
+    match weights.parent().and_then(checkpoint::damage) {
+        Some(why) => bail!("the checkpoint {} cannot be used: {why}", weights.parent().unwrap_or(weights).display()),
+        None => Ok(()),
     }
 }
 

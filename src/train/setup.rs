@@ -4,6 +4,7 @@
 use super::checkpoint::{self, TrainerState};
 use super::config::RunConfig;
 use super::divergence::DivergenceMonitor;
+use super::metrics::LostRecord;
 use super::optimizer;
 use super::run_dir::{self, RunInfo, Status};
 use super::trainer::Trainer;
@@ -63,6 +64,8 @@ struct Prepared {
 }
 
 fn prepare(mut cfg: RunConfig, init: Option<(ParamSource, Tokenizer)>, log: &dyn Fn(&str)) -> anyhow::Result<Prepared> {
+    // From the sizes alone, before the recipe is resolved or anything is allocated.
+    check_memory(&cfg, cfg.model.matrix_params())?;
     let recipe = cfg.validate()?;
     if let Some(w) = crate::recipe::theorem_3_6_warning(&recipe) {
         log(&format!("warning: {w}"));
@@ -77,8 +80,8 @@ fn prepare(mut cfg: RunConfig, init: Option<(ParamSource, Tokenizer)>, log: &dyn
     cfg.fit_vocab(data.tokenizer.vocab_size(), &data.info.tokenizer)?;
     data.check_seq_len(cfg.train.seq_len)?;
     data.fit_pairs(cfg.train.seq_len, log)?;
-    // Refused from the sizes before anything is allocated (a model too large to build would
-    // abort the process inside the allocator).
+    // Again with the tokenizer's vocabulary, before the model is built (a model too large to
+    // build would abort the process inside the allocator).
     check_memory(&cfg, cfg.model.matrix_params())?;
     let ad = autodiff_device(&device, cfg.train.checkpoint_activations);
     let model = Transformer::with_recipe(&cfg.model, &recipe, source, &ad)?;
@@ -132,6 +135,9 @@ pub struct ResumeOptions {
     /// Continue although the corpus no longer hashes to `run.json`'s `corpus_sha256`
     /// (`train --resume RUN --allow-corpus-change`); refused otherwise.
     pub allow_corpus_change: bool,
+    /// Continue although `metrics.jsonl` lost records the checkpoint counted (the gap is
+    /// recorded, and the report says so); refused otherwise.
+    pub allow_lost_records: bool,
 }
 
 /// Continues the run in `dir` from its newest intact checkpoint (or from the start if it has
@@ -215,6 +221,7 @@ fn restore(
     data.fit_pairs(cfg.train.seq_len, log)?;
     let ad = autodiff_device(&device, cfg.train.checkpoint_activations);
     let state = checkpoint::load_state(ckpt)?;
+    let lost = lost_records(dir, &state, opts)?;
     if state.tokenizer != data.info.tokenizer {
         bail!(
             "the checkpoint was trained with tokenizer `{}` but the run now has `{}`; restore the run's \
@@ -227,7 +234,38 @@ fn restore(
     let model = checkpoint::load_weights(&weights, &cfg.model, &recipe, &state.tokenizer, &ad)?;
     let optim = checkpoint::load_optimizer(ckpt, optimizer::build(&cfg.optim, &model))?;
     log(&format!("resuming {} at step {}/{} from {}", dir.display(), state.step, state.total_steps, ckpt.display()));
-    Trainer::assemble(cfg, dir.to_path_buf(), data, model, optim, state, device, ad, lock)
+    let writes = lock.is_some();
+    let mut trainer = Trainer::assemble(cfg, dir.to_path_buf(), data, model, optim, state, device, ad, lock)?;
+    if let (Some(l), true) = (lost, writes) {
+        log(&format!(
+            "warning: {} lost {} bytes of records before step {}; continuing, the gap recorded",
+            run_dir::metrics(dir).display(),
+            l.bytes,
+            l.step
+        ));
+        trainer.record_lost(l)?;
+    }
+    Ok(trainer)
+}
+
+/// The records `metrics.jsonl` lost (shorter than the checkpoint recorded, or missing): refused
+/// unless allowed, then returned to be recorded.
+fn lost_records(dir: &Path, state: &TrainerState, opts: ResumeOptions) -> anyhow::Result<Option<LostRecord>> {
+    let path = run_dir::metrics(dir);
+    let have = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    if have >= state.metrics_bytes {
+        return Ok(None);
+    }
+    let lost = LostRecord { step: state.step, bytes: state.metrics_bytes - have };
+    anyhow::ensure!(
+        opts.allow_lost_records,
+        "{} holds {have} of the {} bytes of records the checkpoint of step {} counted: records were lost (truncated \
+         or deleted); restore the file, or pass --allow-lost-records to continue with the gap recorded",
+        path.display(),
+        state.metrics_bytes,
+        state.step
+    );
+    Ok(Some(lost))
 }
 
 /// Refuses to continue a run on a corpus other than the one it started on (its batches would

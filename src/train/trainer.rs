@@ -235,8 +235,11 @@ impl Trainer {
         if self.out.is_some() {
             self.score_pairs(progress)?;
             let (step, tokenizer) = (self.state.step, &self.state.tokenizer);
-            checkpoint::save_weights(&run_dir::final_weights(&self.dir), &self.model, step, tokenizer)?;
-            let status = Status::Finished { step, val_loss: e.val_loss, val_ppl: e.val_ppl, wall_s: wall };
+            let weights = run_dir::final_weights(&self.dir);
+            checkpoint::save_weights(&weights, &self.model, step, tokenizer)?;
+            let weights_sha256 = Some(checkpoint::file_sha256(&weights)?);
+            let status =
+                Status::Finished { step, val_loss: e.val_loss, val_ppl: e.val_ppl, wall_s: wall, weights_sha256 };
             run_dir::write_status(&self.dir, &status)?;
         }
         progress.finish();
@@ -457,6 +460,11 @@ impl Trainer {
     }
 
     /// Appends a record to `metrics.jsonl` (on the writing rank).
+    /// Records that `metrics.jsonl` lost records before this resume.
+    pub fn record_lost(&mut self, l: crate::train::metrics::LostRecord) -> anyhow::Result<()> {
+        self.record(&MetricsRecord::Lost(l))
+    }
+
     fn record(&mut self, r: &MetricsRecord) -> anyhow::Result<()> {
         match &mut self.out {
             Some(out) => out.metrics.write(r),
