@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 pub type Target = (&'static str, fn(&[u8]));
 
 /// Every target.
-pub const TARGETS: [Target; 15] = [
+pub const TARGETS: [Target; 18] = [
     ("run_config", run_config),
     ("set_edits", set_edits),
     ("recipe", recipe),
@@ -31,6 +31,9 @@ pub const TARGETS: [Target; 15] = [
     ("probes_jsonl", probes_jsonl),
     ("results_jsonl", results_jsonl),
     ("sweep_file", sweep_file),
+    ("completion_request", completion_request),
+    ("normalize_request", normalize_request),
+    ("hf_config", hf_config),
 ];
 
 fn text(data: &[u8]) -> Option<&str> {
@@ -179,6 +182,50 @@ pub fn sweep_file(data: &[u8]) {
     if let Ok(s) = crate::sweep::Sweep::parse(t, std::path::Path::new("fuzz.toml"), &[]) {
         let _ = s.to_toml();
     }
+}
+
+/// A `/v1/completions` body through every check the server makes before queueing it: the
+/// request, its prompts (tokenised by the byte tokenizer), sampling, stops, `n`, `logprobs`
+/// and `max_tokens` against a context of 64.
+pub fn completion_request(data: &[u8]) {
+    use crate::serve::api::{CompletionRequest, PromptIn, parse, prompts};
+    let Ok(req) = parse::<CompletionRequest>(data) else { return };
+    let _ = (req.sampling(), req.stops(), req.n(), req.logprobs());
+    let Ok(ps) = prompts(&req.prompt) else { return };
+    for p in ps {
+        let len = match p {
+            PromptIn::Text(t) => Tokenizer::Byte.encode(&t).map(|ids| ids.len()).unwrap_or(0),
+            PromptIn::Tokens(ids) => ids.len(),
+        };
+        let _ = req.max_new(len, 64);
+    }
+}
+
+/// A `/v1/normalize` body: the request and its prompt rendered as a pairs run renders it.
+pub fn normalize_request(data: &[u8]) {
+    use crate::serve::api::{NormalizeRequest, parse};
+    if let Ok(req) = parse::<NormalizeRequest>(data) {
+        let _ = crate::data::pairs::render::prompt(&Tokenizer::Byte, &req.input);
+    }
+}
+
+/// A Hugging Face `config.json`: its family, the model it describes (validated) and the
+/// check against a checkpoint of 2 layers with a 10 × 4 embedding.
+pub fn hf_config(data: &[u8]) {
+    use crate::hf::config::HfConfig;
+    let Ok(hf) = serde_json::from_slice::<HfConfig>(data) else { return };
+    let Ok(family) = hf.family() else { return };
+    if let Ok(recipe) = crate::hf::config::recipe_for(family, None) {
+        let _ = hf.model_config(family, recipe).validate();
+    }
+    let embedding = burn::tensor::TensorData::new(vec![0f32; 40], vec![10, 4]);
+    let one = burn::tensor::TensorData::new(vec![0f32; 1], vec![1]);
+    let tensors = BTreeMap::from([
+        ("model.embed_tokens.weight".to_string(), embedding),
+        ("model.layers.0.input_layernorm.weight".to_string(), one.clone()),
+        ("model.layers.1.input_layernorm.weight".to_string(), one),
+    ]);
+    let _ = crate::hf::shapes::check(&hf, &tensors);
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 //! - [`data`]: corpora (the shipped ones included), tokenizers, token cache, batch sampler,
 //!   evaluation windows
 //! - [`decode`]: the one decoding path (generate, pairs evaluation, serve), sampling, scoring
+//! - [`tasks`]: downstream evaluation (multiple choice, cloze, bits per byte) as lm-eval scores it
 //! - [`probe`]: stability probes (hidden-state statistics, gradient norms, spikes)
 //! - [`train`]: the training loop, run directories, checkpoints, evaluation, a job's start-up
 //!   over several ranks
@@ -50,6 +51,7 @@ pub mod serve;
 pub mod stats;
 pub mod stop;
 pub mod sweep;
+pub mod tasks;
 pub mod train;
 
 #[cfg(test)]

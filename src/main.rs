@@ -57,6 +57,26 @@ enum Cmd {
         #[arg(long)]
         windows: Option<usize>,
     },
+    /// Downstream tasks of a trained run, scored as lm-evaluation-harness scores them (multiple
+    /// choice by log-likelihood, cloze, bits per byte): a table, and RUN/evaluation.json.
+    Evaluate {
+        #[arg(long, value_name = "RUN_DIR")]
+        checkpoint: PathBuf,
+        /// Tasks: built-in ones by name (`builtin` is the suite), files as NAME=PATH in a
+        /// published layout (e.g. `arc_easy=data/arc_easy/test.parquet`); default: the run's
+        /// [eval] tasks, else the built-in suite.
+        #[arg(long, value_delimiter = ',')]
+        tasks: Vec<String>,
+        /// At most this many items a task.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Keep every item's log-likelihoods in the JSON.
+        #[arg(long)]
+        samples: bool,
+        /// Write the JSON here instead of RUN/evaluation.json.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Sample text from a trained run.
     Generate {
         #[arg(long, value_name = "RUN_DIR")]
@@ -296,7 +316,10 @@ fn data(cmd: DataCmd) -> anyhow::Result<()> {
 
 fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.cmd {
-        c @ (Cmd::Train { .. } | Cmd::Eval { .. } | Cmd::Generate { .. } | Cmd::Probe { .. }) => one_run(c),
+        c
+        @ (Cmd::Train { .. } | Cmd::Eval { .. } | Cmd::Evaluate { .. } | Cmd::Generate { .. } | Cmd::Probe { .. }) => {
+            one_run(c)
+        }
         c @ (Cmd::Sweep { .. }
         | Cmd::Report { .. }
         | Cmd::Compare(_)
@@ -336,6 +359,11 @@ fn one_run(cmd: Cmd) -> anyhow::Result<i32> {
             commands::train::train(config, sets, resume, how)
         }
         Cmd::Eval { checkpoint, data, windows } => commands::saved::eval(&checkpoint, data, windows).map(|()| 0),
+        Cmd::Evaluate { checkpoint, tasks, limit, samples, out } => {
+            let tasks = normlab::tasks::TaskSpec::parse_list(&tasks);
+            let o = normlab::train::evaluate::EvaluateOptions { tasks, limit, samples };
+            commands::saved::evaluate(&checkpoint, &o, out).map(|()| 0)
+        }
         Cmd::Generate { checkpoint, prompt, max_new_tokens, temperature, top_k, top_p, seed, no_cache } => {
             let sampling = Sampling { temperature, top_k: Some(top_k), top_p };
             let opts = SampleOptions { max_new_tokens, sampling, seed };

@@ -144,32 +144,49 @@ fn resume_refuses_a_changed_corpus_unless_allowed() {
     assert!(stderr(&o).contains("corpus changed"), "{}", stderr(&o));
 }
 
-/// Item 4: a truncated or deleted metrics file is rebuilt from what survives, never padded.
+/// Item 4 (and the second tour's item 9): a truncated or deleted metrics file is refused on
+/// resume, naming the loss; allowed, the run resumes without padding, the gap is recorded and
+/// the report says so.
 #[test]
-fn a_truncated_or_deleted_metrics_file_resumes_without_padding() {
+fn a_truncated_or_deleted_metrics_file_is_refused_or_resumed_with_the_gap_recorded() {
     let root = common::Scratch::new("faults-metrics");
     let run = killed_run(&root, 400);
     let bytes = std::fs::read(run.join("metrics.jsonl")).unwrap();
     std::fs::write(run.join("metrics.jsonl"), &bytes[..bytes.len() / 3]).unwrap();
-    let resume = || bin().args(["train", "--quiet", "--resume"]).arg(&run).output().unwrap();
-    let o = resume();
+    let resume = |allow: bool| {
+        let mut c = bin();
+        c.args(["train", "--quiet", "--resume"]).arg(&run);
+        if allow {
+            c.arg("--allow-lost-records");
+        }
+        c.output().unwrap()
+    };
+    let line = error_line(&resume(false));
+    assert!(line.contains("records were lost") && line.contains("--allow-lost-records"), "{line}");
+    assert_eq!(std::fs::read(run.join("metrics.jsonl")).unwrap(), bytes[..bytes.len() / 3], "nothing changed");
+    let o = resume(true);
     assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("lost") && stderr(&o).contains("the gap recorded"), "{}", stderr(&o));
     let after = std::fs::read(run.join("metrics.jsonl")).unwrap();
     assert!(!after.contains(&0), "no NUL padding");
-    assert!(common::metrics_without_timings(&run).last().is_some_and(|r| r["type"] == "eval"));
+    let records = common::metrics_without_timings(&run);
+    assert_eq!(records.iter().filter(|r| r["type"] == "lost").count(), 1, "the gap is recorded once");
+    assert!(records.last().is_some_and(|r| r["type"] == "eval"));
     let o = bin().arg("report").arg(&run).output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
+    let md = std::fs::read_to_string(run.join("report/report.md")).unwrap();
+    assert!(md.contains("were lost and the run resumed without them"), "{md}");
 
     let root2 = common::Scratch::new("faults-metrics-gone");
     let run = killed_run(&root2, 400);
     std::fs::remove_file(run.join("metrics.jsonl")).unwrap();
     let o = bin().args(["train", "--quiet", "--resume"]).arg(&run).output().unwrap();
+    assert!(error_line(&o).contains("records were lost"));
+    let o = bin().args(["train", "--quiet", "--allow-lost-records", "--resume"]).arg(&run).output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!std::fs::read(run.join("metrics.jsonl")).unwrap().contains(&0));
-    assert!(
-        common::metrics_without_timings(&run).first().unwrap()["step"].as_u64().unwrap() > 10,
-        "starts after the checkpoint"
-    );
+    let first = common::metrics_without_timings(&run).into_iter().find(|r| r["type"] == "train").unwrap();
+    assert!(first["step"].as_u64().unwrap() > 10, "starts after the checkpoint");
 }
 
 /// A sweep file over `lrs` with `steps` steps in `root/sw`.

@@ -304,6 +304,8 @@ fn the_task_form_normalises_as_the_runs_evaluation_did() {
     let preds = eval["predictions"].as_array().unwrap();
     assert!(!preds.is_empty());
     let s = serve(&root.join("run"), &[]);
+    let (status, _, text) = post(&s.url, "/v1/normalize", &json!({"input": "12\u{1e}3"}).to_string());
+    assert!(status == 400 && text.contains("U+001E or U+001F"), "markers are refused as in training: {text}");
     for p in preds.iter().take(12) {
         let (status, _, text) = post(&s.url, "/v1/normalize", &json!({"input": p["source"]}).to_string());
         assert_eq!(status, 200, "{text}");

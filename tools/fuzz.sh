@@ -23,7 +23,7 @@ elif [ $# -gt 0 ]; then
 fi
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(run_config set_edits recipe scale_expr safetensors checkpoint_state latest_json token_file tokenizer_json jsonl_corpus pair_files metrics_jsonl probes_jsonl results_jsonl sweep_file)
+  targets=(run_config set_edits recipe scale_expr safetensors checkpoint_state latest_json token_file tokenizer_json jsonl_corpus pair_files metrics_jsonl probes_jsonl results_jsonl sweep_file completion_request normalize_request hf_config)
 fi
 command -v cargo-afl >/dev/null || cargo install cargo-afl
 (cd fuzz && cargo afl build --release)

@@ -61,3 +61,35 @@ pub fn probe(path: &Path, data: Option<PathBuf>, batches: usize, init: bool) -> 
     outln!("windows from {source}; JSON in {}", out.display());
     Ok(())
 }
+
+/// `normlab evaluate`: a saved run's downstream tasks, printed as a table and written as JSON
+/// (`RUN/evaluation.json` unless `out` names another file).
+pub fn evaluate(
+    path: &Path,
+    o: &crate::train::evaluate::EvaluateOptions,
+    out: Option<std::path::PathBuf>,
+) -> anyhow::Result<()> {
+    let e = crate::train::evaluate::evaluate(path, o, &log)?;
+    outln!("{}", evaluation_table(&e.results));
+    let run_dir = std::path::PathBuf::from(&e.run);
+    let out = out.unwrap_or_else(|| run_dir.join("evaluation.json"));
+    crate::io::json::write(&out, &e)?;
+    errln!("{} tasks in {:.1} s; wrote {}", e.results.len(), e.seconds, out.display());
+    Ok(())
+}
+
+/// One row per task and metric: value ± standard error.
+fn evaluation_table(results: &[crate::tasks::TaskResult]) -> String {
+    let mut t = String::from("| task | n | metric | value | ± |\n|---|---|---|---|---|\n");
+    for r in results {
+        for (m, v) in &r.metrics {
+            let se = v.stderr.map_or("–".into(), |s| format!("{s:.4}"));
+            t += &format!("| {} | {} | {m} | {:.4} | {se} |\n", r.task, r.n, v.value);
+        }
+        for (c, v) in &r.categories {
+            let se = v.stderr.map_or("–".into(), |s| format!("{s:.4}"));
+            t += &format!("| {} / {c} | | acc | {:.4} | {se} |\n", r.task, v.value);
+        }
+    }
+    t
+}

@@ -30,16 +30,18 @@ pub struct TokenScore {
 pub struct Scored {
     /// Tokens 1 … n − 1 of the sequence, each given the ones before it.
     pub tokens: Vec<TokenScore>,
-    /// The logits after the last token: what decoding would draw the next token from.
-    pub next: Vec<f32>,
+    /// The logits after the last token: what decoding would draw the next token from (`None`
+    /// for a sequence of context + 1 tokens, whose last token is only a target).
+    pub next: Option<Vec<f32>>,
 }
 
-/// Scores every sequence (each non-empty, at most the context); `top_k` most likely tokens
-/// are kept at each position.
+/// Scores every sequence (each non-empty, at most the context + 1 tokens: the last one of
+/// such a sequence is scored, never fed); `top_k` most likely tokens are kept at each
+/// position. Sequences of similar lengths next to each other pad least.
 pub fn score(d: &Decoder, seqs: &[Vec<u32>], top_k: usize) -> anyhow::Result<Vec<Scored>> {
     for s in seqs {
         ensure!(!s.is_empty(), "a sequence to score must hold at least one token");
-        ensure!(s.len() <= d.context, "a sequence of {} tokens exceeds the context of {}", s.len(), d.context);
+        ensure!(s.len() <= d.context + 1, "a sequence of {} tokens exceeds the context of {}", s.len(), d.context);
     }
     let vocab = d.model.tok_emb.dims()[0];
     let longest = seqs.iter().map(Vec::len).max().unwrap_or(1);
@@ -67,7 +69,9 @@ fn host_int<const D: usize>(t: Tensor<D, Int>) -> anyhow::Result<Vec<i64>> {
 }
 
 fn score_group(d: &Decoder, seqs: &[Vec<u32>], top_k: usize) -> anyhow::Result<Vec<Scored>> {
-    let (b, t) = (seqs.len(), seqs.iter().map(Vec::len).max().unwrap_or(1));
+    let b = seqs.len();
+    // The positions fed: every token but a last one past the context.
+    let t = seqs.iter().map(Vec::len).max().unwrap_or(1).min(d.context);
     let logits = d.model.forward_masked(padded(seqs, t, 0, d), &vec![0; b], d.context);
     let v = logits.dims()[2];
     let logp = burn::tensor::activation::log_softmax(logits.clone(), 2);
@@ -76,7 +80,10 @@ fn score_group(d: &Decoder, seqs: &[Vec<u32>], top_k: usize) -> anyhow::Result<V
     let mut out = Vec::with_capacity(b);
     for (r, s) in seqs.iter().enumerate() {
         let last = s.len() - 1;
-        let next = host_f32(logits.clone().slice([r..r + 1, last..last + 1, 0..v]))?;
+        let next = match last < t {
+            true => Some(host_f32(logits.clone().slice([r..r + 1, last..last + 1, 0..v]))?),
+            false => None,
+        };
         // `top` needs the whole distribution; read only when asked, position by position.
         let tops = match top_k {
             0 => vec![Vec::new(); last],

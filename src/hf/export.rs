@@ -115,7 +115,8 @@ fn tokenizer_json(saved: &SavedRun, run: &Path) -> anyhow::Result<String> {
 /// (the exported run's own included), onto a file, or into a directory that holds files unless
 /// `force` (which replaces only the files an export writes).
 fn check_out(run: &Path, out: &Path, force: bool) -> anyhow::Result<()> {
-    let same = |a: &Path, b: &Path| std::fs::canonicalize(a).ok().is_some_and(|a| std::fs::canonicalize(b).ok() == Some(a));
+    let same =
+        |a: &Path, b: &Path| std::fs::canonicalize(a).ok().is_some_and(|a| std::fs::canonicalize(b).ok() == Some(a));
     anyhow::ensure!(
         !(crate::train::run_dir::holds_run(out) || same(run, out)),
         "{} is a normlab run directory; export writes a Hugging Face checkpoint beside it: give --hf a new directory",

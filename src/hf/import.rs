@@ -60,12 +60,12 @@ fn check_out(out: &Path, force: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     let is_run = crate::train::run_dir::holds_run(out);
+    ensure!(is_run, "{} exists and is not a normlab run; give --out a new or empty directory", out.display());
     ensure!(
-        is_run,
-        "{} exists and is not a normlab run; give --out a new or empty directory",
+        force,
+        "{} already holds a run; give --out another directory, or pass --force to replace it",
         out.display()
     );
-    ensure!(force, "{} already holds a run; give --out another directory, or pass --force to replace it", out.display());
     Ok(())
 }
 

@@ -9,10 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// The layer indices `i` of the `model.layers.{i}.` tensors.
 fn layer_indices(tensors: &BTreeMap<String, TensorData>) -> BTreeSet<usize> {
-    tensors
-        .keys()
-        .filter_map(|k| k.strip_prefix("model.layers.")?.split('.').next()?.parse().ok())
-        .collect()
+    tensors.keys().filter_map(|k| k.strip_prefix("model.layers.")?.split('.').next()?.parse().ok()).collect()
 }
 
 /// `config.json`'s layer count, width and vocabulary against the checkpoint's tensors.
@@ -24,7 +21,11 @@ pub fn check(hf: &HfConfig, tensors: &BTreeMap<String, TensorData>) -> anyhow::R
          weights do not belong together",
         hf.num_hidden_layers,
         layers.len(),
-        if layers.iter().enumerate().all(|(i, &l)| i == l) { String::new() } else { " (not numbered 0, 1, …)".into() }
+        if layers.iter().enumerate().all(|(i, &l)| i == l) {
+            String::new()
+        } else {
+            " (not numbered 0, 1, …)".into()
+        }
     );
     let embedding: Option<Vec<usize>> = tensors.get("model.embed_tokens.weight").map(|t| t.shape().to_vec());
     ensure!(

@@ -139,7 +139,11 @@ impl ModelConfig {
             ("model.n_kv_heads", self.kv_heads(), MAX_WIDTH),
             ("model.head_dim", self.head_dim.unwrap_or(0), MAX_WIDTH),
             ("model.vocab_size", self.vocab_size, MAX_VOCAB),
-            ("the feed-forward width (model.d_glu or model.d_mlp)", self.d_glu.max(self.d_mlp).unwrap_or(0), 16 * MAX_WIDTH),
+            (
+                "the feed-forward width (model.d_glu or model.d_mlp)",
+                self.d_glu.max(self.d_mlp).unwrap_or(0),
+                16 * MAX_WIDTH,
+            ),
         ];
         for (name, value, max) in bounds {
             ensure!(value <= max, "{name} = {value} is more than normlab builds (at most {max})");

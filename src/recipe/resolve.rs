@@ -101,7 +101,10 @@ impl Resolver<'_> {
     fn resolve_inner(&self, dims: Dims, eps: f64) -> anyhow::Result<ResolvedRecipe> {
         let n_layers = dims.n_layers;
         ensure!(n_layers >= 1, "n_layers must be at least 1");
-        ensure!(n_layers <= MAX_LAYERS, "n_layers = {n_layers} is more than normlab builds (at most {MAX_LAYERS} layers)");
+        ensure!(
+            n_layers <= MAX_LAYERS,
+            "n_layers = {n_layers} is more than normlab builds (at most {MAX_LAYERS} layers)"
+        );
         ensure!(dims.d_model >= 1, "d_model must be at least 1");
         ensure!(
             dims.d_model <= MAX_WIDTH,

@@ -209,7 +209,9 @@ impl Engine {
             let mut row = Row::new(job);
             if row.job.max_new == 0 {
                 self.done(&row, Finish::Length);
-            } else if self.advance(&mut row, &s.next) {
+            } else if let Some(next) = &s.next
+                && self.advance(&mut row, next)
+            {
                 going.push(row);
             }
         }

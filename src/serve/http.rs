@@ -8,8 +8,8 @@ use super::app::{App, error, json_response};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Request, State};
-use axum::middleware::Next;
 use axum::http::{StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::json;
@@ -50,7 +50,10 @@ async fn bounded_body(State(app): State<Arc<App>>, req: Request, next: Next) -> 
     let limited = http_body_util::Limited::new(body, MAX_BODY);
     let fail = |status, message: String| error(&app, ApiError { status, message, param: None });
     match tokio::time::timeout(BODY_TIMEOUT, limited.collect()).await {
-        Err(_) => fail(408, format!("the request body took longer than {} s to arrive; send it whole", BODY_TIMEOUT.as_secs())),
+        Err(_) => fail(
+            408,
+            format!("the request body took longer than {} s to arrive; send it whole", BODY_TIMEOUT.as_secs()),
+        ),
         Ok(Err(e)) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
             fail(413, format!("the request body is larger than {} MiB; send fewer or shorter prompts", MAX_BODY >> 20))
         }
@@ -137,10 +140,6 @@ async fn method_not_allowed(State(app): State<Arc<App>>, method: axum::http::Met
 }
 
 async fn not_found(State(app): State<Arc<App>>) -> Response {
-    let e = ApiError {
-        status: 404,
-        message: format!("no such route; the server answers {ROUTES}"),
-        param: None,
-    };
+    let e = ApiError { status: 404, message: format!("no such route; the server answers {ROUTES}"), param: None };
     error(&app, e)
 }

@@ -147,8 +147,8 @@ fn listen(o: &ServeOptions, app: Arc<App>) -> anyhow::Result<Listening> {
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let (signals, grace) = (o.signals, o.grace);
     let router = http::router(app);
-    let thread = std::thread::Builder::new().name("normlab-http".into()).spawn(move || {
-        rt.block_on(listen::serve(listener, router, listen::stop_requested(rx, signals), grace))
-    })?;
+    let thread = std::thread::Builder::new()
+        .name("normlab-http".into())
+        .spawn(move || rt.block_on(listen::serve(listener, router, listen::stop_requested(rx, signals), grace)))?;
     Ok(Listening { addr, shutdown: tx, thread })
 }

@@ -220,7 +220,9 @@ fn check_keys(section: &SweepSection, tuned_given: bool) -> anyhow::Result<()> {
 /// type, but not as an unknown field).
 fn is_config_key(key: &str) -> bool {
     let probe = crate::train::RunConfig::from_parts(&toml::Table::new(), "group_by", None, &[format!("{key}=0")]);
-    probe.err().is_none_or(|e| !format!("{e:#}").contains("unknown field") && !format!("{e:#}").contains("not a valid key"))
+    probe
+        .err()
+        .is_none_or(|e| !format!("{e:#}").contains("unknown field") && !format!("{e:#}").contains("not a valid key"))
 }
 
 impl Sweep {
@@ -301,7 +303,8 @@ impl Sweep {
             bail!("two runs of the grid are both named {}: an axis lists the same value twice", dup.name);
         }
         for run in grid {
-            s.run_config(&run).and_then(|c| c.validate()).with_context(|| format!("sweep run {}", run.name))?;
+            let check = |c: crate::train::RunConfig| c.validate().and_then(|_| c.check_eval());
+            s.run_config(&run).and_then(check).with_context(|| format!("sweep run {}", run.name))?;
         }
         Ok(s)
     }

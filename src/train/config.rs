@@ -23,6 +23,8 @@ pub struct RunConfig {
     pub optim: OptimConfig,
     pub schedule: ScheduleConfig,
     pub probe: crate::probe::ProbeConfig,
+    /// Downstream tasks evaluated during and after training (`[eval]`).
+    pub eval: crate::tasks::spec::EvalSection,
     /// Whether the config set `model.vocab_size` itself (otherwise it follows the tokenizer).
     #[serde(skip)]
     pub vocab_size_given: bool,
@@ -248,6 +250,14 @@ impl RunConfig {
 
     /// Checks every section and resolves the model's recipe (the one resolution a run makes);
     /// otherwise a clear error.
+    /// Refuses `[eval]` tasks that cannot load (unknown names or layouts, missing files).
+    pub fn check_eval(&self) -> anyhow::Result<()> {
+        for t in &self.eval.tasks {
+            crate::tasks::spec::check(t)?;
+        }
+        Ok(())
+    }
+
     pub fn validate(&self) -> anyhow::Result<ResolvedRecipe> {
         let (_, recipe) = self.model.validate()?;
         self.data.validate()?;

@@ -68,6 +68,15 @@ pub struct LostRecord {
     pub bytes: u64,
 }
 
+/// Downstream tasks evaluated at `step` (their metrics; the items are not kept here).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TasksRecord {
+    pub step: usize,
+    pub results: Vec<crate::tasks::TaskResult>,
+    /// Seconds the evaluation took.
+    pub seconds: f64,
+}
+
 /// One line of `metrics.jsonl`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
@@ -76,6 +85,7 @@ pub enum MetricsRecord {
     Eval(EvalRecord),
     Diverged(DivergedRecord),
     Lost(LostRecord),
+    Tasks(TasksRecord),
 }
 
 /// A run's metrics, split by kind.
@@ -86,6 +96,8 @@ pub struct Metrics {
     pub diverged: Option<DivergedRecord>,
     /// Where records were lost before a resume.
     pub lost: Vec<LostRecord>,
+    /// Downstream evaluations, in order.
+    pub tasks: Vec<TasksRecord>,
 }
 
 impl Metrics {
@@ -104,6 +116,7 @@ impl Metrics {
                 MetricsRecord::Eval(e) => m.eval.push(e),
                 MetricsRecord::Diverged(d) => m.diverged = Some(d),
                 MetricsRecord::Lost(l) => m.lost.push(l),
+                MetricsRecord::Tasks(t) => m.tasks.push(t),
             }
         }
         m

@@ -10,6 +10,7 @@ pub mod config;
 pub mod divergence;
 pub mod engine;
 pub mod eval;
+pub mod evaluate;
 pub mod loss_scale;
 pub mod memory;
 pub mod metrics;

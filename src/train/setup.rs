@@ -67,6 +67,7 @@ fn prepare(mut cfg: RunConfig, init: Option<(ParamSource, Tokenizer)>, log: &dyn
     // From the sizes alone, before the recipe is resolved or anything is allocated.
     check_memory(&cfg, cfg.model.matrix_params())?;
     let recipe = cfg.validate()?;
+    cfg.check_eval()?;
     if let Some(w) = crate::recipe::theorem_3_6_warning(&recipe) {
         log(&format!("warning: {w}"));
     }

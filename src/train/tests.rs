@@ -386,6 +386,8 @@ fn probes_never_change_training() {
                 MetricsRecord::Train(t) => t.loss,
                 MetricsRecord::Eval(e) => e.val_loss,
                 MetricsRecord::Diverged(d) => panic!("diverged: {d:?}"),
+                MetricsRecord::Lost(l) => panic!("lost records: {l:?}"),
+                MetricsRecord::Tasks(t) => panic!("tasks: {t:?}"),
             })
             .collect::<Vec<_>>()
     };

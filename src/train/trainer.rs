@@ -75,6 +75,8 @@ pub struct Trainer {
     /// Sees (and may change) each step's micro-batches before they are used, with the 1-based
     /// step: the tests inject faults through it (a batch of random tokens whose loss spikes).
     pub batch_hook: Option<BatchHook>,
+    /// The `[eval]` tasks, loaded once by the rank that writes (empty on the others).
+    pub(super) tasks: Vec<crate::tasks::Task>,
 }
 
 /// The run's outputs, held by the one process that writes them.
@@ -118,7 +120,12 @@ impl Trainer {
             None => None,
         };
         let val_starts = validation_starts(data.val.len(), cfg.train.seq_len, cfg.run.eval_windows);
+        let tasks = match out.is_some() {
+            true => load_tasks(&cfg)?,
+            false => Vec::new(),
+        };
         Ok(Trainer {
+            tasks,
             sampler: Sampler::from_state(state.sampler_state),
             params: crate::model::params::count(&model),
             cfg,
@@ -211,6 +218,10 @@ impl Trainer {
                 progress.eval(&e);
                 last_eval = Some(e);
             }
+            let task_every = self.cfg.eval.every;
+            if task_every > 0 && step.is_multiple_of(task_every) && step < total {
+                engine::guarded(step, || self.evaluate_tasks(progress))?;
+            }
             if self.cfg.run.checkpoint_every > 0 && step.is_multiple_of(self.cfg.run.checkpoint_every) && step < total {
                 self.checkpoint(clock.now())?;
             }
@@ -230,6 +241,8 @@ impl Trainer {
             Some(e) => e,
             None => self.validate(clock.now())?,
         };
+        // Before the last checkpoint, which then counts its record: a resume never repeats it.
+        self.evaluate_tasks(progress)?;
         let wall = clock.now();
         self.checkpoint(wall)?;
         if self.out.is_some() {
@@ -427,6 +440,42 @@ impl Trainer {
 
     /// Pairs: decodes and scores the test sets (before the run is marked finished, so an
     /// interruption here leaves it resumable).
+    /// The `[eval]` tasks on the model as it is now: a `tasks` record, TensorBoard scalars
+    /// (`tasks/NAME/METRIC`) and a line of output.
+    fn evaluate_tasks(&mut self, progress: &Progress) -> anyhow::Result<()> {
+        if self.tasks.is_empty() || self.out.is_none() {
+            return Ok(());
+        }
+        let t0 = Instant::now();
+        let plain = self.model.valid();
+        let d = crate::decode::Decoder {
+            model: &plain,
+            device: &self.device,
+            context: self.cfg.train.seq_len,
+            cache: true,
+        };
+        let tok = &self.data.tokenizer;
+        let prefix = crate::data::boundary::boundary(tok, self.cfg.data.task)?.id;
+        let mut results = Vec::with_capacity(self.tasks.len());
+        for task in &self.tasks {
+            let mut r = crate::tasks::evaluate(&d, tok, prefix, task)?;
+            r.items.clear();
+            results.push(r);
+        }
+        let step = self.state.step;
+        progress.println(&format!("step {step:>6}  {}", crate::tasks::evaluate::summary(&results)));
+        if let Some(out) = &mut self.out {
+            let scalars: Vec<(String, f32)> = results
+                .iter()
+                .flat_map(|r| r.metrics.iter().map(move |(m, v)| (format!("tasks/{}/{m}", r.task), v.value as f32)))
+                .collect();
+            let named: Vec<(&str, f32)> = scalars.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+            out.probe.scalars(step, &named)?;
+        }
+        let record = crate::train::metrics::TasksRecord { step, results, seconds: t0.elapsed().as_secs_f64() };
+        self.record(&MetricsRecord::Tasks(record))
+    }
+
     fn score_pairs(&mut self, progress: &Progress) -> anyhow::Result<()> {
         let Some(p) = &self.data.pairs else { return Ok(()) };
         progress.println(&format!("decoding {} test sets for exact match and F1", p.tests.len()));
@@ -565,4 +614,10 @@ fn tensorboard_scalars(r: &TrainRecord) -> Vec<(&'static str, f32)> {
     v.extend(r.reg.map(|reg| ("train/reg", reg as f32)));
     v.push(("train/skipped", if r.skipped.is_some() { 1.0 } else { 0.0 }));
     v
+}
+
+/// The `[eval]` tasks of `cfg`, loaded (built-in ones made from the corpus in its cache).
+fn load_tasks(cfg: &RunConfig) -> anyhow::Result<Vec<crate::tasks::Task>> {
+    let cache = cfg.data.cache_dir();
+    crate::tasks::spec::expand(&cfg.eval.tasks).iter().map(|s| crate::tasks::spec::load(s, &cache)).collect()
 }

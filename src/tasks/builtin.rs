@@ -1,0 +1,195 @@
+//! The built-in suite: downstream tasks a CPU miniature can move off chance, made from the
+//! built-in corpus's held-out addresses (the years ending in 0, never trained on) and from
+//! rules, each fixed by a seed:
+//!
+//! - `sotu_continuation` (HellaSwag's form): a held-out passage (at most 40 characters, whole
+//!   words) and its next two or three words, against the words after three passages of other
+//!   held-out addresses; acc and acc_norm, chance 25 %. An item fits a 64-byte window.
+//! - `agreement_pairs` (BLiMP's form): a grammatical sentence against the same sentence with
+//!   one agreement broken (subject–verb, subject–verb across a prepositional phrase,
+//!   determiner–noun), each scored whole; acc, chance 50 %, per phenomenon.
+
+use super::item::{Scoring, Task, choice};
+use crate::rng::SplitMix64;
+use std::path::Path;
+
+/// The suite's tasks, in order.
+pub const SUITE: [&str; 2] = ["sotu_continuation", "agreement_pairs"];
+
+/// Built-in task `name` with `n` items drawn with `seed`.
+pub fn task(name: &str, n: usize, seed: u64, cache: &Path) -> anyhow::Result<Task> {
+    match name {
+        "sotu_continuation" => continuation(n, seed, cache),
+        "agreement_pairs" => Ok(agreement(n, seed)),
+        other => anyhow::bail!("no built-in task `{other}`; the built-in ones are {}", SUITE.join(", ")),
+    }
+}
+
+/// The words of each held-out address.
+fn held_out_words(cache: &Path) -> anyhow::Result<Vec<Vec<String>>> {
+    let docs = crate::data::sotu::split(crate::data::sotu::load(cache)?).val;
+    Ok(docs.iter().map(|d| d.text.split_whitespace().map(String::from).collect()).collect())
+}
+
+/// Longest context, in characters: with a 20-character end the item fits a 64-byte window.
+const CONTEXT_CHARS: usize = 40;
+const END_CHARS: usize = 20;
+
+/// A passage ending before word `at` of `words` (its last words, at most [`CONTEXT_CHARS`])
+/// and the 2 or 3 words from `at` (at most [`END_CHARS`]); `None` where they do not fit.
+fn passage(words: &[String], at: usize, n_end: usize) -> Option<(String, String)> {
+    let end = words.get(at..at + n_end)?.join(" ");
+    let mut ctx = String::new();
+    for w in words[..at].iter().rev() {
+        let longer = if ctx.is_empty() { w.clone() } else { format!("{w} {ctx}") };
+        if longer.len() > CONTEXT_CHARS {
+            break;
+        }
+        ctx = longer;
+    }
+    (ctx.split(' ').count() >= 4 && end.len() <= END_CHARS).then_some((ctx, end))
+}
+
+fn continuation(n: usize, seed: u64, cache: &Path) -> anyhow::Result<Task> {
+    let docs = held_out_words(cache)?;
+    anyhow::ensure!(docs.len() >= 2, "the held-out addresses are too few");
+    let mut rng = SplitMix64::new(seed);
+    let draw = |rng: &mut SplitMix64, n: usize| (rng.uniform() * n as f64) as usize % n.max(1);
+    let mut items = Vec::with_capacity(n);
+    while items.len() < n {
+        let d = draw(&mut rng, docs.len());
+        let n_end = 2 + draw(&mut rng, 2);
+        let Some((ctx, end)) = passage(&docs[d], 8 + draw(&mut rng, docs[d].len().saturating_sub(12)), n_end) else {
+            continue;
+        };
+        let mut ends = vec![end];
+        while ends.len() < 4 {
+            let o = draw(&mut rng, docs.len());
+            let other = passage(&docs[o], 8 + draw(&mut rng, docs[o].len().saturating_sub(12)), n_end);
+            if let Some((_, e)) = other.filter(|(_, e)| o != d && !ends.contains(e)) {
+                ends.push(e);
+            }
+        }
+        let answer = draw(&mut rng, 4);
+        ends.swap(0, answer);
+        items.push(choice(&ctx, &ends, answer, None));
+    }
+    Ok(Task { name: "sotu_continuation".into(), scoring: Scoring::MultipleChoice { acc_norm: true }, items })
+}
+
+/// Singular and plural nouns of the addresses' register.
+const SINGULAR: [&str; 16] = [
+    "nation",
+    "government",
+    "treasury",
+    "economy",
+    "army",
+    "department",
+    "program",
+    "law",
+    "budget",
+    "commission",
+    "senator",
+    "citizen",
+    "farmer",
+    "worker",
+    "court",
+    "treaty",
+];
+const PLURAL: [&str; 16] = [
+    "nations",
+    "governments",
+    "taxes",
+    "laws",
+    "programs",
+    "states",
+    "courts",
+    "citizens",
+    "farmers",
+    "workers",
+    "senators",
+    "officers",
+    "treaties",
+    "revenues",
+    "families",
+    "schools",
+];
+/// A verb's singular and plural forms and what follows it.
+const VERBS: [(&str, &str, &str); 7] = [
+    ("has", "have", "grown in the past year"),
+    ("is", "are", "strong"),
+    ("was", "were", "approved by the Congress"),
+    ("requires", "require", "our attention"),
+    ("deserves", "deserve", "our support"),
+    ("needs", "need", "more funds"),
+    ("remains", "remain", "our first concern"),
+];
+
+/// A grammatical sentence and its one-agreement-broken twin, of phenomenon `kind`.
+fn pair(kind: usize, rng: &mut SplitMix64) -> (String, String, &'static str) {
+    let draw = |rng: &mut SplitMix64, n: usize| (rng.uniform() * n as f64) as usize % n;
+    let plural = rng.uniform() < 0.5;
+    let (sg, pl) = (SINGULAR[draw(rng, SINGULAR.len())], PLURAL[draw(rng, PLURAL.len())]);
+    let (v_sg, v_pl, rest) = VERBS[draw(rng, VERBS.len())];
+    let (noun, other, good_v, bad_v) = if plural { (pl, sg, v_pl, v_sg) } else { (sg, pl, v_sg, v_pl) };
+    match kind {
+        0 => (format!("The {noun} {good_v} {rest}."), format!("The {noun} {bad_v} {rest}."), "subject_verb"),
+        1 => (
+            format!("The {noun} of the {other} {good_v} {rest}."),
+            format!("The {noun} of the {other} {bad_v} {rest}."),
+            "subject_verb_attractor",
+        ),
+        _ => {
+            let (good_d, bad_d) = if plural { ("These", "This") } else { ("This", "These") };
+            (format!("{good_d} {noun} {good_v} {rest}."), format!("{bad_d} {noun} {good_v} {rest}."), "determiner_noun")
+        }
+    }
+}
+
+fn agreement(n: usize, seed: u64) -> Task {
+    let mut rng = SplitMix64::new(seed);
+    let items = (0..n)
+        .map(|i| {
+            let (good, bad, kind) = pair(i % 3, &mut rng);
+            // Scored whole, as BLiMP in lm-eval (an empty context: the run's boundary token).
+            choice("", &[good, bad], 0, Some(kind.into()))
+        })
+        .collect();
+    Task { name: "agreement_pairs".into(), scoring: Scoring::MultipleChoice { acc_norm: false }, items }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tasks::item::Item;
+
+    /// Each pair differs in exactly one word, the agreeing form in the grammatical sentence.
+    #[test]
+    fn minimal_pairs_differ_in_one_word() {
+        let t = agreement(60, 3);
+        assert_eq!(t.items.len(), 60);
+        for item in &t.items {
+            let Item::Choice { requests, answer, category, .. } = item else { panic!() };
+            assert_eq!(*answer, 0);
+            let (a, b) = (&requests[0].continuation, &requests[1].continuation);
+            let diff = a.split(' ').zip(b.split(' ')).filter(|(x, y)| x != y).count();
+            assert_eq!(diff, 1, "{a} / {b}");
+            assert!(category.is_some());
+        }
+        assert_eq!(agreement(60, 3), t, "seeded");
+        let Item::Choice { requests, .. } = &agreement(3, 9).items[2] else { panic!() };
+        let good = &requests[0].continuation;
+        assert!(good.starts_with(" These") || good.starts_with(" This"), "{good}");
+    }
+
+    /// A passage is the words before the cut (at most 40 characters, whole words) and the
+    /// next words; it rejoins the text.
+    #[test]
+    fn a_passage_is_the_words_before_a_cut_and_the_next_ones() {
+        let words: Vec<String> =
+            "We have built a new economy for the people of this land".split(' ').map(String::from).collect();
+        let (ctx, end) = passage(&words, 8, 3).unwrap();
+        assert_eq!((ctx.as_str(), end.as_str()), ("We have built a new economy for the", "people of this"));
+        assert!(passage(&words, 11, 3).is_none(), "past the end");
+    }
+}

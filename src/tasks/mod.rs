@@ -1,0 +1,27 @@
+//! Downstream evaluation: what a trained model can do, scored as lm-evaluation-harness scores
+//! it, in one implementation used by `normlab evaluate`, evaluation during training, sweeps,
+//! studies and reports.
+//!
+//! - [`item`]: a task's items as log-likelihood requests
+//! - [`encode`]: a request as tokens, exactly as lm-eval builds it (its truncation included)
+//! - [`score`]: requests through the one scoring path (`decode::score`), rolling windows
+//! - [`metrics`]: acc, acc_norm, perplexity, bits per byte, standard errors
+//! - [`evaluate`]: a task on a model: per-item results and metrics
+//! - [`layouts`]: the tasks' published layouts with lm-eval's templates
+//! - [`files`]: task files (parquet, JSON lines, JSON, text)
+//! - [`builtin`]: the built-in suite from the built-in corpus and rules
+//! - [`spec`]: which tasks to evaluate (`[eval]`, `--tasks`), loading, few-shot
+
+pub mod builtin;
+pub mod encode;
+pub mod evaluate;
+pub mod files;
+pub mod item;
+pub mod layouts;
+pub mod metrics;
+pub mod score;
+pub mod spec;
+
+pub use evaluate::{TaskResult, evaluate};
+pub use item::{Item, Request, Scoring, Task};
+pub use spec::TaskSpec;
