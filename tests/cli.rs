@@ -160,7 +160,8 @@ fn bad_input_gets_one_clear_line_and_no_run_directory() {
         &["train", "--config", c, "--set", &format!("data.corpus=\"{}\"", root.join("empty.txt").display())],
         "contains no text",
     );
-    expect_error(&["train", "--config", c, "--set", "train.seq_len=100000000"], "lower train.seq_len");
+    // The memory estimate refuses it first, naming the fix.
+    expect_error(&["train", "--config", c, "--set", "train.seq_len=100000000"], "or train.seq_len");
     expect_error(&["train", "--config", c, "--set", "model.d_model=0"], "model.d_model must be > 0");
     expect_error(&["train", "--config", c, "--set", "train.steps=-3"], "steps");
     expect_error(&["train", "--config", c, "--set", "model.vocab_size=300"], "remove model.vocab_size");
@@ -245,6 +246,15 @@ fn edge_values_and_damaged_files_get_one_clear_line() {
     let w = r.join("model.safetensors");
     let bytes = std::fs::read(&w).unwrap();
     std::fs::write(&w, &bytes[..6]).unwrap();
+    let o = run(bin().args(["eval", "--checkpoint", rs]));
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("does not match the SHA-256 recorded when the run finished"), "{e}");
+    // Without a recorded digest (a run from before digests were kept) the reader says it.
+    let status = r.join("status.json");
+    let mut st: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&status).unwrap()).unwrap();
+    st.as_object_mut().unwrap().remove("weights_sha256");
+    std::fs::write(&status, st.to_string()).unwrap();
     let o = run(bin().args(["eval", "--checkpoint", rs]));
     let e = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{e}");

@@ -371,7 +371,7 @@ fn damaged_final_weights_are_refused_by_every_reader() {
     let mut tensors = file.tensors.clone();
     let name = tensors.keys().find(|k| k.ends_with("wq")).unwrap().clone();
     let t = &tensors[&name];
-    let mut values = t.clone().convert::<f32>().into_vec::<f32>().unwrap();
+    let mut values = t.clone().convert::<f32>().try_into_vec::<f32>().unwrap();
     values[0] = f32::NAN;
     tensors.insert(name.clone(), burn::tensor::TensorData::new(values, t.shape().to_vec()));
     normlab::io::tensors::write(&run.join("model.safetensors"), &tensors, &file.metadata).unwrap();

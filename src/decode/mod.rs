@@ -9,6 +9,7 @@
 //! - [`generate`]: text from a prompt, shown as it grows
 //! - [`score`]: log-likelihoods of every token of a batch of sequences in one forward (the
 //!   server's `echo`/`logprobs`, downstream evaluation)
+//! - [`shared`]: several continuations of one context scored with the context run once
 
 pub mod generate;
 pub mod logprobs;
@@ -16,6 +17,7 @@ pub mod rows;
 pub mod run;
 pub mod sampling;
 pub mod score;
+pub mod shared;
 
 pub use generate::{SampleOptions, generate};
 pub use rows::{Decoder, Rows};

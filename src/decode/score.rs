@@ -14,6 +14,11 @@ use burn::tensor::{Int, Tensor, TensorData};
 /// Logits one forward of a group materialises at most (values).
 const GROUP_LIMIT: usize = 1 << 25;
 
+/// Positions one forward of a group feeds at most: groups of a training batch's size keep
+/// the activations in cache (on 1 CPU core, 600 sequences of 32 bytes through a 16-layer
+/// d = 64 model score 1.6× faster in groups of 256 positions than in one group).
+pub const GROUP_TOKENS: usize = 256;
+
 /// One token of a scored sequence (every token after the first).
 #[derive(Clone, Debug, PartialEq)]
 pub struct TokenScore {
@@ -45,7 +50,7 @@ pub fn score(d: &Decoder, seqs: &[Vec<u32>], top_k: usize) -> anyhow::Result<Vec
     }
     let vocab = d.model.tok_emb.dims()[0];
     let longest = seqs.iter().map(Vec::len).max().unwrap_or(1);
-    let rows = (GROUP_LIMIT / (vocab * longest)).max(1);
+    let rows = (GROUP_LIMIT / (vocab * longest)).min(GROUP_TOKENS / longest).max(1);
     let mut out = Vec::with_capacity(seqs.len());
     for group in seqs.chunks(rows) {
         out.extend(score_group(d, group, top_k)?);
@@ -68,6 +73,14 @@ fn host_int<const D: usize>(t: Tensor<D, Int>) -> anyhow::Result<Vec<i64>> {
     t.into_data().convert::<i64>().try_into_vec::<i64>().map_err(|e| anyhow::anyhow!("reading scores failed: {e:?}"))
 }
 
+/// `[B, V]`: each row's logits at its last position (one gather, one read for the group).
+fn last_logits(logits: Tensor<3>, seqs: &[Vec<u32>], d: &Decoder) -> Tensor<2> {
+    let [b, t, v] = logits.dims();
+    let at: Vec<i64> = seqs.iter().flat_map(|s| std::iter::repeat_n((s.len() - 1).min(t - 1) as i64, v)).collect();
+    let index = Tensor::<3, Int>::from_data(TensorData::new(at, [b, 1, v]), d.device);
+    logits.gather(1, index).reshape([b, v])
+}
+
 fn score_group(d: &Decoder, seqs: &[Vec<u32>], top_k: usize) -> anyhow::Result<Vec<Scored>> {
     let b = seqs.len();
     // The positions fed: every token but a last one past the context.
@@ -77,13 +90,11 @@ fn score_group(d: &Decoder, seqs: &[Vec<u32>], top_k: usize) -> anyhow::Result<V
     let logp = burn::tensor::activation::log_softmax(logits.clone(), 2);
     let picked = host_f32(logp.clone().gather(2, padded(seqs, t, 1, d).reshape([b, t, 1])))?;
     let best = host_int(logp.clone().argmax(2))?;
+    let nexts = host_f32(last_logits(logits, seqs, d))?;
     let mut out = Vec::with_capacity(b);
     for (r, s) in seqs.iter().enumerate() {
         let last = s.len() - 1;
-        let next = match last < t {
-            true => Some(host_f32(logits.clone().slice([r..r + 1, last..last + 1, 0..v]))?),
-            false => None,
-        };
+        let next = (last < t).then(|| nexts[r * v..(r + 1) * v].to_vec());
         // `top` needs the whole distribution; read only when asked, position by position.
         let tops = match top_k {
             0 => vec![Vec::new(); last],

@@ -206,3 +206,36 @@ fn scored_tokens_equal_decoding_each_prefix_alone() {
         }
     }
 }
+
+/// Continuations scored after their shared context run once give every token the
+/// log-probability and arg-max flag that scoring the whole sequence gives (1e-5), for every
+/// preset; contexts and continuations of different lengths share a group (padding both ways),
+/// a one-token continuation included.
+#[test]
+fn shared_contexts_score_as_whole_sequences() {
+    let device = cpu();
+    for name in PRESET_NAMES {
+        let m = model(name);
+        let d = decoder(&m, &device, 40, true);
+        let items = vec![
+            shared::Shared { context: prompt(9, 0), continuations: vec![prompt(3, 1), prompt(1, 2), prompt(6, 3)] },
+            shared::Shared { context: prompt(1, 4), continuations: vec![prompt(5, 5), prompt(2, 6)] },
+            shared::Shared { context: prompt(30, 7), continuations: vec![prompt(11, 8), prompt(4, 9)] },
+        ];
+        let got = shared::score_shared(&d, &items).unwrap();
+        for (item, scores) in items.iter().zip(&got) {
+            for (c, tokens) in item.continuations.iter().zip(scores) {
+                let whole: Vec<u32> = item.context.iter().chain(c).copied().collect();
+                let want = &score::score(&d, &[whole], 0).unwrap()[0].tokens;
+                let want = &want[want.len() - c.len()..];
+                assert_eq!(tokens.len(), c.len());
+                for (g, w) in tokens.iter().zip(want) {
+                    assert!((g.logprob - w.logprob).abs() < 1e-5 * w.logprob.abs().max(1.0), "{name}: {g:?} vs {w:?}");
+                    assert_eq!(g.greedy, w.greedy, "{name}");
+                }
+            }
+        }
+        let too_long = shared::Shared { context: prompt(38, 0), continuations: vec![prompt(4, 1)] };
+        assert!(shared::score_shared(&d, &[too_long]).is_err(), "{name}: past the context + 1");
+    }
+}

@@ -351,7 +351,10 @@ mod tests {
 
     fn method(name: &str, losses: &[(f64, f64)], edge: Option<LrEdge>, seeds: &[f64]) -> MethodSummary {
         let mean = seeds.iter().sum::<f64>() / seeds.len() as f64;
-        let curve = losses.iter().map(|&(lr, v)| LrPoint { lr, val_loss: Some(v), runs: 1, diverged: 0 }).collect();
+        let curve = losses
+            .iter()
+            .map(|&(lr, v)| LrPoint { lr, val_loss: Some(v), runs: 1, diverged: 0, tasks: Vec::new() })
+            .collect();
         let star = losses.iter().min_by(|a, b| a.1.total_cmp(&b.1)).map(|p| p.0);
         MethodSummary {
             method: name.into(),
@@ -369,6 +372,7 @@ mod tests {
             curve,
             steps_to_target: None,
             time_to_target_s: None,
+            tasks: Vec::new(),
         }
     }
 

@@ -7,6 +7,7 @@
 //! - [`findings`]: which scheme wins here and why, in words
 //! - [`page`]: the report's text as markdown and HTML
 //! - [`scaling`]: a scaling study's laws, gaps and findings
+//! - [`tasks`]: downstream tasks against the learning rate, and whether they rank as the loss does
 //! - [`textnorm`]: exact match, F1 and gradient-norm CV of pairs runs (the Normalization chapter's build)
 
 pub mod data;
@@ -16,6 +17,7 @@ pub mod page;
 pub mod paper;
 pub mod plot;
 pub mod scaling;
+pub mod tasks;
 pub mod textnorm;
 
 use crate::io::json;
@@ -80,25 +82,8 @@ fn sweep_report(dir: &Path) -> anyhow::Result<Report> {
         .iter()
         .filter_map(|m| best_run(&rows, m, group, tuned).map(|r| RunData::load(&layout::run(dir, &r.name), &m.method)))
         .collect::<anyhow::Result<_>>()?;
-    let mut figs = Vec::new();
-    if ms.iter().any(|m| m.curve.len() > 1) {
-        figs.push(figures::lr_curves(&out, &ms)?);
-    }
-    figs.extend(figures::curves(&out, &best_runs)?);
-    figs.extend(figures::depth_profiles(&out, &best_runs)?);
-    figs.extend(figures::final_attention(&out, &best_runs)?);
-    for r in &best_runs {
-        figs.extend(figures::over_training(&out, r, &slug(&r.label))?);
-    }
-    if let Some(f) = best_runs.iter().find_map(|r| figures::bhyt_scatter(&out, r).transpose()) {
-        figs.push(f?);
-    }
-    let table = summary_table(&ms);
-    let mut notes = findings::findings(&ms, &best_runs);
-    notes.extend(best_runs.iter().flat_map(RunData::gaps));
-    if !crate::sweep::unfinished(&rows).is_empty() {
-        notes.push(format!("Runs that did not finish: {}.", crate::sweep::unfinished_with_causes(&rows)));
-    }
+    let mut figs = sweep_figures(&out, &ms, &best_runs)?;
+    let mut notes = sweep_findings(&ms, &best_runs, &rows);
     let mut sections = Vec::new();
     if let Some(t) = textnorm::section(&out, &best_runs)? {
         notes.splice(0..0, t.findings);
@@ -112,12 +97,44 @@ fn sweep_report(dir: &Path) -> anyhow::Result<Report> {
     let page = Page {
         title: "Sweep report".into(),
         setup: setup_text(&best_runs, &ms, &rows, plan.target_loss),
-        table,
+        table: summary_table(&ms),
         table_notes: table_notes(&ms),
         sections,
         findings: notes,
     };
     write(dir, &out, &page, &figs, &rows)
+}
+
+/// A sweep's figures: loss (and downstream tasks) against the learning rate, then the best
+/// runs' curves, depth profiles and probes over training.
+fn sweep_figures(out: &Path, ms: &[MethodSummary], best_runs: &[RunData]) -> anyhow::Result<Vec<Figure>> {
+    let mut figs = Vec::new();
+    if ms.iter().any(|m| m.curve.len() > 1) {
+        figs.push(figures::lr_curves(out, ms)?);
+        figs.extend(tasks::tasks_vs_lr(out, ms)?);
+    }
+    figs.extend(figures::curves(out, best_runs)?);
+    figs.extend(figures::depth_profiles(out, best_runs)?);
+    figs.extend(figures::final_attention(out, best_runs)?);
+    for r in best_runs {
+        figs.extend(figures::over_training(out, r, &slug(&r.label))?);
+    }
+    if let Some(f) = best_runs.iter().find_map(|r| figures::bhyt_scatter(out, r).transpose()) {
+        figs.push(f?);
+    }
+    Ok(figs)
+}
+
+/// A sweep's findings in words: the loss ranking's, the downstream tasks', the best runs' gaps
+/// and the runs that did not finish.
+fn sweep_findings(ms: &[MethodSummary], best_runs: &[RunData], rows: &[RunResult]) -> Vec<String> {
+    let mut notes = findings::findings(ms, best_runs);
+    notes.extend(tasks::findings(ms));
+    notes.extend(best_runs.iter().flat_map(RunData::gaps));
+    if !crate::sweep::unfinished(rows).is_empty() {
+        notes.push(format!("Runs that did not finish: {}.", crate::sweep::unfinished_with_causes(rows)));
+    }
+    notes
 }
 
 fn best_run<'a>(rows: &'a [RunResult], m: &MethodSummary, group: &GroupBy, tuned: &str) -> Option<&'a RunResult> {
@@ -170,17 +187,20 @@ fn run_report(dir: &Path) -> anyhow::Result<Report> {
     write(dir, &out, &page, &figs, &[])
 }
 
-/// The per-method results table in markdown, ranked by the mean over seeds at LR*.
+/// The per-method results table in markdown, ranked by the mean over seeds at LR*; a column
+/// per downstream task where the runs were evaluated.
 pub fn summary_table(ms: &[MethodSummary]) -> String {
     let o = |v: Option<f64>| v.map(|x| format!("{x:.4}")).unwrap_or_else(|| "–".into());
+    let tasks = task_keys(ms);
     let mut t = String::from(
-        "| rank | recipe | LR* | mean | sd | n | best | worst | best ppl | diverged / runs | steps to target |\n\
-            |---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| rank | recipe | LR* | mean | sd | n | best | worst | best ppl | diverged / runs | steps to target |",
     );
+    tasks.iter().for_each(|(task, metric)| t += &format!(" {task} {metric} |"));
+    t += &format!("\n|---|---|---|---|---|---|---|---|---|---|---|{}\n", "---|".repeat(tasks.len()));
     for (i, m) in ms.iter().enumerate() {
         let edge = if m.lr_edge.is_some() { " †" } else { "" };
         t += &format!(
-            "| {} | {} | {}{edge} | {} | {} | {} | {} | {} | {} | {} / {} | {} |\n",
+            "| {} | {} | {}{edge} | {} | {} | {} | {} | {} | {} | {} / {} | {} |",
             i + 1,
             m.method,
             m.lr_star.map(|l| format!("{l:e}")).unwrap_or_else(|| "–".into()),
@@ -194,8 +214,32 @@ pub fn summary_table(ms: &[MethodSummary]) -> String {
             m.runs,
             m.steps_to_target.map(|s| s.to_string()).unwrap_or_else(|| "–".into()),
         );
+        for (task, metric) in &tasks {
+            let s = m.tasks.iter().find(|s| &s.task == task && &s.metric == metric);
+            t += &format!(" {} |", s.map(score_cell).unwrap_or_else(|| "–".into()));
+        }
+        t += "\n";
     }
     t
+}
+
+/// `0.463 ± 0.029`.
+pub fn score_cell(s: &crate::tasks::TaskScore) -> String {
+    match s.stderr {
+        Some(se) => format!("{:.3} ± {se:.3}", s.value),
+        None => format!("{:.3}", s.value),
+    }
+}
+
+/// Every (task, metric) of the summaries, in order of first appearance.
+pub fn task_keys(ms: &[MethodSummary]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for s in ms.iter().flat_map(|m| &m.tasks) {
+        if !out.iter().any(|(t, m)| t == &s.task && m == &s.metric) {
+            out.push((s.task.clone(), s.metric.clone()));
+        }
+    }
+    out
 }
 
 /// What the table's columns mean, and its marks.
@@ -211,6 +255,13 @@ pub fn table_notes(ms: &[MethodSummary]) -> Vec<String> {
     }
     if ms.iter().any(|m| m.lr_edge.is_some()) {
         n.push("† LR* is the lowest or highest rate tried: the recipe's optimum may lie outside the grid.".into());
+    }
+    if !task_keys(ms).is_empty() {
+        n.push(
+            "Downstream tasks (after the loss columns): each task's headline at the end of training, averaged over the \
+                seeds at LR*, ± its standard error over the task's items (docs/evaluation.md)."
+                .into(),
+        );
     }
     n
 }

@@ -123,6 +123,7 @@ mod tests {
             curve: Vec::new(),
             steps_to_target: None,
             time_to_target_s: None,
+            tasks: Vec::new(),
         }
     }
 

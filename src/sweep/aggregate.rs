@@ -4,11 +4,17 @@
 //! the sample standard deviation (KiteNorm Fig. 1b), the diverged count (diverged runs are
 //! excluded from every value and counted here), and steps/time to the target loss at LR*
 //! (BHyT D.1). Methods are ranked by the mean over seeds, not by their luckiest seed.
+//!
+//! Downstream tasks follow the same runs: at LR*, each task's headline averaged over the seeds,
+//! with its standard error over items (averaged over the seeds: the seeds answer the same
+//! items, so their errors are not independent and the average is the honest bar); per rate of
+//! the grid, the headline of the run that gave the rate its loss.
 
 use super::config::Stage;
 use super::group::GroupBy;
 use super::results::RunResult;
 use crate::stats::sample_std;
+use crate::tasks::TaskScore;
 use serde::Serialize;
 
 /// LR* at an end of the learning-rate grid.
@@ -26,6 +32,8 @@ pub struct LrPoint {
     pub val_loss: Option<f64>,
     pub runs: usize,
     pub diverged: usize,
+    /// The downstream headlines of the run that gave `val_loss`.
+    pub tasks: Vec<TaskScore>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -50,6 +58,8 @@ pub struct MethodSummary {
     pub curve: Vec<LrPoint>,
     pub steps_to_target: Option<usize>,
     pub time_to_target_s: Option<f64>,
+    /// Each downstream task's headline over the seeds at LR* (see the module's note).
+    pub tasks: Vec<TaskScore>,
 }
 
 /// Summaries sorted by the mean over seeds at LR*, ties by `best` (methods without a finished
@@ -105,7 +115,32 @@ fn summarize_method(rows: &[RunResult], method: &str, group_by: &GroupBy, tuned:
         curve,
         steps_to_target: best_run.and_then(|r| r.steps_to_target),
         time_to_target_s: best_run.and_then(|r| r.time_to_target_s),
+        tasks: if lr_star.is_some() { seed_mean(&at_star.iter().map(|p| p.1).collect::<Vec<_>>()) } else { Vec::new() },
     }
+}
+
+/// Each task's headline averaged over `runs`, its standard error the runs' average.
+fn seed_mean(runs: &[&RunResult]) -> Vec<TaskScore> {
+    let Some(first) = runs.first() else { return Vec::new() };
+    first
+        .tasks
+        .iter()
+        .filter_map(|t| {
+            let all: Vec<&TaskScore> =
+                runs.iter().filter_map(|r| r.tasks.iter().find(|s| s.task == t.task && s.metric == t.metric)).collect();
+            (all.len() == runs.len()).then(|| {
+                let n = all.len() as f64;
+                let se: Option<Vec<f64>> = all.iter().map(|s| s.stderr).collect();
+                TaskScore {
+                    task: t.task.clone(),
+                    metric: t.metric.clone(),
+                    value: all.iter().map(|s| s.value).sum::<f64>() / n,
+                    stderr: se.map(|v| v.iter().sum::<f64>() / n),
+                    chance: t.chance,
+                }
+            })
+        })
+        .collect()
 }
 
 /// Per learning rate of the grid (ascending), the lowest final loss of its non-diverged grid
@@ -117,15 +152,17 @@ fn lr_curve(mine: &[&RunResult], lr_of: impl Fn(&RunResult) -> Option<f64>) -> V
     lrs.iter()
         .map(|&lr| {
             let at: Vec<&&RunResult> = mine.iter().filter(|r| r.stage == Stage::Grid && lr_of(r) == Some(lr)).collect();
+            let best = at
+                .iter()
+                .filter(|r| !r.state.is_diverged())
+                .filter_map(|r| Some((r.final_val_loss?, r)))
+                .min_by(|a, b| a.0.total_cmp(&b.0));
             LrPoint {
                 lr,
-                val_loss: at
-                    .iter()
-                    .filter(|r| !r.state.is_diverged())
-                    .filter_map(|r| r.final_val_loss)
-                    .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.min(v)))),
+                val_loss: best.map(|b| b.0),
                 runs: at.len(),
                 diverged: at.iter().filter(|r| r.state.is_diverged()).count(),
+                tasks: best.map(|b| b.1.tasks.clone()).unwrap_or_default(),
             }
         })
         .collect()

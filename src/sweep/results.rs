@@ -77,6 +77,10 @@ pub struct RunResult {
     /// runs that failed in this sweep's process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// Each downstream task's headline at the run's last evaluation (`[eval]`), for a
+    /// finished run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<crate::tasks::TaskScore>,
 }
 
 /// One row per run; a corrupt record in any run is an error naming its file and line.
@@ -98,15 +102,8 @@ fn collect_one(dir: &Path, r: &PlannedRun, target: Option<f64>) -> anyhow::Resul
     let axes = r.axes.iter().map(|(k, v)| (k.clone(), serde_json::to_value(v).unwrap_or_default())).collect();
     let status = run_dir::read_status(dir).ok().flatten();
     let m = Metrics::read(&run_dir::metrics(dir))?;
-    let best = m
-        .eval
-        .iter()
-        .map(|e| e.val_loss)
-        .filter(|v| v.is_finite())
-        .fold(None, |b: Option<f64>, v| Some(b.map_or(v, |b| b.min(v))));
+    let best = best_val_loss(&m);
     let hit = target.and_then(|t| m.eval.iter().find(|e| e.val_loss <= t));
-    let mut rates: Vec<f64> = m.train.iter().map(|x| x.tokens_per_s).filter(|v| v.is_finite()).collect();
-    rates.sort_by(f64::total_cmp);
     let probe = last_probe(dir)?;
     let subs = probe.as_ref().map(|p| p.forward.sublayers.as_slice()).unwrap_or_default();
     let cvs: Vec<f64> = subs.iter().filter_map(|s| s.grad_cv_run).filter(|v| v.is_finite()).collect();
@@ -133,7 +130,7 @@ fn collect_one(dir: &Path, r: &PlannedRun, target: Option<f64>) -> anyhow::Resul
         best_val_ppl: best.map(f64::exp),
         steps: last.map(|x| x.step).unwrap_or(0),
         wall_s: last.map(|x| x.wall_s).unwrap_or(0.0),
-        tokens_per_s: (!rates.is_empty()).then(|| rates[rates.len() / 2]),
+        tokens_per_s: median_tokens_per_s(&m),
         steps_to_target: hit.map(|e| e.step),
         time_to_target_s: hit.map(|e| e.wall_s),
         max_abs_last_layer: subs.last().and_then(|s| finite_or_none(s.z.max_abs)),
@@ -141,7 +138,32 @@ fn collect_one(dir: &Path, r: &PlannedRun, target: Option<f64>) -> anyhow::Resul
         failure: None,
         grad_cv: (!cvs.is_empty()).then(|| cvs.iter().sum::<f64>() / cvs.len() as f64),
         final_tau: probe.as_ref().and_then(|p| finite_or_none(p.forward.final_tau)),
+        tasks: match state {
+            RunState::Finished => final_tasks(&m),
+            _ => Vec::new(),
+        },
     })
+}
+
+/// The lowest finite validation loss of a run.
+fn best_val_loss(m: &Metrics) -> Option<f64> {
+    m.eval
+        .iter()
+        .map(|e| e.val_loss)
+        .filter(|v| v.is_finite())
+        .fold(None, |b: Option<f64>, v| Some(b.map_or(v, |b| b.min(v))))
+}
+
+/// The median training throughput of a run (tokens/s).
+fn median_tokens_per_s(m: &Metrics) -> Option<f64> {
+    let mut rates: Vec<f64> = m.train.iter().map(|x| x.tokens_per_s).filter(|v| v.is_finite()).collect();
+    rates.sort_by(f64::total_cmp);
+    (!rates.is_empty()).then(|| rates[rates.len() / 2])
+}
+
+/// The headlines of a run's last task evaluation.
+fn final_tasks(m: &Metrics) -> Vec<crate::tasks::TaskScore> {
+    m.tasks.last().map(|t| t.results.iter().filter_map(|r| r.headline()).collect()).unwrap_or_default()
 }
 
 /// The columns of `results.csv` after `name`, `stage` and the axes.
@@ -164,6 +186,18 @@ const CSV_COLUMNS: [&str; 16] = [
     "failure",
 ];
 
+/// Every (task, metric) the runs carry, in order of first appearance.
+fn task_columns(rows: &[RunResult]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for s in rows.iter().flat_map(|r| &r.tasks) {
+        let key = (s.task.clone(), s.metric.clone());
+        if !out.contains(&key) {
+            out.push(key);
+        }
+    }
+    out
+}
+
 /// A JSON value as a CSV cell: empty for null, strings as they are, numbers as JSON writes them.
 fn cell(v: &serde_json::Value) -> String {
     match v {
@@ -182,15 +216,28 @@ pub fn to_csv(rows: &[RunResult]) -> anyhow::Result<Vec<u8>> {
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
+    let tasks = task_columns(rows);
     let mut w = csv::Writer::from_writer(Vec::new());
-    let header: Vec<&str> =
-        ["name", "stage"].into_iter().chain(axis_keys.iter().map(String::as_str)).chain(CSV_COLUMNS).collect();
+    let task_header = tasks.iter().flat_map(|(t, m)| [format!("{t}.{m}"), format!("{t}.{m}_se")]);
+    let header: Vec<String> = ["name", "stage"]
+        .into_iter()
+        .chain(axis_keys.iter().map(String::as_str))
+        .chain(CSV_COLUMNS)
+        .map(String::from)
+        .chain(task_header)
+        .collect();
     w.write_record(&header)?;
     for r in rows {
         let v = serde_json::to_value(r)?;
         let axes = axis_keys.iter().map(|k| cell(r.axes.get(k).unwrap_or(&serde_json::Value::Null)));
         let rest = CSV_COLUMNS.iter().map(|c| cell(&v[*c]));
-        let record: Vec<String> = [r.name.clone(), r.stage.to_string()].into_iter().chain(axes).chain(rest).collect();
+        let scores = tasks.iter().flat_map(|(t, m)| {
+            let s = r.tasks.iter().find(|s| &s.task == t && &s.metric == m);
+            let f = |x: Option<f64>| x.map(|x| x.to_string()).unwrap_or_default();
+            [f(s.map(|s| s.value)), f(s.and_then(|s| s.stderr))]
+        });
+        let record: Vec<String> =
+            [r.name.clone(), r.stage.to_string()].into_iter().chain(axes).chain(rest).chain(scores).collect();
         w.write_record(&record)?;
     }
     w.into_inner().map_err(|e| anyhow::anyhow!("cannot write CSV: {e}"))

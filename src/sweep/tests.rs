@@ -33,6 +33,7 @@ fn row(name: &str, stage: &str, recipe: &str, lr: f64, seed: i64, val: Option<f6
         grad_cv: None,
         final_tau: None,
         failure: None,
+        tasks: Vec::new(),
     }
 }
 
@@ -73,6 +74,41 @@ fn aggregation_by_hand() {
     );
     let keel = &s[2];
     assert_eq!((keel.lr_star, keel.best, keel.diverged), (None, None, 1));
+}
+
+fn acc(value: f64, stderr: f64) -> Vec<crate::tasks::TaskScore> {
+    let s = crate::tasks::TaskScore {
+        task: "t".into(),
+        metric: "acc".into(),
+        value,
+        stderr: Some(stderr),
+        chance: Some(0.25),
+    };
+    vec![s]
+}
+
+/// Task headlines follow the runs: at LR* the mean over seeds with the seeds' average standard
+/// error; per rate the run that gave the rate its loss; in the CSV a value and an error column.
+#[test]
+fn task_scores_aggregate_by_hand() {
+    let mut rows = vec![
+        row("a1", "grid", "pre", 1e-3, 7, Some(2.60)),
+        row("a2", "grid", "pre", 1e-2, 7, Some(2.40)),
+        row("a3", "reseed", "pre", 1e-2, 8, Some(2.44)),
+    ];
+    for (r, (v, se)) in rows.iter_mut().zip([(0.30, 0.04), (0.50, 0.03), (0.40, 0.05)]) {
+        r.tasks = acc(v, se);
+    }
+    let s = summarize(&rows, &Default::default(), "optim.lr");
+    let t = &s[0].tasks[0];
+    // Seeds at LR* = 1e-2: (0.50 + 0.40) / 2 = 0.45, errors (0.03 + 0.05) / 2 = 0.04.
+    assert!((t.value - 0.45).abs() < 1e-12 && (t.stderr.unwrap() - 0.04).abs() < 1e-12, "{t:?}");
+    let at_rates: Vec<f64> = s[0].curve.iter().map(|p| p.tasks[0].value).collect();
+    assert_eq!(at_rates, [0.30, 0.50], "the grid run of each rate");
+    let csv = String::from_utf8(crate::sweep::results::to_csv(&rows).unwrap()).unwrap();
+    let header = csv.lines().next().unwrap();
+    assert!(header.ends_with(",t.acc,t.acc_se"), "{header}");
+    assert!(csv.lines().nth(1).unwrap().ends_with(",0.3,0.04"), "{csv}");
 }
 
 /// The ranking is by the mean over seeds: a recipe with one lucky seed does not win.

@@ -5,20 +5,26 @@
 //! - `sotu_continuation` (HellaSwag's form): a held-out passage (at most 40 characters, whole
 //!   words) and its next two or three words, against the words after three passages of other
 //!   held-out addresses; acc and acc_norm, chance 25 %. An item fits a 64-byte window.
+//! - `sotu_words` (HellaSwag's form at the level of spelling): a held-out passage cut after
+//!   the first one or two letters of a word of five letters or more, its true remaining
+//!   letters against the remaining letters of three words of other held-out addresses; acc and
+//!   acc_norm, chance 25 %. A model that has learnt words, not only letter frequencies, moves
+//!   it off chance long before it can use a passage's meaning.
 //! - `agreement_pairs` (BLiMP's form): a grammatical sentence against the same sentence with
 //!   one agreement broken (subject–verb, subject–verb across a prepositional phrase,
 //!   determiner–noun), each scored whole; acc, chance 50 %, per phenomenon.
 
-use super::item::{Scoring, Task, choice};
+use super::item::{Scoring, Task, choice, choice_after};
 use crate::rng::SplitMix64;
 use std::path::Path;
 
 /// The suite's tasks, in order.
-pub const SUITE: [&str; 2] = ["sotu_continuation", "agreement_pairs"];
+pub const SUITE: [&str; 3] = ["sotu_words", "sotu_continuation", "agreement_pairs"];
 
 /// Built-in task `name` with `n` items drawn with `seed`.
 pub fn task(name: &str, n: usize, seed: u64, cache: &Path) -> anyhow::Result<Task> {
     match name {
+        "sotu_words" => words(n, seed, cache),
         "sotu_continuation" => continuation(n, seed, cache),
         "agreement_pairs" => Ok(agreement(n, seed)),
         other => anyhow::bail!("no built-in task `{other}`; the built-in ones are {}", SUITE.join(", ")),
@@ -34,15 +40,22 @@ fn held_out_words(cache: &Path) -> anyhow::Result<Vec<Vec<String>>> {
 /// Longest context, in characters: with a 20-character end the item fits a 64-byte window.
 const CONTEXT_CHARS: usize = 40;
 const END_CHARS: usize = 20;
+/// The passage before a cut word: spelling needs the word's first letters and a few words.
+const WORD_CONTEXT_CHARS: usize = 24;
 
 /// A passage ending before word `at` of `words` (its last words, at most [`CONTEXT_CHARS`])
 /// and the 2 or 3 words from `at` (at most [`END_CHARS`]); `None` where they do not fit.
 fn passage(words: &[String], at: usize, n_end: usize) -> Option<(String, String)> {
+    passage_within(words, at, n_end, CONTEXT_CHARS)
+}
+
+/// [`passage`] with at most `chars` characters before the cut.
+fn passage_within(words: &[String], at: usize, n_end: usize, chars: usize) -> Option<(String, String)> {
     let end = words.get(at..at + n_end)?.join(" ");
     let mut ctx = String::new();
     for w in words[..at].iter().rev() {
         let longer = if ctx.is_empty() { w.clone() } else { format!("{w} {ctx}") };
-        if longer.len() > CONTEXT_CHARS {
+        if longer.len() > chars {
             break;
         }
         ctx = longer;
@@ -75,6 +88,50 @@ fn continuation(n: usize, seed: u64, cache: &Path) -> anyhow::Result<Task> {
         items.push(choice(&ctx, &ends, answer, None));
     }
     Ok(Task { name: "sotu_continuation".into(), scoring: Scoring::MultipleChoice { acc_norm: true }, items })
+}
+
+/// Is `w` a word of at least five letters (no digits or punctuation)?
+fn long_word(w: &str) -> bool {
+    w.len() >= 5 && w.bytes().all(|b| b.is_ascii_alphabetic())
+}
+
+/// The passage before word `at` of `words` and that word's first `k` letters, and its other
+/// letters; `None` where the word is not a [`long_word`] or the passage is too short.
+fn word_cut(words: &[String], at: usize, k: usize) -> Option<(String, String)> {
+    let w = words.get(at).filter(|w| long_word(w))?;
+    let (ctx, _) = passage_within(words, at, 1, WORD_CONTEXT_CHARS)?;
+    Some((format!("{ctx} {}", &w[..k]), w[k..].to_string()))
+}
+
+/// The letters after the first `k` of a long word drawn from `words`, if the draw is one.
+fn word_rest(words: &[String], at: usize, k: usize) -> Option<String> {
+    words.get(at).filter(|w| long_word(w)).map(|w| w[k..].to_string())
+}
+
+fn words(n: usize, seed: u64, cache: &Path) -> anyhow::Result<Task> {
+    let docs = held_out_words(cache)?;
+    anyhow::ensure!(docs.len() >= 2, "the held-out addresses are too few");
+    let mut rng = SplitMix64::new(seed);
+    let draw = |rng: &mut SplitMix64, n: usize| (rng.uniform() * n as f64) as usize % n.max(1);
+    let mut items = Vec::with_capacity(n);
+    while items.len() < n {
+        let (d, k) = (draw(&mut rng, docs.len()), 1 + draw(&mut rng, 2));
+        let Some((ctx, rest)) = word_cut(&docs[d], 8 + draw(&mut rng, docs[d].len().saturating_sub(12)), k) else {
+            continue;
+        };
+        let mut rests = vec![rest];
+        while rests.len() < 4 {
+            let o = draw(&mut rng, docs.len());
+            let other = word_rest(&docs[o], draw(&mut rng, docs[o].len()), k);
+            if let Some(r) = other.filter(|r| o != d && !rests.contains(r)) {
+                rests.push(r);
+            }
+        }
+        let answer = draw(&mut rng, 4);
+        rests.swap(0, answer);
+        items.push(choice_after(&ctx, "", &rests, answer, None));
+    }
+    Ok(Task { name: "sotu_words".into(), scoring: Scoring::MultipleChoice { acc_norm: true }, items })
 }
 
 /// Singular and plural nouns of the addresses' register.

@@ -29,6 +29,9 @@ pub struct TaskResult {
     pub task: String,
     pub n: usize,
     pub metrics: Metrics,
+    /// A multiple-choice task's accuracy by chance (the mean over items of 1 / choices).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chance: Option<f64>,
     /// `acc` per category (MMLU's subjects, the built-in suite's phenomena).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub categories: BTreeMap<String, super::metrics::Value>,
@@ -49,10 +52,11 @@ pub struct Evaluation {
 
 /// Evaluates `task`; an empty context stands for `prefix` (the run's document boundary).
 pub fn evaluate(d: &Decoder, tok: &Tokenizer, prefix: u32, task: &Task) -> anyhow::Result<TaskResult> {
-    let requests: Vec<_> = task.items.iter().flat_map(Item::requests).collect();
-    let mut scored = score_requests(d, tok, prefix, &requests)?.into_iter();
+    let requests: Vec<Vec<_>> = task.items.iter().map(Item::requests).collect();
+    let scored = score_requests(d, tok, prefix, &requests)?;
     let mut items = Vec::with_capacity(task.items.len());
-    for item in &task.items {
+    for (item, l) in task.items.iter().zip(scored) {
+        let (lls, greedy) = l.iter().map(|x| (x.loglik, x.greedy)).unzip();
         let r = match item {
             Item::Text { text } => ItemResult {
                 lls: vec![score_text(d, tok, prefix, text)?],
@@ -60,15 +64,10 @@ pub fn evaluate(d: &Decoder, tok: &Tokenizer, prefix: u32, task: &Task) -> anyho
                 answer: None,
                 category: None,
             },
-            Item::Choice { requests, answer, category, .. } => {
-                let l: Vec<_> = scored.by_ref().take(requests.len()).collect();
-                let (lls, greedy) = l.iter().map(|x| (x.loglik, x.greedy)).unzip();
+            Item::Choice { answer, category, .. } => {
                 ItemResult { lls, greedy, answer: Some(*answer), category: category.clone() }
             }
-            Item::Cloze { .. } => {
-                let l = scored.next().expect("a cloze has one request");
-                ItemResult { lls: vec![l.loglik], greedy: vec![l.greedy], answer: None, category: None }
-            }
+            Item::Cloze { .. } => ItemResult { lls, greedy, answer: None, category: None },
         };
         items.push(r);
     }
@@ -121,24 +120,63 @@ pub fn summarise(task: &Task, items: Vec<ItemResult>) -> TaskResult {
             metrics.insert("bits_per_byte".into(), bits_per_byte(&lls, &bytes));
         }
     }
-    TaskResult { task: task.name.clone(), n: items.len(), metrics, categories, items }
+    TaskResult { task: task.name.clone(), n: items.len(), metrics, chance: chance(task), categories, items }
 }
 
-/// Results in one line: `sotu_continuation acc 0.412 ± 0.028, agreement_pairs acc 0.633 ± 0.028`.
+/// A multiple-choice task's accuracy by chance.
+fn chance(task: &Task) -> Option<f64> {
+    let per_item: Vec<f64> = task
+        .items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Choice { requests, .. } => Some(1.0 / requests.len() as f64),
+            _ => None,
+        })
+        .collect();
+    (!per_item.is_empty()).then(|| per_item.iter().sum::<f64>() / per_item.len() as f64)
+}
+
+/// A task's headline number: `acc_norm` where the task has it (lm-eval's papers' choice for
+/// HellaSwag, ARC, PIQA, OpenBookQA), else `acc`, else bits per byte. The value sweeps and
+/// reports carry per run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskScore {
+    pub task: String,
+    pub metric: String,
+    pub value: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<f64>,
+    /// The accuracy by chance, for an accuracy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chance: Option<f64>,
+}
+
+impl TaskScore {
+    /// Is a higher value better (accuracies) or a lower one (bits per byte, perplexity)?
+    pub fn higher_is_better(&self) -> bool {
+        self.metric.starts_with("acc")
+    }
+}
+
+impl TaskResult {
+    /// The headline metric ([`TaskScore`]).
+    pub fn headline(&self) -> Option<TaskScore> {
+        let (metric, v) = ["acc_norm", "acc", "bits_per_byte", "perplexity"]
+            .iter()
+            .find_map(|k| self.metrics.get(*k).map(|v| (*k, v)))?;
+        let chance = self.chance.filter(|_| metric.starts_with("acc"));
+        Some(TaskScore { task: self.task.clone(), metric: metric.into(), value: v.value, stderr: v.stderr, chance })
+    }
+}
+
+/// Headlines in one line: `sotu_words acc_norm 0.463 ± 0.029, agreement_pairs acc 0.550 ± 0.029`.
 pub fn summary(results: &[TaskResult]) -> String {
     results
         .iter()
-        .map(|r| {
-            let (name, v) = r
-                .metrics
-                .iter()
-                .next()
-                .map(|(k, v)| (k.as_str(), *v))
-                .unwrap_or(("n", super::metrics::Value { value: r.n as f64, stderr: None }));
-            match v.stderr {
-                Some(se) => format!("{} {name} {:.3} ± {se:.3}", r.task, v.value),
-                None => format!("{} {name} {:.4}", r.task, v.value),
-            }
+        .filter_map(TaskResult::headline)
+        .map(|h| match h.stderr {
+            Some(se) => format!("{} {} {:.3} ± {se:.3}", h.task, h.metric, h.value),
+            None => format!("{} {} {:.4}", h.task, h.metric, h.value),
         })
         .collect::<Vec<_>>()
         .join(", ")

@@ -57,7 +57,21 @@ impl Item {
 /// A multiple-choice item with lm-eval's usual layout: one context, the choices after a space
 /// (`target_delimiter`), `acc_norm` dividing by the choices' own text.
 pub fn choice(context: &str, choices: &[String], answer: usize, category: Option<String>) -> Item {
-    let requests =
-        choices.iter().map(|c| Request { context: context.to_string(), continuation: format!(" {c}") }).collect();
+    choice_after(context, " ", choices, answer, category)
+}
+
+/// A multiple-choice item whose choices follow the context after `delimiter` (empty where a
+/// choice completes the context's last word).
+pub fn choice_after(
+    context: &str,
+    delimiter: &str,
+    choices: &[String],
+    answer: usize,
+    category: Option<String>,
+) -> Item {
+    let requests = choices
+        .iter()
+        .map(|c| Request { context: context.to_string(), continuation: format!("{delimiter}{c}") })
+        .collect();
     Item::Choice { requests, lengths: choices.to_vec(), answer, category }
 }

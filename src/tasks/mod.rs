@@ -22,6 +22,6 @@ pub mod metrics;
 pub mod score;
 pub mod spec;
 
-pub use evaluate::{TaskResult, evaluate};
+pub use evaluate::{TaskResult, TaskScore, evaluate};
 pub use item::{Item, Request, Scoring, Task};
 pub use spec::TaskSpec;

@@ -6,6 +6,8 @@ use super::encode::{Encoded, encode};
 use super::item::Request;
 use crate::data::Tokenizer;
 use crate::decode::Decoder;
+use crate::decode::score::TokenScore;
+use crate::decode::shared::{Shared, score_shared};
 
 /// A request's log-likelihood (natural log) and whether every continuation token is the arg-max.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -24,22 +26,58 @@ pub fn score_encoded(d: &Decoder, encoded: &[Encoded]) -> anyhow::Result<Vec<Lik
     let mut out = vec![Likelihood { loglik: 0.0, greedy: true }; encoded.len()];
     for (&i, s) in order.iter().zip(scored) {
         let n = encoded[i].continuation;
-        let tail = &s.tokens[s.tokens.len() - n..];
-        out[i] = Likelihood { loglik: tail.iter().map(|t| t.logprob).sum(), greedy: tail.iter().all(|t| t.greedy) };
+        out[i] = likelihood(&s.tokens[s.tokens.len() - n..]);
     }
     Ok(out)
 }
 
-/// Scores requests for a model of context `d.context`, an empty context standing for `prefix`.
+/// Scores each item's requests for a model of context `d.context`, an empty context standing
+/// for `prefix`. Requests of one item whose sequences share their context tokens (a
+/// multiple-choice item's choices, unless truncation cut them differently) run the context
+/// once ([`crate::decode::shared`]); the others are scored whole.
 pub fn score_requests(
     d: &Decoder,
     tok: &Tokenizer,
     prefix: u32,
-    requests: &[Request],
-) -> anyhow::Result<Vec<Likelihood>> {
-    let encoded: Vec<Encoded> =
-        requests.iter().map(|r| encode(tok, r, prefix, d.context)).collect::<anyhow::Result<_>>()?;
-    score_encoded(d, &encoded)
+    items: &[Vec<Request>],
+) -> anyhow::Result<Vec<Vec<Likelihood>>> {
+    let encoded: Vec<Vec<Encoded>> = items
+        .iter()
+        .map(|rs| rs.iter().map(|r| encode(tok, r, prefix, d.context)).collect::<anyhow::Result<_>>())
+        .collect::<anyhow::Result<_>>()?;
+    let (shared, alone): (Vec<usize>, Vec<usize>) = (0..items.len()).partition(|&i| shares_context(&encoded[i]));
+    let mut out = vec![Vec::new(); items.len()];
+    let groups: Vec<Shared> = shared.iter().map(|&i| split(&encoded[i])).collect();
+    for (&i, scored) in shared.iter().zip(score_shared(d, &groups)?) {
+        out[i] = scored.iter().map(|t| likelihood(t)).collect();
+    }
+    let whole: Vec<Encoded> = alone.iter().flat_map(|&i| encoded[i].iter().cloned()).collect();
+    let mut scored = score_encoded(d, &whole)?.into_iter();
+    for &i in &alone {
+        out[i] = scored.by_ref().take(encoded[i].len()).collect();
+    }
+    Ok(out)
+}
+
+/// Do the sequences (more than one) hold the same tokens before their continuations?
+fn shares_context(e: &[Encoded]) -> bool {
+    fn context(x: &Encoded) -> &[u32] {
+        &x.tokens[..x.tokens.len() - x.continuation]
+    }
+    e.len() > 1 && e.iter().all(|x| context(x) == context(&e[0]))
+}
+
+/// The shared context and each continuation.
+fn split(e: &[Encoded]) -> Shared {
+    let cut = |x: &Encoded| x.tokens.len() - x.continuation;
+    Shared {
+        context: e[0].tokens[..cut(&e[0])].to_vec(),
+        continuations: e.iter().map(|x| x.tokens[cut(x)..].to_vec()).collect(),
+    }
+}
+
+fn likelihood(tokens: &[TokenScore]) -> Likelihood {
+    Likelihood { loglik: tokens.iter().map(|t| t.logprob).sum(), greedy: tokens.iter().all(|t| t.greedy) }
 }
 
 /// lm-eval's `get_rolling_token_windows` with `context_len = 1` and `make_disjoint_window`:

@@ -242,7 +242,7 @@ mod tests {
         let back: C = toml::from_str(&toml::to_string(&c).unwrap()).unwrap();
         assert_eq!(back.tasks, c.tasks);
         let names: Vec<String> = expand(&c.tasks).into_iter().map(|s| s.name).collect();
-        assert_eq!(names, ["sotu_continuation", "agreement_pairs", "arc_easy"]);
+        assert_eq!(names, ["sotu_words", "sotu_continuation", "agreement_pairs", "arc_easy"]);
         assert!(check(&TaskSpec::named("nosuch")).unwrap_err().to_string().contains("not built in"));
     }
 

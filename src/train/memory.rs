@@ -93,8 +93,11 @@ mod tests {
         // 6 tokens; per layer and token 7·8 + 3·16 + 2·3 = 110 values; logits 3 · 6 · 10.
         assert_eq!(e.activations, (2.0 * 6.0 * 110.0 + 180.0) * 4.0);
         assert!(check(e, Some(1e9)).is_ok());
-        let msg = check(e, Some(1000.0)).unwrap_err().to_string();
+        // 16 000 bytes of state fit in 20 000, with 6 000 of activations they do not.
+        let msg = check(e, Some(20_000.0)).unwrap_err().to_string();
         assert!(msg.contains("train.micro_batch_size") && msg.contains("available"), "{msg}");
+        let msg = check(e, Some(1000.0)).unwrap_err().to_string();
+        assert!(msg.contains("the model alone is too large"), "{msg}");
         assert!(check(e, None).is_ok(), "unknown capacity: no refusal");
         cfg.train.precision = crate::kernels::Precision::Bf16;
         let h = estimate(&cfg, 1000.0);

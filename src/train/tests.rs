@@ -285,8 +285,8 @@ fn a_failed_start_leaves_no_run_directory() {
     let root = temp_dir("badstart");
     let mut cfg = tiny_cfg(&root, 5);
     cfg.train.seq_len = 10_000_000;
-    let e = start(cfg.clone(), false, &quiet).err().expect("seq_len longer than the corpus");
-    assert!(format!("{e:#}").contains("lower train.seq_len"), "{e:#}");
+    let e = start(cfg.clone(), false, &quiet).err().expect("seq_len longer than memory and the corpus");
+    assert!(format!("{e:#}").contains("train.seq_len"), "{e:#}");
     assert!(!cfg.run.dir.exists());
     let mut ok = tiny_cfg(&root, 2);
     ok.run.checkpoint_every = 0;
