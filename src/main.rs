@@ -67,9 +67,19 @@ enum Cmd {
         /// [eval] tasks, else the built-in suite.
         #[arg(long, value_delimiter = ',')]
         tasks: Vec<String>,
+        /// The tasks of a TOML file's `[eval]` table (a run config's, or one of its own: tables
+        /// may give `num_fewshot`, `fewshot_path`, `layout`, `limit`, `seed`), after --tasks.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
         /// At most this many items a task.
         #[arg(long)]
         limit: Option<usize>,
+        /// Solved examples before every item of every task (lm-eval's --num_fewshot).
+        #[arg(long)]
+        num_fewshot: Option<usize>,
+        /// The few-shot examples' seed (lm-eval's --seed; default 1234).
+        #[arg(long)]
+        fewshot_seed: Option<u64>,
         /// Keep every item's log-likelihoods in the JSON.
         #[arg(long)]
         samples: bool,
@@ -359,8 +369,15 @@ fn one_run(cmd: Cmd) -> anyhow::Result<i32> {
             commands::train::train(config, sets, resume, how)
         }
         Cmd::Eval { checkpoint, data, windows } => commands::saved::eval(&checkpoint, data, windows).map(|()| 0),
-        Cmd::Evaluate { checkpoint, tasks, limit, samples, out } => {
-            let tasks = normlab::tasks::TaskSpec::parse_list(&tasks);
+        Cmd::Evaluate { checkpoint, tasks, config, limit, num_fewshot, fewshot_seed, samples, out } => {
+            let mut tasks = normlab::tasks::TaskSpec::parse_list(&tasks);
+            if let Some(f) = config {
+                tasks.extend(normlab::tasks::spec::read_eval_file(&f)?);
+            }
+            for t in &mut tasks {
+                t.num_fewshot = num_fewshot.unwrap_or(t.num_fewshot);
+                t.seed = fewshot_seed.unwrap_or(t.seed);
+            }
             let o = normlab::train::evaluate::EvaluateOptions { tasks, limit, samples };
             commands::saved::evaluate(&checkpoint, &o, out).map(|()| 0)
         }

@@ -166,6 +166,14 @@ fn bad_input_gets_one_clear_line_and_no_run_directory() {
     expect_error(&["train", "--config", c, "--set", "train.steps=-3"], "steps");
     expect_error(&["train", "--config", c, "--set", "model.vocab_size=300"], "remove model.vocab_size");
     expect_error(&["train", "--config", c, "--set", "model.recipe=nonsense"], "nonsense");
+    // A task that cannot be scored at this context (32 tokens) is refused before training.
+    let long = format!("{{\"context\": \"Q:\", \"choices\": [\"{}\", \"b\"], \"answer\": 1}}\n", "a".repeat(80));
+    std::fs::write(root.join("long.jsonl"), long).unwrap();
+    let task = format!(
+        "eval.tasks=[{{ name = \"long\", layout = \"multiple_choice\", path = \"{}\" }}]",
+        root.join("long.jsonl").display()
+    );
+    expect_error(&["train", "--config", c, "--set", &task], "eval task `long` item 1");
     assert!(!root.join("run").exists(), "no run directory after a failed start");
     expect_error(&["train", "--resume", root.to_str().unwrap()], "not a normlab run directory");
     expect_error(&["eval", "--checkpoint", root.to_str().unwrap()], "not a normlab run directory");

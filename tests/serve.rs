@@ -373,6 +373,30 @@ fn echo_logprobs_n_and_the_tokenizer_routes_follow_openai_and_vllm() {
     tokenizer_routes_round_trip(&s.url, prompt);
     echo_scores_the_prompt(&s.url, prompt);
     n_draws_with_seeds_and_streams_with_the_usage(&s.url, prompt);
+    echo_takes_the_context_and_one_token(&s.url, &run);
+}
+
+/// lm-eval's `local-completions` with `max_length = context + 2` sends its longest sequences
+/// as its `hf` model feeds them: context + 1 tokens (129 here), `echo`, `max_tokens: 1`. They
+/// are scored (positions shared with the 128-token prefix score alike), the one token after
+/// them is `normlab generate`'s, and 130 tokens are refused.
+fn echo_takes_the_context_and_one_token(url: &str, run: &Path) {
+    let text: String = held_out_prompts(40).concat().chars().filter(char::is_ascii).take(129).collect();
+    let ask =
+        |p: &str, max: usize| json!({"prompt": p, "echo": true, "logprobs": 1, "max_tokens": max, "temperature": 0});
+    let full = completion(url, &ask(&text, 1));
+    let lp = &full["choices"][0]["logprobs"]["token_logprobs"];
+    assert_eq!(lp.as_array().unwrap().len(), 130, "129 scored prompt tokens and one generated");
+    let prefix = completion(url, &ask(&text[..128], 0));
+    let shorter = prefix["choices"][0]["logprobs"]["token_logprobs"].as_array().unwrap().clone();
+    for (i, want) in shorter.iter().enumerate().skip(1) {
+        let (g, w) = (lp[i].as_f64().unwrap(), want.as_f64().unwrap());
+        assert!((g - w).abs() <= 1e-5 * w.abs().max(1.0), "position {i}: {g} vs {w}");
+    }
+    assert_eq!(text_of(&full, 0), format!("{text}{}", generate(run, &text, 1)));
+    let too_long: String = format!("{text}x");
+    let (status, _, body) = post(url, "/v1/completions", &ask(&too_long, 1).to_string());
+    assert_eq!(status, 400, "{body}");
 }
 
 /// vLLM's `/tokenize`, `/detokenize` and `/tokenizer_info` on a byte run.

@@ -7,7 +7,7 @@ use crate::probe::snapshot::SublayerProbe;
 use crate::recipe::Placement;
 use crate::recipe::placement::bounds_stream;
 use crate::train::RunConfig;
-use crate::train::metrics::{EvalRecord, LostRecord, Metrics, TrainRecord};
+use crate::train::metrics::{EvalRecord, LostRecord, Metrics, TasksRecord, TrainRecord};
 use crate::train::run_dir::{self, RunInfo, Status};
 use std::path::{Path, PathBuf};
 
@@ -16,6 +16,8 @@ pub struct RunData {
     pub dir: PathBuf,
     pub train: Vec<TrainRecord>,
     pub eval: Vec<EvalRecord>,
+    /// Downstream task evaluations (`[eval]`), in step order.
+    pub tasks: Vec<TasksRecord>,
     /// Where records were lost before a resume (`--allow-lost-records`).
     pub lost: Vec<LostRecord>,
     pub probes: Vec<ProbeRecord>,
@@ -41,6 +43,7 @@ impl RunData {
             dir: dir.to_path_buf(),
             train: m.train,
             eval: m.eval,
+            tasks: m.tasks,
             lost: m.lost,
             probes: jsonl::read_if_exists(&run_dir::probes(dir))?,
             status: run_dir::read_status(dir).ok().flatten(),

@@ -15,6 +15,7 @@ pub mod figures;
 pub mod findings;
 pub mod page;
 pub mod paper;
+pub mod paper_tasks;
 pub mod plot;
 pub mod scaling;
 pub mod tasks;
@@ -114,6 +115,7 @@ fn sweep_figures(out: &Path, ms: &[MethodSummary], best_runs: &[RunData]) -> any
         figs.extend(tasks::tasks_vs_lr(out, ms)?);
     }
     figs.extend(figures::curves(out, best_runs)?);
+    figs.extend(tasks::over_training(out, best_runs)?);
     figs.extend(figures::depth_profiles(out, best_runs)?);
     figs.extend(figures::final_attention(out, best_runs)?);
     for r in best_runs {
@@ -162,6 +164,7 @@ fn run_report(dir: &Path) -> anyhow::Result<Report> {
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
     let runs = vec![r];
     let mut figs = figures::curves(&out, &runs)?;
+    figs.extend(tasks::over_training(&out, &runs)?);
     figs.extend(figures::depth_profiles(&out, &runs)?);
     figs.extend(figures::over_training(&out, &runs[0], &slug(&label))?);
     if let Some(f) = figures::bhyt_scatter(&out, &runs[0])? {
@@ -169,10 +172,10 @@ fn run_report(dir: &Path) -> anyhow::Result<Report> {
     }
     let status = runs[0].status.as_ref().map(run_dir::describe).unwrap_or_else(|| "no status".into());
     let table = format!("| run | status |\n|---|---|\n| {label} | {status} |\n");
-    let mut sections = Vec::new();
+    let mut sections: Vec<(String, String)> = tasks::last_evaluation(&runs[0]).into_iter().collect();
     let mut notes = runs[0].gaps();
     if let Some(t) = textnorm::section(&out, &runs)? {
-        sections = t.tables;
+        sections.extend(t.tables);
         notes.extend(t.findings);
         figs.extend(t.figures);
     }
@@ -215,7 +218,7 @@ pub fn summary_table(ms: &[MethodSummary]) -> String {
             m.steps_to_target.map(|s| s.to_string()).unwrap_or_else(|| "–".into()),
         );
         for (task, metric) in &tasks {
-            let s = m.tasks.iter().find(|s| &s.task == task && &s.metric == metric);
+            let s = crate::tasks::evaluate::find_score(&m.tasks, task, metric);
             t += &format!(" {} |", s.map(score_cell).unwrap_or_else(|| "–".into()));
         }
         t += "\n";
@@ -233,13 +236,7 @@ pub fn score_cell(s: &crate::tasks::TaskScore) -> String {
 
 /// Every (task, metric) of the summaries, in order of first appearance.
 pub fn task_keys(ms: &[MethodSummary]) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = Vec::new();
-    for s in ms.iter().flat_map(|m| &m.tasks) {
-        if !out.iter().any(|(t, m)| t == &s.task && m == &s.metric) {
-            out.push((s.task.clone(), s.metric.clone()));
-        }
-    }
-    out
+    crate::tasks::evaluate::score_keys(ms.iter().flat_map(|m| &m.tasks))
 }
 
 /// What the table's columns mean, and its marks.

@@ -1,6 +1,7 @@
 //! Published tables a sweep's results are put beside (`sweep.paper`): the paper's value next
 //! to the one measured here, per method, and the rank correlation of the two orderings.
 
+use super::paper_tasks::{self, TaskTable};
 use crate::sweep::aggregate::MethodSummary;
 use crate::sweep::config::Paper;
 
@@ -26,25 +27,40 @@ pub const KITENORM_FIG1B: [PaperRow; 7] = [
     PaperRow { preset: "kitenorm", name: "KiteNorm", lr_star: 5e-3, best: 19.080, worst: 19.156 },
 ];
 
-impl Paper {
-    pub fn rows(self) -> &'static [PaperRow] {
-        match self {
-            Paper::KitenormFig1b => &KITENORM_FIG1B,
-        }
-    }
+/// What a published table holds.
+pub enum Published {
+    /// Final validation perplexity per method (KiteNorm Fig. 1b).
+    Loss(&'static [PaperRow], &'static str),
+    /// Downstream accuracy per method and task.
+    Tasks(TaskTable),
+}
 
-    pub fn title(self) -> &'static str {
+impl Paper {
+    pub fn published(self) -> Published {
         match self {
-            Paper::KitenormFig1b => "KiteNorm Fig. 1b, 48 layers",
+            Paper::KitenormFig1b => Published::Loss(&KITENORM_FIG1B, "KiteNorm Fig. 1b, 48 layers"),
+            Paper::PerilnTable2_400m => Published::Tasks(paper_tasks::periln_table2("400M")),
+            Paper::PerilnTable2_1_5b => Published::Tasks(paper_tasks::periln_table2("1.5B")),
+            Paper::PerilnTable2_3_2b => Published::Tasks(paper_tasks::periln_table2("3.2B")),
+            Paper::BhytTable1_1b => Published::Tasks(paper_tasks::bhyt_table1("1B")),
+            Paper::BhytTable1_3b => Published::Tasks(paper_tasks::bhyt_table1("3B")),
         }
     }
 }
 
-/// The side-by-side table and the finding on the ranking; `None` when no method of the sweep
-/// is in the paper's table.
+/// The side-by-side table of `paper` and this sweep, with its finding (`None` when no method is
+/// in both).
 pub fn side_by_side(paper: Paper, ms: &[MethodSummary]) -> Option<(String, String, String)> {
-    let both: Vec<(&PaperRow, &MethodSummary)> = paper
-        .rows()
+    match paper.published() {
+        Published::Loss(rows, title) => loss_side_by_side(rows, title, ms),
+        Published::Tasks(table) => paper_tasks::side_by_side(&table, ms),
+    }
+}
+
+/// The side-by-side table of a loss table and the finding on the ranking; `None` when no
+/// method of the sweep is in the paper's table.
+fn loss_side_by_side(rows: &[PaperRow], title: &str, ms: &[MethodSummary]) -> Option<(String, String, String)> {
+    let both: Vec<(&PaperRow, &MethodSummary)> = rows
         .iter()
         .filter_map(|p| ms.iter().find(|m| m.method == p.preset && m.mean.is_some()).map(|m| (p, m)))
         .collect();
@@ -74,12 +90,12 @@ pub fn side_by_side(paper: Paper, ms: &[MethodSummary]) -> Option<(String, Strin
             ro[i]
         );
     }
-    Some((format!("Against {}", paper.title()), t, ranking_finding(paper, &both, &rp, &ro)))
+    Some((format!("Against {title}"), t, ranking_finding(title, &both, &rp, &ro)))
 }
 
 /// Spearman's ρ of the two orderings (the paper's by best perplexity, this sweep's by the mean
 /// over seeds), and whether the winners agree.
-fn ranking_finding(paper: Paper, both: &[(&PaperRow, &MethodSummary)], rp: &[f64], ro: &[f64]) -> String {
+fn ranking_finding(title: &str, both: &[(&PaperRow, &MethodSummary)], rp: &[f64], ro: &[f64]) -> String {
     let n = both.len();
     let first = |r: &[f64]| r.iter().position(|&v| v == 1.0).map(|i| both[i].0.preset).unwrap_or("–");
     let winners = if first(rp) == first(ro) {
@@ -88,16 +104,12 @@ fn ranking_finding(paper: Paper, both: &[(&PaperRow, &MethodSummary)], rp: &[f64
         format!("the paper ranks {} first, this sweep {}", first(rp), first(ro))
     };
     if n < 3 {
-        return format!(
-            "Against {}: only {n} methods in common, too few for a rank correlation; {winners}.",
-            paper.title()
-        );
+        return format!("Against {title}: only {n} methods in common, too few for a rank correlation; {winners}.");
     }
     let rho = crate::probe::fit::pearson(rp, ro);
     format!(
-        "Against {}: Spearman rank correlation ρ = {rho:.2} over {n} methods in common (1 = the same order, −1 \
-            reversed); {winners}.",
-        paper.title()
+        "Against {title}: Spearman rank correlation ρ = {rho:.2} over {n} methods in common (1 = the same order, −1 \
+            reversed); {winners}."
     )
 }
 

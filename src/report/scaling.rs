@@ -15,6 +15,7 @@ use std::path::Path;
 /// The page's text and its figures.
 pub fn page(dir: &Path, out: &Path, s: &Scaling) -> anyhow::Result<(Page, Vec<Figure>)> {
     let mut figs = vec![loss_figure(out, s)?, lr_figure(out, s)?, gap_figure(out, s)?];
+    figs.extend(tasks_figure(out, s)?);
     for (tag, value) in ends(s) {
         let runs = best_runs_at(dir, s, value)?;
         let at = format!(", at {} = {}", s.axis.name(), fmt_value(value));
@@ -30,7 +31,7 @@ pub fn page(dir: &Path, out: &Path, s: &Scaling) -> anyhow::Result<(Page, Vec<Fi
                 .into(),
         ],
         sections: Vec::new(),
-        findings: findings(s),
+        findings: findings(s).into_iter().chain(task_leaders(s)).collect(),
     };
     Ok((page, figs))
 }
@@ -110,6 +111,73 @@ fn lr_figure(out: &Path, s: &Scaling) -> anyhow::Result<Figure> {
     let svg = draw(&chart.log(true, true), &out.join("scaling_lr"))?;
     let caption = "LR*, the best rate of the grid, at each point of the ladder: does the best rate move with scale?";
     Ok(Figure { stem: "scaling_lr".into(), caption: caption.into(), svg })
+}
+
+/// Every (task, metric) headline of the points, in order of first appearance.
+fn task_keys(s: &Scaling) -> Vec<(String, String)> {
+    crate::tasks::evaluate::score_keys(s.points.iter().flat_map(|p| &p.tasks))
+}
+
+fn task_value(p: &ScalingPoint, task: &str, metric: &str) -> Option<f64> {
+    crate::tasks::evaluate::find_score(&p.tasks, task, metric).map(|t| t.value)
+}
+
+/// One panel per downstream task: its headline at each recipe's LR* against the ladder;
+/// `None` when the runs were not evaluated.
+fn tasks_figure(out: &Path, s: &Scaling) -> anyhow::Result<Option<Figure>> {
+    let keys = task_keys(s);
+    if keys.is_empty() {
+        return Ok(None);
+    }
+    let charts: Vec<Chart> = keys
+        .iter()
+        .map(|(task, metric)| {
+            let series = recipes(s)
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    let pts =
+                        of(s, r).iter().filter_map(|p| Some((p.axis_value, task_value(p, task, metric)?))).collect();
+                    Series { name: r.to_string(), points: pts, color: i, dashed: false, scatter: false }
+                })
+                .collect();
+            Chart::new(task.as_str(), &format!("{} (log)", s.axis.name()), metric, series).log(true, false)
+        })
+        .collect();
+    let svg = super::plot::draw_grid(&charts, 2, &out.join("scaling_tasks"))?;
+    let caption = "Each downstream task's headline (mean over seeds at LR*) against the ladder, per recipe: does what \
+        the models can do follow their loss as they scale?";
+    Ok(Some(Figure { stem: "scaling_tasks".into(), caption: caption.into(), svg }))
+}
+
+/// At the largest point, each task whose leader is not the loss's leader, in words.
+fn task_leaders(s: &Scaling) -> Vec<String> {
+    let Some(&(_, top)) = ends(s).last() else { return Vec::new() };
+    let at: Vec<&ScalingPoint> = s.points.iter().filter(|p| p.axis_value == top).collect();
+    let Some((_, by_loss)) = at.iter().filter_map(|p| Some((p.mean?, p))).min_by(|a, b| a.0.total_cmp(&b.0)) else {
+        return Vec::new();
+    };
+    task_keys(s)
+        .into_iter()
+        .filter_map(|(task, metric)| {
+            let higher = metric.starts_with("acc");
+            let best =
+                at.iter().filter_map(|p| Some((task_value(p, &task, &metric)?, p))).max_by(|a, b| match higher {
+                    true => a.0.total_cmp(&b.0),
+                    false => b.0.total_cmp(&a.0),
+                })?;
+            (best.1.recipe != by_loss.recipe).then(|| {
+                format!(
+                    "At {} = {}, {} leads by {task} {metric} ({:.3}) where {} leads by loss.",
+                    s.axis.name(),
+                    fmt_value(top),
+                    best.1.recipe,
+                    best.0,
+                    by_loss.recipe
+                )
+            })
+        })
+        .collect()
 }
 
 fn gap_figure(out: &Path, s: &Scaling) -> anyhow::Result<Figure> {

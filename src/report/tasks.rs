@@ -2,21 +2,19 @@
 //! KiteNorm Fig. 1a is for the loss), and whether ranking the recipes by what they can do
 //! agrees with ranking them by their loss.
 
+use super::data::RunData;
 use super::figures::Figure;
 use super::plot::{Chart, Series, draw_grid};
 use super::{score_cell, task_keys};
 use crate::sweep::aggregate::MethodSummary;
-use crate::tasks::TaskScore;
+use crate::tasks::evaluate::{find_score, score_keys};
+use crate::tasks::{TaskResult, TaskScore};
 use std::path::Path;
 
 /// How many combined standard errors apart two headlines must be to count as a difference
 /// (≈ 95 % two-sided for independent errors; the recipes answer the same items, so it is
 /// conservative).
 pub const SEPARATED: f64 = 2.0;
-
-fn score<'a>(tasks: &'a [TaskScore], task: &str, metric: &str) -> Option<&'a TaskScore> {
-    tasks.iter().find(|s| s.task == task && s.metric == metric)
-}
 
 /// One panel per task: its headline against the peak learning rate per recipe (grid runs, the
 /// run of each rate that gave its loss), chance dashed; `None` when no run was evaluated.
@@ -42,11 +40,12 @@ fn panel(ms: &[MethodSummary], task: &str, metric: &str, lrs: &[f64]) -> Chart {
         .iter()
         .enumerate()
         .map(|(i, m)| {
-            let points = m.curve.iter().filter_map(|p| Some((p.lr, score(&p.tasks, task, metric)?.value))).collect();
+            let points =
+                m.curve.iter().filter_map(|p| Some((p.lr, find_score(&p.tasks, task, metric)?.value))).collect();
             Series { name: m.method.clone(), points, color: i, dashed: false, scatter: false }
         })
         .collect();
-    let chance = ms.iter().flat_map(|m| &m.curve).find_map(|p| score(&p.tasks, task, metric)?.chance);
+    let chance = ms.iter().flat_map(|m| &m.curve).find_map(|p| find_score(&p.tasks, task, metric)?.chance);
     if let (Some(c), Some(lo), Some(hi)) = (chance, lrs.first(), lrs.last()) {
         // Unnamed: kept out of the legend; grey is the palette's last colour.
         series.push(Series {
@@ -62,6 +61,84 @@ fn panel(ms: &[MethodSummary], task: &str, metric: &str, lrs: &[f64]) -> Chart {
     chart
 }
 
+/// One panel per task: its headline at each evaluation over training, a line per run, chance
+/// dashed; `None` when no run was evaluated during training.
+pub fn over_training(dir: &Path, runs: &[RunData]) -> anyhow::Result<Option<Figure>> {
+    let keys = run_keys(runs);
+    if keys.is_empty() {
+        return Ok(None);
+    }
+    let charts: Vec<Chart> = keys
+        .iter()
+        .map(|(task, metric)| {
+            let mut series: Vec<Series> = runs
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    let points = headlines(r)
+                        .filter_map(|(step, h)| Some((step, find_score(&h, task, metric)?.value)))
+                        .collect();
+                    Series { name: r.legend(), points, color: i, dashed: false, scatter: false }
+                })
+                .collect();
+            let chance = runs.iter().flat_map(headlines).find_map(|(_, h)| find_score(&h, task, metric)?.chance);
+            let steps: Vec<f64> = runs.iter().flat_map(headlines).map(|(s, _)| s).collect();
+            let (lo, hi) = steps.iter().fold((f64::MAX, f64::MIN), |(a, b), &s| (a.min(s), b.max(s)));
+            if let Some(c) = chance.filter(|_| lo < hi) {
+                series.push(Series {
+                    name: String::new(),
+                    points: vec![(lo, c), (hi, c)],
+                    color: 7,
+                    dashed: true,
+                    scatter: false,
+                });
+            }
+            Chart::new(task.as_str(), "step", metric, series)
+        })
+        .collect();
+    let stem = "tasks_over_training";
+    let svg = draw_grid(&charts, 2, &dir.join(stem))?;
+    let caption = "Each downstream task's headline at every evaluation during training ([eval] every = N, and the \
+        end), per run; the dashed line is chance."
+        .to_string();
+    Ok(Some(Figure { stem: stem.into(), caption, svg }))
+}
+
+/// Each evaluation's step and headlines.
+fn headlines(r: &RunData) -> impl Iterator<Item = (f64, Vec<TaskScore>)> + '_ {
+    r.tasks.iter().map(|t| (t.step as f64, t.results.iter().filter_map(TaskResult::headline).collect()))
+}
+
+/// Every (task, metric) headline of the runs' evaluations, in order of first appearance.
+fn run_keys(runs: &[RunData]) -> Vec<(String, String)> {
+    let all: Vec<TaskScore> = runs.iter().flat_map(headlines).flat_map(|(_, h)| h).collect();
+    score_keys(&all)
+}
+
+/// A run's last task evaluation as a table section: every metric with its standard error,
+/// the accuracy by chance, and the categories.
+pub fn last_evaluation(r: &RunData) -> Option<(String, String)> {
+    let last = r.tasks.last()?;
+    let mut t = String::from("| task | n | metric | value | chance |\n|---|---|---|---|---|\n");
+    for res in &last.results {
+        for (m, v) in &res.metrics {
+            let cell = score_cell(&TaskScore {
+                task: String::new(),
+                metric: m.clone(),
+                value: v.value,
+                stderr: v.stderr,
+                chance: None,
+            });
+            let chance = res.chance.filter(|_| m.starts_with("acc")).map_or("–".into(), |c| format!("{c:.3}"));
+            t += &format!("| {} | {} | {m} | {cell} | {chance} |\n", res.task, res.n);
+        }
+        for (c, v) in &res.categories {
+            t += &format!("| {} / {c} | | acc | {:.3} | |\n", res.task, v.value);
+        }
+    }
+    Some((format!("Downstream tasks at step {} ({:.1} s)", last.step, last.seconds), t))
+}
+
 /// Findings: how far above chance the best recipe's headline is, and each task by which the
 /// recipes rank differently than by their loss beyond the standard errors (or that none does).
 pub fn findings(ms: &[MethodSummary]) -> Vec<String> {
@@ -71,7 +148,7 @@ pub fn findings(ms: &[MethodSummary]) -> Vec<String> {
     }
     let mut out = Vec::new();
     if let Some(m) = ms.first() {
-        out.extend(keys.iter().filter_map(|(t, k)| above_chance(&m.method, score(&m.tasks, t, k)?)));
+        out.extend(keys.iter().filter_map(|(t, k)| above_chance(&m.method, find_score(&m.tasks, t, k)?)));
     }
     let mut agree = Vec::new();
     for (task, metric) in &keys {
@@ -114,7 +191,9 @@ fn inversions(ms: &[MethodSummary], task: &str, metric: &str) -> Vec<String> {
     for (i, a) in ms.iter().enumerate() {
         for b in &ms[i + 1..] {
             let (Some(la), Some(lb)) = (a.mean, b.mean) else { continue };
-            let (Some(sa), Some(sb)) = (score(&a.tasks, task, metric), score(&b.tasks, task, metric)) else { continue };
+            let (Some(sa), Some(sb)) = (find_score(&a.tasks, task, metric), find_score(&b.tasks, task, metric)) else {
+                continue;
+            };
             let gap = if sa.higher_is_better() { sb.value - sa.value } else { sa.value - sb.value };
             let se = (sa.stderr.unwrap_or(0.0).powi(2) + sb.stderr.unwrap_or(0.0).powi(2)).sqrt();
             if la < lb && se > 0.0 && gap > SEPARATED * se {
@@ -144,24 +223,7 @@ mod tests {
             stderr: Some(se),
             chance: Some(0.25),
         }];
-        MethodSummary {
-            method: name.into(),
-            group: Vec::new(),
-            lr_star: Some(1e-3),
-            lr_edge: None,
-            best: Some(loss),
-            worst: Some(loss),
-            mean: Some(loss),
-            std: None,
-            seeds_at_lr_star: 1,
-            runs: 1,
-            diverged: 0,
-            diverged_runs: Vec::new(),
-            curve: Vec::new(),
-            steps_to_target: None,
-            time_to_target_s: None,
-            tasks,
-        }
+        MethodSummary::for_tests(name, loss, tasks)
     }
 
     /// b has the higher loss and the higher accuracy: 0.60 − 0.40 = 0.20 > 2·√(0.05² + 0.05²)

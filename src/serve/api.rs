@@ -210,10 +210,19 @@ impl CompletionRequest {
     /// Tokens to generate for a prompt of `prompt_len` tokens in a context of `context`:
     /// `max_tokens` if it fits (0 only with `echo`: the prompt scored, nothing generated), the
     /// rest of the context up to OpenAI's default when not given.
+    ///
+    /// With `echo` the prompt may hold up to `context + 1` tokens, scored whole as
+    /// lm-evaluation-harness's `hf` model scores its longest sequences (the last token only
+    /// predicted); after a prompt that fills the context one token may still follow (lm-eval's
+    /// log-likelihood requests ask for one), drawn as decoding continues past the context.
     pub fn max_new(&self, prompt_len: usize, context: usize) -> Result<usize, ApiError> {
         let room = context.saturating_sub(prompt_len);
-        if self.echo && self.max_tokens == Some(0) && prompt_len <= context {
-            return Ok(0);
+        if self.echo && prompt_len <= context + 1 {
+            match self.max_tokens {
+                Some(0) => return Ok(0),
+                Some(1) | None if room == 0 => return Ok(1),
+                _ => {}
+            }
         }
         if room == 0 {
             return Err(ApiError::bad(

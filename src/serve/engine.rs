@@ -160,7 +160,7 @@ impl Engine {
             self.done(&Row::new(j), Finish::Length);
         }
         // Scored rows come with their first token drawn; plain ones draw it after the prefill.
-        let mut joining: Vec<(Row, bool)> = self.score_prompts(d, scored).into_iter().map(|r| (r, true)).collect();
+        let mut joining: Vec<(Row, bool)> = self.score_prompts(d, scored);
         joining.extend(plain.into_iter().map(|j| (Row::new(j), false)));
         if joining.is_empty() {
             return Ok(());
@@ -185,8 +185,10 @@ impl Engine {
     }
 
     /// Scores `jobs`' prompts in one forward, sends each its scores, and draws the first token
-    /// of those that generate; returns the rows that go on decoding.
-    fn score_prompts(&self, d: &Decoder, jobs: Vec<Job>) -> Vec<Row> {
+    /// of those that generate; returns the rows that go on decoding, each with whether its
+    /// first token is drawn (a prompt of context + 1 tokens has no next-token logits in the
+    /// scoring forward: it joins the batch as a plain prompt, whose window slides).
+    fn score_prompts(&self, d: &Decoder, jobs: Vec<Job>) -> Vec<(Row, bool)> {
         if jobs.is_empty() {
             return Vec::new();
         }
@@ -207,12 +209,16 @@ impl Engine {
             s.tokens.iter_mut().for_each(|t| t.top.truncate(own_k));
             let _ = job.events.send(Event::Prompt(s.tokens));
             let mut row = Row::new(job);
-            if row.job.max_new == 0 {
-                self.done(&row, Finish::Length);
-            } else if let Some(next) = &s.next
-                && self.advance(&mut row, next)
-            {
-                going.push(row);
+            match &s.next {
+                _ if row.job.max_new == 0 => {
+                    self.done(&row, Finish::Length);
+                }
+                Some(next) => {
+                    if self.advance(&mut row, next) {
+                        going.push((row, true));
+                    }
+                }
+                None => going.push((row, false)),
             }
         }
         going

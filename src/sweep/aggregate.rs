@@ -176,3 +176,29 @@ fn lr_edge(lr_star: Option<f64>, curve: &[LrPoint]) -> Option<LrEdge> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+impl MethodSummary {
+    /// A method of one finished seed at LR* 1e-3 with final loss `loss` and downstream
+    /// headlines `tasks` (for the reports' tests).
+    pub fn for_tests(method: &str, loss: f64, tasks: Vec<TaskScore>) -> Self {
+        MethodSummary {
+            method: method.into(),
+            group: Vec::new(),
+            lr_star: Some(1e-3),
+            lr_edge: None,
+            best: Some(loss),
+            worst: Some(loss),
+            mean: Some(loss),
+            std: None,
+            seeds_at_lr_star: 1,
+            runs: 1,
+            diverged: 0,
+            diverged_runs: Vec::new(),
+            curve: Vec::new(),
+            steps_to_target: None,
+            time_to_target_s: None,
+            tasks,
+        }
+    }
+}

@@ -64,16 +64,41 @@ pub enum Paper {
     /// KiteNorm Fig. 1b: final validation perplexity of seven methods at 48 layers.
     #[serde(rename = "kitenorm-fig1b")]
     KitenormFig1b,
+    /// The Peri-LN paper's Table 2: zero-shot accuracy of Post-, Pre- and Peri-LN at one size.
+    #[serde(rename = "periln-table2-400m")]
+    PerilnTable2_400m,
+    #[serde(rename = "periln-table2-1.5b")]
+    PerilnTable2_1_5b,
+    #[serde(rename = "periln-table2-3.2b")]
+    PerilnTable2_3_2b,
+    /// The BHyT paper's Table 1: 5-shot accuracy of five methods at Llama-1B or Llama-3B.
+    #[serde(rename = "bhyt-table1-1b")]
+    BhytTable1_1b,
+    #[serde(rename = "bhyt-table1-3b")]
+    BhytTable1_3b,
+}
+
+impl Paper {
+    /// Every table, with its name in a sweep file.
+    pub const ALL: [(&'static str, Paper); 6] = [
+        ("kitenorm-fig1b", Paper::KitenormFig1b),
+        ("periln-table2-400m", Paper::PerilnTable2_400m),
+        ("periln-table2-1.5b", Paper::PerilnTable2_1_5b),
+        ("periln-table2-3.2b", Paper::PerilnTable2_3_2b),
+        ("bhyt-table1-1b", Paper::BhytTable1_1b),
+        ("bhyt-table1-3b", Paper::BhytTable1_3b),
+    ];
 }
 
 impl TryFrom<String> for Paper {
     type Error = String;
 
     fn try_from(name: String) -> Result<Self, String> {
-        match super::names::renamed(&name).unwrap_or(&name) {
-            "kitenorm-fig1b" => Ok(Paper::KitenormFig1b),
-            _ => Err(format!("unknown published table `{name}`; normlab has `kitenorm-fig1b`")),
-        }
+        let wanted = super::names::renamed(&name).unwrap_or(&name);
+        Paper::ALL.iter().find(|(n, _)| *n == wanted).map(|(_, p)| *p).ok_or_else(|| {
+            let known: Vec<&str> = Paper::ALL.iter().map(|(n, _)| *n).collect();
+            format!("unknown published table `{name}`; normlab has {}", known.join(", "))
+        })
     }
 }
 

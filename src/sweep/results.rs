@@ -188,14 +188,7 @@ const CSV_COLUMNS: [&str; 16] = [
 
 /// Every (task, metric) the runs carry, in order of first appearance.
 fn task_columns(rows: &[RunResult]) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = Vec::new();
-    for s in rows.iter().flat_map(|r| &r.tasks) {
-        let key = (s.task.clone(), s.metric.clone());
-        if !out.contains(&key) {
-            out.push(key);
-        }
-    }
-    out
+    crate::tasks::evaluate::score_keys(rows.iter().flat_map(|r| &r.tasks))
 }
 
 /// A JSON value as a CSV cell: empty for null, strings as they are, numbers as JSON writes them.
@@ -232,7 +225,7 @@ pub fn to_csv(rows: &[RunResult]) -> anyhow::Result<Vec<u8>> {
         let axes = axis_keys.iter().map(|k| cell(r.axes.get(k).unwrap_or(&serde_json::Value::Null)));
         let rest = CSV_COLUMNS.iter().map(|c| cell(&v[*c]));
         let scores = tasks.iter().flat_map(|(t, m)| {
-            let s = r.tasks.iter().find(|s| &s.task == t && &s.metric == m);
+            let s = crate::tasks::evaluate::find_score(&r.tasks, t, m);
             let f = |x: Option<f64>| x.map(|x| x.to_string()).unwrap_or_default();
             [f(s.map(|s| s.value)), f(s.and_then(|s| s.stderr))]
         });

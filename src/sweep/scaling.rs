@@ -53,6 +53,9 @@ pub struct ScalingPoint {
     pub gap_to_best: Option<f64>,
     /// The run with the lowest final loss at LR* (its probes give the depth profiles).
     pub best_run: Option<String>,
+    /// Each downstream task's headline over the seeds at LR* (`[eval]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<crate::tasks::TaskScore>,
 }
 
 /// A recipe's law over the ladder.
@@ -149,6 +152,7 @@ fn point(dir: &Path, axis: Axis, rows: &[RunResult], plan: &Plan, m: &MethodSumm
         runs: m.runs,
         gap_to_best: None,
         best_run: best_run.map(|r| r.name.clone()),
+        tasks: m.tasks.clone(),
     })
 }
 

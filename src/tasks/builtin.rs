@@ -14,21 +14,65 @@
 //!   one agreement broken (subject–verb, subject–verb across a prepositional phrase,
 //!   determiner–noun), each scored whole; acc, chance 50 %, per phenomenon.
 
-use super::item::{Scoring, Task, choice, choice_after};
+use super::item::{Item, Scoring, Task, choice, choice_after};
 use crate::rng::SplitMix64;
 use std::path::Path;
 
 /// The suite's tasks, in order.
 pub const SUITE: [&str; 3] = ["sotu_words", "sotu_continuation", "agreement_pairs"];
 
-/// Built-in task `name` with `n` items drawn with `seed`.
-pub fn task(name: &str, n: usize, seed: u64, cache: &Path) -> anyhow::Result<Task> {
+/// Built-in task `name` with `n` items drawn with `seed`, each fitting a model of `context`
+/// tokens whole (a candidate that does not is drawn again; at 64 and more every candidate fits).
+pub fn task(name: &str, n: usize, seed: u64, cache: &Path, context: usize) -> anyhow::Result<Task> {
+    let draw = Draw { name, n, max_bytes: context + 1, rng: SplitMix64::new(seed) };
     match name {
-        "sotu_words" => words(n, seed, cache),
-        "sotu_continuation" => continuation(n, seed, cache),
-        "agreement_pairs" => Ok(agreement(n, seed)),
+        "sotu_words" => words(draw, cache),
+        "sotu_continuation" => continuation(draw, cache),
+        "agreement_pairs" => agreement(draw),
         other => anyhow::bail!("no built-in task `{other}`; the built-in ones are {}", SUITE.join(", ")),
     }
+}
+
+/// How a task's items are drawn: how many, within how many bytes, from which generator.
+struct Draw<'a> {
+    name: &'a str,
+    n: usize,
+    /// A request's context and continuation together at most (a byte is at most a token).
+    max_bytes: usize,
+    rng: SplitMix64,
+}
+
+impl Draw<'_> {
+    /// A uniform index below `n`.
+    fn below(rng: &mut SplitMix64, n: usize) -> usize {
+        (rng.uniform() * n as f64) as usize % n.max(1)
+    }
+
+    /// `n` items from `make` (called with the generator and the index of the item it makes;
+    /// `None`: no item from this draw), keeping those that fit.
+    fn items(mut self, mut make: impl FnMut(&mut SplitMix64, usize) -> Option<Item>) -> anyhow::Result<Vec<Item>> {
+        let mut items = Vec::with_capacity(self.n);
+        let mut tries = 0usize;
+        while items.len() < self.n {
+            tries += 1;
+            anyhow::ensure!(
+                tries <= 1000 * (self.n + 1),
+                "the built-in task `{}` finds too few items that fit a context of {} tokens; give the run a \
+                 train.seq_len of 64 or more, or leave the task out of [eval]",
+                self.name,
+                self.max_bytes - 1
+            );
+            if let Some(item) = make(&mut self.rng, items.len()).filter(|i| fits(i, self.max_bytes)) {
+                items.push(item);
+            }
+        }
+        Ok(items)
+    }
+}
+
+/// Does every request of `item` fit `max_bytes` (an empty context is one token)?
+fn fits(item: &Item, max_bytes: usize) -> bool {
+    item.requests().iter().all(|r| r.context.len().max(1) + r.continuation.len() <= max_bytes)
 }
 
 /// The words of each held-out address.
@@ -63,30 +107,26 @@ fn passage_within(words: &[String], at: usize, n_end: usize, chars: usize) -> Op
     (ctx.split(' ').count() >= 4 && end.len() <= END_CHARS).then_some((ctx, end))
 }
 
-fn continuation(n: usize, seed: u64, cache: &Path) -> anyhow::Result<Task> {
+fn continuation(draw: Draw, cache: &Path) -> anyhow::Result<Task> {
     let docs = held_out_words(cache)?;
     anyhow::ensure!(docs.len() >= 2, "the held-out addresses are too few");
-    let mut rng = SplitMix64::new(seed);
-    let draw = |rng: &mut SplitMix64, n: usize| (rng.uniform() * n as f64) as usize % n.max(1);
-    let mut items = Vec::with_capacity(n);
-    while items.len() < n {
-        let d = draw(&mut rng, docs.len());
-        let n_end = 2 + draw(&mut rng, 2);
-        let Some((ctx, end)) = passage(&docs[d], 8 + draw(&mut rng, docs[d].len().saturating_sub(12)), n_end) else {
-            continue;
-        };
+    let below = Draw::below;
+    let items = draw.items(|rng, _| {
+        let d = below(rng, docs.len());
+        let n_end = 2 + below(rng, 2);
+        let (ctx, end) = passage(&docs[d], 8 + below(rng, docs[d].len().saturating_sub(12)), n_end)?;
         let mut ends = vec![end];
         while ends.len() < 4 {
-            let o = draw(&mut rng, docs.len());
-            let other = passage(&docs[o], 8 + draw(&mut rng, docs[o].len().saturating_sub(12)), n_end);
+            let o = below(rng, docs.len());
+            let other = passage(&docs[o], 8 + below(rng, docs[o].len().saturating_sub(12)), n_end);
             if let Some((_, e)) = other.filter(|(_, e)| o != d && !ends.contains(e)) {
                 ends.push(e);
             }
         }
-        let answer = draw(&mut rng, 4);
+        let answer = below(rng, 4);
         ends.swap(0, answer);
-        items.push(choice(&ctx, &ends, answer, None));
-    }
+        Some(choice(&ctx, &ends, answer, None))
+    })?;
     Ok(Task { name: "sotu_continuation".into(), scoring: Scoring::MultipleChoice { acc_norm: true }, items })
 }
 
@@ -108,29 +148,25 @@ fn word_rest(words: &[String], at: usize, k: usize) -> Option<String> {
     words.get(at).filter(|w| long_word(w)).map(|w| w[k..].to_string())
 }
 
-fn words(n: usize, seed: u64, cache: &Path) -> anyhow::Result<Task> {
+fn words(draw: Draw, cache: &Path) -> anyhow::Result<Task> {
     let docs = held_out_words(cache)?;
     anyhow::ensure!(docs.len() >= 2, "the held-out addresses are too few");
-    let mut rng = SplitMix64::new(seed);
-    let draw = |rng: &mut SplitMix64, n: usize| (rng.uniform() * n as f64) as usize % n.max(1);
-    let mut items = Vec::with_capacity(n);
-    while items.len() < n {
-        let (d, k) = (draw(&mut rng, docs.len()), 1 + draw(&mut rng, 2));
-        let Some((ctx, rest)) = word_cut(&docs[d], 8 + draw(&mut rng, docs[d].len().saturating_sub(12)), k) else {
-            continue;
-        };
+    let below = Draw::below;
+    let items = draw.items(|rng, _| {
+        let (d, k) = (below(rng, docs.len()), 1 + below(rng, 2));
+        let (ctx, rest) = word_cut(&docs[d], 8 + below(rng, docs[d].len().saturating_sub(12)), k)?;
         let mut rests = vec![rest];
         while rests.len() < 4 {
-            let o = draw(&mut rng, docs.len());
-            let other = word_rest(&docs[o], draw(&mut rng, docs[o].len()), k);
+            let o = below(rng, docs.len());
+            let other = word_rest(&docs[o], below(rng, docs[o].len()), k);
             if let Some(r) = other.filter(|r| o != d && !rests.contains(r)) {
                 rests.push(r);
             }
         }
-        let answer = draw(&mut rng, 4);
+        let answer = below(rng, 4);
         rests.swap(0, answer);
-        items.push(choice_after(&ctx, "", &rests, answer, None));
-    }
+        Some(choice_after(&ctx, "", &rests, answer, None))
+    })?;
     Ok(Task { name: "sotu_words".into(), scoring: Scoring::MultipleChoice { acc_norm: true }, items })
 }
 
@@ -203,16 +239,13 @@ fn pair(kind: usize, rng: &mut SplitMix64) -> (String, String, &'static str) {
     }
 }
 
-fn agreement(n: usize, seed: u64) -> Task {
-    let mut rng = SplitMix64::new(seed);
-    let items = (0..n)
-        .map(|i| {
-            let (good, bad, kind) = pair(i % 3, &mut rng);
-            // Scored whole, as BLiMP in lm-eval (an empty context: the run's boundary token).
-            choice("", &[good, bad], 0, Some(kind.into()))
-        })
-        .collect();
-    Task { name: "agreement_pairs".into(), scoring: Scoring::MultipleChoice { acc_norm: false }, items }
+fn agreement(draw: Draw) -> anyhow::Result<Task> {
+    let items = draw.items(|rng, i| {
+        let (good, bad, kind) = pair(i % 3, rng);
+        // Scored whole, as BLiMP in lm-eval (an empty context: the run's boundary token).
+        Some(choice("", &[good, bad], 0, Some(kind.into())))
+    })?;
+    Ok(Task { name: "agreement_pairs".into(), scoring: Scoring::MultipleChoice { acc_norm: false }, items })
 }
 
 #[cfg(test)]
@@ -220,10 +253,14 @@ mod tests {
     use super::*;
     use crate::tasks::item::Item;
 
+    fn pairs(n: usize, seed: u64, context: usize) -> anyhow::Result<Task> {
+        agreement(Draw { name: "agreement_pairs", n, max_bytes: context + 1, rng: SplitMix64::new(seed) })
+    }
+
     /// Each pair differs in exactly one word, the agreeing form in the grammatical sentence.
     #[test]
     fn minimal_pairs_differ_in_one_word() {
-        let t = agreement(60, 3);
+        let t = pairs(60, 3, 64).unwrap();
         assert_eq!(t.items.len(), 60);
         for item in &t.items {
             let Item::Choice { requests, answer, category, .. } = item else { panic!() };
@@ -233,10 +270,21 @@ mod tests {
             assert_eq!(diff, 1, "{a} / {b}");
             assert!(category.is_some());
         }
-        assert_eq!(agreement(60, 3), t, "seeded");
-        let Item::Choice { requests, .. } = &agreement(3, 9).items[2] else { panic!() };
+        assert_eq!(pairs(60, 3, 64).unwrap(), t, "seeded");
+        let Item::Choice { requests, .. } = &pairs(3, 9, 64).unwrap().items[2] else { panic!() };
         let good = &requests[0].continuation;
         assert!(good.starts_with(" These") || good.starts_with(" This"), "{good}");
+    }
+
+    /// Items fit the context they are made for: at 32 tokens every request of 60 pairs is at
+    /// most 33 bytes (the boundary token and 32 of the sentence); at 8 none fits and the task
+    /// says so, naming the fix.
+    #[test]
+    fn items_fit_the_context() {
+        let t = pairs(60, 3, 32).unwrap();
+        assert!(t.items.iter().flat_map(Item::requests).all(|r| r.continuation.len() < 33));
+        let e = pairs(5, 3, 8).unwrap_err().to_string();
+        assert!(e.contains("fit a context of 8 tokens") && e.contains("train.seq_len of 64"), "{e}");
     }
 
     /// A passage is the words before the cut (at most 40 characters, whole words) and the

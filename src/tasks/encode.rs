@@ -18,6 +18,23 @@ pub struct Encoded {
     pub continuation: usize,
 }
 
+/// Refuses `task` when one of its requests cannot be scored by a model of context `window`
+/// (its continuation alone fills the window), naming the item and the fix; run before training.
+pub fn check_fits(task: &super::item::Task, tok: &Tokenizer, prefix: u32, window: usize) -> anyhow::Result<()> {
+    for (i, item) in task.items.iter().enumerate() {
+        for r in item.requests() {
+            encode(tok, &r, prefix, window).map_err(|e| {
+                anyhow::anyhow!(
+                    "eval task `{}` item {}: {e}; raise train.seq_len, or leave the task out of [eval]",
+                    task.name,
+                    i + 1
+                )
+            })?;
+        }
+    }
+    Ok(())
+}
+
 /// Encodes `r` for a model of context `window`, with `prefix` for an empty context.
 pub fn encode(tok: &Tokenizer, r: &Request, prefix: u32, window: usize) -> anyhow::Result<Encoded> {
     let (context, continuation) = if r.context.is_empty() {

@@ -151,6 +151,23 @@ pub struct TaskScore {
     pub chance: Option<f64>,
 }
 
+/// Every (task, metric) of `scores`, in order of first appearance: the columns of a table of
+/// runs that may have been evaluated on different tasks.
+pub fn score_keys<'a>(scores: impl IntoIterator<Item = &'a TaskScore>) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for s in scores {
+        if !out.iter().any(|(t, m)| t == &s.task && m == &s.metric) {
+            out.push((s.task.clone(), s.metric.clone()));
+        }
+    }
+    out
+}
+
+/// The score of `task`'s `metric` among `scores`.
+pub fn find_score<'a>(scores: &'a [TaskScore], task: &str, metric: &str) -> Option<&'a TaskScore> {
+    scores.iter().find(|s| s.task == task && s.metric == metric)
+}
+
 impl TaskScore {
     /// Is a higher value better (accuracies) or a lower one (bits per byte, perplexity)?
     pub fn higher_is_better(&self) -> bool {

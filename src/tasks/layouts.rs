@@ -100,6 +100,24 @@ fn capitalize(s: &str) -> String {
     }
 }
 
+/// Where a published layout's files come from on the Hugging Face hub: the dataset and its
+/// configuration, as lm-evaluation-harness 0.4's task YAML names them.
+pub fn hub(layout: &str) -> Option<(&'static str, Option<&'static str>)> {
+    Some(match layout {
+        "arc_easy" => ("allenai/ai2_arc", Some("ARC-Easy")),
+        "arc_challenge" => ("allenai/ai2_arc", Some("ARC-Challenge")),
+        "hellaswag" => ("Rowan/hellaswag", None),
+        "piqa" => ("baber/piqa", None),
+        "social_iqa" => ("lighteval/siqa", None),
+        "winogrande" => ("allenai/winogrande", Some("winogrande_xl")),
+        "openbookqa" => ("allenai/openbookqa", Some("main")),
+        "boolq" => ("aps/super_glue", Some("boolq")),
+        "lambada_openai" => ("EleutherAI/lambada_openai", Some("default")),
+        "mmlu" => ("cais/mmlu", Some("all")),
+        _ => return None,
+    })
+}
+
 /// The scoring of a task layout, or `None` for a name normlab does not know.
 pub fn scoring(layout: &str) -> Option<Scoring> {
     Some(match layout {

@@ -15,13 +15,19 @@
 pub mod builtin;
 pub mod encode;
 pub mod evaluate;
+pub mod fewshot;
 pub mod files;
 pub mod item;
 pub mod layouts;
 pub mod metrics;
+pub mod papers;
+pub mod pyrandom;
 pub mod score;
 pub mod spec;
 
 pub use evaluate::{TaskResult, TaskScore, evaluate};
 pub use item::{Item, Request, Scoring, Task};
 pub use spec::TaskSpec;
+
+#[cfg(test)]
+mod tests;

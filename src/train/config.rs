@@ -252,8 +252,8 @@ impl RunConfig {
     /// otherwise a clear error.
     /// Refuses `[eval]` tasks that cannot load (unknown names or layouts, missing files).
     pub fn check_eval(&self) -> anyhow::Result<()> {
-        for t in &self.eval.tasks {
-            crate::tasks::spec::check(t)?;
+        for t in crate::tasks::spec::expand(&self.eval.tasks, &self.eval.dir) {
+            crate::tasks::spec::check(&t)?;
         }
         Ok(())
     }

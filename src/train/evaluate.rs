@@ -34,9 +34,9 @@ pub fn evaluate(path: &Path, o: &EvaluateOptions, log: &dyn Fn(&str)) -> anyhow:
     let cache = saved.cfg.data.cache_dir();
     let t0 = Instant::now();
     let mut results = Vec::new();
-    for mut spec in expand(&specs) {
+    for mut spec in expand(&specs, &saved.cfg.eval.dir) {
         spec.limit = o.limit.or(spec.limit);
-        let task = load(&spec, &cache)?;
+        let task = load(&spec, &cache, d.context)?;
         log(&format!("{}: {} items", task.name, task.items.len()));
         let mut r = crate::tasks::evaluate(&d, &saved.tokenizer, prefix, &task)?;
         if !o.samples {

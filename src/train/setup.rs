@@ -40,7 +40,7 @@ pub fn start_with(
     let dir = p.cfg.run.dir.clone();
     run_dir::claim(&dir, force)?;
     let lock = create_run_dir(&dir, &p.cfg, &p.data, p.counts, p.state.total_steps)?;
-    Trainer::assemble(p.cfg, dir, p.data, p.model, p.optim, p.state, p.device, p.ad, Some(lock))
+    Trainer::assemble(p.cfg, dir, p.data, p.model, p.optim, p.state, p.device, p.ad, Some(lock), p.tasks)
 }
 
 /// A new run as a rank that only computes, once rank 0 has created its directory: the same
@@ -48,7 +48,7 @@ pub fn start_with(
 pub fn follow_start(cfg: RunConfig, log: &dyn Fn(&str)) -> anyhow::Result<Trainer> {
     let p = prepare(cfg, None, log)?;
     let dir = p.cfg.run.dir.clone();
-    Trainer::assemble(p.cfg, dir, p.data, p.model, p.optim, p.state, p.device, p.ad, None)
+    Trainer::assemble(p.cfg, dir, p.data, p.model, p.optim, p.state, p.device, p.ad, None, p.tasks)
 }
 
 /// A new run's data, model, optimizer and first state, from a validated config.
@@ -61,6 +61,7 @@ struct Prepared {
     counts: ParamCounts,
     device: burn::tensor::Device,
     ad: burn::tensor::Device,
+    tasks: Vec<crate::tasks::Task>,
 }
 
 fn prepare(mut cfg: RunConfig, init: Option<(ParamSource, Tokenizer)>, log: &dyn Fn(&str)) -> anyhow::Result<Prepared> {
@@ -81,6 +82,7 @@ fn prepare(mut cfg: RunConfig, init: Option<(ParamSource, Tokenizer)>, log: &dyn
     cfg.fit_vocab(data.tokenizer.vocab_size(), &data.info.tokenizer)?;
     data.check_seq_len(cfg.train.seq_len)?;
     data.fit_pairs(cfg.train.seq_len, log)?;
+    let tasks = super::trainer::load_tasks(&cfg, &data.tokenizer)?;
     // Again with the tokenizer's vocabulary, before the model is built (a model too large to
     // build would abort the process inside the allocator).
     check_memory(&cfg, cfg.model.matrix_params())?;
@@ -105,7 +107,7 @@ fn prepare(mut cfg: RunConfig, init: Option<(ParamSource, Tokenizer)>, log: &dyn
         loss_scale: Default::default(),
         last_eval: None,
     };
-    Ok(Prepared { cfg, data, model, optim, state, counts, device, ad })
+    Ok(Prepared { cfg, data, model, optim, state, counts, device, ad, tasks })
 }
 
 /// Writes a new run's first files (config, run.json, status, tokenizer) and publishes the
@@ -220,6 +222,7 @@ fn restore(
     check_corpus(dir, &data.info.corpus_sha256, opts, log)?;
     cfg.fit_vocab(data.tokenizer.vocab_size(), &data.info.tokenizer)?;
     data.fit_pairs(cfg.train.seq_len, log)?;
+    let tasks = super::trainer::load_tasks(&cfg, &data.tokenizer)?;
     let ad = autodiff_device(&device, cfg.train.checkpoint_activations);
     let state = checkpoint::load_state(ckpt)?;
     let lost = lost_records(dir, &state, opts)?;
@@ -236,7 +239,7 @@ fn restore(
     let optim = checkpoint::load_optimizer(ckpt, optimizer::build(&cfg.optim, &model))?;
     log(&format!("resuming {} at step {}/{} from {}", dir.display(), state.step, state.total_steps, ckpt.display()));
     let writes = lock.is_some();
-    let mut trainer = Trainer::assemble(cfg, dir.to_path_buf(), data, model, optim, state, device, ad, lock)?;
+    let mut trainer = Trainer::assemble(cfg, dir.to_path_buf(), data, model, optim, state, device, ad, lock, tasks)?;
     if let (Some(l), true) = (lost, writes) {
         log(&format!(
             "warning: {} lost {} bytes of records before step {}; continuing, the gap recorded",

@@ -113,6 +113,7 @@ impl Trainer {
         device: Device,
         ad: Device,
         lock: Option<run_dir::RunLock>,
+        tasks: Vec<crate::tasks::Task>,
     ) -> anyhow::Result<Self> {
         model.set_precision(cfg.train.precision);
         let out = match lock {
@@ -120,10 +121,8 @@ impl Trainer {
             None => None,
         };
         let val_starts = validation_starts(data.val.len(), cfg.train.seq_len, cfg.run.eval_windows);
-        let tasks = match out.is_some() {
-            true => load_tasks(&cfg)?,
-            false => Vec::new(),
-        };
+        // Only the rank that writes evaluates.
+        let tasks = if out.is_some() { tasks } else { Vec::new() };
         Ok(Trainer {
             tasks,
             sampler: Sampler::from_state(state.sampler_state),
@@ -616,8 +615,18 @@ fn tensorboard_scalars(r: &TrainRecord) -> Vec<(&'static str, f32)> {
     v
 }
 
-/// The `[eval]` tasks of `cfg`, loaded (built-in ones made from the corpus in its cache).
-fn load_tasks(cfg: &RunConfig) -> anyhow::Result<Vec<crate::tasks::Task>> {
-    let cache = cfg.data.cache_dir();
-    crate::tasks::spec::expand(&cfg.eval.tasks).iter().map(|s| crate::tasks::spec::load(s, &cache)).collect()
+/// The `[eval]` tasks of `cfg`, loaded (built-in ones made from the corpus in its cache) and
+/// each request checked to fit the run's context with `tok`: a task that cannot be scored is
+/// refused before training, not after it.
+pub(super) fn load_tasks(cfg: &RunConfig, tok: &crate::data::Tokenizer) -> anyhow::Result<Vec<crate::tasks::Task>> {
+    let (cache, context) = (cfg.data.cache_dir(), cfg.train.seq_len);
+    let prefix = crate::data::boundary::boundary(tok, cfg.data.task)?.id;
+    let tasks: Vec<crate::tasks::Task> = crate::tasks::spec::expand(&cfg.eval.tasks, &cfg.eval.dir)
+        .iter()
+        .map(|s| crate::tasks::spec::load(s, &cache, context))
+        .collect::<anyhow::Result<_>>()?;
+    for t in &tasks {
+        crate::tasks::encode::check_fits(t, tok, prefix, context)?;
+    }
+    Ok(tasks)
 }
