@@ -74,7 +74,8 @@ enum Cmd {
         /// At most this many items a task.
         #[arg(long)]
         limit: Option<usize>,
-        /// Solved examples before every item of every task (lm-eval's --num_fewshot).
+        /// Solved examples before every item of every task file (lm-eval's --num_fewshot; the
+        /// built-in tasks are zero-shot, a paper's suite keeps its paper's shots).
         #[arg(long)]
         num_fewshot: Option<usize>,
         /// The few-shot examples' seed (lm-eval's --seed; default 1234).
@@ -371,14 +372,15 @@ fn one_run(cmd: Cmd) -> anyhow::Result<i32> {
         Cmd::Eval { checkpoint, data, windows } => commands::saved::eval(&checkpoint, data, windows).map(|()| 0),
         Cmd::Evaluate { checkpoint, tasks, config, limit, num_fewshot, fewshot_seed, samples, out } => {
             let mut tasks = normlab::tasks::TaskSpec::parse_list(&tasks);
-            if let Some(f) = config {
-                tasks.extend(normlab::tasks::spec::read_eval_file(&f)?);
-            }
-            for t in &mut tasks {
+            let file = config.map(|f| normlab::tasks::spec::read_eval_file(&f)).transpose()?;
+            let dir = file.as_ref().map(|e| e.dir.clone());
+            tasks.extend(file.into_iter().flat_map(|e| e.tasks));
+            // lm-eval's --num_fewshot and --seed, for task files (a paper's suite keeps its shots).
+            for t in tasks.iter_mut().filter(|t| t.path.is_some()) {
                 t.num_fewshot = num_fewshot.unwrap_or(t.num_fewshot);
                 t.seed = fewshot_seed.unwrap_or(t.seed);
             }
-            let o = normlab::train::evaluate::EvaluateOptions { tasks, limit, samples };
+            let o = normlab::train::evaluate::EvaluateOptions { tasks, dir, limit, samples };
             commands::saved::evaluate(&checkpoint, &o, out).map(|()| 0)
         }
         Cmd::Generate { checkpoint, prompt, max_new_tokens, temperature, top_k, top_p, seed, no_cache } => {

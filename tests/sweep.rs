@@ -236,6 +236,9 @@ fn a_tiny_depth_ladder_writes_scaling_json_and_its_report() {
             assert!([3e-3, 1e-2].contains(&p["lr_star"].as_f64().unwrap()), "{p}");
             assert_eq!(p["seed_losses"].as_array().unwrap().len(), 2, "the grid's seed and the reseed: {p}");
             assert!(p["gap_to_best"].as_f64().unwrap() >= 0.0);
+            // scaling.toml's [eval]: each point carries the built-in tasks' headlines.
+            let tasks: Vec<&str> = p["tasks"].as_array().unwrap().iter().map(|t| t["task"].as_str().unwrap()).collect();
+            assert_eq!(tasks, ["sotu_words", "agreement_pairs"], "{p}");
         }
     }
     for depth in [2.0, 4.0, 8.0, 16.0] {
@@ -245,7 +248,9 @@ fn a_tiny_depth_ladder_writes_scaling_json_and_its_report() {
     let fits = s["fits"].as_array().unwrap();
     assert_eq!(fits.len(), 2);
     assert!(fits.iter().all(|f| f["points"] == 4), "{fits:?}");
-    for fig in ["scaling_loss", "scaling_lr", "scaling_gap", "hidden_var_smallest", "hidden_var_largest"] {
+    for fig in
+        ["scaling_loss", "scaling_lr", "scaling_gap", "scaling_tasks", "hidden_var_smallest", "hidden_var_largest"]
+    {
         let png = std::fs::read(dir.join("report").join(format!("{fig}.png"))).unwrap();
         assert_eq!(&png[..4], b"\x89PNG", "{fig}");
     }

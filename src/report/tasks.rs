@@ -62,10 +62,11 @@ fn panel(ms: &[MethodSummary], task: &str, metric: &str, lrs: &[f64]) -> Chart {
 }
 
 /// One panel per task: its headline at each evaluation over training, a line per run, chance
-/// dashed; `None` when no run was evaluated during training.
+/// dashed; `None` unless some run was evaluated during training (`[eval] every`), not only at
+/// its end.
 pub fn over_training(dir: &Path, runs: &[RunData]) -> anyhow::Result<Option<Figure>> {
     let keys = run_keys(runs);
-    if keys.is_empty() {
+    if keys.is_empty() || runs.iter().all(|r| r.tasks.len() < 2) {
         return Ok(None);
     }
     let charts: Vec<Chart> = keys

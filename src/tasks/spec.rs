@@ -149,9 +149,9 @@ impl TaskSpec {
     }
 }
 
-/// The tasks of the `[eval]` table of the TOML file `path` (a run config, or a file of its
-/// own); other tables are ignored.
-pub fn read_eval_file(path: &Path) -> anyhow::Result<Vec<TaskSpec>> {
+/// The `[eval]` table of the TOML file `path` (a run config, or a file of its own); other
+/// tables are ignored.
+pub fn read_eval_file(path: &Path) -> anyhow::Result<EvalSection> {
     #[derive(Deserialize)]
     struct File {
         eval: Option<EvalSection>,
@@ -161,7 +161,7 @@ pub fn read_eval_file(path: &Path) -> anyhow::Result<Vec<TaskSpec>> {
     let eval =
         f.eval.with_context(|| format!("{} has no [eval] table; give one with tasks = [...]", path.display()))?;
     ensure!(!eval.tasks.is_empty(), "{}: [eval] names no tasks", path.display());
-    Ok(eval.tasks)
+    Ok(eval)
 }
 
 /// The specs with `builtin` expanded into the suite's tasks and a paper's suite into its tasks
@@ -219,12 +219,19 @@ fn missing(s: &TaskSpec, layout: &str, p: &Path) -> String {
 /// missing file, few-shot where the layout has no single context.
 pub fn check(s: &TaskSpec) -> anyhow::Result<()> {
     match &s.path {
-        None => ensure!(
-            builtin::SUITE.contains(&s.name.as_str()) || s.name == "builtin" || papers::suite(&s.name).is_some(),
-            "eval task `{}` has no path and is neither built in nor a paper's suite ({}); give it a path = \"FILE\"",
-            s.name,
-            pathless_names()
-        ),
+        None => {
+            ensure!(
+                builtin::SUITE.contains(&s.name.as_str()) || s.name == "builtin" || papers::suite(&s.name).is_some(),
+                "eval task `{}` has no path and is neither built in nor a paper's suite ({}); give it a path = \"FILE\"",
+                s.name,
+                pathless_names()
+            );
+            ensure!(
+                s.num_fewshot == 0 || papers::suite(&s.name).is_some(),
+                "eval task `{}`: the built-in tasks are zero-shot; remove num_fewshot",
+                s.name
+            );
+        }
         Some(p) => {
             let layout = s.layout.as_deref().unwrap_or(&s.name);
             ensure!(
@@ -302,6 +309,8 @@ mod tests {
         assert!(
             check(&TaskSpec::named("nosuch")).unwrap_err().to_string().contains("neither built in nor a paper's suite")
         );
+        let shots = TaskSpec { num_fewshot: 5, ..TaskSpec::named("sotu_words") };
+        assert!(check(&shots).unwrap_err().to_string().contains("zero-shot"));
     }
 
     /// Few-shot: k solved examples (their answers after them), blank lines, then the item,

@@ -13,6 +13,8 @@ use std::time::Instant;
 pub struct EvaluateOptions {
     /// The tasks; empty: the run's `[eval]` tasks, else the built-in suite.
     pub tasks: Vec<TaskSpec>,
+    /// Where the papers' suites are (`eval.dir`); none: the run's.
+    pub dir: Option<std::path::PathBuf>,
     /// At most this many items a task (overrides each task's own limit).
     pub limit: Option<usize>,
     /// Keep every item's log-likelihoods in the result.
@@ -34,7 +36,7 @@ pub fn evaluate(path: &Path, o: &EvaluateOptions, log: &dyn Fn(&str)) -> anyhow:
     let cache = saved.cfg.data.cache_dir();
     let t0 = Instant::now();
     let mut results = Vec::new();
-    for mut spec in expand(&specs, &saved.cfg.eval.dir) {
+    for mut spec in expand(&specs, o.dir.as_ref().unwrap_or(&saved.cfg.eval.dir)) {
         spec.limit = o.limit.or(spec.limit);
         let task = load(&spec, &cache, d.context)?;
         log(&format!("{}: {} items", task.name, task.items.len()));
