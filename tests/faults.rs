@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::{error_line, stderr};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -10,10 +11,6 @@ use std::time::{Duration, Instant};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_normlab"))
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// The shared tiny run (`common::tiny_run`) with the default recipe.
@@ -28,16 +25,6 @@ fn train(cfg: &Path, sets: &[&str]) -> Output {
         c.args(["--set", s]);
     }
     c.output().unwrap()
-}
-
-/// The `error:` line of a failed command (exit 2), which must be its only one.
-fn error_line(o: &Output) -> String {
-    let e = stderr(o);
-    assert_eq!(o.status.code(), Some(2), "{e}");
-    let lines: Vec<&str> = e.lines().filter(|l| l.starts_with("error: ")).collect();
-    assert_eq!(lines.len(), 1, "one error line: {e}");
-    assert!(!e.contains("panicked"), "{e}");
-    lines[0].to_string()
 }
 
 fn status(run: &Path) -> serde_json::Value {

@@ -268,6 +268,45 @@ fn curl_and_the_openai_client_get_the_same_text() {
     let printed = String::from_utf8(o.stdout).unwrap();
     let quoted = format!("{want:?}");
     assert_eq!(printed.trim(), format!("({quoted}, {quoted})").replace('"', "'"), "{printed}");
+    the_openai_clients_scores_are_normlabs(&s.url, &run, &root);
+}
+
+/// The OpenAI client's `echo` with `logprobs` and normlab's own scoring agree: on this byte
+/// run " the" after "Item 3 of" is the prompt's last four tokens, whose log-probabilities
+/// (from the client) add up to the log-likelihood `normlab evaluate` gives the choice.
+fn the_openai_clients_scores_are_normlabs(url: &str, run: &Path, root: &Path) {
+    let script = format!(
+        "import json\nfrom openai import OpenAI\nc = OpenAI(base_url='{url}/v1', api_key='none')\n\
+         r = c.completions.create(model='run', prompt='Item 3 of the', max_tokens=0, echo=True, logprobs=1)\n\
+         print(json.dumps(r.choices[0].logprobs.token_logprobs))"
+    );
+    let o = Command::new("python3").args(["-c", &script]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let lps: Vec<Option<f64>> = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((lps.len(), lps[0]), (13, None), "13 bytes, the first unscored");
+    let client: f64 = lps[9..].iter().map(|x| x.unwrap()).sum();
+    let tasks = root.join("mc.jsonl");
+    std::fs::write(&tasks, "{\"context\": \"Item 3 of\", \"choices\": [\"the\", \"a\"], \"answer\": 0}\n").unwrap();
+    let cfg = root.join("mc.toml");
+    let spec = format!(
+        "[eval]\ntasks = [{{ name = \"mc\", layout = \"multiple_choice\", path = \"{}\" }}]\n",
+        tasks.display()
+    );
+    std::fs::write(&cfg, spec).unwrap();
+    let out = root.join("mc.json");
+    let o = bin()
+        .args(["evaluate", "--samples", "--checkpoint"])
+        .arg(run)
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let e: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let ours = e["results"][0]["items"][0]["lls"][0].as_f64().unwrap();
+    assert!((ours - client).abs() <= 1e-5 * ours.abs().max(1.0), "normlab {ours} vs the client's {client}");
 }
 
 /// A pairs run serves the task form: every test source normalised over HTTP equals the

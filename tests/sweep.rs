@@ -225,7 +225,23 @@ fn a_tiny_depth_ladder_writes_scaling_json_and_its_report() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("scaling.json")).unwrap()).unwrap();
-    let points = s["points"].as_array().unwrap();
+    check_points(s["points"].as_array().unwrap());
+    let fits = s["fits"].as_array().unwrap();
+    assert_eq!(fits.len(), 2);
+    assert!(fits.iter().all(|f| f["points"] == 4), "{fits:?}");
+    for fig in
+        ["scaling_loss", "scaling_lr", "scaling_gap", "scaling_tasks", "hidden_var_smallest", "hidden_var_largest"]
+    {
+        let png = std::fs::read(dir.join("report").join(format!("{fig}.png"))).unwrap();
+        assert_eq!(&png[..4], b"\x89PNG", "{fig}");
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("Who leads at each point"), "{stdout}");
+}
+
+/// The ladder's points: each recipe at every depth with its LR*, two seeds, a gap to the best
+/// and the built-in tasks' headlines (scaling.toml's `[eval]`), one leader per depth.
+fn check_points(points: &[serde_json::Value]) {
     assert_eq!(points.len(), 8, "2 recipes × 4 depths");
     for recipe in ["pre", "kitenorm"] {
         let mine: Vec<&serde_json::Value> = points.iter().filter(|p| p["recipe"] == recipe).collect();
@@ -245,15 +261,4 @@ fn a_tiny_depth_ladder_writes_scaling_json_and_its_report() {
         let lead = points.iter().filter(|p| p["axis_value"] == depth).filter(|p| p["gap_to_best"] == 0.0).count();
         assert_eq!(lead, 1, "one leader at depth {depth}");
     }
-    let fits = s["fits"].as_array().unwrap();
-    assert_eq!(fits.len(), 2);
-    assert!(fits.iter().all(|f| f["points"] == 4), "{fits:?}");
-    for fig in
-        ["scaling_loss", "scaling_lr", "scaling_gap", "scaling_tasks", "hidden_var_smallest", "hidden_var_largest"]
-    {
-        let png = std::fs::read(dir.join("report").join(format!("{fig}.png"))).unwrap();
-        assert_eq!(&png[..4], b"\x89PNG", "{fig}");
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("Who leads at each point"), "{stdout}");
 }

@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::{error_line, stderr};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -13,20 +14,6 @@ use std::time::{Duration, Instant};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_normlab"))
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// The `error:` line of a failed command (exit 2), which must be its only one, with no panic.
-fn error_line(o: &Output) -> String {
-    let e = stderr(o);
-    assert_eq!(o.status.code(), Some(2), "{e}");
-    let lines: Vec<&str> = e.lines().filter(|l| l.starts_with("error: ")).collect();
-    assert_eq!(lines.len(), 1, "one error line: {e}");
-    assert!(!e.contains("panicked"), "{e}");
-    lines[0].to_string()
 }
 
 /// A tiny byte run trained `steps` steps in `root/run`.

@@ -66,3 +66,18 @@ pub fn tiny_run(root: &Path, steps: usize, model: &str, train: &str) -> PathBuf 
     std::fs::write(&p, cfg).unwrap();
     p
 }
+
+/// A command's standard error as text.
+pub fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The `error:` line of a failed command (exit 2), which must be its only one, with no panic.
+pub fn error_line(o: &std::process::Output) -> String {
+    let e = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    let lines: Vec<&str> = e.lines().filter(|l| l.starts_with("error: ")).collect();
+    assert_eq!(lines.len(), 1, "one error line: {e}");
+    assert!(!e.contains("panicked"), "{e}");
+    lines[0].to_string()
+}
