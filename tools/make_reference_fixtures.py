@@ -2,7 +2,7 @@
 """PyTorch reference for every normlab recipe: writes tiny-model fixtures for the Rust tests.
 
 A short, independent re-implementation of the decoder-only Transformer and of each placement
-recipe, written from KiteNorm Table 2 (and seeds 001, 003 for Peri-LN, DyT, BHyT), not from
+recipe, written from KiteNorm Table 2 (and the Peri-LN and BHyT papers for Peri-LN, DyT, BHyT), not from
 the Rust code. It runs in float64 and, for each case, writes
 tests/fixtures/reference/<case>.safetensors with
 
@@ -111,7 +111,7 @@ def apply_norm(spec, P, name, x, variance=None):
     raise ValueError(k)
 
 
-# ---- recipes, written from KiteNorm Table 2 (and seeds 001, 003) ---------------------------
+# ---- recipes, written from KiteNorm Table 2 and the Peri-LN and BHyT papers ------------------
 def sub(inp=None, out=None, outer=None, a=1.0, c=1.0, s=1.0, init_out=1.0, init_in=1.0):
     return dict(inp=inp, out=out, outer=outer, a=a, c=c, s=s, init_out=init_out, init_in=init_in)
 

@@ -11,6 +11,7 @@ use crate::model::attention::KvSlot;
 use crate::model::{KvCache, Transformer};
 use anyhow::ensure;
 use burn::tensor::{Device, Int, Tensor, TensorData};
+use std::ops::Range;
 
 /// A model and what decoding it needs.
 #[derive(Clone, Copy)]
@@ -47,18 +48,19 @@ impl Rows {
         self.windows.is_empty()
     }
 
-    /// Adds `prompts` (each non-empty) after the rows there are, prefilled together; returns
-    /// each new row's next-token logits.
+    /// Adds `prompts` (each non-empty) after the rows there are, prompts of similar length
+    /// prefilled together ([`similar_runs`]); returns each new row's next-token logits.
     pub fn join(&mut self, d: &Decoder, prompts: Vec<Vec<u32>>) -> anyhow::Result<Vec<Vec<f32>>> {
         ensure!(prompts.iter().all(|p| !p.is_empty()), "a prompt to decode must hold at least one token");
-        if prompts.is_empty() {
-            return Ok(Vec::new());
-        }
         let windows: Vec<Vec<u32>> = prompts.into_iter().map(|p| window_of(p, d.context)).collect();
-        let p = prefill(d, &windows)?;
-        self.merge(p.cache, p.pads);
-        self.windows.extend(windows);
-        Ok(p.logits)
+        let mut logits = Vec::with_capacity(windows.len());
+        for run in similar_runs(&windows) {
+            let p = prefill(d, &windows[run.clone()])?;
+            self.merge(p.cache, p.pads);
+            self.windows.extend_from_slice(&windows[run]);
+            logits.extend(p.logits);
+        }
+        Ok(logits)
     }
 
     /// Feeds every row its next token (one per row, in order); returns each row's next-token
@@ -129,6 +131,30 @@ impl Rows {
             _ => self.pads.extend(pads),
         }
     }
+}
+
+/// `windows` split, in order, into runs prefilled in one forward each: a run takes the next
+/// window while its left padding stays within a quarter of its tokens or 32 positions. Prompts
+/// of similar length share a forward (one forward's fixed cost for several), while a short
+/// prompt is not padded to a long one's length (which would multiply the work on it).
+fn similar_runs(windows: &[Vec<u32>]) -> Vec<Range<usize>> {
+    let mut runs: Vec<Range<usize>> = Vec::new();
+    let (mut longest, mut tokens) = (0, 0);
+    for (i, w) in windows.iter().enumerate() {
+        let run = runs.last_mut().filter(|r| {
+            let (l, t) = (longest.max(w.len()), tokens + w.len());
+            l * (r.len() + 1) - t <= (t / 4).max(32)
+        });
+        match run {
+            Some(r) => r.end = i + 1,
+            None => {
+                runs.push(i..i + 1);
+                (longest, tokens) = (0, 0);
+            }
+        }
+        (longest, tokens) = (longest.max(w.len()), tokens + w.len());
+    }
+    runs
 }
 
 /// A prompt's window: the prompt, or its last `context / 2` tokens when it outgrows `context`.
@@ -217,4 +243,25 @@ fn stack(a: Vec<KvSlot>, grow_a: usize, b: Vec<KvSlot>, grow_b: usize) -> Vec<Kv
             _ => None,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::similar_runs;
+
+    fn windows(lengths: &[usize]) -> Vec<Vec<u32>> {
+        lengths.iter().map(|&n| vec![1; n]).collect()
+    }
+
+    /// By hand: the padding a run would hold against max(its tokens / 4, 32).
+    #[test]
+    fn prompts_of_similar_length_are_prefilled_together() {
+        // 40 and 3: 37 padding positions > max(43 / 4, 32) = 32.
+        assert_eq!(similar_runs(&windows(&[40, 3])), vec![0..1, 1..2]);
+        // 2 and 25: 23 ≤ 32.
+        assert_eq!(similar_runs(&windows(&[2, 25])), vec![0..2]);
+        // 500, 480, 510: 40 ≤ 1490 / 4; then 8 would add 542 > 1498 / 4; 8 and 12: 4 ≤ 32.
+        assert_eq!(similar_runs(&windows(&[500, 480, 510, 8, 12])), vec![0..3, 3..5]);
+        assert!(similar_runs(&[]).is_empty());
+    }
 }

@@ -87,8 +87,8 @@ fn staggered(d: &Decoder) -> Vec<Vec<Vec<f32>>> {
 }
 
 /// Every row's logits at every step equal decoding it alone (1e-5 relative), through joins
-/// of one and of two rows, leaves from the middle and the end, and padding up to 58
-/// positions, for every preset.
+/// of one and of two rows (prefilled apart and together), leaves from the middle and the end,
+/// and padding up to 58 positions, for every preset.
 #[test]
 fn every_row_decodes_as_it_would_alone_through_joins_and_leaves() {
     let device = cpu();

@@ -257,17 +257,26 @@ impl Attention {
         if let (Some((qn, kn)), true) = (qk_norms, self.qk_full) {
             (q, k) = (qn.forward(q, kern), kn.forward(k, kern));
         }
-        if fused && ctx.shared_positions() {
+        let [b, t, _] = q.dims();
+        if fused && (ctx.shared_positions() || t == 1) {
             // RoPE on the projections' own [B, t, n, h] layout, then the head transpose.
-            let [b, t, _] = q.dims();
             let split = |y: Tensor<3>, n: usize| y.reshape([b, t, n, self.head_dim]);
             let (mut q, mut k) = (split(q, self.n_heads), split(k, self.n_kv_heads));
             if let (Some((qn, kn)), false) = (qk_norms, self.qk_full) {
                 (q, k) = (qn.forward(q, kern), kn.forward(k, kern));
             }
+            // The kernel takes one table row per position. One new token per row at each
+            // row's own position (a batched decode step) is rotated as one sequence whose
+            // positions are the rows: `[B, 1, n, h]` read as `[1, B, n, h]`.
+            let (seqs, positions) = if ctx.shared_positions() { (b, t) } else { (1, b) };
             let half = self.head_dim / 2;
-            let (cos, sin) = (ctx.cos.clone().reshape([t, half]), ctx.sin.clone().reshape([t, half]));
-            let rot = |y: Tensor<4>| kernels::rope(y, cos.clone(), sin.clone()).swap_dims(1, 2);
+            let table = |x: &Tensor<4>| x.clone().reshape([positions, half]);
+            let (cos, sin) = (table(&ctx.cos), table(&ctx.sin));
+            let rot = |y: Tensor<4>| {
+                let [_, _, n, h] = y.dims();
+                let y = kernels::rope(y.reshape([seqs, positions, n, h]), cos.clone(), sin.clone());
+                y.reshape([b, t, n, h]).swap_dims(1, 2)
+            };
             return (rot(q), rot(k), v);
         }
         let (mut q, mut k) = (self.heads(q, self.n_heads), self.heads(k, self.n_kv_heads));

@@ -1,5 +1,5 @@
 //! Every named recipe, as data. KiteNorm Table 2 (Appendix D.2) is the exact spec for the
-//! baselines it lists; seeds 001 (Peri-LN) and 003 (DyT, BHyT) for theirs.
+//! baselines it lists; the Peri-LN paper and the BHyT paper (DyT, BHyT) for theirs.
 //!
 //! Notation (see [`super::spec`]): `X_{l+1} = N_outer(a·X_l + c·N_out(F_l(s·N_in(X_l))))`,
 //! `k` the 1-based Transformer layer, `L` the number of Transformer layers. `LN` is the

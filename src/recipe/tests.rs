@@ -1,5 +1,5 @@
-//! Structure tests: every preset resolves to exactly what KiteNorm Table 2 (and seeds 001,
-//! 003) specify. Expected numbers are written out by hand (1/√24 for L = 12, …), not taken from
+//! Structure tests: every preset resolves to exactly what KiteNorm Table 2 (and the Peri-LN
+//! and BHyT papers) specify. Expected numbers are written out by hand (1/√24 for L = 12, …), not taken from
 //! the code.
 
 use super::*;
