@@ -139,20 +139,20 @@ impl Rows {
 /// prompt is not padded to a long one's length (which would multiply the work on it).
 fn similar_runs(windows: &[Vec<u32>]) -> Vec<Range<usize>> {
     let mut runs: Vec<Range<usize>> = Vec::new();
+    // The last run's longest window and its tokens.
     let (mut longest, mut tokens) = (0, 0);
     for (i, w) in windows.iter().enumerate() {
-        let run = runs.last_mut().filter(|r| {
-            let (l, t) = (longest.max(w.len()), tokens + w.len());
-            l * (r.len() + 1) - t <= (t / 4).max(32)
-        });
-        match run {
-            Some(r) => r.end = i + 1,
-            None => {
+        let (l, t) = (longest.max(w.len()), tokens + w.len());
+        match runs.last_mut() {
+            Some(r) if l * (r.len() + 1) - t <= (t / 4).max(32) => {
+                r.end = i + 1;
+                (longest, tokens) = (l, t);
+            }
+            _ => {
                 runs.push(i..i + 1);
-                (longest, tokens) = (0, 0);
+                (longest, tokens) = (w.len(), w.len());
             }
         }
-        (longest, tokens) = (longest.max(w.len()), tokens + w.len());
     }
     runs
 }
