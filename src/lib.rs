@@ -24,8 +24,8 @@
 //!   backward passes, and the `model.kernels` switch
 //! - [`dist`]: one run over several processes (MPI data parallelism, `mpirun`/`srun`)
 //! - bottom: [`init`] (named, seeded parameters), [`io`] (file formats, locks, printing),
-//!   [`rng`], [`stats`], [`device`] (backends and the machine), [`guard`] (third-party panics
-//!   as errors), [`stop`] (SIGINT and SIGTERM
+//!   [`rng`], [`stats`], [`device`] (backends, GPU failures as errors, MFU, the machine),
+//!   [`guard`] (third-party panics as errors), [`stop`] (SIGINT and SIGTERM
 //!   as requests to stop at a step's end)
 
 pub mod bench;

@@ -299,6 +299,9 @@ enum DataCmd {
 
 fn main() {
     let cli = Cli::parse();
+    // A GPU runtime's failure (no driver, no adapter, out of device memory) panics in its
+    // engine thread: one `error:` line instead.
+    normlab::guard::on_unguarded_panic(normlab::device::failure::line);
     normlab::device::keep_freed_memory();
     // Denormals are flushed to zero unless NORMLAB_DENORMALS=keep (IEEE gradual underflow):
     // see normlab::device::flush_denormals.

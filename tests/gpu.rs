@@ -34,10 +34,11 @@ fn temp(name: &str) -> common::Scratch {
 }
 
 /// Trains a 2-layer d = 32 language model for 8 steps on `device` in `precision`; returns the
-/// losses. With `eval` false it skips validation and probes: a GPU process at this size spends
+/// training losses and, with `eval`, the validation losses (a forward no gradient flows
+/// through: burn's fused attention on a GPU, the CPU's fused kernel). With `eval` false it skips validation and probes: a GPU process at this size spends
 /// most of its time compiling kernels and running burn's host side unoptimised (≈ 100 s on
 /// lavapipe), and those add their own kernels.
-fn losses(root: &Path, device: &str, precision: &str, eval: bool) -> Vec<f64> {
+fn losses(root: &Path, device: &str, precision: &str, eval: bool) -> (Vec<f64>, Vec<f64>) {
     let started = std::time::Instant::now();
     let dir = root.join(format!("{device}-{precision}"));
     let every = if eval { "4" } else { "1000" };
@@ -74,9 +75,12 @@ fn losses(root: &Path, device: &str, precision: &str, eval: bool) -> Vec<f64> {
     let out = Command::new(env!("CARGO_BIN_EXE_normlab")).args(&args).output().unwrap();
     assert!(out.status.success(), "{device} in {precision}: {}", String::from_utf8_lossy(&out.stderr));
     let metrics = std::fs::read_to_string(dir.join("metrics.jsonl")).unwrap();
-    let records = metrics.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap());
+    let records: Vec<serde_json::Value> = metrics.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     eprintln!("{device} in {precision}: {:.0} s", started.elapsed().as_secs_f64());
-    records.filter(|r| r["type"] == "train").map(|r| r["loss"].as_f64().unwrap()).collect()
+    let of = |kind: &str, key: &str| -> Vec<f64> {
+        records.iter().filter(|r| r["type"] == kind).map(|r| r[key].as_f64().unwrap()).collect()
+    };
+    (of("train", "loss"), of("eval", "val_loss"))
 }
 
 fn worst_gap(a: &[f64], b: &[f64]) -> f64 {
@@ -97,13 +101,17 @@ fn tiny_runs_on_the_gpu_path_track_the_cpu_in_f32_and_f16() {
     let root = temp("track");
     std::fs::write(root.join("text.txt"), "Fellow citizens of the Senate and House of Representatives. ".repeat(400))
         .unwrap();
-    let cpu = losses(&root, "cpu", "f32", true);
-    let gpu = losses(&root, "wgpu", "f32", true);
+    let (cpu, cpu_val) = losses(&root, "cpu", "f32", true);
+    let (gpu, gpu_val) = losses(&root, "wgpu", "f32", true);
     let gap = worst_gap(&gpu, &cpu);
     eprintln!("lm: wgpu f32 vs cpu f32, largest relative loss gap {gap:.1e}");
     assert!(gap < 1e-5, "lm: wgpu f32 leaves the CPU curve by {gap:.1e}");
-    let cpu = losses(&root, "cpu", "f32", false);
-    let half = losses(&root, "wgpu", "f16", false);
+    assert_eq!(cpu_val.len(), 2, "validation at steps 4 and 8");
+    let gap = worst_gap(&gpu_val, &cpu_val);
+    eprintln!("lm: validation (fused attention) wgpu f32 vs cpu f32, largest relative gap {gap:.1e}");
+    assert!(gap < 1e-5, "lm: wgpu validation loss leaves the CPU's by {gap:.1e}");
+    let (cpu, _) = losses(&root, "cpu", "f32", false);
+    let (half, _) = losses(&root, "wgpu", "f16", false);
     let gap = worst_gap(&half, &cpu);
     eprintln!("lm: wgpu f16 vs cpu f32, largest relative loss gap {gap:.1e}");
     assert!(gap < 5e-3 && gap > 0.0, "lm: wgpu f16 vs cpu f32 gap {gap:.1e}");

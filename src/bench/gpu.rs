@@ -1,6 +1,7 @@
 //! The GPU side by side: `torch_gpu.py` (PyTorch eager on CUDA) in f32 and in bf16 autocast at
-//! the benchmark's sizes, run after normlab's measurements in the same invocation, and the
-//! ratio of normlab's `pre` in each of its precisions over both.
+//! the benchmark's sizes, run before normlab's measurements in the same invocation (so a
+//! benchmark cut short still holds them), and the ratio of normlab's `pre` in each of its
+//! precisions over both.
 
 use super::torch::{TorchBench, run_torch_gpu};
 use super::{Dims, RecipeBench, Timing};
@@ -25,28 +26,31 @@ pub struct GpuRatio {
     pub fwd_vs_torch_bf16: f64,
 }
 
-/// Runs `torch_gpu.py` in f32 and bf16 and compares `results`' `pre` entries with both.
-pub fn compare(
-    python: &str,
-    script: &str,
-    dims: &Dims,
-    timing: Timing,
-    results: &[RecipeBench],
-) -> anyhow::Result<GpuComparison> {
+/// Runs `torch_gpu.py` in f32 and in bf16 autocast.
+pub fn run_twins(python: &str, script: &str, dims: &Dims, timing: Timing) -> anyhow::Result<(TorchBench, TorchBench)> {
     let torch_f32 = run_torch_gpu(python, script, dims, "f32", timing.warmup, timing.steps)?;
     let torch_bf16 = run_torch_gpu(python, script, dims, "bf16", timing.warmup, timing.steps)?;
     crate::io::term::err(format_args!(
         "PyTorch eager on CUDA: f32 train {:.0} tok/s, bf16 autocast train {:.0} tok/s",
         torch_f32.train_tok_s, torch_bf16.train_tok_s
     ));
-    let ratios = ratios(results, &torch_f32, &torch_bf16);
-    for r in &ratios {
+    Ok((torch_f32, torch_bf16))
+}
+
+/// PyTorch's two runs beside `results`' `pre` entries.
+pub fn compare((torch_f32, torch_bf16): &(TorchBench, TorchBench), results: &[RecipeBench]) -> GpuComparison {
+    let ratios = ratios(results, torch_f32, torch_bf16);
+    GpuComparison { torch_f32: torch_f32.clone(), torch_bf16: torch_bf16.clone(), ratios }
+}
+
+/// Prints each ratio of `c`.
+pub fn print(c: &GpuComparison) {
+    for r in &c.ratios {
         crate::io::term::err(format_args!(
             "pre {:?}: train {:.2}× PyTorch f32, {:.2}× PyTorch bf16 autocast",
             r.precision, r.train_vs_torch_f32, r.train_vs_torch_bf16
         ));
     }
-    Ok(GpuComparison { torch_f32, torch_bf16, ratios })
 }
 
 fn ratios(results: &[RecipeBench], f32: &TorchBench, bf16: &TorchBench) -> Vec<GpuRatio> {

@@ -57,6 +57,11 @@ pub struct RecipeBench {
     /// Model FLOP rate by the 6·N·tokens rule (as `torch_gpu.py`'s `tflops_6N`).
     #[serde(default)]
     pub tflops_6n: f64,
+    /// Model FLOPs utilisation: `6·N + 12·L·d·T` FLOPs per token (`device::peak`) at the train
+    /// rate over the device's stated peak in this precision; `None` where the peak is not
+    /// known (the CPU, or a GPU the table lacks, unless `NORMLAB_PEAK_TFLOPS` is set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mfu: Option<f64>,
     pub loss_first: f64,
     pub loss_last: f64,
     /// Peak resident memory of the whole process during the train steps (MB), where the OS
@@ -111,6 +116,7 @@ pub fn bench_recipe(case: &Case, dims: &Dims, device: &Device, timing: Timing) -
         train_ms_min: fold(f64::min, f64::INFINITY),
         train_ms_max: fold(f64::max, 0.0),
         tflops_6n: 6.0 * params as f64 * tokens / train / 1e12,
+        mfu: None,
         loss_first: losses.first().copied().unwrap_or(f64::NAN),
         loss_last: losses.last().copied().unwrap_or(f64::NAN),
         train_peak_rss_mb,
@@ -333,13 +339,24 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
     let on_cpu = !opts.device.is_gpu();
     check(opts, &device)?;
     let timing = Timing { warmup: opts.warmup, steps: opts.steps, fwd_steps: opts.fwd_steps };
-    let results = measure_all(opts, &device, timing)?;
-    let trainer = (opts.trainer_steps > 0 && on_cpu).then(|| compare_trainer(opts)).transpose()?;
-    let (torch, gpu) = match (&opts.torch, on_cpu) {
-        (Some((py, script)), true) => (Some(run_torch(py, script, crate::device::available_threads(), &[])?), None),
-        (Some((py, script)), false) => (None, Some(gpu::compare(py, script, &opts.dims, timing, &results)?)),
-        (None, _) => (None, None),
+    let twins = match (&opts.torch, on_cpu) {
+        (Some((py, script)), false) => Some(gpu::run_twins(py, script, &opts.dims, timing)?),
+        _ => None,
     };
+    // The file holds every result measured so far: a benchmark cut short keeps them.
+    let partial = |done: &[RecipeBench]| {
+        let report =
+            BenchReport { results: done.to_vec(), gpu: twins.as_ref().map(|t| gpu::compare(t, done)), ..report(opts) };
+        crate::io::json::write(&opts.out, &report)
+    };
+    let results = measure_all(opts, &device, timing, &partial)?;
+    let trainer = (opts.trainer_steps > 0 && on_cpu).then(|| compare_trainer(opts)).transpose()?;
+    let torch = match (&opts.torch, on_cpu) {
+        (Some((py, script)), true) => Some(run_torch(py, script, crate::device::available_threads(), &[])?),
+        _ => None,
+    };
+    let beside_torch = twins.as_ref().map(|t| gpu::compare(t, &results));
+    beside_torch.iter().for_each(gpu::print);
     let ratios = torch.as_ref().map(|t| ratios(&results, trainer.as_ref(), t));
     if let Some(r) = &ratios {
         crate::io::term::err(format_args!("ratio to PyTorch eager (pre): {}", serde_json::to_string(r)?));
@@ -349,8 +366,17 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
         .filter(|_| opts.rounds > 1)
         .map(|t| more_rounds(opts, &device, timing, &results, t))
         .transpose()?;
+    let report =
+        BenchReport { results, trainer, torch_reference: torch, ratios, gpu: beside_torch, rounds, ..report(opts) };
+    crate::io::json::write(&opts.out, &report)?;
+    crate::io::term::err(format_args!("wrote {}", opts.out.display()));
+    Ok(report)
+}
+
+/// The report's description of what was measured, with no results yet.
+fn report(opts: &BenchOptions) -> BenchReport {
     let d = &opts.dims;
-    let report = BenchReport {
+    BenchReport {
         benchmark: format!(
             "V={} d={} L={} H={} GLU{} batch {}x{}; train = fwd+bwd+AdamW",
             d.vocab, d.d_model, d.n_layers, d.n_heads, d.d_ff, d.batch, d.seq
@@ -358,16 +384,13 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
         machine: crate::device::machine(),
         device: opts.device.name().to_string(),
         dims: opts.dims,
-        results,
-        trainer,
-        torch_reference: torch,
-        ratios,
-        gpu,
-        rounds,
-    };
-    crate::io::json::write(&opts.out, &report)?;
-    crate::io::term::err(format_args!("wrote {}", opts.out.display()));
-    Ok(report)
+        results: Vec::new(),
+        trainer: None,
+        torch_reference: None,
+        ratios: None,
+        gpu: None,
+        rounds: None,
+    }
 }
 
 /// Refuses option combinations the benchmark cannot measure, and precisions the device lacks.
@@ -389,8 +412,14 @@ fn check(opts: &BenchOptions, device: &Device) -> anyhow::Result<()> {
 }
 
 /// Every recipe (all presets when none is named) in every kernel setting and precision,
-/// printed as it is measured; an engine failure is one clear error.
-fn measure_all(opts: &BenchOptions, device: &Device, timing: Timing) -> anyhow::Result<Vec<RecipeBench>> {
+/// printed as it is measured and handed to `partial` after each; an engine failure is one
+/// clear error.
+fn measure_all(
+    opts: &BenchOptions,
+    device: &Device,
+    timing: Timing,
+    partial: &dyn Fn(&[RecipeBench]) -> anyhow::Result<()>,
+) -> anyhow::Result<Vec<RecipeBench>> {
     let recipes: Vec<String> = if opts.recipes.is_empty() {
         PRESET_NAMES.iter().map(|s| s.to_string()).collect()
     } else {
@@ -407,16 +436,39 @@ fn measure_all(opts: &BenchOptions, device: &Device, timing: Timing) -> anyhow::
                      memory, lower --batch or --seq"
                 ))
             })?;
+            let b = RecipeBench { mfu: mfu(&b, &opts.dims, peak_of(opts.device, precision)), ..b };
             print_result(&b);
             results.push(b);
+            partial(&results)?;
         }
     }
     Ok(results)
 }
 
+/// The stated peak (TFLOP/s) of the benchmark's device in `precision`: a GPU's by its name as
+/// the CUDA driver gives it, or `NORMLAB_PEAK_TFLOPS` for any device.
+fn peak_of(device: BenchDevice, precision: Precision) -> Option<f64> {
+    let name = match device.is_gpu() {
+        true => crate::device::cuda::first_device_name().unwrap_or_default(),
+        false => crate::device::machine().cpu,
+    };
+    crate::device::peak::stated_peak(&name, precision.half().is_some())
+}
+
+/// `b`'s MFU at `dims` against `peak` TFLOP/s.
+fn mfu(b: &RecipeBench, dims: &Dims, peak: Option<f64>) -> Option<f64> {
+    let shape = crate::device::peak::FlopShape {
+        matmul_params: b.params - dims.vocab * dims.d_model,
+        layers: dims.n_layers,
+        d_model: dims.d_model,
+        seq_len: dims.seq,
+    };
+    peak.map(|p| crate::device::peak::mfu(shape, b.train_tok_s, p))
+}
+
 fn print_result(b: &RecipeBench) {
     crate::io::term::err(format_args!(
-        "{:20} {:9} {:4} train {:8.0} tok/s ({:6.1} ms/step, {:.1}–{:.1}) {:6.2} TFLOP/s(6N)   fwd {:8.0} tok/s   \
+        "{:20} {:9} {:4} train {:8.0} tok/s ({:6.1} ms/step, {:.1}–{:.1}) {:6.2} TFLOP/s(6N){}   fwd {:8.0} tok/s   \
          loss {:.3} → {:.3}   peak RSS {}",
         b.recipe,
         format!("{:?}", b.kernels).to_lowercase(),
@@ -426,6 +478,7 @@ fn print_result(b: &RecipeBench) {
         b.train_ms_min,
         b.train_ms_max,
         b.tflops_6n,
+        b.mfu.map_or(String::new(), |m| format!(" MFU {:.1}%", 100.0 * m)),
         b.fwd_tok_s,
         b.loss_first,
         b.loss_last,

@@ -40,18 +40,32 @@ pub fn eval(path: &Path, data: Option<PathBuf>, windows: Option<usize>) -> anyho
 }
 
 /// `normlab generate`: samples from a saved run, printing the text as it grows and, on
-/// standard error, the decoding speed.
+/// standard error, the time to the first token (loading the weights and the prompt's forward
+/// included) and the decoding speed after it.
 pub fn generate(path: &Path, prompt: &str, opts: SampleOptions, cache: bool) -> anyhow::Result<()> {
     opts.validate()?;
     outp!("{prompt}");
     let t0 = std::time::Instant::now();
-    let n = opts.max_new_tokens;
-    saved::sample(path, prompt, &opts, cache, &mut |t| {
+    // When text first shows and after how many tokens; tokens generated in all.
+    let mut first: Option<(std::time::Instant, usize)> = None;
+    let mut n = 0usize;
+    saved::sample(path, prompt, &opts, cache, &mut |t, tokens| {
+        first.get_or_insert_with(|| (std::time::Instant::now(), tokens));
+        n = tokens;
         outp!("{t}");
     })?;
     outln!();
-    let s = t0.elapsed().as_secs_f64();
-    errln!("{n} tokens in {s:.2} s: {:.1} tokens/s (KV cache {})", n as f64 / s, if cache { "on" } else { "off" });
+    let cache = if cache { "on" } else { "off" };
+    match first {
+        Some((f, k)) if n > k => errln!(
+            "first text after {:.2} s; then {} tokens in {:.2} s: {:.1} tokens/s (KV cache {cache})",
+            (f - t0).as_secs_f64(),
+            n - k,
+            f.elapsed().as_secs_f64(),
+            (n - k) as f64 / f.elapsed().as_secs_f64()
+        ),
+        _ => errln!("{n} tokens in {:.2} s (KV cache {cache})", t0.elapsed().as_secs_f64()),
+    }
     Ok(())
 }
 

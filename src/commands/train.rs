@@ -72,9 +72,12 @@ fn train_built(trainer: &mut Trainer, ranks: Ranks, quiet: bool) -> anyhow::Resu
             );
         }
     }
-    let mut progress = match writer {
-        true => Progress::new(trainer.state.total_steps, trainer.state.step, quiet),
-        false => Progress::silent(),
+    let mut progress = match (writer, trainer.mfu_basis(ranks.size())) {
+        (true, Some((flops, peak))) => {
+            Progress::new(trainer.state.total_steps, trainer.state.step, quiet).with_mfu(flops, peak)
+        }
+        (true, None) => Progress::new(trainer.state.total_steps, trainer.state.step, quiet),
+        (false, _) => Progress::silent(),
     };
     let outcome = trainer.run(&mut progress)?;
     if writer {

@@ -29,13 +29,14 @@ impl SampleOptions {
 }
 
 /// Generates a continuation of `prompt` (the document separator when empty); `on_text`
-/// receives the decoded text as it grows, never a partial UTF-8 character.
+/// receives the decoded text as it grows, never a partial UTF-8 character, with the number of
+/// tokens generated so far.
 pub fn generate(
     d: &Decoder,
     tok: &Tokenizer,
     prompt: &str,
     opts: &SampleOptions,
-    on_text: &mut dyn FnMut(&str),
+    on_text: &mut dyn FnMut(&str, usize),
 ) -> anyhow::Result<String> {
     opts.validate()?;
     ensure!(d.context >= 2, "the context must hold at least 2 tokens (train.seq_len ≥ 2)");
@@ -51,7 +52,7 @@ pub fn generate(
         let text = tok.decode(&out[0]).unwrap_or_default();
         let stable = text.trim_end_matches('\u{FFFD}');
         if stable.len() > shown {
-            on_text(&stable[shown..]);
+            on_text(&stable[shown..], out[0].len());
             shown = stable.len();
         }
     };

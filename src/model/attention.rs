@@ -11,17 +11,27 @@
 //! path, `softmax(q kᵀ/√h + M) v` written out with matmul, an additive mask and softmax and
 //! differentiated by autodiff, is the reference (checked against PyTorch) and serves probing,
 //! padding masks, half precision and the GPU backends.
+//!
+//! On a GPU with `model.kernels = "fused"`, a forward that no gradient flows through (evaluation,
+//! decoding's prefill, `bench`'s forward) with a purely causal mask over as many keys as queries
+//! runs burn's fused attention (`burn::tensor::module::attention`: cubek's flash attention on
+//! wgpu/vulkan/cuda, scale `1/√h`, causal). Training keeps the composite path: burn 0.22's
+//! autodiff computes `attention` by decomposing it into these same ops, so a fused forward
+//! would gain nothing there.
 
 use super::compute::Compute;
 use super::linear::project;
 use super::names::child;
 use super::rope;
 use crate::init::{Init, ParamBuilder};
-use crate::kernels::{self, Precision, widen};
+use crate::kernels::{self, Kernels, Precision, widen};
 use crate::norm::{Norm, NormKind};
 use crate::recipe::QkNorm;
+use burn::backend::DispatchDevice;
 use burn::module::{Module, Param};
 use burn::tensor::activation::softmax;
+use burn::tensor::module::attention;
+use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Tensor, TensorData};
 
 /// One attention sublayer's keys (after QK-norm and RoPE) and values of the positions decoded
@@ -99,6 +109,12 @@ impl AttnContext {
 
 /// `[1, 1, new, offset + new]`: 0 where the query at cache position `offset + i` may look
 /// (keys at or before it), −∞ above the diagonal.
+/// Whether `q` is on a GPU device and no gradient flows through it (burn's fused attention
+/// serves these; see the module's doc).
+fn gpu_forward_only(q: &Tensor<4>) -> bool {
+    !q.is_require_grad() && !matches!(q.device().inner().as_dispatch(), DispatchDevice::Flex(_))
+}
+
 fn causal_mask(new: usize, offset: usize, device: &burn::tensor::Device) -> Tensor<4> {
     let total = offset + new;
     let mut m = vec![0f32; new * total];
@@ -296,6 +312,10 @@ impl Attention {
         let Compute { kernels: kn, precision: p, scores_limit, .. } = ctx.compute;
         if ctx.causal && ctx.stats.is_none() && kn.fuse(&q) {
             return kernels::causal_attention(q, k, v, scale);
+        }
+        if ctx.causal && ctx.stats.is_none() && kn == Kernels::Fused && t == k.dims()[2] && gpu_forward_only(&q) {
+            let causal = AttentionModuleOptions { scale: None, softcap: None, is_causal: true };
+            return attention(p.compute(q), p.compute(k), p.compute(v), None, None, causal);
         }
         let [b, h, _, _] = q.dims();
         if ctx.stats.is_none() && b * h * t * k.dims()[2] > scores_limit {

@@ -143,6 +143,13 @@ pub fn counts<M: Module>(module: &M) -> ParamCounts {
     ParamCounts { all, non_embedding }
 }
 
+/// Parameters that take part in matrix products: all but the input embedding table (a lookup),
+/// as the `6·N` of model FLOPs counts them (`device::peak`).
+pub fn matmul_params<M: Module>(module: &M) -> usize {
+    let size = |p: &ParamEntry| p.shape.iter().product::<usize>();
+    param_table(module).iter().filter(|p| p.name != super::names::TOKEN_EMBEDDING).map(size).sum()
+}
+
 /// Number of scalar parameters, from the shapes alone (no data leaves the device).
 pub fn count<M: Module>(module: &M) -> usize {
     param_table(module).iter().map(|p| p.shape.iter().product::<usize>()).sum()

@@ -395,7 +395,21 @@ pub fn apply_set(table: &mut toml::Table, set: &str) -> anyhow::Result<()> {
         .or_else(|_| toml::from_str(&format!("{key} = {quoted}")))
         .map_err(|_| anyhow::anyhow!("--set `{set}`: `{key}` is not a valid key; use dotted names like optim.lr"))?;
     merge(table, doc);
+    replace_budget(table, key);
     Ok(())
+}
+
+/// The three ways to give a run's length; one `--set` of any of them replaces the others the
+/// config file gave (`--set train.steps=200` on a config with `tokens_per_param = 20`).
+const BUDGET_KEYS: [&str; 3] = ["steps", "tokens", "tokens_per_param"];
+
+fn replace_budget(table: &mut toml::Table, key: &str) {
+    let Some(given) = key.strip_prefix("train.").filter(|k| BUDGET_KEYS.contains(k)) else {
+        return;
+    };
+    if let Some(toml::Value::Table(train)) = table.get_mut("train") {
+        train.retain(|k, _| k == given || !BUDGET_KEYS.contains(&k));
+    }
 }
 
 fn merge(dst: &mut toml::Table, src: toml::Table) {

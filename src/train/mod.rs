@@ -14,6 +14,7 @@ pub mod evaluate;
 pub mod loss_scale;
 pub mod memory;
 pub mod metrics;
+pub mod mfu;
 pub mod optimizer;
 pub mod pairs_eval;
 pub mod progress;

@@ -14,13 +14,15 @@ pub struct Progress {
     warning: Option<String>,
     /// Prints nothing: a rank other than 0 of a job over several processes.
     silent: bool,
+    /// Train FLOPs per token and the device's stated peak (FLOP/s), when MFU is shown.
+    mfu: Option<(f64, f64)>,
 }
 
 impl Progress {
     pub fn new(total: usize, start: usize, quiet: bool) -> Self {
         let log_every = (total / 20).max(1);
         if quiet || !std::io::stderr().is_terminal() {
-            return Self { bar: None, log_every, rate: None, warning: None, silent: false };
+            return Self { bar: None, log_every, rate: None, warning: None, silent: false, mfu: None };
         }
         let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr_with_hz(4));
         bar.set_style(
@@ -30,12 +32,18 @@ impl Progress {
         );
         bar.set_position(start as u64);
         bar.reset_eta();
-        Self { bar: Some(bar), log_every, rate: None, warning: None, silent: false }
+        Self { bar: Some(bar), log_every, rate: None, warning: None, silent: false, mfu: None }
     }
 
     /// Progress that prints nothing (the ranks that do not write the run).
     pub fn silent() -> Self {
-        Self { bar: None, log_every: usize::MAX, rate: None, warning: None, silent: true }
+        Self { bar: None, log_every: usize::MAX, rate: None, warning: None, silent: true, mfu: None }
+    }
+
+    /// Shows the model FLOPs utilisation beside tokens/s: `flops_per_token` (`device::peak`)
+    /// at the smoothed rate over `peak_tflops`.
+    pub fn with_mfu(self, flops_per_token: f64, peak_tflops: f64) -> Self {
+        Self { mfu: Some((flops_per_token, peak_tflops * 1e12)), ..self }
     }
 
     pub fn step(&mut self, r: &TrainRecord) {
@@ -44,18 +52,7 @@ impl Progress {
             None => r.tokens_per_s,
         };
         self.rate = Some(rate);
-        let msg = format!(
-            "loss {:.4} lr {:.2e} gnorm {:.3}{} {:.0} tok/s",
-            r.loss,
-            r.lr,
-            r.grad_norm,
-            r.reg.map(|v| format!(" reg {v:.3e}")).unwrap_or_default(),
-            rate
-        );
-        let msg = match &self.warning {
-            Some(w) => format!("{msg} ⚠ {w}"),
-            None => msg,
-        };
+        let msg = self.message(r, rate);
         match &self.bar {
             Some(b) => {
                 b.set_position(r.step as u64);
@@ -65,6 +62,23 @@ impl Progress {
                 crate::io::term::err(format_args!("step {:>6}  {msg}", r.step))
             }
             None => {}
+        }
+    }
+
+    /// A step's line: loss, lr, grad norm, regulariser, tokens/s at `rate`, MFU, warning.
+    fn message(&self, r: &TrainRecord, rate: f64) -> String {
+        let msg = format!(
+            "loss {:.4} lr {:.2e} gnorm {:.3}{} {:.0} tok/s{}",
+            r.loss,
+            r.lr,
+            r.grad_norm,
+            r.reg.map(|v| format!(" reg {v:.3e}")).unwrap_or_default(),
+            rate,
+            self.mfu.map(|(f, peak)| format!(" MFU {:.1}%", 100.0 * f * rate / peak)).unwrap_or_default()
+        );
+        match &self.warning {
+            Some(w) => format!("{msg} ⚠ {w}"),
+            None => msg,
         }
     }
 
@@ -90,5 +104,33 @@ impl Progress {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 6e8 FLOPs a token at 50 000 tokens/s is 3e13 FLOP/s: 3.0 % of a 1000 TFLOP/s peak.
+    #[test]
+    fn the_line_shows_mfu_when_the_peak_is_known() {
+        let r = TrainRecord {
+            step: 1,
+            loss: 2.0,
+            ce: 2.0,
+            reg: None,
+            lr: 1e-3,
+            grad_norm: 0.5,
+            clipped: false,
+            skipped: None,
+            loss_scale: None,
+            tokens: 4096,
+            tokens_per_s: 50_000.0,
+            wall_s: 1.0,
+        };
+        let p = Progress::silent();
+        assert!(!p.message(&r, 50_000.0).contains("MFU"));
+        let p = p.with_mfu(6e8, 1000.0);
+        assert!(p.message(&r, 50_000.0).ends_with("50000 tok/s MFU 3.0%"), "{}", p.message(&r, 50_000.0));
     }
 }

@@ -214,7 +214,7 @@ pub fn sample(
     prompt: &str,
     opts: &SampleOptions,
     cache: bool,
-    on_text: &mut dyn FnMut(&str),
+    on_text: &mut dyn FnMut(&str, usize),
 ) -> anyhow::Result<String> {
     let saved = SavedRun::open(path)?;
     let device = crate::device::parse(&saved.cfg.run.device)?;

@@ -296,6 +296,20 @@ fn a_failed_start_leaves_no_run_directory() {
     assert!(start(ok, true, &quiet).is_ok(), "--force replaces it");
 }
 
+/// A budget given by --set replaces the config file's: the last one given is the run's
+/// length (a file with `tokens_per_param` and `--set train.steps=7` is not "several").
+#[test]
+fn a_budget_set_on_the_command_line_replaces_the_files() {
+    let root = temp_dir("budgetset");
+    let p = root.join("c.toml");
+    std::fs::write(&p, "[train]\ntokens_per_param = 20\n").unwrap();
+    let c = RunConfig::load(Some(&p), &["train.steps=7".to_string()]).unwrap();
+    assert_eq!((c.train.steps, c.train.tokens_per_param), (Some(7), None));
+    let sets = ["train.steps=7".to_string(), "train.tokens=1e6".to_string()];
+    let c = RunConfig::load(Some(&p), &sets).unwrap();
+    assert_eq!((c.train.steps, c.train.tokens, c.train.tokens_per_param), (None, Some(1e6), None));
+}
+
 #[test]
 fn config_errors_name_the_key_and_the_fix() {
     let root = temp_dir("cfgerr");

@@ -1,29 +1,56 @@
-//! Backend selection and the machine description. The default build runs on burn's `flex` CPU
+//! Backend selection, the GPU's failures as error lines, its stated peak, and the machine
+//! description. The default build runs on burn's `flex` CPU
 //! backend; `--features wgpu`, `--features vulkan` or `--features cuda` add GPU devices.
 
 use burn::tensor::Device;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+pub mod cuda;
+pub mod failure;
+pub mod peak;
+
 /// The device named on the command line: `cpu` (flex), `wgpu`, `vulkan`, `cuda` / `cuda:N`.
-/// `wgpu` and `vulkan` mean this process's GPU: see [`set_local_gpu`].
+/// `wgpu` and `vulkan` mean this process's GPU: see [`set_local_gpu`]. A CUDA device is first
+/// asked of the driver ([`cuda::probe`]), so a missing driver or device is an error here
+/// rather than a panic in burn's engine thread; a GPU device is recorded for
+/// [`failure::line`].
 pub fn parse(name: &str) -> anyhow::Result<Device> {
+    if matches!(name, "cpu" | "flex") {
+        return Ok(Device::flex());
+    }
+    let device = gpu(name)?;
+    failure::record(name);
+    Ok(device)
+}
+
+/// The GPU device `name`, where this build has its backend.
+fn gpu(name: &str) -> anyhow::Result<Device> {
     match name {
-        "cpu" | "flex" => Ok(Device::flex()),
         #[cfg(feature = "wgpu")]
         "wgpu" => Ok(Device::wgpu(gpu_kind())),
         #[cfg(feature = "vulkan")]
         "vulkan" => Ok(Device::vulkan(gpu_kind())),
         #[cfg(feature = "cuda")]
-        n if n == "cuda" || n.starts_with("cuda:") => {
-            let idx: usize = n.strip_prefix("cuda:").unwrap_or("0").parse()?;
-            Ok(Device::cuda(idx))
-        }
+        n if n == "cuda" || n.starts_with("cuda:") => Ok(Device::cuda(cuda::probe(cuda_index(n)?)?.index)),
         other => anyhow::bail!(
             "unknown device `{other}`: use `cpu`{}{}{}",
             if cfg!(feature = "wgpu") { ", `wgpu`" } else { " (rebuild with --features wgpu for `wgpu`)" },
             if cfg!(feature = "vulkan") { ", `vulkan`" } else { " (rebuild with --features vulkan for `vulkan`)" },
             if cfg!(feature = "cuda") { ", `cuda:N`" } else { " (rebuild with --features cuda for `cuda`)" }
         ),
+    }
+}
+
+/// N of `cuda:N` (`cuda` is `cuda:0`).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+fn cuda_index(name: &str) -> anyhow::Result<usize> {
+    let n = name.strip_prefix("cuda").unwrap_or(name);
+    match n.strip_prefix(':') {
+        None if n.is_empty() => Ok(0),
+        Some(i) => {
+            i.parse().map_err(|_| anyhow::anyhow!("device `{name}`: write `cuda` or `cuda:N`, N the device's index"))
+        }
+        None => anyhow::bail!("device `{name}`: write `cuda` or `cuda:N`, N the device's index"),
     }
 }
 
@@ -189,6 +216,14 @@ pub fn available_threads() -> usize {
 mod tests {
     use super::*;
     use std::hint::black_box;
+
+    #[test]
+    fn cuda_names_give_their_index_or_the_form_to_write() {
+        assert_eq!(cuda_index("cuda").unwrap(), 0);
+        assert_eq!(cuda_index("cuda:3").unwrap(), 3);
+        let e = cuda_index("cuda:x").unwrap_err().to_string();
+        assert!(e.contains("`cuda:N`"), "{e}");
+    }
 
     /// 1e-30 × 1e-10 = 1e-40 is below f32's smallest normal (1.18e-38): a denormal under IEEE
     /// rules, 0 once flushed. Run on fresh threads so the other tests keep IEEE behaviour.

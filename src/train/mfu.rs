@@ -1,0 +1,27 @@
+//! What the progress line needs for MFU: a run's train FLOPs per token and its device's
+//! stated peak (`device::peak`).
+
+use super::trainer::Trainer;
+use crate::device::peak::{FlopShape, stated_peak, train_flops_per_token};
+
+impl Trainer {
+    /// Train FLOPs per token and the stated peak (TFLOP/s) of the run's device in its precision,
+    /// when the peak is known (a GPU the table of `device::peak` names, or
+    /// `NORMLAB_PEAK_TFLOPS`). The rate shown counts every rank's tokens, so with `ranks`
+    /// processes the peak is all their devices'.
+    pub fn mfu_basis(&self, ranks: usize) -> Option<(f64, f64)> {
+        let cfg = &self.cfg;
+        let name = match cfg.run.device.as_str() {
+            "cpu" | "flex" => crate::device::machine().cpu,
+            _ => crate::device::cuda::first_device_name().unwrap_or_default(),
+        };
+        let peak = stated_peak(&name, cfg.train.precision.half().is_some())?;
+        let shape = FlopShape {
+            matmul_params: crate::model::params::matmul_params(&self.model),
+            layers: cfg.model.n_layers,
+            d_model: cfg.model.d_model,
+            seq_len: cfg.train.seq_len,
+        };
+        Some((train_flops_per_token(shape), peak * ranks as f64))
+    }
+}

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The GPU table of docs/gpu.md on one NVIDIA machine, within a time budget, each step bounded:
+#   1. KiteNorm Table-1 dims, `pre`, f32/f16/bf16 on `vulkan` beside tools/torch_gpu.py f32 and
+#      bf16 autocast (PyTorch eager), in one `normlab bench` invocation;
+#   2. `generate` tokens/s of the Table-1 model on `vulkan` and `cuda`;
+#   3. `pre` and `kitenorm` in f32/bf16 on `cuda` beside PyTorch eager;
+#   4. 200 steps of the Table-1 model (micro-batch 8 x 512) on `cuda` (bf16, f32) and `vulkan`
+#      (f32): the loss curves, for agreement;
+#   5. PyTorch `--compile` in bf16 and f32 at the bench's sizes;
+#   6. `pre` in bf16 on `cuda` with `--kernels composite` (no fused attention in forwards).
+# Steps run in this order; one that the budget no longer fits is skipped and logged so.
+# GPU memory: the most `nvidia-smi` reports in use while each step runs (sampled every 200 ms).
+#   tools/gpu-table.sh BIN OUT_DIR [SECONDS]     # BIN built with --features vulkan,cuda
+# `vulkan` needs the Vulkan loader and glvnd beside NVIDIA's driver (Debian: libvulkan1
+# libglvnd0 libegl1 libgl1 libglx0; VK_DRIVER_FILES=/usr/share/vulkan/icd.d/nvidia_icd.json).
+# burn compiles and autotunes each kernel on first use: on an H200 the first `cuda` f32 train
+# step of the Table-1 model took ≈ 90 s, and half precision longer, so a short budget measures
+# f32 only (the steps left over are logged as skipped).
+set -uo pipefail
+bin=$1 out=$2 budget=${3:-540}
+start=$(date +%s)
+mkdir -p "$out"
+log="$out/gpu-table.log"
+left() { echo $((budget - ($(date +%s) - start))); }
+# step NAME SECONDS COMMAND...: runs COMMAND with at most SECONDS (fewer if the budget is
+# shorter), logging its output and the peak GPU memory while it ran.
+step() {
+    local name=$1 limit=$2
+    shift 2
+    local l
+    l=$(left)
+    if [ "$l" -lt 30 ]; then
+        echo "== $name: skipped, ${l}s of the budget left" >>"$log"
+        return
+    fi
+    [ "$l" -lt "$limit" ] && limit=$l
+    echo "== $name (at most ${limit}s): $*" >>"$log"
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$out/.mem" 2>/dev/null &
+    local smi=$! t0
+    t0=$(date +%s.%N)
+    timeout "$limit" "$@" >>"$log" 2>&1
+    local rc=$?
+    echo "== $name: exit $rc after $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s, GPU memory peak $(sort -n "$out/.mem" | tail -1) MiB" >>"$log"
+    kill $smi 2>/dev/null
+    wait $smi 2>/dev/null
+}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >>"$log" 2>&1
+# NVRTC for burn's CUDA runtime: the CUDA toolkit's, or PyTorch's nvidia-* wheels'.
+wheels=$(python3 -c 'import nvidia, os; print(":".join(os.path.join(p, d, "lib") for p in nvidia.__path__ for d in sorted(os.listdir(p))))' 2>/dev/null)
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${wheels}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+table1=(--dims table1 --kernels fused --warmup 5 --steps 10 --fwd-steps 5 --torch-python python3)
+step vulkan-table 220 "$bin" bench --device vulkan --recipes pre --precision f32,f16,bf16 "${table1[@]}" --out "$out/vulkan.json"
+work=$(mktemp -d)
+run=(--config configs/kitenorm-table1.toml --force --quiet --set 'model.recipe="pre"' --set train.batch_size=8
+    --set train.micro_batch_size=8 --set train.seq_len=512 --set "data.cache_dir=\"$work/cache\"")
+gen=(--prompt "The meaning of" --max-new-tokens 256 --temperature 0)
+for dev in vulkan cuda; do
+    step "train-$dev-for-generate" 60 "$bin" train "${run[@]}" --set train.steps=2 --set "run.dir=\"$work/gen-$dev\"" --set "run.device=\"$dev\""
+    step "generate-$dev" 40 "$bin" generate --checkpoint "$work/gen-$dev" "${gen[@]}"
+done
+step cuda-table 200 "$bin" bench --device cuda --recipes pre,kitenorm --precision f32,bf16 "${table1[@]}" --out "$out/cuda.json"
+curve=(--set 'model.recipe="kitenorm"' --set train.steps=200 --set run.eval_every=100 --set run.eval_windows=8 --set run.checkpoint_every=1000)
+for c in cuda:bf16 vulkan:f32 cuda:f32; do
+    dev=${c%%:*} p=${c##*:}
+    step "curve-$dev-$p" 100 "$bin" train "${run[@]}" "${curve[@]}" --set "run.device=\"$dev\"" --set "train.precision=\"$p\"" --set "run.dir=\"$work/curve-$dev-$p\""
+    cp "$work/curve-$dev-$p/metrics.jsonl" "$out/curve-$dev-$p.jsonl" 2>/dev/null
+done
+for dt in bf16 f32; do
+    step "torch-compile-$dt" 80 python3 tools/torch_gpu.py --V 50257 --D 512 --L 12 --H 8 --FF 1536 --B 4 --T 2048 --warmup 5 --steps 10 --compile --dtype $dt
+done
+# burn's fused attention in forwards (`fused`) against the composite ops (`composite`).
+step cuda-attention-ab 100 "$bin" bench --device cuda --recipes pre --kernels composite --precision bf16 \
+    --dims table1 --warmup 3 --steps 5 --fwd-steps 5 --out "$out/cuda-composite.json"
+rm -f "$out/.mem"
+echo "== done after $(( $(date +%s) - start )) s" >>"$log"
