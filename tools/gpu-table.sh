@@ -15,7 +15,8 @@
 # libglvnd0 libegl1 libgl1 libglx0; VK_DRIVER_FILES=/usr/share/vulkan/icd.d/nvidia_icd.json).
 # burn compiles and autotunes each kernel on first use: on an H200 the first `cuda` f32 train
 # step of the Table-1 model took ≈ 90 s, and half precision longer, so a short budget measures
-# f32 only (the steps left over are logged as skipped).
+# f32 only (the steps left over are logged as skipped). The compiled kernels come back as
+# OUT/cubecl-cache.tar.xz: unpacked into target/ before the next run, they are reused.
 set -uo pipefail
 bin=$1 out=$2 budget=${3:-540}
 start=$(date +%s)
@@ -72,4 +73,8 @@ done
 step cuda-attention-ab 100 "$bin" bench --device cuda --recipes pre --kernels composite --precision bf16 \
     --dims table1 --warmup 3 --steps 5 --fwd-steps 5 --out "$out/cuda-composite.json"
 rm -f "$out/.mem"
+# burn's compiled kernels (PTX, SPIR-V pipelines) and autotune results, which cubecl keeps
+# under the outermost Cargo project's target/environment: carried back into target/ for the
+# next lease (e.g. as a carried path), they spare it most of the first steps' compilation.
+[ -d target/environment ] && tar -C target -cJf "$out/cubecl-cache.tar.xz" environment
 echo "== done after $(( $(date +%s) - start )) s" >>"$log"
