@@ -436,23 +436,20 @@ fn measure_all(
                      memory, lower --batch or --seq"
                 ))
             })?;
-            let b = RecipeBench { mfu: mfu(&b, &opts.dims, peak_of(opts.device, precision)), ..b };
+            let b = RecipeBench {
+                mfu: mfu(
+                    &b,
+                    &opts.dims,
+                    crate::device::peak::device_peak(opts.device.is_gpu(), precision.half().is_some()),
+                ),
+                ..b
+            };
             print_result(&b);
             results.push(b);
             partial(&results)?;
         }
     }
     Ok(results)
-}
-
-/// The stated peak (TFLOP/s) of the benchmark's device in `precision`: a GPU's by its name as
-/// the CUDA driver gives it, or `NORMLAB_PEAK_TFLOPS` for any device.
-fn peak_of(device: BenchDevice, precision: Precision) -> Option<f64> {
-    let name = match device.is_gpu() {
-        true => crate::device::cuda::first_device_name().unwrap_or_default(),
-        false => crate::device::machine().cpu,
-    };
-    crate::device::peak::stated_peak(&name, precision.half().is_some())
 }
 
 /// `b`'s MFU at `dims` against `peak` TFLOP/s.

@@ -31,6 +31,16 @@ pub fn stated_peak(name: &str, half: bool) -> Option<f64> {
     Some(if half { *half_peak } else { *f32 })
 }
 
+/// The stated peak (TFLOP/s) of this process's device: a GPU's by the name the CUDA driver
+/// gives it, the CPU's by its model name (known only through `NORMLAB_PEAK_TFLOPS`).
+pub fn device_peak(gpu: bool, half: bool) -> Option<f64> {
+    let name = match gpu {
+        true => super::cuda::first_device_name().unwrap_or_default(),
+        false => super::machine().cpu,
+    };
+    stated_peak(&name, half)
+}
+
 /// A model's shape, as the FLOP count needs it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FlopShape {

@@ -2,7 +2,7 @@
 //! stated peak (`device::peak`).
 
 use super::trainer::Trainer;
-use crate::device::peak::{FlopShape, stated_peak, train_flops_per_token};
+use crate::device::peak::{FlopShape, device_peak, train_flops_per_token};
 
 impl Trainer {
     /// Train FLOPs per token and the stated peak (TFLOP/s) of the run's device in its precision,
@@ -11,11 +11,8 @@ impl Trainer {
     /// processes the peak is all their devices'.
     pub fn mfu_basis(&self, ranks: usize) -> Option<(f64, f64)> {
         let cfg = &self.cfg;
-        let name = match cfg.run.device.as_str() {
-            "cpu" | "flex" => crate::device::machine().cpu,
-            _ => crate::device::cuda::first_device_name().unwrap_or_default(),
-        };
-        let peak = stated_peak(&name, cfg.train.precision.half().is_some())?;
+        let gpu = !matches!(cfg.run.device.as_str(), "cpu" | "flex");
+        let peak = device_peak(gpu, cfg.train.precision.half().is_some())?;
         let shape = FlopShape {
             matmul_params: crate::model::params::matmul_params(&self.model),
             layers: cfg.model.n_layers,
