@@ -23,7 +23,8 @@ fn root() -> PathBuf {
 fn every_example_config_validates() {
     let mut all = configs(&root());
     all.extend(configs(&root().join("presets")));
-    assert!(all.len() >= 16 + 5);
+    all.extend(configs(&root().join("data")));
+    assert!(all.len() >= 16 + 5 + 4);
     for path in all {
         let cfg = RunConfig::load(Some(&path), &[]).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
         cfg.validate().unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));

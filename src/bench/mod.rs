@@ -25,6 +25,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 pub mod allreduce;
+pub mod data;
 pub mod dims;
 pub mod gemm;
 pub mod gpu;
@@ -178,8 +179,23 @@ pub fn bench_trainer(
     steps: usize,
     probe_every: usize,
 ) -> anyhow::Result<TrainerBench> {
+    bench_trainer_on(recipe, device, warmup, steps, probe_every, None)
+}
+
+/// [`bench_trainer`] on `corpus` (`data.corpus`) instead of the built-in corpus.
+pub fn bench_trainer_on(
+    recipe: &str,
+    device: &str,
+    warmup: usize,
+    steps: usize,
+    probe_every: usize,
+    corpus: Option<&str>,
+) -> anyhow::Result<TrainerBench> {
     use crate::train::{RunConfig, progress::Progress};
     let mut cfg = RunConfig { model: Dims::REFERENCE.model(recipe), ..Default::default() };
+    if let Some(c) = corpus {
+        cfg.data.corpus = c.to_string();
+    }
     cfg.run.dir = std::env::temp_dir().join(format!("normlab-bench-trainer-{}", std::process::id()));
     cfg.run.device = device.to_string();
     cfg.run.eval_every = 0;

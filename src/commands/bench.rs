@@ -92,12 +92,29 @@ pub struct BenchArgs {
     /// With --serve: the server's --max-batch.
     #[arg(long, default_value_t = 16)]
     pub max_batch: usize,
+    /// Instead of the model: how fast a corpus becomes tokens. `normlab data prepare` on a
+    /// generated corpus (parquet and .jsonl.zst, `--data-gb` of text) beside the Hugging Face
+    /// `tokenizers` package's `encode_batch` (same tokenizer.json, same threads), `--rounds`
+    /// interleaved; then the loader's time per batch against a training step on the shards
+    /// (`--trainer-steps`). Default bench/data.json. Needs `pip install tokenizers pyarrow
+    /// zstandard`.
+    #[arg(long)]
+    pub data: bool,
+    /// With --data: where the corpus, tokenizer and shards go (default CACHE/bench-data).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// With --data: gigabytes of text to generate.
+    #[arg(long, default_value_t = 1.0)]
+    pub data_gb: f64,
 }
 
 /// Runs the benchmark the flags describe and writes its JSON.
 pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
     if a.allreduce {
         return allreduce(&a);
+    }
+    if a.data {
+        return data(a);
     }
     if let Some(run) = a.serve {
         let o = crate::bench::serve::ServeBenchOptions {
@@ -165,5 +182,21 @@ fn allreduce(a: &BenchArgs) -> anyhow::Result<i32> {
         }
         errln!("wrote {}", out.display());
     }
+    Ok(0)
+}
+
+/// `normlab bench --data`: the tokenizing benchmark (bench/data.json).
+fn data(a: BenchArgs) -> anyhow::Result<i32> {
+    let o = crate::bench::data::DataBenchOptions {
+        dir: a.data_dir.unwrap_or_else(|| crate::data::cache::default_dir().join("bench-data")),
+        gb: a.data_gb,
+        rounds: a.rounds.max(1),
+        python: a.torch_python.unwrap_or_else(|| "python3".into()),
+        out: a.out.unwrap_or_else(|| "bench/data.json".into()),
+        trainer_steps: a.trainer_steps,
+    };
+    let r = crate::bench::data::run(&o)?;
+    outln!("{}", crate::bench::data::table(&r));
+    errln!("wrote {}", o.out.display());
     Ok(0)
 }

@@ -3,6 +3,35 @@
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
+pub use super::shards::TokenDtype;
+
+/// One corpus of a mixture (`[[data.sources]]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceSpec {
+    /// A corpus as `data.corpus` takes it (path, directory, glob, prepared directory, shards).
+    pub path: String,
+    /// Relative sampling weight (> 0); weights are normalised over the sources.
+    pub weight: f64,
+    /// The name its losses are reported under; default: the path's file name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Its text field, where it differs from `data.text_field`.
+    #[serde(default)]
+    pub text_field: Option<String>,
+}
+
+impl SourceSpec {
+    /// The name losses are reported under.
+    pub fn name(&self) -> String {
+        self.name.clone().unwrap_or_else(|| {
+            let p = std::path::Path::new(self.path.trim_end_matches('/'));
+            let stem = p.file_name().and_then(|n| n.to_str()).unwrap_or(&self.path);
+            stem.split(['*', '?', '[']).next().unwrap_or(stem).trim_end_matches(['.', '_', '-']).to_string()
+        })
+    }
+}
+
 /// How a corpus path is read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -31,6 +60,8 @@ pub enum TokenizerKind {
     Bpe,
     /// GPT-2's BPE (`r50k_base`, vocabulary 50257), built in.
     Gpt2,
+    /// tiktoken's `cl100k_base` (vocabulary 100277), built in: the Peri-LN paper's tokenizer.
+    Cl100k,
 }
 
 impl TokenizerKind {
@@ -40,6 +71,7 @@ impl TokenizerKind {
             Self::Byte => "byte",
             Self::Bpe => "bpe",
             Self::Gpt2 => "gpt2",
+            Self::Cl100k => "cl100k",
         }
     }
 }
@@ -83,8 +115,24 @@ pub struct DataConfig {
     pub corpus: String,
     /// How to read a corpus path.
     pub format: CorpusFormat,
-    /// JSONL: the field that holds the text.
+    /// JSON records and parquet rows: the field (column) that holds the text.
     pub text_field: String,
+    /// Token shards (nanoGPT `.bin`, numpy `.npy`): the validation shards (a file, directory
+    /// or glob). Without it, shards with `val` in their name are the validation split.
+    pub val_corpus: Option<String>,
+    /// Header-less `.npy` token files (OLMo-core's memmaps): `uint16`, `uint32`, or `auto`
+    /// (uint16 when the vocabulary fits).
+    pub token_dtype: TokenDtype,
+    /// Streamed corpora: training tokens per shard of the preparation (its memory: about 6
+    /// bytes per token).
+    pub shard_tokens: usize,
+    /// `bpe` on a streamed corpus: training text the BPE learns from (the first documents of
+    /// the training split, up to this many bytes).
+    pub bpe_sample_bytes: usize,
+    /// A mixture: several corpora sampled by weight (`[[data.sources]]` with `path`, `weight`
+    /// and optionally `name` and `text_field`), each with its own validation split and loss.
+    /// Replaces `corpus` when given.
+    pub sources: Vec<SourceSpec>,
     /// User corpora with several documents: every `val_every`-th document (the 10th, 20th, …)
     /// is held out for validation. The built-in corpus holds out the addresses of years ending
     /// in 0 instead.
@@ -92,7 +140,7 @@ pub struct DataConfig {
     /// A corpus that is a single document has no boundaries to split at: its last
     /// `val_fraction` (cut at a line break) is held out.
     pub val_fraction: f64,
-    /// `byte`, `bpe` or `gpt2`.
+    /// `byte`, `bpe`, `gpt2` or `cl100k`.
     pub tokenizer: TokenizerKind,
     /// Pair files: their format and, for JSONL, the field names (the category is optional).
     pub pair_format: PairFileFormat,
@@ -122,6 +170,11 @@ impl Default for DataConfig {
             corpus: "sotu".into(),
             format: CorpusFormat::Auto,
             text_field: "text".into(),
+            val_corpus: None,
+            token_dtype: TokenDtype::Auto,
+            shard_tokens: 50_000_000,
+            bpe_sample_bytes: 64 << 20,
+            sources: Vec::new(),
             val_every: 10,
             val_fraction: 0.1,
             tokenizer: TokenizerKind::Byte,
@@ -175,6 +228,12 @@ impl DataConfig {
             self.bpe_vocab_size
         );
         anyhow::ensure!(!self.text_field.is_empty(), "data.text_field is empty; name the JSONL field holding the text");
+        anyhow::ensure!(
+            self.shard_tokens >= 1024,
+            "data.shard_tokens must be ≥ 1024 (got {}); 50000000 keeps a preparation near 300 MB of memory",
+            self.shard_tokens
+        );
+        self.validate_sources()?;
         if self.task == Task::Pairs {
             anyhow::ensure!(
                 self.corpus != "sotu",
@@ -190,6 +249,30 @@ impl DataConfig {
             anyhow::ensure!(
                 !self.source_field.is_empty() && !self.target_field.is_empty(),
                 "data.source_field and data.target_field must name the JSONL fields of a pair"
+            );
+        }
+        Ok(())
+    }
+}
+
+impl DataConfig {
+    fn validate_sources(&self) -> anyhow::Result<()> {
+        if self.sources.is_empty() {
+            return Ok(());
+        }
+        anyhow::ensure!(self.task == Task::Lm, "data.sources (a mixture) is for data.task = \"lm\"");
+        let mut names = std::collections::BTreeSet::new();
+        for s in &self.sources {
+            anyhow::ensure!(
+                s.weight.is_finite() && s.weight > 0.0,
+                "data.sources: `{}` has weight {}; give every source a weight > 0",
+                s.path,
+                s.weight
+            );
+            anyhow::ensure!(
+                names.insert(s.name()),
+                "data.sources: two sources are named `{}`; give each a distinct `name`",
+                s.name()
             );
         }
         Ok(())

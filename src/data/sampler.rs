@@ -3,8 +3,9 @@
 //! reads are chosen in [`super::windows`].
 
 pub use super::batch::Batch;
+use super::mixture::Mixture;
 use super::pairs::render::{self, Example};
-use super::tokens::TokenFile;
+use super::shards::TokenFile;
 use super::windows::windows;
 use crate::rng::SplitMix64;
 
@@ -38,6 +39,20 @@ impl Sampler {
             (0..batch).map(|_| &examples[(self.rng.next_u64() % examples.len() as u64) as usize]).collect();
         picked.sort_by_key(|e| e.tokens.len());
         picked.chunks(micro.max(1)).map(|c| render::batch(c, pad)).collect()
+    }
+
+    /// A mixture's windows: each row picks a source by weight, then a uniformly random start
+    /// inside that source's range (a window never crosses sources).
+    pub fn next_mixed(&mut self, tokens: &TokenFile, m: &Mixture, batch: usize, seq_len: usize) -> Batch {
+        let starts: Vec<usize> = (0..batch)
+            .map(|_| {
+                let u = (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+                let part = m.pick(u);
+                let range = (part.train.len() - seq_len) as u64;
+                part.train.start + (self.rng.next_u64() % range) as usize
+            })
+            .collect();
+        windows(tokens, &starts, seq_len)
     }
 
     pub fn next_batch(&mut self, tokens: &TokenFile, batch: usize, seq_len: usize) -> Batch {

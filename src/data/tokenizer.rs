@@ -1,6 +1,7 @@
 //! Tokenizers: UTF-8 bytes (vocabulary 256), byte-level BPE trained on the training split with
-//! HF `tokenizers`, and GPT-2's BPE (`r50k_base`) via `tiktoken-rs`, which carries its vocabulary
-//! and so works offline.
+//! HF `tokenizers` (or any `tokenizer.json`), GPT-2's BPE (`r50k_base`) and tiktoken's
+//! `cl100k_base` (the Peri-LN paper's DCLM runs) via `tiktoken-rs`, which carries their
+//! vocabularies and so works offline.
 
 use super::config::TokenizerKind;
 use super::document::Document;
@@ -11,10 +12,14 @@ pub enum Tokenizer {
     Byte,
     Bpe(Box<tokenizers::Tokenizer>),
     Gpt2(&'static tiktoken_rs::CoreBPE),
+    Cl100k(&'static tiktoken_rs::CoreBPE),
 }
 
 /// GPT-2's vocabulary size (50000 merges + 256 bytes + `<|endoftext|>`).
 pub const GPT2_VOCAB: usize = 50_257;
+/// `cl100k_base`'s ids: 100256 merges and bytes, then `<|endoftext|>` (100257) … `<|endofprompt|>`
+/// (100276).
+pub const CL100K_VOCAB: usize = 100_277;
 
 impl Tokenizer {
     /// The fixed tokenizers (`byte`, `gpt2`); BPE needs [`Tokenizer::train_bpe`] or a file.
@@ -22,6 +27,7 @@ impl Tokenizer {
         match kind {
             TokenizerKind::Byte => Some(Self::Byte),
             TokenizerKind::Gpt2 => Some(Self::Gpt2(tiktoken_rs::r50k_base_singleton())),
+            TokenizerKind::Cl100k => Some(Self::Cl100k(tiktoken_rs::cl100k_base_singleton())),
             TokenizerKind::Bpe => None,
         }
     }
@@ -75,6 +81,7 @@ impl Tokenizer {
             Self::Byte => TokenizerKind::Byte,
             Self::Bpe(_) => TokenizerKind::Bpe,
             Self::Gpt2(_) => TokenizerKind::Gpt2,
+            Self::Cl100k(_) => TokenizerKind::Cl100k,
         }
     }
 
@@ -83,6 +90,7 @@ impl Tokenizer {
             Self::Byte => 256,
             Self::Bpe(t) => t.get_vocab_size(true),
             Self::Gpt2(_) => GPT2_VOCAB,
+            Self::Cl100k(_) => CL100K_VOCAB,
         }
     }
 
@@ -92,6 +100,7 @@ impl Tokenizer {
         Ok(match self {
             Self::Byte => "byte".into(),
             Self::Gpt2(_) => "gpt2-r50k_base".into(),
+            Self::Cl100k(_) => "cl100k_base".into(),
             Self::Bpe(_) => format!("bpe-{}", &super::cache::sha256_hex(self.to_json()?.unwrap().as_bytes())[..16]),
         })
     }
@@ -102,7 +111,7 @@ impl Tokenizer {
             Self::Bpe(t) => {
                 Ok(t.encode(text, false).map_err(|e| anyhow!("BPE encoding failed: {e}"))?.get_ids().to_vec())
             }
-            Self::Gpt2(b) => Ok(b.encode_ordinary(text)),
+            Self::Gpt2(b) | Self::Cl100k(b) => Ok(b.encode_ordinary(text)),
         }
     }
 
@@ -113,7 +122,9 @@ impl Tokenizer {
         match self {
             Self::Byte => u8::try_from(id).ok().map(|b| byte_char(b).to_string()),
             Self::Bpe(t) => t.id_to_token(id),
-            Self::Gpt2(b) => b.decode_bytes(&[id]).ok().map(|bytes| bytes.into_iter().map(byte_char).collect()),
+            Self::Gpt2(b) | Self::Cl100k(b) => {
+                b.decode_bytes(&[id]).ok().map(|bytes| bytes.into_iter().map(byte_char).collect())
+            }
         }
     }
 
@@ -125,8 +136,8 @@ impl Tokenizer {
                 Ok(String::from_utf8_lossy(&bytes).into_owned())
             }
             Self::Bpe(t) => t.decode(ids, false).map_err(|e| anyhow!("BPE decoding failed: {e}")),
-            Self::Gpt2(b) => {
-                let bytes: Vec<u8> = b.decode_bytes(ids).map_err(|e| anyhow!("GPT-2 decoding failed: {e}"))?;
+            Self::Gpt2(b) | Self::Cl100k(b) => {
+                let bytes: Vec<u8> = b.decode_bytes(ids).map_err(|e| anyhow!("tiktoken decoding failed: {e}"))?;
                 Ok(String::from_utf8_lossy(&bytes).into_owned())
             }
         }

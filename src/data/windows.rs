@@ -3,7 +3,7 @@
 //! `normlab eval --data`, and the batch of inputs and targets of given starts.
 
 use super::batch::Batch;
-use super::tokens::TokenFile;
+use super::shards::TokenFile;
 
 /// `count` validation windows with evenly spaced starts over the whole split (fewer if the
 /// split is short; at least one).

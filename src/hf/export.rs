@@ -102,9 +102,13 @@ fn tokenizer_json(saved: &SavedRun, run: &Path) -> anyhow::Result<String> {
     match &saved.tokenizer {
         crate::data::Tokenizer::Byte => remote::byte_tokenizer_json(),
         t => t.to_json()?.with_context(|| {
+            let (name, hub) = match t.kind() {
+                crate::data::TokenizerKind::Cl100k => ("tiktoken's cl100k_base", "Xenova/gpt-4"),
+                _ => ("GPT-2's", "gpt2"),
+            };
             format!(
-                "{} uses GPT-2's tokenizer, which normlab cannot write as tokenizer.json; \
-                 load it in transformers with AutoTokenizer.from_pretrained(\"gpt2\")",
+                "{} uses {name} tokenizer, which normlab cannot write as tokenizer.json; load it in transformers \
+                 with AutoTokenizer.from_pretrained(\"{hub}\")",
                 run.display()
             )
         }),

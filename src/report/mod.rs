@@ -18,6 +18,7 @@ pub mod paper;
 pub mod paper_tasks;
 pub mod plot;
 pub mod scaling;
+pub mod sources;
 pub mod tasks;
 pub mod textnorm;
 
@@ -91,6 +92,7 @@ fn sweep_report(dir: &Path) -> anyhow::Result<Report> {
         sections = t.tables;
         figs.splice(0..0, t.figures);
     }
+    sections.extend(sources::section(&best_runs));
     if let Some((heading, t, finding)) = plan.paper.and_then(|p| paper::side_by_side(p, &ms)) {
         sections.insert(0, (heading, t));
         notes.insert(0, finding);
@@ -173,6 +175,7 @@ fn run_report(dir: &Path) -> anyhow::Result<Report> {
     let status = runs[0].status.as_ref().map(run_dir::describe).unwrap_or_else(|| "no status".into());
     let table = format!("| run | status |\n|---|---|\n| {label} | {status} |\n");
     let mut sections: Vec<(String, String)> = tasks::last_evaluation(&runs[0]).into_iter().collect();
+    sections.extend(sources::section(&runs));
     let mut notes = runs[0].gaps();
     if let Some(t) = textnorm::section(&out, &runs)? {
         sections.extend(t.tables);

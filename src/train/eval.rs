@@ -1,10 +1,12 @@
 //! Validation loss and perplexity over fixed windows, without autodiff.
 
 use crate::data::TokenFile;
+use crate::data::mixture::Mixture;
 use crate::data::pairs::render::{self, Example};
-use crate::data::windows::windows;
+use crate::data::windows::{validation_starts, windows};
 use crate::dist::Ranks;
 use crate::model::Transformer;
+use crate::train::metrics::SourceLoss;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 /// A model under evaluation and where it runs: `model` lives on `device` (no autodiff); over
@@ -43,6 +45,30 @@ impl Evaluated<'_> {
             count += n;
         }
         mean_over_ranks(total, count, self.ranks)
+    }
+
+    /// A mixture: each source on its share of `count` windows (evenly spaced in its validation
+    /// range); the overall loss is over all of them (so weighted by the sources' weights).
+    pub fn mixture(
+        &self,
+        tokens: &TokenFile,
+        m: &Mixture,
+        count: usize,
+        seq_len: usize,
+        batch: usize,
+    ) -> (ValLoss, Vec<SourceLoss>) {
+        let (mut total, mut n, mut out) = (0.0, 0usize, Vec::new());
+        for (p, windows) in m.parts.iter().zip(m.val_windows(count)) {
+            let starts: Vec<usize> =
+                validation_starts(p.val.len(), seq_len, windows).into_iter().map(|s| s + p.val.start).collect();
+            let v = self.windows(tokens, &starts, seq_len, batch);
+            total += v.loss * v.tokens as f64;
+            n += v.tokens;
+            let val_bpb = p.val_bytes_per_token.map(|b| v.loss / std::f64::consts::LN_2 / b);
+            out.push(SourceLoss { name: p.name.clone(), val_loss: v.loss, val_bpb, val_tokens: v.tokens });
+        }
+        let loss = total / n.max(1) as f64;
+        (ValLoss { loss, perplexity: loss.exp(), tokens: n }, out)
     }
 
     /// Mean cross-entropy over the target tokens of every example, `batch` examples at a time

@@ -49,6 +49,22 @@ pub struct EvalRecord {
     pub val_tokens: usize,
     #[serde(deserialize_with = "nan")]
     pub wall_s: f64,
+    /// A mixture's sources, each on its share of the validation windows.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<SourceLoss>,
+}
+
+/// One source's validation loss (`data.sources`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SourceLoss {
+    pub name: String,
+    #[serde(deserialize_with = "nan")]
+    pub val_loss: f64,
+    /// Bits per UTF-8 byte of its validation text: `val_loss / ln 2 · tokens / bytes` (absent
+    /// for token shards, whose text is not known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub val_bpb: Option<f64>,
+    pub val_tokens: usize,
 }
 
 /// The step whose update was refused, and why.

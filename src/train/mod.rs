@@ -36,6 +36,8 @@ pub use trainer::{Outcome, Trainer};
 pub const EXIT_DIVERGED: i32 = 3;
 
 #[cfg(test)]
+mod mixture_tests;
+#[cfg(test)]
 mod precision_tests;
 #[cfg(test)]
 mod tests;

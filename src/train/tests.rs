@@ -466,7 +466,7 @@ fn entry_names(dir: &Path) -> Vec<String> {
 }
 
 /// metrics.jsonl without its timings (they differ between sessions; no other field may).
-fn records_without_timings(dir: &Path) -> Vec<MetricsRecord> {
+pub(super) fn records_without_timings(dir: &Path) -> Vec<MetricsRecord> {
     crate::io::jsonl::read::<MetricsRecord>(&run_dir::metrics(dir))
         .unwrap()
         .into_iter()

@@ -387,7 +387,12 @@ impl Trainer {
         let seq = self.cfg.train.seq_len;
         let mut batches: Vec<Batch> = match &self.data.pairs {
             Some(p) => self.sampler.next_pairs(&p.train, batch, micro, p.end),
-            None => (0..batch / micro).map(|_| self.sampler.next_batch(&self.data.train, micro, seq)).collect(),
+            None => (0..batch / micro)
+                .map(|_| match &self.data.mixture {
+                    Some(m) => self.sampler.next_mixed(&self.data.train, m, micro, seq),
+                    None => self.sampler.next_batch(&self.data.train, micro, seq),
+                })
+                .collect(),
         };
         if let Some(hook) = &mut self.batch_hook {
             hook(self.state.step + 1, &mut batches);
@@ -423,16 +428,29 @@ impl Trainer {
         let plain = self.model.valid();
         let micro = self.cfg.micro_batch_size();
         let on = Evaluated { model: &plain, device: &self.device, ranks: self.ranks };
-        let v = match &self.data.pairs {
-            Some(p) => on.pairs(&p.val, p.end, micro),
-            None => on.windows(&self.data.val, &self.val_starts, self.cfg.train.seq_len, micro),
+        let (v, sources) = match (&self.data.pairs, &self.data.mixture) {
+            (Some(p), _) => (on.pairs(&p.val, p.end, micro), Vec::new()),
+            (None, Some(m)) => on.mixture(&self.data.val, m, self.cfg.run.eval_windows, self.cfg.train.seq_len, micro),
+            (None, None) => (on.windows(&self.data.val, &self.val_starts, self.cfg.train.seq_len, micro), Vec::new()),
         };
-        let r =
-            EvalRecord { step: self.state.step, val_loss: v.loss, val_ppl: v.perplexity, val_tokens: v.tokens, wall_s };
+        let r = EvalRecord {
+            step: self.state.step,
+            val_loss: v.loss,
+            val_ppl: v.perplexity,
+            val_tokens: v.tokens,
+            wall_s,
+            sources,
+        };
         self.record(&MetricsRecord::Eval(r.clone()))?;
         self.state.last_eval = Some(r.clone());
         if let Some(out) = &mut self.out {
-            out.probe.scalars(r.step, &[("val/loss", r.val_loss as f32), ("val/ppl", r.val_ppl as f32)])?;
+            let mut scalars = vec![("val/loss".to_string(), r.val_loss as f32), ("val/ppl".into(), r.val_ppl as f32)];
+            for s in &r.sources {
+                scalars.push((format!("val/loss/{}", s.name), s.val_loss as f32));
+                scalars.extend(s.val_bpb.map(|b| (format!("val/bpb/{}", s.name), b as f32)));
+            }
+            let scalars: Vec<(&str, f32)> = scalars.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+            out.probe.scalars(r.step, &scalars)?;
         }
         Ok(r)
     }

@@ -1,37 +1,16 @@
-//! A tokenized split as a flat binary file, read through `memmap2` so a second run starts
+//! normlab's token shard: a flat binary file read through `memmap2`, so a second run starts
 //! without tokenizing again and without reading the file into memory.
 //!
 //! Layout (little-endian): magic `NLTOK002`, `u32` bytes per token (2 or 4), `u32` CRC-32 of
 //! the token bytes, `u64` token count, then the tokens. The checksum is verified on opening: a
 //! cache file changed on disk (same size, other bytes) is refused, and the dataset rebuilds it.
 
+use super::stream::{Shard, Store, TokenFile};
 use anyhow::{Context, bail, ensure};
 use std::path::Path;
 
-const MAGIC: &[u8; 8] = b"NLTOK002";
+pub const MAGIC: &[u8; 8] = b"NLTOK002";
 const HEADER: usize = 24;
-
-pub struct TokenFile {
-    map: Store,
-    width: usize,
-    len: usize,
-}
-
-/// The file's bytes: mapped from disk, or in memory for text tokenized on the fly.
-enum Store {
-    Map(memmap2::Mmap),
-    Mem(Vec<u8>),
-}
-
-impl std::ops::Deref for Store {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            Store::Map(m) => m,
-            Store::Mem(v) => v,
-        }
-    }
-}
 
 impl TokenFile {
     /// Writes `tokens` atomically; 2 bytes per token when every id fits.
@@ -39,52 +18,31 @@ impl TokenFile {
         crate::io::write_atomic(path, &encode(tokens))
     }
 
-    /// An in-memory token file (e.g. `normlab eval --data` on text that is not cached).
+    /// An in-memory token stream (e.g. `normlab eval --data` on text that is not cached).
     pub fn from_tokens(tokens: &[u32]) -> Self {
         let bytes = encode(tokens);
         let width = u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize;
-        Self { map: Store::Mem(bytes), width, len: tokens.len() }
+        Self::from_shards(vec![Shard::new(Store::Mem(bytes), HEADER, width, tokens.len())])
     }
 
+    /// A normlab token file (checksum verified).
     pub fn open(path: &Path) -> anyhow::Result<Self> {
         let f = std::fs::File::open(path).with_context(|| format!("cannot open token file {}", path.display()))?;
         // SAFETY: token files are written once by rename and never modified in place.
         let map = unsafe { memmap2::Mmap::map(&f) }.with_context(|| format!("cannot map {}", path.display()))?;
-        let (width, len) = check(&map, &path.display().to_string())?;
-        Ok(Self { map: Store::Map(map), width, len })
+        Ok(Self::from_shards(vec![shard(Store::Map(map), &path.display().to_string())?]))
     }
 
     /// A token file held in memory (as read from anywhere); checked like [`TokenFile::open`].
     pub fn from_bytes(bytes: Vec<u8>, name: &str) -> anyhow::Result<Self> {
-        let (width, len) = check(&bytes, name)?;
-        Ok(Self { map: Store::Mem(bytes), width, len })
+        Ok(Self::from_shards(vec![shard(Store::Mem(bytes), name)?]))
     }
+}
 
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Every token, in order.
-    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        (0..self.len()).map(|i| self.get(i))
-    }
-
-    pub fn get(&self, i: usize) -> u32 {
-        let o = HEADER + i * self.width;
-        match self.width {
-            2 => u16::from_le_bytes([self.map[o], self.map[o + 1]]) as u32,
-            _ => u32::from_le_bytes(self.map[o..o + 4].try_into().unwrap()),
-        }
-    }
-
-    /// Appends tokens `start..start + n` to `out` as i64 (the model's index type).
-    pub fn extend_window(&self, start: usize, n: usize, out: &mut Vec<i64>) {
-        out.extend((start..start + n).map(|i| self.get(i) as i64));
-    }
+/// The shard of a normlab token file's bytes, checked.
+pub fn shard(bytes: Store, name: &str) -> anyhow::Result<Shard> {
+    let (width, len) = check(&bytes, name)?;
+    Ok(Shard::new(bytes, HEADER, width, len))
 }
 
 /// The header's token width and count, refusing a file whose size does not match them exactly
@@ -114,7 +72,7 @@ fn crc32(bytes: &[u8]) -> u32 {
 }
 
 /// The file's bytes: header then tokens.
-fn encode(tokens: &[u32]) -> Vec<u8> {
+pub fn encode(tokens: &[u32]) -> Vec<u8> {
     let width = if tokens.iter().all(|&t| t <= u16::MAX as u32) { 2 } else { 4 };
     let mut bytes = Vec::with_capacity(HEADER + tokens.len() * width);
     bytes.extend_from_slice(MAGIC);
