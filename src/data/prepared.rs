@@ -194,14 +194,14 @@ pub fn sampled_bpe(
 ) -> anyhow::Result<Tokenizer> {
     let identity = identity_hash(files.iter().map(|f| &f.path))?;
     let (mut docs, mut bytes, mut kept) = (Vec::new(), 0usize, 0usize);
-    super::read::for_each(files, text_field, &mut |d| {
-        if d.text.trim().is_empty() {
+    super::read::for_each(files, text_field, &mut |text| {
+        if text.trim().is_empty() {
             return Ok(ControlFlow::Continue(()));
         }
         kept += 1;
         if !kept.is_multiple_of(cfg.val_every) {
-            bytes += d.text.len();
-            docs.push(super::Document { name: String::new(), text: d.text.to_string() });
+            bytes += text.len();
+            docs.push(super::Document { name: String::new(), text: text.to_string() });
         }
         Ok(if bytes >= cfg.bpe_sample_bytes { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
     })?;

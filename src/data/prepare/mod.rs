@@ -126,14 +126,12 @@ fn open_dir(dir: &Path, corpus: &str, settings: Settings) -> anyhow::Result<Mani
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     if !dir.join(manifest::FILE).is_file() {
         let names = entries(dir)?;
-        ensure!(
-            names.iter().all(|n| chunk::is_ours(n) || n == ".lock" || n == "tokenizer.json"),
-            "{} holds files normlab did not write ({}); give an empty or new directory",
-            dir.display(),
-            names.first().map(String::as_str).unwrap_or_default()
-        );
-        remove_stray(dir, &Manifest::new(corpus.into(), settings.clone()))?;
+        let foreign = names.iter().find(|n| !(chunk::is_ours(n) || *n == ".lock" || *n == "tokenizer.json"));
+        if let Some(name) = foreign {
+            bail!("{} holds files normlab did not write ({name}); give an empty or new directory", dir.display());
+        }
         let m = Manifest::new(corpus.into(), settings);
+        remove_stray(dir, &m)?;
         m.save(dir)?;
         return Ok(m);
     }
@@ -175,7 +173,8 @@ pub fn open(dir: &Path, m: &Manifest) -> anyhow::Result<(TokenFile, TokenFile)> 
         "{} is a preparation that did not finish; run `normlab data prepare` on it again to complete it",
         dir.display()
     );
-    let width = if m.settings.vocab_size <= 1 << 16 { 2 } else { 4 };
+    // The raw width matters only to header-less files, which a preparation never writes.
+    let width = shards::TokenDtype::Auto.width(m.settings.vocab_size);
     let split = |s: Split| -> anyhow::Result<TokenFile> {
         let files = m.split(s).map(|e| shards::open(&dir.join(&e.file), width)).collect::<anyhow::Result<_>>()?;
         Ok(TokenFile::concat(files))

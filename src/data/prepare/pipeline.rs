@@ -105,16 +105,16 @@ fn read_blocks(
 ) -> anyhow::Result<()> {
     let (mut index, mut kept, mut seq) = (0u64, start.kept, 0u64);
     let (mut block, mut bytes) = (Vec::new(), 0usize);
-    let mut on_doc = |d: read::Doc<'_>| -> anyhow::Result<ControlFlow<()>> {
+    let mut on_doc = |text: &str| -> anyhow::Result<ControlFlow<()>> {
         let i = index;
         index += 1;
-        if i < start.skip || d.text.trim().is_empty() {
+        if i < start.skip || text.trim().is_empty() {
             return Ok(ControlFlow::Continue(()));
         }
         kept += 1;
         let split = if kept.is_multiple_of(start.val_every as u64) { Split::Val } else { Split::Train };
-        bytes += d.text.len();
-        block.push(Read { index: i, split, text: d.text.to_string() });
+        bytes += text.len();
+        block.push(Read { index: i, split, text: text.to_string() });
         if bytes >= BLOCK_BYTES {
             bytes = 0;
             seq += 1;

@@ -53,7 +53,7 @@ pub fn lines(file: &CorpusFile, field: &str, f: &mut OnText<'_>) -> anyhow::Resu
         let v: Value = serde_json::from_str(&line).with_context(|| {
             format!("{} line {n}: not valid JSON; each line must be one JSON object", file.path.display())
         })?;
-        if f(n, text_of(&v, field, file, &format!("line {n}"))?)?.is_break() {
+        if f(text_of(&v, field, file, &format!("line {n}"))?)?.is_break() {
             return Ok(ControlFlow::Break(()));
         }
     }
@@ -97,7 +97,7 @@ impl<'de> serde::de::Visitor<'de> for &mut Elements<'_, '_> {
         let mut n = 0;
         while let Some(v) = seq.next_element::<Value>()? {
             n += 1;
-            let step = text_of(&v, self.field, self.file, &format!("element {n}")).and_then(|t| (self.f)(n, t));
+            let step = text_of(&v, self.field, self.file, &format!("element {n}")).and_then(|t| (self.f)(t));
             match step {
                 Ok(ControlFlow::Continue(())) => {}
                 Ok(ControlFlow::Break(())) => {

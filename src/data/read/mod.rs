@@ -17,31 +17,17 @@ pub use files::{CorpusFile, FileKind, resolve};
 
 use std::ops::ControlFlow;
 
-/// A document as it is read: its text and where it came from.
-pub struct Doc<'a> {
-    /// The file's index in the corpus's file list.
-    pub file: usize,
-    /// Its 1-based line (JSON lines), element (JSON array) or row (parquet) in the file.
-    pub at: usize,
-    pub text: &'a str,
-}
-
 /// Calls `f` on every document of `files`, in order, until it says stop; `field` names the
 /// text of JSON records and parquet rows. Empty documents are passed too (the caller drops
 /// them, so document counts are the files').
-pub fn for_each(
-    files: &[CorpusFile],
-    field: &str,
-    f: &mut dyn FnMut(Doc<'_>) -> anyhow::Result<ControlFlow<()>>,
-) -> anyhow::Result<()> {
-    for (i, file) in files.iter().enumerate() {
-        let mut g = |at: usize, text: &str| f(Doc { file: i, at, text });
+pub fn for_each(files: &[CorpusFile], field: &str, f: &mut OnText<'_>) -> anyhow::Result<()> {
+    for file in files {
         let flow = match file.kind {
-            FileKind::Text => text(file, &mut g)?,
-            FileKind::JsonLines => json::lines(file, field, &mut g)?,
-            FileKind::Json if json::starts_array(file)? => json::array(file, field, &mut g)?,
-            FileKind::Json => json::lines(file, field, &mut g)?,
-            FileKind::Parquet => parquet::rows(file, field, &mut g)?,
+            FileKind::Text => text(file, f)?,
+            FileKind::JsonLines => json::lines(file, field, f)?,
+            FileKind::Json if json::starts_array(file)? => json::array(file, field, f)?,
+            FileKind::Json => json::lines(file, field, f)?,
+            FileKind::Parquet => parquet::rows(file, field, f)?,
         };
         if flow.is_break() {
             break;
@@ -50,8 +36,8 @@ pub fn for_each(
     Ok(())
 }
 
-/// The callback the readers call with (line or row, text).
-pub type OnText<'a> = dyn FnMut(usize, &str) -> anyhow::Result<ControlFlow<()>> + 'a;
+/// The callback the readers call with each document's text.
+pub type OnText<'a> = dyn FnMut(&str) -> anyhow::Result<ControlFlow<()>> + 'a;
 
 /// A whole (decompressed) text file as one document.
 fn text(file: &CorpusFile, f: &mut OnText<'_>) -> anyhow::Result<ControlFlow<()>> {
@@ -65,5 +51,5 @@ fn text(file: &CorpusFile, f: &mut OnText<'_>) -> anyhow::Result<ControlFlow<()>
             e.utf8_error().valid_up_to()
         )
     })?;
-    f(1, &text)
+    f(&text)
 }

@@ -27,7 +27,7 @@ pub fn rows(file: &CorpusFile, field: &str, f: &mut OnText<'_>) -> anyhow::Resul
             Some(Field::Null) | None => "",
             Some(other) => bail!("{name} row {}: column `{field}` holds {other}, not a string", i + 1),
         };
-        if f(i + 1, text)?.is_break() {
+        if f(text)?.is_break() {
             return Ok(ControlFlow::Break(()));
         }
     }
