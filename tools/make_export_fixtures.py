@@ -14,7 +14,9 @@ expected.safetensors: 16 fixed tokens, transformers' logits on them, and its gre
 Rust test fails when that file changes without new fixtures.
 
     pip install torch transformers safetensors
-    cargo build --release && python3 tools/make_export_fixtures.py    # from the repository root
+    cargo build --release && python3 tools/make_export_fixtures.py [PRESET ...]   # from the repository root
+
+With preset names, only their fixtures are written.
 """
 
 import hashlib
@@ -22,6 +24,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 
 import torch
@@ -85,7 +88,10 @@ def main():
     with open(os.path.join(tmp, "corpus.txt"), "w") as f:
         f.write(CORPUS)
     tokens = torch.tensor([list(TEXT.encode())], dtype=torch.int64)
+    only = set(sys.argv[1:])
     for name in presets():
+        if only and name not in only:
+            continue
         run, out = train_and_export(name, tmp)
         model = AutoModelForCausalLM.from_pretrained(out, trust_remote_code=True, dtype=torch.float32).eval()
         with torch.no_grad():

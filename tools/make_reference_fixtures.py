@@ -24,11 +24,12 @@ the file metadata ("config"), the training settings in "train".
 
 Run (from the repository root):
     python3 -m venv ~/.venvs/torchref && ~/.venvs/torchref/bin/pip install torch numpy safetensors
-    ~/.venvs/torchref/bin/python tools/make_reference_fixtures.py
+    ~/.venvs/torchref/bin/python tools/make_reference_fixtures.py [CASE ...]
 """
 import json
 import math
 import os
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -126,6 +127,12 @@ def recipe(name):
             subs.append(sub(outer=LN))
         elif name in ("pre", "pre-mlp"):
             subs.append(sub(inp=LN)); fin = LN
+        elif name == "pre-rms":  # the BHyT paper's RMSNorm baseline (Llama-3.2): RMSNorm pre-norm
+            subs.append(sub(inp=RMS)); fin = RMS
+        elif name == "lns-rms":  # LayerNorm-Scaling on RMSNorm: k^-1/2 after each input RMSNorm
+            subs.append(sub(inp=RMS, s=k ** -0.5)); fin = RMS
+        elif name == "peri-rms":  # the Peri-LN paper (section 3): RMSNorm before and after each module
+            subs.append(sub(inp=RMS, out=RMS)); emb = fin = RMS
         elif name == "gpt2-pre":
             subs.append(sub(inp=LN, init_out=1 / math.sqrt(2 * L))); fin = LN
         elif name == "lns":
@@ -294,6 +301,9 @@ CASES = {
     "dyt-plain": ("dyt-plain", "glu", 10000.0),
     "olmo2-head": ({"preset": "olmo2", "qk_norm": "head"}, "glu", 10000.0),
     "kitenorm-rms": ({"preset": "kitenorm", "norm": "rmsnorm"}, "glu", 500000.0),
+    "pre-rms": ("pre-rms", "glu", 10000.0),
+    "lns-rms": ("lns-rms", "glu", 10000.0),
+    "peri-rms": ("peri-rms", "glu", 10000.0),
 }
 
 # ---- the trajectory: normlab's optimizer, written from its documented rules -----------------
@@ -348,11 +358,14 @@ def trajectory(P0, rec, gen):
     return out, losses
 
 
-def main():
+def main(only):
+    """Writes every case, or only the cases named on the command line."""
     global ROPE_BASE
     out_dir = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "reference")
     os.makedirs(out_dir, exist_ok=True)
     for idx, (case, (recipe_cfg, ffn_kind, rope_base)) in enumerate(CASES.items()):
+        if only and case not in only:
+            continue
         ROPE_BASE = rope_base
         gen = torch.Generator().manual_seed(1000 + idx)
         rec = recipe(case)
@@ -382,4 +395,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(set(sys.argv[1:]))

@@ -14,6 +14,9 @@ pub struct Dims {
     pub d_model: usize,
     pub n_layers: usize,
     pub n_heads: usize,
+    /// Key/value heads (grouped-query attention); `None`: one per query head.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n_kv_heads: Option<usize>,
     /// GLU hidden size.
     pub d_ff: usize,
     pub batch: usize,
@@ -28,22 +31,75 @@ pub enum DimsChoice {
     Reference,
     /// KiteNorm Table 1 at micro-batch 4 × 2048.
     Table1,
+    /// The BHyT paper's Llama-3.2 shape ratios at a CPU size (`--speed`'s default): 16
+    /// layers, d_head 64, four query heads per key/value head, FFN 4d, vocabulary 64d, 2 × 256.
+    Speed,
+    /// Llama-3.2-1B as the BHyT paper trains it (§4.1): V 128256, d 2048, 16 layers, 32 heads,
+    /// 8 key/value heads, FFN 8192, micro-batch 4 × 1024.
+    Llama1b,
+    /// Llama-3.2-3B: d 3072, 28 layers, 24 heads, 8 key/value heads, FFN 8192, 2 × 1024.
+    Llama3b,
 }
 
 impl Dims {
     /// `torch_reference.py`: byte vocabulary, d 256, 6 layers, 4 heads, GLU 688, 8 × 256.
     pub const REFERENCE: Dims =
-        Dims { vocab: 256, d_model: 256, n_layers: 6, n_heads: 4, d_ff: 688, batch: 8, seq: 256 };
+        Dims { vocab: 256, d_model: 256, n_layers: 6, n_heads: 4, n_kv_heads: None, d_ff: 688, batch: 8, seq: 256 };
     /// KiteNorm Table 1 (GPT-2 vocabulary, d 512, 12 layers, 8 heads, GLU 1536; 92 M parameters)
     /// at micro-batch 4 × 2048.
-    pub const TABLE1: Dims =
-        Dims { vocab: 50257, d_model: 512, n_layers: 12, n_heads: 8, d_ff: 1536, batch: 4, seq: 2048 };
+    pub const TABLE1: Dims = Dims {
+        vocab: 50257,
+        d_model: 512,
+        n_layers: 12,
+        n_heads: 8,
+        n_kv_heads: None,
+        d_ff: 1536,
+        batch: 4,
+        seq: 2048,
+    };
+    /// [`DimsChoice::Speed`]: Llama-3.2-1B's ratios (d_head 64, 4:1 GQA, FFN 4d, 16 layers) at
+    /// d 256, with the vocabulary scaled to keep the output head's share of the FLOPs (≈ 21 %).
+    pub const SPEED: Dims = Dims {
+        vocab: 16384,
+        d_model: 256,
+        n_layers: 16,
+        n_heads: 4,
+        n_kv_heads: Some(1),
+        d_ff: 1024,
+        batch: 2,
+        seq: 256,
+    };
+    /// [`DimsChoice::Llama1b`].
+    pub const LLAMA_1B: Dims = Dims {
+        vocab: 128256,
+        d_model: 2048,
+        n_layers: 16,
+        n_heads: 32,
+        n_kv_heads: Some(8),
+        d_ff: 8192,
+        batch: 4,
+        seq: 1024,
+    };
+    /// [`DimsChoice::Llama3b`].
+    pub const LLAMA_3B: Dims = Dims {
+        vocab: 128256,
+        d_model: 3072,
+        n_layers: 28,
+        n_heads: 24,
+        n_kv_heads: Some(8),
+        d_ff: 8192,
+        batch: 2,
+        seq: 1024,
+    };
 
     /// `reference` or `table1`, with optional `batch` / `seq` overrides.
     pub fn of(choice: DimsChoice, batch: Option<usize>, seq: Option<usize>) -> anyhow::Result<Dims> {
         let base = match choice {
             DimsChoice::Reference => Dims::REFERENCE,
             DimsChoice::Table1 => Dims::TABLE1,
+            DimsChoice::Speed => Dims::SPEED,
+            DimsChoice::Llama1b => Dims::LLAMA_1B,
+            DimsChoice::Llama3b => Dims::LLAMA_3B,
         };
         let d = Dims { batch: batch.unwrap_or(base.batch), seq: seq.unwrap_or(base.seq), ..base };
         anyhow::ensure!(d.batch > 0 && d.seq > 0, "--batch and --seq must be > 0");
@@ -78,6 +134,7 @@ impl Dims {
             d_model: self.d_model,
             n_layers: self.n_layers,
             n_heads: self.n_heads,
+            n_kv_heads: self.n_kv_heads,
             ffn: FfnKind::Glu,
             d_glu: Some(self.d_ff),
             rope_base: 10_000.0,

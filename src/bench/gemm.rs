@@ -81,7 +81,7 @@ fn case(name: &str, batch: usize, [m, k, n]: [usize; 3], reads: Reads, count: us
 
 /// Every matmul of a reference-model train step (forward and both backward products).
 pub fn reference_step() -> Vec<GemmCase> {
-    let Dims { vocab, d_model: d, n_layers: layers, n_heads, d_ff: glu, batch, seq: t } = Dims::REFERENCE;
+    let Dims { vocab, d_model: d, n_layers: layers, n_heads, d_ff: glu, batch, seq: t, .. } = Dims::REFERENCE;
     let tokens = batch * t;
     let heads = batch * n_heads;
     let h = d / n_heads;

@@ -32,6 +32,8 @@ pub mod gpu;
 pub mod rounds;
 pub mod serve;
 pub mod serve_load;
+pub mod speed;
+pub mod speed_claims;
 pub mod torch;
 
 pub use dims::{Dims, DimsChoice};
@@ -87,7 +89,7 @@ pub struct Timing {
 }
 
 /// Builds `case`'s model at `dims` on `device`.
-fn build(case: &Case, dims: &Dims, device: &Device) -> anyhow::Result<Transformer> {
+pub(crate) fn build(case: &Case, dims: &Dims, device: &Device) -> anyhow::Result<Transformer> {
     let cfg = ModelConfig { kernels: case.kernels, ..dims.model(&case.recipe) };
     let mut model = Transformer::new(&cfg, ParamSource::Seeded(0), device)
         .with_context(|| format!("building `{}`", case.recipe))?;
@@ -416,6 +418,10 @@ fn check(opts: &BenchOptions, device: &Device) -> anyhow::Result<()> {
         !(on_cpu && opts.torch.is_some() && opts.dims != Dims::REFERENCE),
         "the PyTorch CPU twin (torch_reference.py) has the reference sizes only; use --dims reference with \
          --torch-python on the CPU"
+    );
+    anyhow::ensure!(
+        opts.torch.is_none() || opts.dims.n_kv_heads.is_none(),
+        "the PyTorch twins have no grouped-query attention: drop --torch-python with these --dims"
     );
     anyhow::ensure!(
         opts.rounds <= 1 || (on_cpu && opts.torch.is_some()),

@@ -24,10 +24,12 @@ pub struct BenchArgs {
     /// `cpu`, or `wgpu` / `vulkan` / `cuda` when built with those features.
     #[arg(long, value_enum, default_value_t = BenchDevice::Cpu)]
     pub device: BenchDevice,
-    /// `reference` (the CPU reference model, 8 × 256) or `table1` (KiteNorm Table 1:
-    /// V 50257, d 512, 12 layers, GLU 1536, micro-batch 4 × 2048).
-    #[arg(long, value_enum, default_value_t = DimsChoice::Reference)]
-    pub dims: DimsChoice,
+    /// `reference` (the CPU reference model, 8 × 256; the default), `table1` (KiteNorm Table 1:
+    /// V 50257, d 512, 12 layers, GLU 1536, micro-batch 4 × 2048), `speed` (the BHyT paper's
+    /// Llama-3.2 ratios at CPU size; `--speed`'s default), `llama1b` or `llama3b` (the BHyT
+    /// paper's models).
+    #[arg(long, value_enum)]
+    pub dims: Option<DimsChoice>,
     /// Override the dims' batch size (sequences).
     #[arg(long)]
     pub batch: Option<usize>,
@@ -106,6 +108,28 @@ pub struct BenchArgs {
     /// With --data: gigabytes of text to generate.
     #[arg(long, default_value_t = 1.0)]
     pub data_gb: f64,
+    /// Instead of the model table: the BHyT paper's efficiency protocol (§4.3, Table 3 / 8,
+    /// Table 5) on its recipes (RMSNorm pre-norm, Peri-LN, LNS, DyT, BHyT*, BHyT,
+    /// RMSNorm-Approx, or --recipes): train, forward and generation tokens/s in interleaved
+    /// rounds, each ratio beside the paper's (default bench/speed.json).
+    #[arg(long)]
+    pub speed: bool,
+    /// With --speed: rounds, each one generation trial per length (the paper's five trials).
+    #[arg(long, default_value_t = 5)]
+    pub trials: usize,
+    /// With --speed: timed train steps and forwards per recipe and round (after one untimed).
+    #[arg(long, default_value_t = 2)]
+    pub round_steps: usize,
+    /// With --speed: prompt tokens (the paper's 512).
+    #[arg(long, default_value_t = 512)]
+    pub prompt: usize,
+    /// With --speed: new tokens per generation (the paper's 128, 512 and 1024).
+    #[arg(long, value_delimiter = ',', default_value = "128,512,1024")]
+    pub new_tokens: Vec<usize>,
+    /// Instead of measuring: print the table of a `bench --speed` result file, its claims
+    /// computed again from its measurements.
+    #[arg(long, value_name = "FILE")]
+    pub speed_table: Option<PathBuf>,
 }
 
 /// Runs the benchmark the flags describe and writes its JSON.
@@ -115,6 +139,9 @@ pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
     }
     if a.data {
         return data(a);
+    }
+    if a.speed || a.speed_table.is_some() {
+        return speed(a);
     }
     if let Some(run) = a.serve {
         let o = crate::bench::serve::ServeBenchOptions {
@@ -148,7 +175,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
         steps: a.steps,
         fwd_steps: a.fwd_steps,
         device: a.device,
-        dims: Dims::of(a.dims, a.batch, a.seq)?,
+        dims: Dims::of(a.dims.unwrap_or_default(), a.batch, a.seq)?,
         precisions: a.precision,
         torch: a.torch_python.map(|py| (py, script)),
         trainer_steps: a.trainer_steps,
@@ -182,6 +209,34 @@ fn allreduce(a: &BenchArgs) -> anyhow::Result<i32> {
         }
         errln!("wrote {}", out.display());
     }
+    Ok(0)
+}
+
+/// `normlab bench --speed`: the BHyT paper's efficiency protocol (bench/speed.json).
+fn speed(a: BenchArgs) -> anyhow::Result<i32> {
+    if let Some(path) = &a.speed_table {
+        outln!("{}", crate::bench::speed::table(&crate::bench::speed::read(path)?));
+        return Ok(0);
+    }
+    let recipes = match a.recipes.is_empty() {
+        true => crate::bench::speed::RECIPES.iter().map(|s| s.to_string()).collect(),
+        false => a.recipes,
+    };
+    anyhow::ensure!(a.precision.len() == 1, "--speed measures one precision at a time: give one --precision");
+    let o = crate::bench::speed::SpeedOptions {
+        recipes,
+        dims: Dims::of(a.dims.unwrap_or(DimsChoice::Speed), a.batch, a.seq)?,
+        device_name: a.device.name().into(),
+        precision: a.precision[0],
+        rounds: a.trials,
+        steps: a.round_steps,
+        prompt: a.prompt,
+        new_tokens: a.new_tokens,
+        out: a.out.unwrap_or_else(|| "bench/speed.json".into()),
+    };
+    let r = crate::bench::speed::run(&o)?;
+    outln!("{}", crate::bench::speed::table(&r));
+    errln!("wrote {}", o.out.display());
     Ok(0)
 }
 

@@ -125,7 +125,7 @@ impl Rows {
                 let slots = stack(batch.slots, grow_batch, row.slots, grow_row);
                 self.pads.iter_mut().for_each(|p| *p += grow_batch);
                 self.pads.extend(pads.into_iter().map(|p| p + grow_row));
-                self.cache = Some(KvCache { slots, len });
+                self.cache = Some(KvCache { slots, len, value_output: batch.value_output });
             }
             (None, row) if self.is_empty() => (self.cache, self.pads) = (row, pads),
             _ => self.pads.extend(pads),

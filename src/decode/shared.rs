@@ -79,7 +79,7 @@ fn repeat_rows(cache: KvCache, rows: &[usize], d: &Decoder) -> KvCache {
     let index = Tensor::<1, Int>::from_data(TensorData::new(ids, [rows.len()]), d.device);
     let pick = |t: Tensor<4>| t.select(0, index.clone());
     let slots = cache.slots.into_iter().map(|s| s.map(|(k, v)| (pick(k), pick(v)))).collect();
-    KvCache { slots, len: cache.len }
+    KvCache { slots, len: cache.len, value_output: cache.value_output }
 }
 
 fn score_group(d: &Decoder, items: &[Shared]) -> anyhow::Result<Vec<Vec<Vec<TokenScore>>>> {

@@ -5,7 +5,7 @@
 use super::simd::Real;
 use super::strided::{self, Strided};
 use super::tanh_norm::{self, TanhNorm};
-use super::{attention, norm, rope, softmax, swiglu};
+use super::{attention, given_rms, norm, rope, softmax, swiglu};
 use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
@@ -45,6 +45,8 @@ pub trait FusedOps: burn::backend::Backend {
         variance: FloatTensor<Self>,
         n: TanhNorm,
     ) -> FloatTensor<Self>;
+    /// `γ ⊙ x / √(v + ε)` with a given `v` `[…, 1]` per row (see [`given_rms`]); `gain`: `[d]`.
+    fn rms_given(x: FloatTensor<Self>, gain: FloatTensor<Self>, v: FloatTensor<Self>, eps: f64) -> FloatTensor<Self>;
     /// `SiLU(a) ⊙ b` (see [`swiglu`]).
     fn swiglu(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self>;
     /// Scaled causal softmax of `[…, T, S]` scores (see [`softmax`]).
@@ -231,6 +233,31 @@ fn tanh_bwd<T: Real>(dy: &FlexTensor, i: &TanhInputs) -> [FlexTensor; 5] {
     [tensor(dx, shape), tensor(vec![dl], vec![1]), reduce(dg, len(&i.gain)), reduce(db, len(&i.shift)), dv]
 }
 
+/// What RMSNorm with a given variance keeps for its backward: its three inputs and ε.
+#[derive(Clone, Debug)]
+struct GivenRmsState {
+    x: FlexTensor,
+    gain: FlexTensor,
+    v: FlexTensor,
+    eps: f64,
+}
+
+fn given_rms_fwd<T: Real>(s: &GivenRmsState) -> FlexTensor {
+    let shape = dims(&s.x);
+    let d = *shape.last().expect("a norm input has a feature axis");
+    let g = broadcast::<T>(&s.gain, d);
+    tensor(given_rms::forward(view::<T>(&s.x), d, &g, view::<T>(&s.v), s.eps), shape)
+}
+
+/// `(∂x, ∂γ, ∂v)`.
+fn given_rms_bwd<T: Real>(dy: &FlexTensor, s: &GivenRmsState) -> [FlexTensor; 3] {
+    let shape = dims(&s.x);
+    let d = *shape.last().expect("feature axis");
+    let g = broadcast::<T>(&s.gain, d);
+    let [dx, dg, dv] = given_rms::backward(view::<T>(dy), view::<T>(&s.x), d, &g, view::<T>(&s.v), s.eps);
+    [tensor(dx, shape), reduce(dg, s.gain.layout().num_elements()), tensor(dv, dims(&s.v))]
+}
+
 fn swiglu_fwd<T: Real>(a: &FlexTensor, b: &FlexTensor) -> FlexTensor {
     tensor(swiglu::forward(view::<T>(a), view::<T>(b)), dims(a))
 }
@@ -378,6 +405,11 @@ impl FusedOps for Flex {
         by_dtype!(i.x.dtype(), tanh_fwd(&i))
     }
 
+    fn rms_given(x: FlexTensor, gain: FlexTensor, v: FlexTensor, eps: f64) -> FlexTensor {
+        let s = GivenRmsState { x: dense(&x), gain: dense(&gain), v: dense(&v), eps };
+        by_dtype!(s.x.dtype(), given_rms_fwd(&s))
+    }
+
     fn swiglu(a: FlexTensor, b: FlexTensor) -> FlexTensor {
         let (a, b) = (dense(&a), dense(&b));
         by_dtype!(a.dtype(), swiglu_fwd(&a, &b))
@@ -453,6 +485,18 @@ impl Backward<Flex, 5> for TanhNormBackward {
     fn backward(self, ops: Ops<TanhInputs, 5>, grads: &mut Gradients, _: &mut Checkpointer) {
         let dy = dense(&grads.consume::<Flex>(&ops.node));
         register!(grads, ops.parents, by_dtype!(dy.dtype(), tanh_bwd(&dy, &ops.state)));
+    }
+}
+
+#[derive(Debug)]
+struct GivenRmsBackward;
+
+impl Backward<Flex, 3> for GivenRmsBackward {
+    type State = GivenRmsState;
+
+    fn backward(self, ops: Ops<GivenRmsState, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let dy = dense(&grads.consume::<Flex>(&ops.node));
+        register!(grads, ops.parents, by_dtype!(dy.dtype(), given_rms_bwd(&dy, &ops.state)));
     }
 }
 
@@ -601,6 +645,16 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
         let y = by_dtype!(i.x.dtype(), tanh_fwd(&i));
         match prep {
             OpsKind::Tracked(prep) => prep.finish(i, y),
+            OpsKind::UnTracked(prep) => prep.finish(y),
+        }
+    }
+
+    fn rms_given(x: FloatTensor<Self>, gain: FloatTensor<Self>, v: FloatTensor<Self>, eps: f64) -> FloatTensor<Self> {
+        let prep = GivenRmsBackward.prepare::<C>([x.node(), gain.node(), v.node()]).compute_bound().stateful();
+        let s = GivenRmsState { x: dense(x.primitive()), gain: dense(gain.primitive()), v: dense(v.primitive()), eps };
+        let y = by_dtype!(s.x.dtype(), given_rms_fwd(&s));
+        match prep {
+            OpsKind::Tracked(prep) => prep.finish(s, y),
             OpsKind::UnTracked(prep) => prep.finish(y),
         }
     }

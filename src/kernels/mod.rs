@@ -10,6 +10,7 @@
 
 pub mod attention;
 mod extension;
+pub mod given_rms;
 pub mod norm;
 pub mod precision;
 pub mod rope;
@@ -135,6 +136,18 @@ pub fn tanh_norm<const D: usize>(
         shift.into_dispatch(),
         variance,
         n,
+    ))
+}
+
+/// `γ ⊙ x / √(v + ε)` over the last axis with a given per-row `v` (`[…, 1]`): RMSNorm-Approx's
+/// FFN-input norm (see [`given_rms`]). `gain`: `[d]` or absent.
+pub fn rms_given<const D: usize>(x: Tensor<D>, gain: Option<Tensor<1>>, v: Tensor<D>, eps: f64) -> Tensor<D> {
+    let [gain, _] = affine(&x, gain, None);
+    Tensor::from_dispatch(<Dispatch as FusedOps>::rms_given(
+        x.into_dispatch(),
+        gain.into_dispatch(),
+        v.into_dispatch(),
+        eps,
     ))
 }
 

@@ -440,3 +440,35 @@ fn f32_causal_attention_agrees_with_f64() {
         assert!(err < 2e-5, "output {i} (o, ∂q, ∂k, ∂v): f32 off by {err:e}");
     }
 }
+
+#[test]
+fn rms_given_matches_its_formula_by_hand() {
+    let (rows, d) = (3, 5);
+    let x = pseudo_random(rows * d, 41).iter().map(|v| 3.0 * v + 0.4).collect::<Vec<_>>();
+    let g = pseudo_random(d, 42);
+    let v: Vec<f64> = pseudo_random(rows, 43).iter().map(|a| a.abs() + 0.5).collect();
+    let y = values(rms_given(
+        f64_tensor(&x, [rows, d], false),
+        Some(f64_tensor(&g, [d], false)),
+        f64_tensor(&v, [rows, 1], false),
+        0.1,
+    ));
+    for r in 0..rows {
+        for j in 0..d {
+            let want = g[j] * x[r * d + j] / (v[r] + 0.1).sqrt();
+            assert!((y[r * d + j] - want).abs() < 1e-14, "row {r} col {j}: {} vs {want}", y[r * d + j]);
+        }
+    }
+}
+
+#[test]
+fn rms_given_gradients_match_finite_differences() {
+    let (rows, d) = (4, 6);
+    let x = pseudo_random(rows * d, 44).iter().map(|v| 2.0 * v + 0.3).collect::<Vec<_>>();
+    let v: Vec<f64> = pseudo_random(rows, 45).iter().map(|a| a.abs() + 0.3).collect();
+    let inputs = [x, pseudo_random(d, 46), v];
+    let shapes = [vec![rows, d], vec![d], vec![rows, 1]];
+    check_grads::<2>(&inputs, &shapes, &|t: Vec<Tensor<2>>| {
+        weighted(rms_given(t[0].clone(), Some(t[1].clone().reshape([d])), t[2].clone(), 0.05), 47)
+    });
+}

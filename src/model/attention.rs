@@ -56,6 +56,9 @@ pub struct AttnContext {
     /// Whether `mask` is purely causal (no padding keys): the fused softmax then applies it
     /// without reading the mask tensor.
     pub causal: bool,
+    /// Each layer's `‖W_V W_O‖²_F` computed once for a decode (the weights do not change
+    /// between its steps), or `None`: each layer computes its own in the forward.
+    pub value_output: Option<Vec<Tensor<1>>>,
     /// The model's kernels, precision and memory limits.
     pub compute: Compute,
 }
@@ -98,7 +101,7 @@ impl AttnContext {
             Some(k) => causal + k,
             None => causal,
         };
-        Self { cos, sin, mask, stats: None, bhyt_len: d.bhyt_len, causal: only_causal, compute }
+        Self { cos, sin, mask, stats: None, bhyt_len: d.bhyt_len, causal: only_causal, compute, value_output: None }
     }
 
     /// Whether every row shares one RoPE table (`[1, 1, t, h/2]`), as the fused RoPE needs.
@@ -359,19 +362,20 @@ impl Attention {
 
     /// `‖W_V W_O‖²_F` (the BHyT paper's Theorem 3.5), `[1]`; differentiable in both matrices.
     /// With grouped-query attention `W_V` is taken with each key/value head's columns repeated
-    /// for its group, the value map every query head actually applies.
+    /// for its group, the value map every query head actually applies. That map is
+    /// `Σ_h W_V,g(h) W_O,h = Σ_j W_V,j (Σ_{h∈j} W_O,h)`: the rows of `W_O` are summed within each
+    /// group first, so the product costs `2·d·(n_kv·h)·d` FLOPs instead of `2·d³`.
     pub fn value_output_frobenius_sq(&self) -> Tensor<1> {
-        let wv = self.wv.val();
+        let wo = self.wo.val();
         let r = self.n_heads / self.n_kv_heads;
-        let wv = if r == 1 {
-            wv
+        let wo = if r == 1 {
+            wo
         } else {
-            let d = wv.dims()[0];
-            wv.reshape([d, self.n_kv_heads, 1, self.head_dim])
-                .repeat_dim(2, r)
-                .reshape([d, self.n_heads * self.head_dim])
+            let d = wo.dims()[1];
+            let grouped = wo.reshape([self.n_kv_heads, r, self.head_dim, d]).sum_dim(1);
+            grouped.reshape([self.n_kv_heads * self.head_dim, d])
         };
-        wv.matmul(self.wo.val()).square().sum()
+        self.wv.val().matmul(wo).square().sum()
     }
 }
 

@@ -23,18 +23,20 @@ pub fn block_statistic(attn: &Sublayer<Attention>, x: &Tensor<3>) -> Option<Tens
 }
 
 /// `ŝ²` `[B, T, 1]` for the FFN input norm from the block's exact statistic, when that norm
-/// approximates; `None` otherwise. `t`, `d`: sequence length and width. (The recipe refuses an
-/// approximating FFN norm without the same kind before attention.)
+/// approximates; `None` otherwise. `t`, `d`: sequence length and width; `value_output`: the
+/// layer's `‖W_V W_O‖²_F` when already computed (decoding), else computed here. (The recipe
+/// refuses an approximating FFN norm without the same kind before attention.)
 pub fn ffn_variance(
     attn: &Sublayer<Attention>,
     ffn: &Sublayer<FeedForward>,
     exact: Option<Tensor<3>>,
-    t: usize,
-    d: usize,
+    value_output: Option<Tensor<1>>,
+    [t, d]: [usize; 2],
 ) -> Option<Tensor<3>> {
     ffn.approximating_input()?;
     let (attn_norm, exact) = (attn.approximating_input()?, exact?);
-    let gain = attn.f.value_output_frobenius_sq() / ((t * d) as f64);
+    let frobenius_sq = value_output.unwrap_or_else(|| attn.f.value_output_frobenius_sq());
+    let gain = frobenius_sq / ((t * d) as f64);
     let added = match attn_norm.as_bhyt() {
         Some(n) => gain * (n.lambda.val() / n.kappa).square(),
         None => gain,

@@ -16,11 +16,15 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 pub struct KvCache {
     pub slots: Vec<KvSlot>,
     pub len: usize,
+    /// Each layer's `‖W_V W_O‖²_F` for BHyT's and RMSNorm-Approx's variance approximation,
+    /// computed at the first step that needs it: constant while decoding, it costs `2·d³` FLOPs
+    /// per layer, more than a token's whole forward at small batch.
+    pub value_output: Option<Vec<Tensor<1>>>,
 }
 
 impl KvCache {
     pub fn new(n_layers: usize) -> Self {
-        Self { slots: vec![None; n_layers], len: 0 }
+        Self { slots: vec![None; n_layers], len: 0, value_output: None }
     }
 }
 
@@ -56,7 +60,11 @@ impl Transformer {
         let key_mask = pads.iter().any(|&p| p > 0).then(|| padding_mask(pads, cache.len + t, &device));
         let row_starts = row_starts(cache.len, pads);
         let d = Decoding { new: t, offset: cache.len, key_mask, row_starts, bhyt_len };
-        let ctx = AttnContext::decoding(d, self.meta.rope, self.meta.compute, &device);
+        let mut ctx = AttnContext::decoding(d, self.meta.rope, self.meta.compute, &device);
+        if cache.value_output.is_none() && self.approximates() {
+            cache.value_output = Some(self.layers.iter().map(|l| l.attn.f.value_output_frobenius_sq()).collect());
+        }
+        ctx.value_output = cache.value_output.clone();
         let logits = self.run(tokens, ctx, Some(&mut cache.slots), Keep::LOGITS).logits;
         cache.len += t;
         logits

@@ -22,15 +22,23 @@ pub struct LayerOut {
 }
 
 impl Layer {
-    /// `kv`: this layer's KV cache when decoding incrementally; `keep_sums`: return each
-    /// sublayer's `z_l` (see [`Sublayer::forward`]).
-    pub fn forward(&self, x: Tensor<3>, ctx: &AttnContext, kv: Option<&mut KvSlot>, keep_sums: bool) -> LayerOut {
+    /// `kv`: this layer's KV cache when decoding incrementally; `value_output`: its
+    /// `‖W_V W_O‖²_F` when computed once for a decode; `keep_sums`: return each sublayer's
+    /// `z_l` (see [`Sublayer::forward`]).
+    pub fn forward(
+        &self,
+        x: Tensor<3>,
+        ctx: &AttnContext,
+        kv: Option<&mut KvSlot>,
+        value_output: Option<Tensor<1>>,
+        keep_sums: bool,
+    ) -> LayerOut {
         let (d, c) = (x.dims()[2], &ctx.compute);
         let exact = bhyt::block_statistic(&self.attn, &x);
         let (e, k) = (exact.clone(), c.kernels);
         let attn_in = |n: &_, h| bhyt::input_norm(n, h, e, k);
         let attn = self.attn.forward(x, k, attn_in, |f, h| f.forward(h, ctx, kv), keep_sums);
-        let ffn_variance = bhyt::ffn_variance(&self.attn, &self.ffn, exact, ctx.bhyt_len, d);
+        let ffn_variance = bhyt::ffn_variance(&self.attn, &self.ffn, exact, value_output, [ctx.bhyt_len, d]);
         let v = ffn_variance.clone();
         let ffn_in = |n: &_, h| bhyt::input_norm(n, h, v, k);
         let ffn = self.ffn.forward(attn.next.clone(), k, ffn_in, |f, h| f.forward(h, c), keep_sums);

@@ -204,6 +204,12 @@ impl Transformer {
         self.layers.len()
     }
 
+    /// Whether some layer's FFN input norm takes the block's approximated variance (BHyT,
+    /// RMSNorm-Approx), whose attention term `‖W_V W_O‖²_F` a decode computes once.
+    pub fn approximates(&self) -> bool {
+        self.layers.iter().any(|l| l.ffn.approximating_input().is_some())
+    }
+
     /// Logits `[B, T, V]` for tokens `[B, T]`, plus what `keep` asks for.
     pub fn forward(&self, tokens: Tensor<2, Int>, keep: Keep) -> ForwardOutput {
         let t = tokens.dims()[1];
@@ -237,7 +243,8 @@ impl Transformer {
         let (mut sums, mut traces) = (Vec::new(), Vec::new());
         for (i, layer) in self.layers.iter().enumerate() {
             let input = x.clone();
-            let out = layer.forward(x, &ctx, cache.as_deref_mut().map(|c| &mut c[i]), keep_sums || trace);
+            let value_output = ctx.value_output.as_ref().map(|v| v[i].clone());
+            let out = layer.forward(x, &ctx, cache.as_deref_mut().map(|c| &mut c[i]), value_output, keep_sums || trace);
             let ffn_input = out.attn.next.clone();
             let mut record = |input, out: &SublayerOut, approx_variance| {
                 // A sublayer returns its sum whenever either was asked for.

@@ -144,7 +144,7 @@ impl Norm {
     ) -> Option<Tensor<D>> {
         match self {
             Norm::Bhyt(n) => Some(n.forward_with_variance(x, variance, k)),
-            Norm::RmsNormApprox(n) => Some(n.forward_with_variance(x, variance)),
+            Norm::RmsNormApprox(n) => Some(n.forward_with_variance(x, variance, k)),
             _ => None,
         }
     }

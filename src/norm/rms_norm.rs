@@ -59,10 +59,14 @@ impl RmsNorm {
     }
 
     /// RMSNorm-Approx's FFN-input form: `γ ⊙ x / √(s² + ε)` with a given per-token `s²`
-    /// (`[..., 1]`) in place of `mean(x²)` (composite: no fused kernel). A half-precision input
-    /// is normalised in f32.
-    pub fn forward_with_variance<const D: usize>(&self, x: Tensor<D>, variance: Tensor<D>) -> Tensor<D> {
-        rms_with_variance(kernels::widen(x), kernels::widen(variance), value(&self.gain), self.eps)
+    /// (`[..., 1]`) in place of `mean(x²)`, by the fused kernel when `k` fuses on both. A
+    /// half-precision input is normalised in f32.
+    pub fn forward_with_variance<const D: usize>(&self, x: Tensor<D>, variance: Tensor<D>, k: Kernels) -> Tensor<D> {
+        let (x, variance) = (kernels::widen(x), kernels::widen(variance));
+        if k.fuse(&x) && k.fuse(&variance) && x.dtype() == variance.dtype() {
+            return kernels::rms_given(x, value(&self.gain), variance, self.eps);
+        }
+        rms_with_variance(x, variance, value(&self.gain), self.eps)
     }
 
     /// This norm of `a·x + c·b` (`[a, c]` = `scales`) by the fused kernel.

@@ -191,3 +191,37 @@ fn bhyt_gradients_match_finite_differences() {
         bhyt_with_variance(x, var, p[0].clone(), Some(p[1].clone()), 10.0, 1e-5)
     });
 }
+
+/// RMSNorm-Approx's FFN-input norm, `γ ⊙ x/√(ŝ² + ε)` with a given ŝ², on its fused kernel
+/// against its composite path (`model.kernels = "composite"`), in f32 over 70 rows × 37
+/// channels (three parallel tasks of the kernel): the output and the gradients of x, γ and ŝ².
+#[test]
+fn rms_with_given_variance_fused_equals_composite() {
+    use crate::kernels::Kernels;
+    use burn::module::Param;
+    use burn::tensor::TensorData;
+    let (rows, d) = (70, 37);
+    let x: Vec<f32> = pseudo_random(rows * d, 48).iter().map(|v| (2.0 * v) as f32).collect();
+    let g: Vec<f32> = pseudo_random(d, 49).iter().map(|v| (1.0 + v) as f32).collect();
+    let v: Vec<f32> = pseudo_random(rows, 50).iter().map(|a| (a.abs() + 0.2) as f32).collect();
+    let w: Vec<f32> = pseudo_random(rows * d, 51).iter().map(|a| *a as f32).collect();
+    let device = cpu().autodiff();
+    let run = |k: Kernels| {
+        let leaf = |vals: &[f32], shape: Vec<usize>| {
+            Tensor::<2>::from_data(TensorData::new(vals.to_vec(), shape), &device).require_grad()
+        };
+        let (xt, vt) = (leaf(&x, vec![rows, d]), leaf(&v, vec![rows, 1]));
+        let gain = Param::from_tensor(Tensor::<1>::from_data(TensorData::new(g.clone(), [d]), &device).require_grad());
+        let n = RmsNorm { gain: Some(gain), eps: 1e-6 };
+        let y = n.forward_with_variance(xt.clone(), vt.clone(), k);
+        let wt = Tensor::<2>::from_data(TensorData::new(w.clone(), [rows, d]), &device);
+        let grads = (y.clone() * wt).sum().backward();
+        let dg = n.gain.as_ref().unwrap().val().grad(&grads).map(values).expect("∂γ");
+        [values(y), values(xt.grad(&grads).expect("∂x")), dg, values(vt.grad(&grads).expect("∂v"))]
+    };
+    let (fused, composite) = (run(Kernels::Fused), run(Kernels::Composite));
+    for (what, (a, b)) in ["y", "∂x", "∂γ", "∂v"].iter().zip(fused.iter().zip(&composite)) {
+        let err = rel_err(a, b, 1e-3);
+        assert!(err < 1e-5, "{what}: fused and composite differ by {err:e}");
+    }
+}

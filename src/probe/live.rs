@@ -240,6 +240,7 @@ fn tensorboard_tags(rec: &ProbeRecord) -> Vec<(String, f32)> {
         tags.push((format!("hidden_var/x/l{l:03}"), p.x.var as f32));
         tags.push((format!("hidden_var/z/l{l:03}"), p.z.var as f32));
         tags.push((format!("max_abs/z/l{l:03}"), p.z.max_abs as f32));
+        tags.push((format!("massive_ratio/x/l{l:03}"), p.x.massive_ratio() as f32));
         tags.push((format!("tau/l{l:03}"), p.tau as f32));
         tags.push((format!("tau_sum/l{l:03}"), p.tau_sum as f32));
         tags.push((format!("angular_distance/l{l:03}"), p.angular_distance as f32));

@@ -85,14 +85,14 @@ pub fn table(p: &OfflineProbe) -> String {
         "{} at {}: {} windows × {} tokens, loss {:.4}, ‖g‖ {:.4}, τ(final) {:.3}\n",
         p.recipe, p.at, p.windows, p.tokens_per_window, p.loss, p.grad_norm, p.forward.final_tau
     );
-    s += "    l   k branch    var(X)     var(z)    mean|z|    max|z|   ‖γ‖∞/σ(z)   τ(X)    τ(z)   angle    ‖g‖     max-logit  \
-        H(attn)\n";
+    s += "    l   k branch    var(X)     var(z)    mean|z|    max|z|  max/med(X)  ‖γ‖∞/σ(z)   τ(X)    τ(z)   angle    ‖g‖     \
+        max-logit  H(attn)\n";
     let opt = |v: Option<f64>, w: usize, prec: usize| {
         v.map(|x| format!("{x:>w$.prec$}")).unwrap_or_else(|| format!("{:>w$}", "·"))
     };
     for q in &p.forward.sublayers {
         s += &format!(
-            "  {:>3} {:>3} {:<5} {:>10.3e} {:>10.3e} {:>10.3e} {:>9.3e} {} {:>7.3} {:>7.3} {:>7.3} {:>9.3e} {} {}\n",
+            "  {:>3} {:>3} {:<5} {:>10.3e} {:>10.3e} {:>10.3e} {:>9.3e} {:>11.1} {} {:>7.3} {:>7.3} {:>7.3} {:>9.3e} {} {}\n",
             q.l,
             q.layer,
             q.branch,
@@ -100,6 +100,7 @@ pub fn table(p: &OfflineProbe) -> String {
             q.z.var,
             q.z.mean_abs,
             q.z.max_abs,
+            q.x.massive_ratio(),
             opt(q.jacobian_bound, 11, 4),
             q.tau,
             q.tau_sum,
@@ -109,6 +110,9 @@ pub fn table(p: &OfflineProbe) -> String {
             opt(q.attn_entropy, 8, 3),
         );
     }
+    if let Some(m) = largest_input(&p.forward) {
+        s += &m;
+    }
     if let Some(f) = &p.forward.variance_fit {
         s += &format!(
             "Theorem 3.5's ŝ² vs the exact mean(x²) of the FFN inputs: RMSE {:.3e}, R² {:.4}, Pearson r {:.4}, \
@@ -117,4 +121,18 @@ pub fn table(p: &OfflineProbe) -> String {
         );
     }
     s + &scalars_line(p)
+}
+
+/// Where the largest sublayer input |X_l| of the probe batch sits (massive activations: Sun et
+/// al. 2024; the Peri-LN paper §3): its value, its ratio to the median |X_l|, the sublayer, and
+/// the window, token and channel.
+fn largest_input(f: &super::ForwardProbe) -> Option<String> {
+    let q = f.sublayers.iter().max_by(|a, b| a.x.max_abs.total_cmp(&b.x.max_abs))?;
+    let [row, token, channel] = *q.x.top_at.first()?;
+    Some(format!(
+        "largest |X_l|: {:.3e} = {:.1} × the median |X_l| (sublayer {}), window {row}, token {token}, channel {channel}\n",
+        q.x.max_abs,
+        q.x.massive_ratio(),
+        q.l
+    ))
 }

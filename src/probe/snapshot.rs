@@ -5,7 +5,9 @@
 //! scale. All device reductions are brought to the host in one transfer.
 
 use super::fit::{Fit, fit};
-use super::stats::{Fetched, Gather, Slot, Spread, angular_distance, cosines, hidden_summary, spread, token_alignment};
+use super::stats::{
+    Fetched, Gather, HiddenSummary, Slot, Spread, angular_distance, cosines, hidden_summary, spread, token_alignment,
+};
 use crate::io::json::{nan, nan_pairs, nan_vec};
 use crate::io::tensorboard::Histogram;
 use crate::model::names::is_stream_norm;
@@ -32,6 +34,23 @@ pub struct HiddenStats {
     /// The largest |x| values, decreasing.
     #[serde(deserialize_with = "nan_vec")]
     pub top_abs: Vec<f64>,
+    /// Median |x| over every entry (the lower median, as PyTorch's; of an evenly strided
+    /// sample of 65 536 entries in larger tensors): the scale massive activations are measured
+    /// against (Sun et al. 2024; the Peri-LN paper §3). NaN in files written before it existed.
+    #[serde(default = "crate::io::json::nan_default", deserialize_with = "nan")]
+    pub median_abs: f64,
+    /// `[row, token, channel]` of each `top_abs` entry: in the probe batch, the window, the
+    /// token's position in it and the hidden channel.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub top_at: Vec<[usize; 3]>,
+}
+
+impl HiddenStats {
+    /// The largest |x| over the median |x|: "massive" when it reaches the thousands in Sun et
+    /// al.'s LLMs (their threshold: above 100 and 1000 × the median).
+    pub fn massive_ratio(&self) -> f64 {
+        self.max_abs / self.median_abs
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -228,8 +247,16 @@ impl Pooled {
 /// Sublayer `i`'s probe from the fetched values; BHyT's pairs also go to `pooled`.
 fn sublayer_probe(i: usize, p: &Pending, f: &Fetched, attn: &[(Slot, Slot)], pooled: &mut Pooled) -> SublayerProbe {
     let hidden = |s: Slot| {
-        let v = f.get(s);
-        HiddenStats { var: v[0], mean_abs: v[1], max_abs: v[2], top_abs: v[2..].to_vec() }
+        let h = HiddenSummary::read(f.get(s));
+        let max_abs = h.top_abs.first().copied().unwrap_or(f64::NAN);
+        HiddenStats {
+            var: h.var,
+            mean_abs: h.mean_abs,
+            max_abs,
+            top_abs: h.top_abs,
+            median_abs: h.median_abs,
+            top_at: h.top_at,
+        }
     };
     let is_attn = i.is_multiple_of(2);
     let variance_fit = p.bhyt.map(|(a, e)| {

@@ -1,18 +1,68 @@
 //! Statistics of hidden states `[B, T, d]`, each reduced on the device to a short `[n]` tensor
 //! so a whole probe needs one transfer (see [`Gather`]).
 
-use burn::tensor::{Tensor, TensorData};
+use burn::tensor::{Int, Tensor, TensorData};
+
+/// Most entries the median |x| is taken over; a larger tensor's median is that of an evenly
+/// strided sample of this many (the sort behind a median runs on the host on every backend).
+pub const MEDIAN_SAMPLE: usize = 1 << 16;
 
 /// Variance over the hidden dimension (population, as LayerNorm computes it) averaged over
-/// batch and tokens, mean |x|, then the `k` largest |x| in decreasing order (the first is the
-/// maximum: "massive activations"). Length `2 + k`.
+/// batch and tokens, mean |x|, median |x| (see [`MEDIAN_SAMPLE`]), then the `k` largest |x| in
+/// decreasing order (the first is the maximum: "massive activations", Sun et al. 2024, measured
+/// against the median), then where each of them sits: its `k` rows, `k` tokens and `k`
+/// channels. Length `3 + 4k` (`k` at most the number of entries); see [`HiddenSummary`].
 pub fn hidden_summary(x: Tensor<3>, k: usize) -> Tensor<1> {
+    let [_, t, d] = x.dims();
     let var = x.clone().var_bias(2).mean().reshape([1]);
     let abs = x.abs();
     let mean_abs = abs.clone().mean().reshape([1]);
     let n = abs.dims().iter().product::<usize>();
-    let top = abs.reshape([n]).topk(k.min(n), 0);
-    Tensor::cat(vec![var, mean_abs, top], 0)
+    let flat = abs.reshape([n]);
+    let median = strided(flat.clone(), MEDIAN_SAMPLE).median(0);
+    let (top, at) = flat.topk_with_indices(k.min(n), 0);
+    let (row, token, channel) = (
+        at.clone().div_scalar((t * d) as i64),
+        at.clone().div_scalar(d as i64).remainder_scalar(t as i64),
+        at.remainder_scalar(d as i64),
+    );
+    Tensor::cat(vec![var, mean_abs, median, top, row.float(), token.float(), channel.float()], 0)
+}
+
+/// At most `most` evenly strided entries of `x` (all of them when it has no more).
+fn strided(x: Tensor<1>, most: usize) -> Tensor<1> {
+    let n = x.dims()[0];
+    let stride = n.div_ceil(most).max(1);
+    if stride == 1 {
+        return x;
+    }
+    let idx = Tensor::<1, Int>::arange(0..n.div_ceil(stride) as i64, &x.device()) * stride as i64;
+    x.select(0, idx)
+}
+
+/// [`hidden_summary`]'s values read back on the host.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HiddenSummary {
+    pub var: f64,
+    pub mean_abs: f64,
+    pub median_abs: f64,
+    pub top_abs: Vec<f64>,
+    /// `[row, token, channel]` of each `top_abs` entry.
+    pub top_at: Vec<[usize; 3]>,
+}
+
+impl HiddenSummary {
+    pub fn read(v: &[f64]) -> Self {
+        let k = (v.len() - 3) / 4;
+        let at = |i: usize| [v[3 + k + i] as usize, v[3 + 2 * k + i] as usize, v[3 + 3 * k + i] as usize];
+        Self {
+            var: v[0],
+            mean_abs: v[1],
+            median_abs: v[2],
+            top_abs: v[3..3 + k].to_vec(),
+            top_at: (0..k).map(at).collect(),
+        }
+    }
 }
 
 /// Token alignment τ (KiteNorm eqs. 5–6), with the expectation replaced by the mean over the

@@ -27,13 +27,35 @@ fn hidden_summary_by_hand() {
     // Token 2: all zero → variance 0. Mean over tokens: 3.625. Mean |x| = 10/8.
     let x = t3(&[1., -2., 3., -4., 0., 0., 0., 0.], [1, 2, 4]);
     let v = vals(hidden_summary(x, 3));
-    let want = [3.625, 1.25, 4.0, 3.0, 2.0];
+    // |x| sorted: 0 0 0 0 1 2 3 4 → lower median 0; top 4, 3, 2 at (row 0, token 0, channels 3, 2, 1).
+    let want = [3.625, 1.25, 0.0, 4.0, 3.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 3.0, 2.0, 1.0];
+    assert_eq!(v.len(), want.len(), "{v:?}");
     for (a, b) in v.iter().zip(want) {
         assert!((a - b).abs() < 1e-6, "{v:?}");
     }
     let z = t3(&[1., -2., 3., -4.], [1, 1, 4]);
     assert!((vals(spread(z.clone(), Spread::Std, 0.0))[0] - 7.25f64.sqrt()).abs() < 1e-6);
     assert!((vals(spread(z, Spread::Rms, 0.0))[0] - 7.5f64.sqrt()).abs() < 1e-6, "√(30/4)");
+}
+
+/// A massive activation planted at (row 1, token 2, channel 5) of `[2, 3, 8]` values around 1:
+/// found at its place, with its ratio to the median |x| (the lower median, as PyTorch's).
+#[test]
+fn massive_activation_is_located_and_measured_against_the_median() {
+    let (b, t, d) = (2, 3, 8);
+    let mut v: Vec<f32> =
+        (0..b * t * d).map(|i| if i % 2 == 0 { 1.0 + i as f32 / 100.0 } else { -(1.0 + i as f32 / 100.0) }).collect();
+    let spike = (t * d) + 2 * d + 5;
+    v[spike] = -500.0;
+    let mut sorted: Vec<f64> = v.iter().map(|x| x.abs() as f64).collect();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[(sorted.len() - 1) / 2];
+    let h = super::stats::HiddenSummary::read(&vals(hidden_summary(t3(&v, [b, t, d]), 2)));
+    assert_eq!(h.top_at[0], [1, 2, 5]);
+    assert!((h.top_abs[0] - 500.0).abs() < 1e-4 && (h.median_abs - median).abs() < 1e-6, "{h:?}");
+    // The runner-up is the largest of the rest: the last entry, 1 + 47/100, at (1, 2, 7).
+    assert_eq!(h.top_at[1], [1, 2, 7]);
+    assert!((h.top_abs[1] - 1.47).abs() < 1e-6);
 }
 
 #[test]

@@ -12,9 +12,12 @@ use std::collections::BTreeMap;
 pub const PRESET_NAMES: &[&str] = &[
     "post",
     "pre",
+    "pre-rms",
     "gpt2-pre",
     "lns",
+    "lns-rms",
     "peri",
+    "peri-rms",
     "peri-norm",
     "mix",
     "keel",
@@ -36,9 +39,12 @@ pub fn preset(name: &str) -> Option<RecipeSpec> {
     Some(match name {
         "post" => post(),
         "pre" => pre(),
+        "pre-rms" => pre_rms(),
         "gpt2-pre" => gpt2_pre(),
         "lns" => lns(),
+        "lns-rms" => lns_rms(),
         "peri" => peri(),
+        "peri-rms" => peri_rms(),
         "peri-norm" => peri_norm(),
         "mix" => mix(),
         "keel" => keel(),
@@ -109,6 +115,26 @@ pub fn pre() -> RecipeSpec {
     r
 }
 
+/// `recipe` with RMSNorm as its base norm, renamed: the form the Peri-LN paper ("primarily
+/// RMSNorm") and the BHyT paper (Llama-3.2's RMSNorm, §4.1 and C.3) train their baselines in.
+fn rms_form(mut r: RecipeSpec, name: &str, about: &str) -> RecipeSpec {
+    r.name = name.into();
+    r.about = about.into();
+    r.norm = BaseNorm::Rmsnorm;
+    r
+}
+
+/// RMSNorm pre-norm (Llama): `X_{l+1} = X_l + F_l(RMS(X_l))`, final RMSNorm; the RMSNorm
+/// baseline of the BHyT paper and the Pre-LN of the Peri-LN paper.
+pub fn pre_rms() -> RecipeSpec {
+    rms_form(
+        pre(),
+        "pre-rms",
+        "RMSNorm pre-norm (Llama): X = X + F(RMS(X)); final RMSNorm (the BHyT paper's RMSNorm baseline; the Peri-LN \
+            paper's Pre-LN)",
+    )
+}
+
 /// GPT-2 pre-norm: pre-norm with `W_O`, `W_2` × 1/√(2L) at init (Table 2).
 pub fn gpt2_pre() -> RecipeSpec {
     let mut r = pre();
@@ -129,6 +155,16 @@ pub fn lns() -> RecipeSpec {
     r
 }
 
+/// LayerNorm-Scaling in RMSNorm form: `X_{l+1} = X_l + F_l(k^{-1/2}·RMS(X_l))`, final RMSNorm
+/// unscaled (the BHyT paper's LNS baseline on Llama-3.2).
+pub fn lns_rms() -> RecipeSpec {
+    rms_form(
+        lns(),
+        "lns-rms",
+        "LayerNorm-Scaling with RMSNorm: X = X + F(k^-1/2 · RMS(X)); final RMSNorm (the BHyT paper's LNS baseline)",
+    )
+}
+
 /// Peri-LN (the Peri-LN paper): `X_{l+1} = X_l + LN(F_l(LN(X_l)))`, with embedding and final norms.
 /// KiteNorm Table 2's peri-norm has neither: [`peri_norm`]. The Peri-LN paper's §4.4.1's frozen output
 /// gain: `sublayer.output = { kind = "ln", gain = false }`.
@@ -139,6 +175,18 @@ pub fn peri() -> RecipeSpec {
     r.embedding_norm = NormSpec::Kind(NormName::Ln);
     r.final_norm = NormSpec::Kind(NormName::Ln);
     r
+}
+
+/// Peri-LN as its paper trains it, with RMSNorm: `X_{l+1} = X_l + RMS(F_l(RMS(X_l)))`,
+/// embedding and final RMSNorm (the Peri-LN paper §3, "primarily RMSNorm"; the BHyT paper's
+/// Peri-LN baseline).
+pub fn peri_rms() -> RecipeSpec {
+    rms_form(
+        peri(),
+        "peri-rms",
+        "Peri-LN with RMSNorm: X = X + RMS(F(RMS(X))); embedding and final RMSNorm (the Peri-LN paper; the BHyT \
+            paper's Peri-LN baseline)",
+    )
 }
 
 /// Peri-norm as KiteNorm Table 2 implements it: `X_{l+1} = X_l + LN(F_l(LN(X_l)))` with no

@@ -93,6 +93,29 @@ fn peri_has_input_output_embedding_and_final_norms() {
     assert_eq!((r.embedding_norm.clone(), r.final_norm.clone()), (ln(), ln()));
 }
 
+/// The papers' baselines as they train them, with RMSNorm (γ, no centring, no shift): the BHyT
+/// paper's RMSNorm (Llama-3.2: pre-norm, final RMSNorm), LNS (k^-1/2 after each input RMSNorm, the
+/// final one unscaled) and Peri-LN (the Peri-LN paper §3: RMSNorm around each module, on the
+/// embedding and at the end).
+#[test]
+fn rms_forms_of_the_papers_baselines() {
+    let r = resolve("pre-rms", 16);
+    all_sublayers(&r, rms(), None, None, 1.0, 1.0);
+    assert_eq!((r.embedding_norm.clone(), r.final_norm.clone()), (None, rms()));
+    assert!(r.sublayers.iter().all(|s| s.input_scale == 1.0 && s.init_out == 1.0 && s.init_in == 1.0));
+
+    let r = resolve("lns-rms", 16);
+    all_sublayers(&r, rms(), None, None, 1.0, 1.0);
+    assert!(close(r.sublayers[31].input_scale, 0.25), "layer 16 → 16^-1/2 = 0.25");
+    assert!(close(r.sublayers[17].input_scale, 1.0 / 3.0), "layer 9 → 9^-1/2 = 1/3");
+    assert_eq!(r.final_norm, rms());
+
+    let r = resolve("peri-rms", 16);
+    all_sublayers(&r, rms(), rms(), None, 1.0, 1.0);
+    assert_eq!((r.embedding_norm.clone(), r.final_norm.clone()), (rms(), rms()));
+    assert!(r.sublayers.iter().all(|s| s.outer.is_none()));
+}
+
 #[test]
 fn peri_norm_matches_table_2() {
     // KiteNorm Table 2: X_{l+1} = X_l + LN(F_l(LN(X_l))), no final output LayerNorm, standard

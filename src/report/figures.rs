@@ -112,6 +112,7 @@ pub fn depth_profiles(dir: &Path, runs: &[RunData]) -> anyhow::Result<Vec<Figure
 /// scaling ladder) to each caption.
 pub fn depth_profiles_tagged(dir: &Path, runs: &[RunData], tag: &str, at: &str) -> anyhow::Result<Vec<Figure>> {
     let mut figs = hidden_state_profiles(dir, runs, tag, at)?;
+    figs.extend(massive_profile(dir, runs, tag, at)?);
     figs.extend(output_gain_profile(dir, runs, tag, at)?);
     figs.extend(gradient_panels(dir, runs, tag, at)?);
     Ok(figs)
@@ -154,6 +155,38 @@ fn hidden_state_profiles(dir: &Path, runs: &[RunData], tag: &str, at: &str) -> a
             Chart::new("Angular distance vs depth", "sublayer l", "angular distance", angular),
         )?,
     ])
+}
+
+/// Massive activations (Sun et al. 2024; the Peri-LN paper §3, Figs. 5–6): the largest |X_l| over
+/// the median |X_l| against depth at each best run's last probe, and in the caption where each
+/// run's largest entry sits. `None` when no probe has the median (files from before it).
+fn massive_profile(dir: &Path, runs: &[RunData], tag: &str, at: &str) -> anyhow::Result<Option<Figure>> {
+    let ratio = |s: &SublayerProbe| Some(s.x.massive_ratio()).filter(|r| r.is_finite());
+    let series: Vec<Series> = at_last_probe(runs, ratio).into_iter().filter(|s| !s.points.is_empty()).collect();
+    if series.is_empty() {
+        return Ok(None);
+    }
+    let places: Vec<String> =
+        runs.iter().filter_map(|r| Some(format!("{}: {}", r.legend(), largest_at(r.last_probe()?)?))).collect();
+    let caption = format!(
+        "Largest |X_l| over the median |X_l| entering each sublayer, at the last probe of each recipe's best run{at} \
+            (Sun et al.'s massive activations reach thousands of times the median). Largest entries: {}.",
+        places.join("; ")
+    );
+    let chart = Chart::new("Massive activations vs depth", "sublayer l", "max |X_l| / median |X_l| (log)", series);
+    Ok(Some(fig(dir, &format!("massive_activations{tag}"), caption, chart.log(false, true))?))
+}
+
+/// Where the probe's largest |X_l| sits: its value over the median, sublayer, token and channel.
+fn largest_at(p: &crate::probe::ProbeRecord) -> Option<String> {
+    let s = p
+        .forward
+        .sublayers
+        .iter()
+        .filter(|s| s.x.massive_ratio().is_finite())
+        .max_by(|a, b| a.x.max_abs.total_cmp(&b.x.max_abs))?;
+    let [_, token, channel] = *s.x.top_at.first()?;
+    Some(format!("{:.1}× the median in sublayer {} at token {token}, channel {channel}", s.x.massive_ratio(), s.l))
 }
 
 /// The learned gains of the output norms against depth, where recipes have them.

@@ -19,6 +19,7 @@ pub mod paper_tasks;
 pub mod plot;
 pub mod scaling;
 pub mod sources;
+pub mod spikes;
 pub mod tasks;
 pub mod textnorm;
 
@@ -93,6 +94,7 @@ fn sweep_report(dir: &Path) -> anyhow::Result<Report> {
         figs.splice(0..0, t.figures);
     }
     sections.extend(sources::section(&best_runs));
+    sections.extend(spikes::section(&rows, group, tuned));
     if let Some((heading, t, finding)) = plan.paper.and_then(|p| paper::side_by_side(p, &ms)) {
         sections.insert(0, (heading, t));
         notes.insert(0, finding);

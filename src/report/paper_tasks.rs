@@ -70,17 +70,25 @@ pub struct TaskTable {
     pub rows: Vec<TaskRow>,
 }
 
-/// The preset with a paper method's placement (the papers use RMSNorm throughout; normlab's
-/// presets keep their own norm unless a config changes it).
+/// The preset of a paper method: its RMSNorm form where normlab has one (both papers use RMSNorm
+/// throughout); a run of the LayerNorm form of the same placement also matches the row (see
+/// [`matches`]).
 fn preset_of(method: &str) -> &'static str {
     match method {
         "Post-LN" => "post",
-        "Pre-LN" | "RMSNorm" => "pre",
-        "Peri-LN" => "peri",
-        "LNS" => "lns",
+        "Pre-LN" | "RMSNorm" => "pre-rms",
+        "Peri-LN" => "peri-rms",
+        "LNS" => "lns-rms",
         "DyT" => "dyt",
         _ => "bhyt",
     }
+}
+
+/// The sweep's method for a row's preset: the preset itself, else its LayerNorm form (`pre`
+/// for `pre-rms`).
+fn method_of<'a>(ms: &'a [MethodSummary], preset: &str) -> Option<&'a MethodSummary> {
+    let base = preset.strip_suffix("-rms");
+    ms.iter().find(|m| m.method == preset).or_else(|| ms.iter().find(|m| Some(m.method.as_str()) == base))
 }
 
 /// The mean over the seeds that did not diverge, in percent.
@@ -125,7 +133,7 @@ pub fn side_by_side(table: &TaskTable, ms: &[MethodSummary]) -> Option<(String, 
         .rows
         .iter()
         .filter_map(|p| {
-            let m = ms.iter().find(|m| m.method == p.preset)?;
+            let m = method_of(ms, p.preset)?;
             let v: Option<Vec<f64>> = table.tasks.iter().map(|t| here(m, t)).collect();
             Some((p, m, v?))
         })

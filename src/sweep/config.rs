@@ -10,6 +10,9 @@
 //! [sweep.axes]                         # any config key → values; the grid is their product
 //! "model.recipe" = ["post", "pre", "peri"]
 //! "optim.lr" = [1e-3, 3e-3, 1e-2]
+//! # keys joined by `+` vary together: each value lists one value per key (a method with its
+//! # own settings, e.g. the BHyT paper's C.3)
+//! "model.recipe+schedule.warmup_fraction" = [["pre-rms", 0.1], ["lns-rms", 0.05]]
 //! [sweep.reseed]
 //! seeds = [8, 9]                       # sets train.seed and train.sampler_seed
 //! [model]                              # … the base run config …
@@ -221,7 +224,7 @@ pub struct Sweep {
 /// into one method), and a `tuned` key given in the file that is not an axis (no value would
 /// be tuned).
 fn check_keys(section: &SweepSection, tuned_given: bool) -> anyhow::Result<()> {
-    let axes: Vec<&str> = section.axes.0.iter().map(|(k, _)| k.as_str()).collect();
+    let axes: Vec<&str> = section.axes.0.iter().flat_map(|(k, _)| k.split('+')).collect();
     ensure!(
         !axes.contains(&"run.dir"),
         "sweep.axes varies run.dir, but a sweep places every run in its own directory under sweep.dir; remove that axis"
@@ -345,10 +348,8 @@ impl Sweep {
     pub fn grid(&self) -> Vec<PlannedRun> {
         let mut combos: Vec<Vec<(String, toml::Value)>> = vec![Vec::new()];
         for (k, vs) in &self.section.axes.0 {
-            combos = combos
-                .into_iter()
-                .flat_map(|c| vs.iter().map(move |v| [c.clone(), vec![(k.clone(), v.clone())]].concat()))
-                .collect();
+            combos =
+                combos.into_iter().flat_map(|c| vs.iter().map(move |v| [c.clone(), linked(k, v)].concat())).collect();
         }
         combos.into_iter().map(|axes| PlannedRun { name: run_name(&axes), stage: Stage::Grid, axes }).collect()
     }
@@ -406,6 +407,15 @@ pub fn run_name(axes: &[(String, toml::Value)]) -> String {
     name.chars().map(|c| if c.is_ascii_alphanumeric() || "=,.-_+".contains(c) { c } else { '_' }).collect()
 }
 
+/// The `(key, value)` pairs one axis value sets: itself, or for linked keys `a+b` (whose values
+/// are lists, checked by [`Axes`]) each key with its entry.
+fn linked(key: &str, v: &toml::Value) -> Vec<(String, toml::Value)> {
+    match (key.contains('+'), v) {
+        (true, toml::Value::Array(vs)) => key.split('+').map(str::to_string).zip(vs.iter().cloned()).collect(),
+        _ => vec![(key.to_string(), v.clone())],
+    }
+}
+
 /// `[sweep.axes]`: each config key with its non-empty list of values, in the file's order.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "toml::Table", into = "toml::Table")]
@@ -423,6 +433,13 @@ impl TryFrom<toml::Table> for Axes {
             let toml::Value::Array(vs) = v else { return Err(format!("sweep.axes.\"{k}\" must be a list of values")) };
             if vs.is_empty() {
                 return Err(format!("sweep.axes.\"{k}\" is an empty list"));
+            }
+            let keys = k.split('+').count();
+            let fits = |v: &toml::Value| matches!(v, toml::Value::Array(a) if a.len() == keys);
+            if keys > 1 && !vs.iter().all(fits) {
+                return Err(format!(
+                    "sweep.axes.\"{k}\" links {keys} keys: each of its values must be a list of {keys} values, one per key"
+                ));
             }
             axes.push((k, vs));
         }

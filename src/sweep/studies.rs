@@ -32,9 +32,16 @@ const MINUTES_KITENORM_E2: Option<f64> = Some(0.8);
 const MINUTES_KITENORM_E5: Option<f64> = Some(1.1);
 const MINUTES_KITENORM_E6: Option<f64> = Some(0.6);
 const MINUTES_PERILN_4_4_1: Option<f64> = Some(0.6);
-const MINUTES_PERILN_FIG7: Option<f64> = Some(0.3);
+const MINUTES_PERILN_FIG7: Option<f64> = Some(0.4);
 const MINUTES_BHYT_DYT_C1: Option<f64> = Some(0.8);
 const MINUTES_BHYT_TABLE5: Option<f64> = Some(0.3);
+const MINUTES_KITENORM_FIG5: Option<f64> = Some(2.9);
+const MINUTES_KITENORM_FIG5_STRESS: Option<f64> = Some(1.9);
+const MINUTES_KITENORM_E1: Option<f64> = Some(6.5);
+const MINUTES_KITENORM_E3: Option<f64> = Some(1.0);
+const MINUTES_BHYT_LLAMA: Option<f64> = Some(9.3);
+const MINUTES_BHYT_LAMBDA: Option<f64> = Some(9.7);
+const MINUTES_PERILN_SPIKES: Option<f64> = Some(1.2);
 
 /// Every study, in the order `normlab studies` lists them.
 pub const STUDIES: &[Study] = &[
@@ -80,6 +87,42 @@ pub const STUDIES: &[Study] = &[
         minutes: MINUTES_KITENORM_FIG2,
     },
     Study {
+        name: "kitenorm-fig5",
+        figure: "KiteNorm Fig. 5 (§4.3, A.5)",
+        claim: "removing the inner norm (residually scaled post-norm) degrades loss and stability; vector LayerNorm in place of scalarised LayerNorm is weaker, most at depth",
+        mini: ("configs/studies/kitenorm-fig5.toml", include_str!("../../configs/studies/kitenorm-fig5.toml")),
+        full: Some((
+            "configs/studies/kitenorm-fig5-full.toml",
+            include_str!("../../configs/studies/kitenorm-fig5-full.toml"),
+        )),
+        minutes: MINUTES_KITENORM_FIG5,
+    },
+    Study {
+        name: "kitenorm-fig5-stress",
+        figure: "KiteNorm Fig. 5 (§4.3), 96-layer stress test",
+        claim: "at 96 layers and a high learning rate KiteNorm diverges without the variance regulariser and stays stable with it",
+        mini: (
+            "configs/studies/kitenorm-fig5-stress.toml",
+            include_str!("../../configs/studies/kitenorm-fig5-stress.toml"),
+        ),
+        full: Some((
+            "configs/studies/kitenorm-fig5-stress-full.toml",
+            include_str!("../../configs/studies/kitenorm-fig5-stress-full.toml"),
+        )),
+        minutes: MINUTES_KITENORM_FIG5_STRESS,
+    },
+    Study {
+        name: "kitenorm-e1",
+        figure: "KiteNorm E.1 (Fig. 6)",
+        claim: "unscaled pre-norm is less robust to high learning rates than GPT-2 pre-norm, and GPT-2's scale applied at run time is worse at depth",
+        mini: ("configs/studies/kitenorm-e1.toml", include_str!("../../configs/studies/kitenorm-e1.toml")),
+        full: Some((
+            "configs/studies/kitenorm-e1-full.toml",
+            include_str!("../../configs/studies/kitenorm-e1-full.toml"),
+        )),
+        minutes: MINUTES_KITENORM_E1,
+    },
+    Study {
         name: "kitenorm-e2",
         figure: "KiteNorm E.2",
         claim: "KEEL with a GLU beats KEEL with an MLP of the same parameter count",
@@ -89,6 +132,17 @@ pub const STUDIES: &[Study] = &[
             include_str!("../../configs/studies/kitenorm-e2-full.toml"),
         )),
         minutes: MINUTES_KITENORM_E2,
+    },
+    Study {
+        name: "kitenorm-e3",
+        figure: "KiteNorm E.3 (Fig. 8)",
+        claim: "GPT-2 style scaling of mix-norm's pre-norm suffix (1/√(2 L_pre) at init) clearly improves on vanilla mix-norm",
+        mini: ("configs/studies/kitenorm-e3.toml", include_str!("../../configs/studies/kitenorm-e3.toml")),
+        full: Some((
+            "configs/studies/kitenorm-e3-full.toml",
+            include_str!("../../configs/studies/kitenorm-e3-full.toml"),
+        )),
+        minutes: MINUTES_KITENORM_E3,
     },
     Study {
         name: "kitenorm-e5",
@@ -135,6 +189,17 @@ pub const STUDIES: &[Study] = &[
         minutes: MINUTES_PERILN_FIG7,
     },
     Study {
+        name: "periln-spikes",
+        figure: "the Peri-LN paper's Fig. 3 and C.3",
+        claim: "Pre-LN shows gradient-norm spikes at every learning rate; Peri-LN rarely does",
+        mini: ("configs/studies/periln-spikes.toml", include_str!("../../configs/studies/periln-spikes.toml")),
+        full: Some((
+            "configs/studies/periln-spikes-full.toml",
+            include_str!("../../configs/studies/periln-spikes-full.toml"),
+        )),
+        minutes: MINUTES_PERILN_SPIKES,
+    },
+    Study {
         name: "bhyt-dyt-c1",
         figure: "the BHyT paper's C.1 (DyT baseline)",
         claim: "DyT with the authors' α per model size trains, but below RMSNorm and BHyT",
@@ -156,6 +221,28 @@ pub const STUDIES: &[Study] = &[
         )),
         minutes: MINUTES_BHYT_TABLE5,
     },
+    Study {
+        name: "bhyt-llama",
+        figure: "the BHyT paper's §4.1 and C.3 (Llama-3.2-1B, Table 1)",
+        claim: "with each method at its own tuned settings (C.3), BHyT reaches a lower loss than RMSNorm, Peri-LN, LNS and DyT",
+        mini: ("configs/studies/bhyt-llama.toml", include_str!("../../configs/studies/bhyt-llama.toml")),
+        full: Some((
+            "configs/studies/bhyt-llama-full.toml",
+            include_str!("../../configs/studies/bhyt-llama-full.toml"),
+        )),
+        minutes: MINUTES_BHYT_LLAMA,
+    },
+    Study {
+        name: "bhyt-lambda",
+        figure: "the BHyT paper's C.1 (λ₀ sweep)",
+        claim: "BHyT's initial λ before attention is best at 2.0 of {1, …, 5} (C.3's choice)",
+        mini: ("configs/studies/bhyt-lambda.toml", include_str!("../../configs/studies/bhyt-lambda.toml")),
+        full: Some((
+            "configs/studies/bhyt-lambda-full.toml",
+            include_str!("../../configs/studies/bhyt-lambda-full.toml"),
+        )),
+        minutes: MINUTES_BHYT_LAMBDA,
+    },
 ];
 
 /// The built-in studies that are commands of their own: (figure, claim, miniature, paper scale).
@@ -171,6 +258,12 @@ pub const COMMANDS: &[(&str, &str, &str, &str)] = &[
         "KiteNorm's lead over GPT-2 pre-norm holds across depth, budget, batch and width",
         "normlab scaling --axis depth",
         "normlab scaling --axis depth --full",
+    ),
+    (
+        "the BHyT paper's §4.3, Table 3 / D.4 Table 8 and Table 5 (speed)",
+        "BHyT is 7.7 % faster in the forward pass and ≈ 10 % in training than RMSNorm, 17.7 % faster than Peri-LN; it generates faster than every normalisation baseline; the variance approximation speeds training by 10.1 % (RMSNorm) and 14.9 % (BHyT*)",
+        "normlab bench --speed",
+        "normlab bench --speed --dims llama1b --device vulkan --precision bf16",
     ),
     (
         "the Normalization chapter build",

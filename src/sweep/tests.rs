@@ -175,6 +175,40 @@ fn the_grid_is_the_product_of_the_axes_and_reseeds_use_lr_star() {
     assert!(format!("{e:#}").contains("unknown field `lrr`"), "{e:#}");
 }
 
+/// Keys joined by `+` vary together: each value sets one value per key (a method with its own
+/// schedule, the BHyT paper's C.3), crossed with the other axes; a value of the wrong length is
+/// refused by name.
+#[test]
+fn linked_axes_set_their_keys_together() {
+    let text = r#"
+[sweep]
+dir = "runs/linked"
+[sweep.axes]
+"model.recipe+optim.lr+schedule.warmup_fraction" = [["pre-rms", 3e-4, 0.1], ["lns-rms", 5e-4, 0.05]]
+"train.seed" = [1, 2]
+[train]
+steps = 10
+"#;
+    let s = Sweep::parse(text, Path::new("linked.toml"), &[]).unwrap();
+    let g = s.grid();
+    let names: Vec<&str> = g.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "recipe=pre-rms,lr=0.0003,warmup_fraction=0.1,seed=1",
+            "recipe=pre-rms,lr=0.0003,warmup_fraction=0.1,seed=2",
+            "recipe=lns-rms,lr=0.0005,warmup_fraction=0.05,seed=1",
+            "recipe=lns-rms,lr=0.0005,warmup_fraction=0.05,seed=2"
+        ]
+    );
+    let cfg = s.run_config(&g[2]).unwrap();
+    assert_eq!((cfg.optim.lr, cfg.schedule.warmup_fraction, cfg.train.seed), (5e-4, 0.05, 1));
+    assert_eq!(cfg.model.validate().unwrap().0.name, "lns-rms");
+    let bad = text.replace("[\"lns-rms\", 5e-4, 0.05]", "[\"lns-rms\", 5e-4]");
+    let e = format!("{:#}", Sweep::parse(&bad, Path::new("linked.toml"), &[]).err().unwrap());
+    assert!(e.contains("links 3 keys") && e.contains("list of 3 values"), "{e}");
+}
+
 /// `normlab textnorm`'s study: pre, post and peri over its grid on the pairs task by default;
 /// `--recipes` replaces the recipe axis and keeps the rest.
 #[test]
