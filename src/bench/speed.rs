@@ -14,7 +14,7 @@ use super::{Case, Dims, Timing, bench_recipe, build};
 use crate::decode::{DecodeOptions, Decoder, greedy};
 use crate::device::Machine;
 use crate::kernels::{Kernels, Precision};
-use crate::stats::median;
+use crate::stats::{mean, median, sample_std};
 use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -196,10 +196,7 @@ fn prompt_tokens(len: usize, vocab: usize) -> Vec<u32> {
 
 /// Mean and sample standard deviation (0 for one value).
 fn mean_std(v: &[f64]) -> (f64, f64) {
-    let n = v.len() as f64;
-    let mean = v.iter().sum::<f64>() / n;
-    let var = if v.len() > 1 { v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0) } else { 0.0 };
-    (mean, var.sqrt())
+    (mean(v), if v.len() > 1 { sample_std(v) } else { 0.0 })
 }
 
 fn line(s: &RecipeSpeed) -> String {

@@ -16,7 +16,6 @@ pub fn section(rows: &[RunResult], group: &GroupBy, tuned: &str) -> Option<(Stri
         return None;
     }
     let mut methods: Vec<String> = rows.iter().map(|r| group.label(&r.axes)).collect();
-    methods.dedup();
     methods.sort();
     methods.dedup();
     let short = tuned.rsplit('.').next().unwrap_or(tuned);
