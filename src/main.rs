@@ -186,7 +186,14 @@ enum Cmd {
     /// The built-in study: 8 recipes × 5 learning rates on a small deep model on the built-in
     /// corpus, reseeded at each recipe's best rate, then the report (≈6 min on 2 cores);
     /// `--full`: configs/sweeps/compare-full.toml, KiteNorm Fig. 1's protocol.
-    Compare(StudyArgs),
+    Compare {
+        /// Recipes to compare instead of the study's (presets or names), e.g.
+        /// `--recipes rezero,layerscale,hybridnorm,softcap`.
+        #[arg(long, value_delimiter = ',')]
+        recipes: Vec<String>,
+        #[command(flatten)]
+        study: StudyArgs,
+    },
     /// The Normalization chapter's build: Pre-LN, Post-LN and Peri-LN (or `--recipes`) trained on
     /// generated English text-normalisation pairs over a small learning-rate grid, scored with
     /// exact match and token F1 on generated and real held-out pairs, with gradient-norm CV per
@@ -391,7 +398,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         c @ (Cmd::Sweep { .. }
         | Cmd::Report { .. }
-        | Cmd::Compare(_)
+        | Cmd::Compare { .. }
         | Cmd::Textnorm { .. }
         | Cmd::Scaling(_)
         | Cmd::Studies { .. }) => many_runs(c),
@@ -467,7 +474,7 @@ fn many_runs(cmd: Cmd) -> anyhow::Result<i32> {
             commands::sweep::sweep(&config.unwrap_or_default(), &sets, how)
         }
         Cmd::Report { dir } => commands::sweep::report(&dir).map(|()| 0),
-        Cmd::Compare(study) => commands::sweep::compare(&study),
+        Cmd::Compare { recipes, study } => commands::sweep::compare(&recipes, &study),
         Cmd::Textnorm { recipes, study } => commands::sweep::textnorm(&recipes, &study),
         Cmd::Scaling(args) => commands::sweep::scaling(args),
         Cmd::Studies { name, study } => commands::sweep::studies(name.as_deref(), &study),

@@ -15,7 +15,7 @@ use normlab::io::tensors::{self, TensorFile};
 use normlab::kernels::Kernels;
 use normlab::model::params::{named_grads, named_values};
 use normlab::model::{ModelConfig, Transformer};
-use normlab::train::{OptimConfig, ScheduleConfig, optimizer, step};
+use normlab::train::{OptimConfig, ScheduleConfig, optimizer, qk_clip, step};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -254,6 +254,9 @@ fn replay(c: &Case, t: &TrainSettings, problems: &mut Vec<String>) -> Result<(Tr
             ));
         }
         model = optim.step(schedule.lr(s, t.steps, t.lr), model, g.grads);
+        if let Some(clip) = model.meta.qk_clip {
+            model = qk_clip::apply(model, &g.logit_maxima, clip).0;
+        }
     }
     Ok((model, worst_loss))
 }

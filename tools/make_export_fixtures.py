@@ -2,7 +2,7 @@
 """Every preset exported by `normlab export --hf` and run by `transformers`: the fixtures of
 src/hf/tests.rs (`every_preset_exports_and_transformers_gives_normlabs_logits`).
 
-For each preset in src/recipe/presets.rs this trains a tiny byte-level run with normlab (d 8,
+For each preset in src/recipe/catalog.rs this trains a tiny byte-level run with normlab (d 8,
 2 layers, 8 steps at lr 1e-2, so that every gain, shift, alpha and lambda has moved from its
 initial value), exports it, loads the export with
 `AutoModelForCausalLM.from_pretrained(OUT, trust_remote_code=True)` (recipes without a
@@ -39,7 +39,7 @@ CORPUS = "".join(f"Item {i % 97} of the report concerns the {['north', 'south', 
 
 
 def presets():
-    src = open("src/recipe/presets.rs").read()
+    src = open("src/recipe/catalog.rs").read()
     block = src[src.index("pub const PRESET_NAMES"):]
     return re.findall(r'"([a-z0-9-]+)"', block[: block.index("];")])
 

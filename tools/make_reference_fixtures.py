@@ -2,8 +2,11 @@
 """PyTorch reference for every normlab recipe: writes tiny-model fixtures for the Rust tests.
 
 A short, independent re-implementation of the decoder-only Transformer and of each placement
-recipe, written from KiteNorm Table 2 (and the Peri-LN and BHyT papers for Peri-LN, DyT, BHyT), not from
-the Rust code. It runs in float64 and, for each case, writes
+recipe, written from KiteNorm Table 2 (and the Peri-LN and BHyT papers for Peri-LN, DyT, BHyT;
+for the schemes beyond them, their papers and reference code: ReZero's RZTXEncoderLayer,
+SkipInit, CaiT's LayerScale, nanochat's x0 lambdas, HybridNorm's OLMo 2 configuration, Gemma 2's
+soft-caps, Megatron-LM's layernorm-1p and qk_l2_norm, the Derf repository's nanoGPT patch, Kimi
+K2's MuonClip), not from the Rust code. It runs in float64 and, for each case, writes
 tests/fixtures/reference/<case>.safetensors with
 
     param/<name>   the weights (values exactly representable in f32, so both sides use the same)
@@ -47,6 +50,8 @@ LN0 = dict(kind="layernorm", gain=True, shift=False)  # KEEL: LayerNorm without 
 SLN = dict(kind="scalar-ln")                           # KiteNorm eq. 4
 SRMS = dict(kind="scalar-rms")                         # KiteNorm's scalar slots under RMSNorm
 RMS = dict(kind="rmsnorm", gain=True)
+RMS0 = dict(kind="rmsnorm", gain=False)                # weightless RMSNorm (F.rms_norm, no weight)
+LN1P = dict(kind="layernorm-1p")                       # Megatron-LM's zero-centred gain
 
 
 def dyt(alpha):
@@ -59,6 +64,15 @@ def bhyt_star(lam, denom="std"):
 
 def bhyt(lam):
     return dict(kind="bhyt", lam=lam)
+
+
+def derf(alpha):
+    return dict(kind="derf", alpha=alpha)
+
+
+def gate(shape, init, per="sublayer"):
+    """A learnable residual gate: 'scalar' (ReZero, SkipInit) or 'channel' (LayerScale)."""
+    return dict(shape=shape, init=init, per=per)
 
 
 def norm_params(spec, name, gen):
@@ -80,6 +94,11 @@ def norm_params(spec, name, gen):
         p["gain"], p["shift"], p["alpha"] = 1 + 0.2 * n(D), 0.2 * n(D), spec["alpha"] * (1 + 0.1 * n(1))
     if k in ("bhyt-star", "bhyt"):
         p["gain"], p["lambda"] = 1 + 0.2 * n(D), spec["lam"] * (1 + 0.1 * n(1))
+    if k == "layernorm-1p":  # the stored gain is centred on 0
+        p["gain"], p["shift"] = 0.2 * n(D), 0.2 * n(D)
+    if k == "derf":
+        p["gain"], p["shift"] = 1 + 0.2 * n(D), 0.2 * n(D)
+        p["alpha"], p["offset"] = spec["alpha"] * (1 + 0.1 * n(1)), 0.3 * n(1)
     return {f"{name}.{key}": v for key, v in p.items()}
 
 
@@ -98,6 +117,12 @@ def apply_norm(spec, P, name, x, variance=None):
         return y * g if g is not None else y
     if k == "dyt":
         return g * torch.tanh(P[f"{name}.alpha"] * x) + P[f"{name}.shift"]
+    if k == "layernorm-1p":  # Megatron-LM's apply_layernorm_1p: (1 + gamma) * LN(x) + beta
+        mu = x.mean(-1, keepdim=True)
+        y = (x - mu) / torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + EPS)
+        return y * (1 + g) + P[f"{name}.shift"]
+    if k == "derf":  # Stronger Normalization-Free Transformers: gamma * erf(alpha x + s) + beta
+        return g * torch.erf(P[f"{name}.alpha"] * x + P[f"{name}.offset"]) + P[f"{name}.shift"]
     lam = P[f"{name}.lambda"]
     if k == "bhyt-star":  # the BHyT paper's eq. 1 (std) or the authors' RMS denominator
         mu = x.mean(-1, keepdim=True)
@@ -113,14 +138,17 @@ def apply_norm(spec, P, name, x, variance=None):
 
 
 # ---- recipes, written from KiteNorm Table 2 and the Peri-LN and BHyT papers ------------------
-def sub(inp=None, out=None, outer=None, a=1.0, c=1.0, s=1.0, init_out=1.0, init_in=1.0):
-    return dict(inp=inp, out=out, outer=outer, a=a, c=c, s=s, init_out=init_out, init_in=init_in)
+def sub(inp=None, out=None, outer=None, a=1.0, c=1.0, s=1.0, init_out=1.0, init_in=1.0, gate=None):
+    return dict(inp=inp, out=out, outer=outer, a=a, c=c, s=s, init_out=init_out, init_in=init_in, gate=gate)
 
 
 def recipe(name):
     """Returns (sublayers [2L], embedding norm, final norm, qk_norm, regulariser lambda,
-    embedding scale e0 or None). qk_norm: None, "head" (per head, Qwen3) or "full" (OLMo 2)."""
+    embedding scale e0 or None, extras). qk_norm: None, "head" (per head, Qwen3), "full"
+    (OLMo 2) or "l2" (unit L2 norm per head, Megatron-LM). extras: v_norm ("full" or None),
+    attention and final soft-caps, x0 mixing (initial lambda_r, lambda_0) and QK-clip (tau, alpha)."""
     subs, emb, fin, qk, reg, escale = [], None, None, None, 0.0, None
+    ex = dict(v=None, attn_cap=None, final_cap=None, x0=None, clip=None)
     for l in range(1, 2 * L + 1):
         k, attn = (l + 1) // 2, l % 2 == 1
         if name == "post":
@@ -173,9 +201,38 @@ def recipe(name):
         elif name == "deepnorm":
             beta = (8 * L) ** -0.25
             subs.append(sub(outer=LN, a=(2 * L) ** 0.25, init_out=beta, init_in=beta))
+        elif name == "sandwich":  # CogView's Sandwich-LN / Gemma 2: LN before and after each module
+            subs.append(sub(inp=LN, out=LN)); emb = fin = LN
+        elif name == "pre-1p":
+            subs.append(sub(inp=LN1P)); fin = LN1P
+        elif name == "derf":  # the Derf repository's GPT-2 patch: alpha0 = 1 everywhere, shared_scale sqrt(d)
+            subs.append(sub(inp=derf(1.0))); fin = derf(1.0); escale = math.sqrt(D)
+        elif name == "rezero":  # ReZero: one resweight per layer for both sublayers, no norms
+            subs.append(sub(gate=gate("scalar", 0.0, "layer")))
+        elif name == "skipinit":  # SkipInit: a scalar at the end of every branch
+            subs.append(sub(gate=gate("scalar", 0.0)))
+        elif name == "layerscale":  # CaiT: pre-norm + diag(lambda), lambda0 = 0.1 for depth <= 18
+            subs.append(sub(inp=LN, gate=gate("channel", 0.1))); fin = LN
+        elif name == "x0-mix":  # nanochat: x0 = norm(embed); x = resid_lambda x + x0_lambda x0 per layer
+            subs.append(sub(inp=RMS0)); emb = fin = RMS0; ex["x0"] = (1.0, 0.0)
+        elif name in ("hybridnorm", "hybridnorm-star"):
+            first = name == "hybridnorm-star" and k == 1
+            if first:  # HybridNorm*: the first block in pre-norm
+                subs.append(sub(inp=RMS))
+            elif attn:  # Y = X + Attn_QKV(X); the FFN reads RMS(Y) and adds to it
+                subs.append(sub(outer=RMS))
+            else:
+                subs.append(sub())
+            fin = RMS; qk = "full"; ex["v"] = "full"
+        elif name == "softcap":  # Gemma 2's soft-caps, here at 2 and 3 so that they bite
+            subs.append(sub(inp=RMS)); fin = RMS; ex["attn_cap"], ex["final_cap"] = 2.0, 3.0
+        elif name == "qk-l2":
+            subs.append(sub(inp=RMS)); fin = RMS; qk = "l2"
+        elif name == "qk-clip":  # MuonClip with tau = 1.5 so that it clips at this size
+            subs.append(sub(inp=RMS)); fin = RMS; ex["clip"] = (1.5, 0.5)
         else:
             raise ValueError(name)
-    return subs, emb, fin, qk, reg, escale
+    return subs, emb, fin, qk, reg, escale, ex
 
 
 # ---- the model ------------------------------------------------------------------------------
@@ -187,18 +244,33 @@ def rope(x):  # x [B, H, T, hd], rotate-half convention
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
 
-def attention(P, pre, x, qk):
+# When a list, attention() appends each call's per-head largest logit (QK-clip's S_max).
+LOGIT_MAXIMA = None
+
+
+def attention(P, pre, x, qk, ex):
     b, t, _ = x.shape
     heads = lambda y: y.view(b, t, H, HD).transpose(1, 2)
-    q, k, v = x @ P[f"{pre}.wq"], x @ P[f"{pre}.wk"], heads(x @ P[f"{pre}.wv"])
+    q, k, v = x @ P[f"{pre}.wq"], x @ P[f"{pre}.wk"], x @ P[f"{pre}.wv"]
+    if ex["v"] == "full":  # HybridNorm's QKV-norm: values RMS-normalised over their full width
+        v = apply_norm(RMS, P, f"{pre}.v_norm", v)
+    v = heads(v)
     if qk == "full":
         q, k = apply_norm(RMS, P, f"{pre}.q_norm", q), apply_norm(RMS, P, f"{pre}.k_norm", k)
     q, k = heads(q), heads(k)
     if qk == "head":
         q, k = apply_norm(RMS, P, f"{pre}.q_norm", q), apply_norm(RMS, P, f"{pre}.k_norm", k)
+    if qk == "l2":  # Transformer Engine's L2Norm: x / sqrt(sum x^2 + eps)
+        q = q / torch.sqrt((q ** 2).sum(-1, keepdim=True) + EPS)
+        k = k / torch.sqrt((k ** 2).sum(-1, keepdim=True) + EPS)
     q, k = rope(q), rope(k)
     att = (q @ k.transpose(-2, -1)) / math.sqrt(HD)
-    att = att.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
+    causal = torch.ones(t, t, dtype=torch.bool).triu(1)
+    if LOGIT_MAXIMA is not None:
+        LOGIT_MAXIMA.append(att.detach().masked_fill(causal, float("-inf")).amax(dim=(0, 2, 3)))
+    if ex["attn_cap"] is not None:  # Gemma 2: c * tanh(s / c) before the mask
+        att = ex["attn_cap"] * torch.tanh(att / ex["attn_cap"])
+    att = att.masked_fill(causal, float("-inf"))
     o = att.softmax(-1) @ v
     return o.transpose(1, 2).reshape(b, t, D) @ P[f"{pre}.wo"]
 
@@ -210,13 +282,16 @@ def ffn(P, pre, x):
 
 
 def forward(P, tokens, rec):
-    subs, emb, fin, qk, _, escale = rec
+    subs, emb, fin, qk, _, escale, ex = rec
     x = P["tok_emb"][tokens]
     if escale is not None:
         x = P["emb_scale"] * x
     x = apply_norm(emb, P, "emb_norm", x)
+    x0 = x
     sums = []
     for i in range(L):
+        if ex["x0"] is not None:  # modded-nanogpt / nanochat: x = lambda_r x + lambda_0 x0
+            x = P[f"layers.{i}.resid_lambda"] * x + P[f"layers.{i}.x0_lambda"] * x0
         exact = None
         for j, kind in enumerate(("attn", "ffn")):
             s, pre = subs[2 * i + j], f"layers.{i}.{kind}"
@@ -229,11 +304,18 @@ def forward(P, tokens, rec):
                     wvwo = (P[f"{a}.f.wv"] @ P[f"{a}.f.wo"]).pow(2).sum()
                     variance = exact + wvwo / (T * D) * (P[f"{a}.input_norm.lambda"] / KAPPA) ** 2
             h = s["s"] * apply_norm(s["inp"], P, f"{pre}.input_norm", x, variance)
-            f = attention(P, f"{pre}.f", h, qk) if kind == "attn" else ffn(P, f"{pre}.f", h)
-            z = s["a"] * x + s["c"] * apply_norm(s["out"], P, f"{pre}.output_norm", f)
+            f = attention(P, f"{pre}.f", h, qk, ex) if kind == "attn" else ffn(P, f"{pre}.f", h)
+            branch = apply_norm(s["out"], P, f"{pre}.output_norm", f)
+            if s["gate"] is not None:  # z = a X + c (g * N_out(F(...)))
+                owner = f"layers.{i}" if s["gate"]["per"] == "layer" else pre
+                branch = P[f"{owner}.gate"] * branch
+            z = s["a"] * x + s["c"] * branch
             sums.append(z)
             x = apply_norm(s["outer"], P, f"{pre}.outer_norm", z)
-    return apply_norm(fin, P, "final_norm", x) @ P["lm_head"], sums
+    logits = apply_norm(fin, P, "final_norm", x) @ P["lm_head"]
+    if ex["final_cap"] is not None:  # Gemma 2: c * tanh(logits / c)
+        logits = ex["final_cap"] * torch.tanh(logits / ex["final_cap"])
+    return logits, sums
 
 
 def variance_regulariser(sums):  # KiteNorm eq. 24
@@ -242,7 +324,7 @@ def variance_regulariser(sums):  # KiteNorm eq. 24
 
 # ---- parameters -----------------------------------------------------------------------------
 def make_params(rec, mlp, gen):
-    subs, emb, fin, qk, _, escale = rec
+    subs, emb, fin, qk, _, escale, ex = rec
     n = lambda *shape, std: std * torch.randn(*shape, generator=gen)
     std, P = 0.25, {}
     P["tok_emb"] = n(V, D, std=1.0)
@@ -258,15 +340,26 @@ def make_params(rec, mlp, gen):
                 P[f"{pre}.f.wq"], P[f"{pre}.f.wk"] = n(D, D, std=std), n(D, D, std=std)
                 P[f"{pre}.f.wv"] = n(D, D, std=std * s["init_in"])
                 P[f"{pre}.f.wo"] = n(D, D, std=std * s["init_out"])
-                if qk:
+                if qk in ("full", "head"):
                     w = D if qk == "full" else HD
                     P[f"{pre}.f.q_norm.gain"], P[f"{pre}.f.k_norm.gain"] = 1 + 0.2 * n(w, std=1), 1 + 0.2 * n(w, std=1)
+                if ex["v"] == "full":
+                    P[f"{pre}.f.v_norm.gain"] = 1 + 0.2 * n(D, std=1)
             else:
                 hidden = 4 * D if mlp else FF
                 P[f"{pre}.f.w1"] = n(D, hidden, std=std * s["init_in"])
                 if not mlp:
                     P[f"{pre}.f.w3"] = n(D, hidden, std=std * s["init_in"])
                 P[f"{pre}.f.w2"] = n(hidden, D, std=std * s["init_out"])
+            g = s["gate"]
+            if g is not None and (g["per"] == "sublayer" or kind == "attn"):
+                # Perturbed away from its init (ReZero's 0 would hide every branch gradient).
+                owner = f"layers.{i}" if g["per"] == "layer" else pre
+                width = D if g["shape"] == "channel" else 1
+                P[f"{owner}.gate"] = g["init"] + 0.3 * n(width, std=1)
+        if ex["x0"] is not None:
+            P[f"layers.{i}.resid_lambda"] = ex["x0"][0] + 0.2 * n(1, std=1)
+            P[f"layers.{i}.x0_lambda"] = ex["x0"][1] + 0.3 * n(1, std=1)
     P.update(norm_params(fin, "final_norm", gen))
     P["lm_head"] = n(D, V, std=std)
     # Round to f32 so the Rust side (f32) loads exactly these values.
@@ -304,6 +397,18 @@ CASES = {
     "pre-rms": ("pre-rms", "glu", 10000.0),
     "lns-rms": ("lns-rms", "glu", 10000.0),
     "peri-rms": ("peri-rms", "glu", 10000.0),
+    "sandwich": ("sandwich", "glu", 10000.0),
+    "pre-1p": ("pre-1p", "glu", 10000.0),
+    "derf": ("derf", "glu", 10000.0),
+    "rezero": ("rezero", "glu", 10000.0),
+    "skipinit": ("skipinit", "glu", 10000.0),
+    "layerscale": ("layerscale", "glu", 10000.0),
+    "x0-mix": ("x0-mix", "glu", 10000.0),
+    "hybridnorm": ("hybridnorm", "glu", 10000.0),
+    "hybridnorm-star": ("hybridnorm-star", "glu", 10000.0),
+    "softcap": ({"preset": "softcap", "attn_softcap": 2.0, "final_softcap": 3.0}, "glu", 10000.0),
+    "qk-l2": ("qk-l2", "glu", 10000.0),
+    "qk-clip": ({"preset": "qk-clip", "qk_clip": {"tau": 1.5, "alpha": 0.5}}, "glu", 10000.0),
 }
 
 # ---- the trajectory: normlab's optimizer, written from its documented rules -----------------
@@ -327,8 +432,24 @@ def loss_of(P, rec, tokens, targets):
     return ce + rec[4] * variance_regulariser(sums) if rec[4] > 0 else ce
 
 
+def qk_clip(P, maxima, clip):
+    """MuonClip after a step: a head whose largest logit S in the step exceeded tau has its
+    W_q columns scaled by (tau/S)^alpha and its W_k columns by (tau/S)^(1 - alpha)."""
+    tau, alpha = clip
+    with torch.no_grad():
+        for i in range(L):
+            s = torch.stack(maxima[i::L]).amax(0)  # over the step's micro-batches
+            for h in range(H):
+                if s[h] > tau:
+                    gamma = tau / s[h]
+                    cols = slice(h * HD, (h + 1) * HD)
+                    P[f"layers.{i}.attn.f.wq"][:, cols] *= gamma ** alpha
+                    P[f"layers.{i}.attn.f.wk"][:, cols] *= gamma ** (1 - alpha)
+
+
 def trajectory(P0, rec, gen):
     """Trains a copy of P0 for TRAIN["steps"] steps on fixed random batches."""
+    global LOGIT_MAXIMA
     t = TRAIN
     P = {k: v.detach().clone().requires_grad_(True) for k, v in P0.items()}
     decay = [v for v in P.values() if v.dim() >= 2]
@@ -341,6 +462,7 @@ def trajectory(P0, rec, gen):
     for s in range(t["steps"]):
         opt.zero_grad()
         total = 0.0
+        LOGIT_MAXIMA = []
         for m in range(t["micro_batches"]):
             loss = loss_of(P, rec, toks[s, m, :, :T], toks[s, m, :, 1:])
             (loss / t["micro_batches"]).backward()
@@ -349,6 +471,9 @@ def trajectory(P0, rec, gen):
         for g in opt.param_groups:
             g["lr"] = lr_at(s)
         opt.step()
+        if rec[6]["clip"] is not None:
+            qk_clip(P, LOGIT_MAXIMA, rec[6]["clip"])
+        LOGIT_MAXIMA = None
         losses.append(total); norms.append(norm.item()); lrs.append(lr_at(s))
     out = {"traj/tokens": toks[..., :T].contiguous(), "traj/targets": toks[..., 1:].contiguous()}
     out["traj/loss"] = torch.tensor(losses).float()

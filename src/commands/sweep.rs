@@ -128,8 +128,8 @@ pub struct StudyArgs {
     pub rerun_changed: bool,
 }
 
-pub fn compare(a: &StudyArgs) -> anyhow::Result<i32> {
-    let mut s = Sweep::compare(a.full, &a.sets)?;
+pub fn compare(recipes: &[String], a: &StudyArgs) -> anyhow::Result<i32> {
+    let mut s = Sweep::compare(a.full, recipes, &a.sets)?;
     s.rerun_changed = a.rerun_changed;
     study(s, a.jobs)
 }

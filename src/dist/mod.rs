@@ -102,6 +102,15 @@ impl Ranks {
         let _ = data;
     }
 
+    /// The element-wise largest of `data` over the ranks, in place.
+    pub fn max_f64(self, data: &mut [f64]) {
+        #[cfg(feature = "mpi")]
+        if self.size > 1 {
+            mpi::max_f64(data);
+        }
+        let _ = data;
+    }
+
     /// The largest `x` over the ranks.
     pub fn max(self, x: i64) -> i64 {
         #[cfg(feature = "mpi")]

@@ -92,6 +92,10 @@ pub fn sum_f64(data: &mut [f64]) {
     all_reduce(data, SystemOperation::sum());
 }
 
+pub fn max_f64(data: &mut [f64]) {
+    all_reduce(data, SystemOperation::max());
+}
+
 pub fn max_i64(x: i64) -> i64 {
     let mut v = [x];
     all_reduce(&mut v, SystemOperation::max());

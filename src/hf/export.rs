@@ -46,6 +46,10 @@ pub fn family_of(m: &ModelConfig) -> anyhow::Result<Option<Family>> {
             && ours.embedding_norm.is_none()
             && ours.embedding_scale.is_none()
             && ours.regularizer == 0.0
+            && !ours.v_norm.is_on()
+            && ours.attn_softcap.is_none()
+            && ours.final_softcap.is_none()
+            && ours.x0_mix.is_none()
         {
             return Ok(Some(if f == Family::Llama && m.attn_bias { Family::Qwen2 } else { f }));
         }

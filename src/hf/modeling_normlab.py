@@ -20,6 +20,13 @@ Norm kinds (x: one position's d-vector, mean over the hidden dimension):
                     or kappa sqrt(mean x^2 + eps) ("rms"); kappa = (1 - p)^(-1/2)   (BHyT*)
     bhyt            gain * tanh(lambda * x / (kappa sqrt(s^2 + eps)))      (BHyT, Algorithm 1)
     rmsnorm-approx  gain * x / sqrt(s^2 + eps)                             (the BHyT paper's Table 5)
+    layernorm-1p    (1 + gain) * (x - mean x) / sqrt(var x + eps) + shift  (Megatron-LM; gain stored at 0)
+    derf            gain * erf(alpha * x + offset) + shift                 (Derf)
+
+A sublayer may carry a learnable gate g on its branch, X_{l+1} = N_outer(a X_l + c g N_out(F(...))):
+a scalar (ReZero, SkipInit) or one value per channel (LayerScale), owned by the sublayer
+(`layers.i.attn.gate`) or shared by the layer's two sublayers (`layers.i.gate`, ReZero). With
+`x0_mix`, each layer first mixes in the embedding stream, X = resid_lambda X + x0_lambda X_1.
 
 For `bhyt` and `rmsnorm-approx`, s^2 is mean(x^2) of the block input in the attention input
 norm; the feed-forward input norm does not measure its input but uses Theorem 3.5's
@@ -28,7 +35,10 @@ s^2 + ||W_V W_O||_F^2 / (T d) * sigma^2, with T the training sequence length
 
 Attention: causal, rotary position embedding (rotate-half, base `rope_theta`) on queries and
 keys, grouped-query heads, optional query/key/value biases, optional QK-norm (RMSNorm over the
-full width before the head split, "full", or per head, "head"). Feed-forward: SiLU-gated GLU
+full width before the head split, "full", or per head, "head"; unit L2 norm per head without a
+gain, "l2"), optional V-norm (`v_norm`, RMSNorm of the values), optional soft-capping of the
+attention logits (`attn_softcap`: c tanh(s / c) before the mask) and of the output logits
+(`final_softcap`). Feed-forward: SiLU-gated GLU
 (w1, w3, w2) or a GELU MLP (w1, w2).
 
 Batches and decoding: `attention_mask` (1 = token, 0 = padding; left padding for generation)
@@ -101,6 +111,13 @@ class Norm(nn.Module):
             self.gain = vector()
             self.register_parameter("lambda", scalar())
             self.kappa = (1.0 - spec["p"]) ** -0.5
+        if k == "layernorm-1p":
+            self.gain = nn.Parameter(torch.zeros(width))
+            if spec["shift"]:
+                self.shift = nn.Parameter(torch.zeros(width))
+        if k == "derf":
+            self.gain, self.shift = vector(), nn.Parameter(torch.zeros(width))
+            self.alpha, self.offset = scalar(), nn.Parameter(torch.zeros(1))
 
     def affine(self, y):
         y = y * self.gain if hasattr(self, "gain") else y
@@ -116,6 +133,12 @@ class Norm(nn.Module):
             return self.affine(x / torch.sqrt(s2 + self.eps))
         if k == "dyt":
             return self.affine(torch.tanh(self.alpha * x))
+        if k == "layernorm-1p":
+            mu = x.mean(-1, keepdim=True)
+            y = (1 + self.gain) * (x - mu) / torch.sqrt((x - mu).pow(2).mean(-1, keepdim=True) + self.eps)
+            return y + self.shift if hasattr(self, "shift") else y
+        if k == "derf":
+            return self.affine(torch.erf(self.alpha * x + self.offset))
         lam = getattr(self, "lambda")
         if k == "bhyt-star":
             mu = x.mean(-1, keepdim=True)
@@ -177,10 +200,15 @@ class Attention(nn.Module):
             self.bq, self.bk = nn.Parameter(torch.zeros(h * hd)), nn.Parameter(torch.zeros(kv * hd))
             self.bv = nn.Parameter(torch.zeros(kv * hd))
         self.qk = cfg.recipe.get("qk_norm", "none")
-        if self.qk != "none":
-            rms = dict(kind="rmsnorm", gain=True, eps=cfg.recipe["qk_norm_eps"])
+        self.vn = cfg.recipe.get("v_norm", "none")
+        self.eps = cfg.recipe["qk_norm_eps"]
+        self.softcap = cfg.recipe.get("attn_softcap")
+        rms = dict(kind="rmsnorm", gain=True, eps=self.eps)
+        if self.qk in ("head", "full"):
             width = lambda n: n * hd if self.qk == "full" else hd
             self.q_norm, self.k_norm = Norm(rms, width(h)), Norm(rms, width(kv))
+        if self.vn in ("head", "full"):
+            self.v_norm = Norm(rms, kv * hd if self.vn == "full" else hd)
 
     def project(self, x, w, b):
         y = x @ getattr(self, w)
@@ -191,16 +219,26 @@ class Attention(nn.Module):
         q, k, v = self.project(x, "wq", "bq"), self.project(x, "wk", "bk"), self.project(x, "wv", "bv")
         if self.qk == "full":
             q, k = self.q_norm(q), self.k_norm(k)
+        if self.vn == "full":
+            v = self.v_norm(v)
         heads = lambda y, n: y.view(b, t, n, self.hd).transpose(1, 2)
         q, k, v = heads(q, self.h), heads(k, self.kv), heads(v, self.kv)
         if self.qk == "head":
             q, k = self.q_norm(q), self.k_norm(k)
+        if self.qk == "l2":
+            q = q / torch.sqrt(q.pow(2).sum(-1, keepdim=True) + self.eps)
+            k = k / torch.sqrt(k.pow(2).sum(-1, keepdim=True) + self.eps)
+        if self.vn == "head":
+            v = self.v_norm(v)
         q, k = rotate(q, self.theta, positions), rotate(k, self.theta, positions)
         if cache is not None:
             k, v = cache.update(k, v, layer)
         group = self.h // self.kv
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.hd) + bias
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.hd)
+        if self.softcap is not None:
+            scores = self.softcap * torch.tanh(scores / self.softcap)
+        scores = scores + bias
         o = scores.softmax(-1) @ v
         return o.transpose(1, 2).reshape(b, t, self.h * self.hd) @ self.wo
 
@@ -237,10 +275,16 @@ class Sublayer(nn.Module):
         self.input_norm = optional_norm(spec["input"], d)
         self.output_norm = optional_norm(spec["output"], d)
         self.outer_norm = optional_norm(spec["outer"], d)
+        g = spec.get("gate")
+        if g is not None and g["per"] == "sublayer":
+            self.gate = nn.Parameter(torch.ones(d if g["shape"] == "channel" else 1))
 
-    def forward(self, x, variance=None, **branch):
-        z = self.a * x + self.c * apply(self.output_norm, self.f(self.s * apply(self.input_norm, x, variance), **branch))
-        return apply(self.outer_norm, z)
+    def forward(self, x, variance=None, shared_gate=None, **branch):
+        y = apply(self.output_norm, self.f(self.s * apply(self.input_norm, x, variance), **branch))
+        gate = self.gate if hasattr(self, "gate") else shared_gate
+        if gate is not None:
+            y = gate * y
+        return apply(self.outer_norm, self.a * x + self.c * y)
 
 
 class Layer(nn.Module):
@@ -250,11 +294,19 @@ class Layer(nn.Module):
         self.attn = Sublayer(subs[2 * i], Attention(cfg), d)
         self.ffn = Sublayer(subs[2 * i + 1], FeedForward(cfg), d)
         self.t, self.d, self.i = cfg.bhyt_seq_len, d, i
+        g = subs[2 * i].get("gate")
+        if g is not None and g["per"] == "layer":
+            self.gate = nn.Parameter(torch.ones(d if g["shape"] == "channel" else 1))
+        if cfg.recipe.get("x0_mix"):
+            self.resid_lambda, self.x0_lambda = nn.Parameter(torch.ones(1)), nn.Parameter(torch.zeros(1))
 
-    def forward(self, x, positions, bias, cache=None):
+    def forward(self, x, positions, bias, cache=None, x0=None):
+        if hasattr(self, "x0_lambda"):
+            x = self.resid_lambda * x + self.x0_lambda * x0
+        gate = getattr(self, "gate", None)
         exact = x.pow(2).mean(-1, keepdim=True) if self.attn.input_norm and self.attn.input_norm.approximates() else None
-        x = self.attn(x, exact, positions=positions, bias=bias, cache=cache, layer=self.i)
-        return self.ffn(x, self.ffn_variance(exact))
+        x = self.attn(x, exact, shared_gate=gate, positions=positions, bias=bias, cache=cache, layer=self.i)
+        return self.ffn(x, self.ffn_variance(exact), shared_gate=gate)
 
     def ffn_variance(self, exact):
         """Theorem 3.5's approximation for an approximating FFN input norm, else None."""
@@ -307,10 +359,14 @@ class NormlabForCausalLM(PreTrainedModel, GenerationMixin):
         if hasattr(self, "emb_scale"):
             x = self.emb_scale * x
         x = apply(self.emb_norm, x)
+        x0 = x
         for layer in self.layers:
-            x = layer(x, position_ids, bias, cache)
+            x = layer(x, position_ids, bias, cache, x0=x0)
         x = apply(self.final_norm, x)
         logits = x @ (self.lm_head if hasattr(self, "lm_head") else self.tok_emb.t())
+        cap = self.config.recipe.get("final_softcap")
+        if cap is not None:
+            logits = cap * torch.tanh(logits / cap)
         loss = None
         if labels is not None:
             loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1))

@@ -5,7 +5,7 @@
 use super::special::ConfigIds;
 use crate::model::ModelConfig;
 use crate::norm::{BhytDenominator, NormKind};
-use crate::recipe::{QkNorm, ResolvedRecipe};
+use crate::recipe::{Gate, GateOwner, GateShape, QkNorm, ResolvedRecipe};
 use serde_json::{Value, json};
 
 /// The PyTorch implementation shipped with every such export.
@@ -31,6 +31,8 @@ pub fn norm_json(n: &NormKind) -> Value {
         }
         NormKind::Bhyt { p, eps, .. } => json!({"kind": "bhyt", "p": p, "eps": eps}),
         NormKind::RmsNormApprox { gain, eps } => json!({"kind": "rmsnorm-approx", "gain": gain, "eps": eps}),
+        NormKind::LayerNorm1p { shift, eps } => json!({"kind": "layernorm-1p", "shift": shift, "eps": eps}),
+        NormKind::Derf { .. } => json!({"kind": "derf"}),
     }
 }
 
@@ -44,26 +46,62 @@ pub fn recipe_json(r: &ResolvedRecipe, eps: f64) -> Value {
         .sublayers
         .iter()
         .map(|s| {
-            json!({
+            let mut v = json!({
                 "branch": s.branch.to_string(), "a": s.skip, "c": s.residual, "s": s.input_scale,
                 "input": slot(&s.input), "output": slot(&s.output), "outer": slot(&s.outer),
-            })
+            });
+            if let Some(g) = s.gate {
+                v["gate"] = gate_json(g);
+            }
+            v
         })
         .collect();
-    let qk = match r.qk_norm {
-        QkNorm::None => "none",
-        QkNorm::Head => "head",
-        QkNorm::Full => "full",
-    };
-    json!({
+    let mut v = json!({
         "name": r.name,
         "embedding_scale": r.embedding_scale.is_some(),
         "embedding_norm": slot(&r.embedding_norm),
         "final_norm": slot(&r.final_norm),
-        "qk_norm": qk,
+        "qk_norm": place(r.qk_norm),
         "qk_norm_eps": eps,
         "sublayers": sublayers,
-    })
+    });
+    // The options below are written only when a recipe has them, so that the config of a
+    // recipe without them reads as before.
+    if r.v_norm.is_on() {
+        v["v_norm"] = json!(place(r.v_norm));
+    }
+    for (key, cap) in [("attn_softcap", r.attn_softcap), ("final_softcap", r.final_softcap)] {
+        if let Some(c) = cap {
+            v[key] = json!(c);
+        }
+    }
+    if r.x0_mix.is_some() {
+        v["x0_mix"] = json!(true);
+    }
+    v
+}
+
+/// A gate as `modeling_normlab.py` reads it: `"scalar"`/`"channel"`, owned by the sublayer or
+/// the layer (its value comes from the weights).
+fn gate_json(g: Gate) -> Value {
+    let shape = match g.shape {
+        GateShape::Scalar => "scalar",
+        GateShape::Channel => "channel",
+    };
+    let per = match g.per {
+        GateOwner::Sublayer => "sublayer",
+        GateOwner::Layer => "layer",
+    };
+    json!({"shape": shape, "per": per})
+}
+
+fn place(q: QkNorm) -> &'static str {
+    match q {
+        QkNorm::None => "none",
+        QkNorm::Head => "head",
+        QkNorm::Full => "full",
+        QkNorm::L2 => "l2",
+    }
 }
 
 /// `config.json` for model `m` (recipe `r`) trained on sequences of `seq_len`; `eos`: the

@@ -5,6 +5,11 @@
 //! `repeat_kv`) and query/key/value biases (Qwen2) are options for imported checkpoints; the
 //! KV cache holds the `n_kv_heads` heads.
 //!
+//! Recipe options: QK L2-norm (Megatron-LM's `qk_l2_norm`: `q/√(‖q‖² + ε)` per head, no gain),
+//! V-norm (RMSNorm of the values, per head or over the full width: HybridNorm's QKV-norm) and
+//! soft-capping of the logits, `c·tanh((q·k/√h)/c)` before the mask (Gemma 2). A soft-capped
+//! attention runs the composite path.
+//!
 //! On the CPU with `model.kernels = "fused"` (the default), unprobed causal attention is one
 //! fused op with a hand-written backward ([`crate::kernels::attention`]: blocks of query rows,
 //! masked blocks skipped, the log-sum-exp saved instead of the probabilities). The composite
@@ -49,6 +54,9 @@ pub struct AttnContext {
     pub mask: Tensor<4>,
     /// When set (probing), each attention sublayer appends its [`AttnStats`] here.
     pub stats: Option<std::cell::RefCell<Vec<AttnStats>>>,
+    /// When set (QK-clip's training forward), each attention sublayer appends the largest
+    /// logit `q·k/√h` of each head, `[H]`, outside the autodiff graph.
+    pub head_max: Option<std::cell::RefCell<Vec<Tensor<1>>>>,
     /// The `T` of BHyT's variance approximation `‖W_V W_O‖²/(T d)`: the sequence length in
     /// training, a fixed length (the training one) when decoding, so that a position's output
     /// does not depend on how many tokens follow it.
@@ -74,6 +82,8 @@ pub const PAD_MASK: f32 = -1e9;
 #[derive(Clone, Debug)]
 pub struct AttnStats {
     pub max_logit: Tensor<1>,
+    /// The largest logit of each head, `[H]` (QK-clip's `S_max^h`).
+    pub head_max_logit: Tensor<1>,
     pub entropy: Tensor<1>,
 }
 
@@ -101,7 +111,17 @@ impl AttnContext {
             Some(k) => causal + k,
             None => causal,
         };
-        Self { cos, sin, mask, stats: None, bhyt_len: d.bhyt_len, causal: only_causal, compute, value_output: None }
+        Self {
+            cos,
+            sin,
+            mask,
+            stats: None,
+            head_max: None,
+            bhyt_len: d.bhyt_len,
+            causal: only_causal,
+            compute,
+            value_output: None,
+        }
     }
 
     /// Whether every row shares one RoPE table (`[1, 1, t, h/2]`), as the fused RoPE needs.
@@ -162,12 +182,22 @@ pub struct Attention {
     pub bv: Option<Param<Tensor<1>>>,
     pub q_norm: Option<Norm>,
     pub k_norm: Option<Norm>,
+    /// V-norm (HybridNorm): RMSNorm of the values, per head or over the full width.
+    pub v_norm: Option<Norm>,
     pub n_heads: usize,
     pub n_kv_heads: usize,
     pub head_dim: usize,
     /// QK-norm over the full width (before the head split) rather than per head.
     #[module(skip)]
     pub qk_full: bool,
+    #[module(skip)]
+    pub v_full: bool,
+    /// QK L2-norm's ε, when queries and keys are scaled to unit L2 norm.
+    #[module(skip)]
+    pub qk_l2: Option<f64>,
+    /// Soft-cap `c` of the logits.
+    #[module(skip)]
+    pub softcap: Option<f64>,
 }
 
 /// Sizes and init scales for one attention block.
@@ -185,6 +215,10 @@ pub struct AttnShape {
     pub init_out: f64,
     /// Where QK-norm applies (never [`QkNorm::None`] here) and its ε; `None` without QK-norm.
     pub qk_norm: Option<(QkNorm, f64)>,
+    /// Where V-norm applies (`Head` or `Full`) and its ε; `None` without.
+    pub v_norm: Option<(QkNorm, f64)>,
+    /// Soft-cap of the attention logits.
+    pub softcap: Option<f64>,
 }
 
 impl Attention {
@@ -192,10 +226,12 @@ impl Attention {
         let d = s.d_model;
         let (dq, dkv) = (s.n_heads * s.head_dim, s.n_kv_heads * s.head_dim);
         let normal = |scale: f64| Init::Normal { std: s.std * scale };
-        let qk = |b: &mut ParamBuilder<'_>, name: &str, full: usize| -> anyhow::Result<Option<Norm>> {
-            let Some((place, eps)) = s.qk_norm else { return Ok(None) };
+        let rms = |b: &mut ParamBuilder<'_>, on: Option<(QkNorm, f64)>, name: &str, full: usize| {
+            let Some((place, eps)) = on.filter(|(p, _)| matches!(p, QkNorm::Head | QkNorm::Full)) else {
+                return Ok(None);
+            };
             let width = if place == QkNorm::Full { full } else { s.head_dim };
-            Ok(Some(Norm::new(NormKind::RmsNorm { gain: true, eps }, width, b, &child(prefix, name))?))
+            Norm::new(NormKind::RmsNorm { gain: true, eps }, width, b, &child(prefix, name)).map(Some)
         };
         let bias = |b: &mut ParamBuilder<'_>, name: &str, n: usize| {
             s.bias.then(|| b.vector(&child(prefix, name), n, Init::Zeros)).transpose()
@@ -208,12 +244,16 @@ impl Attention {
             bq: bias(b, "bq", dq)?,
             bk: bias(b, "bk", dkv)?,
             bv: bias(b, "bv", dkv)?,
-            q_norm: qk(b, "q_norm", dq)?,
-            k_norm: qk(b, "k_norm", dkv)?,
+            q_norm: rms(b, s.qk_norm, "q_norm", dq)?,
+            k_norm: rms(b, s.qk_norm, "k_norm", dkv)?,
+            v_norm: rms(b, s.v_norm, "v_norm", dkv)?,
             n_heads: s.n_heads,
             n_kv_heads: s.n_kv_heads,
             head_dim: s.head_dim,
             qk_full: matches!(s.qk_norm, Some((QkNorm::Full, _))),
+            v_full: matches!(s.v_norm, Some((QkNorm::Full, _))),
+            qk_l2: s.qk_norm.filter(|(p, _)| *p == QkNorm::L2).map(|(_, eps)| eps),
+            softcap: s.softcap,
         })
     }
 
@@ -259,6 +299,9 @@ impl Attention {
             None => (k, v),
         };
         let (k, v) = (self.repeat_kv(k), self.repeat_kv(v));
+        if let Some(maxima) = &ctx.head_max {
+            maxima.borrow_mut().push(self.head_max_logits(&q, &k, ctx));
+        }
         let out = self.attend(q, k, v, ctx);
         let c = &ctx.compute;
         project(out.swap_dims(1, 2).reshape([b, t, self.n_heads * self.head_dim]), &self.wo, c.precision, c.kernels)
@@ -271,7 +314,7 @@ impl Attention {
         let fused = kern.fuse(&x) && c.precision == Precision::F32;
         let linear = |w, b| Self::linear(x.clone(), w, b, c);
         let (mut q, mut k, v) = (linear(&self.wq, &self.bq), linear(&self.wk, &self.bk), linear(&self.wv, &self.bv));
-        let v = self.heads(v, self.n_kv_heads);
+        let v = self.values(v, kern);
         let qk_norms = self.q_norm.as_ref().zip(self.k_norm.as_ref());
         if let (Some((qn, kn)), true) = (qk_norms, self.qk_full) {
             (q, k) = (qn.forward(q, kern), kn.forward(k, kern));
@@ -283,6 +326,9 @@ impl Attention {
             let (mut q, mut k) = (split(q, self.n_heads), split(k, self.n_kv_heads));
             if let (Some((qn, kn)), false) = (qk_norms, self.qk_full) {
                 (q, k) = (qn.forward(q, kern), kn.forward(k, kern));
+            }
+            if let Some(eps) = self.qk_l2 {
+                (q, k) = (l2_normalize(q, eps), l2_normalize(k, eps));
             }
             // The kernel takes one table row per position. One new token per row at each
             // row's own position (a batched decode step) is rotated as one sequence whose
@@ -302,9 +348,48 @@ impl Attention {
         if let (Some((qn, kn)), false) = (qk_norms, self.qk_full) {
             (q, k) = (qn.forward(q, kern), kn.forward(k, kern));
         }
+        if let Some(eps) = self.qk_l2 {
+            (q, k) = (l2_normalize(q, eps), l2_normalize(k, eps));
+        }
         let p = c.precision;
         let (cos, sin) = (p.compute(ctx.cos.clone()), p.compute(ctx.sin.clone()));
         (rope::apply(p.compute(q), &cos, &sin), rope::apply(p.compute(k), &cos, &sin), v)
+    }
+
+    /// The values `[B, n_kv, t, h]` of the projection `v` `[B, t, n_kv·h]`, V-normed when the
+    /// recipe says so (over the full width before the head split, or per head after it).
+    fn values(&self, v: Tensor<3>, kern: Kernels) -> Tensor<4> {
+        match &self.v_norm {
+            Some(n) if self.v_full => self.heads(n.forward(v, kern), self.n_kv_heads),
+            Some(n) => n.forward(self.heads(v, self.n_kv_heads), kern),
+            None => self.heads(v, self.n_kv_heads),
+        }
+    }
+
+    /// The largest logit `q·k/√h` (before any soft-cap, masked positions excluded) of each head,
+    /// `[H]`, off the autodiff graph; a block of query rows at a time within
+    /// `ctx.compute.scores_limit` values.
+    fn head_max_logits(&self, q: &Tensor<4>, k: &Tensor<4>, ctx: &AttnContext) -> Tensor<1> {
+        let scale = 1.0 / (self.head_dim as f64).sqrt();
+        let (q, kt) = (widen(q.clone().detach()), widen(k.clone().detach()).swap_dims(2, 3));
+        let [b, h, t, _] = q.dims();
+        let s = kt.dims()[3];
+        let rows = (ctx.compute.scores_limit / (b * h * s)).max(1);
+        let blocks = (0..t.div_ceil(rows)).map(|i| {
+            let (start, len) = (i * rows, rows.min(t - i * rows));
+            let scores = q.clone().narrow(2, start, len).matmul(kt.clone()) * scale;
+            let scores = scores + ctx.mask.clone().narrow(2, start, len).detach();
+            scores.swap_dims(0, 1).reshape([h, b * len * s]).max_dim(1).reshape([h])
+        });
+        blocks.reduce(|a, b| a.max_pair(b)).expect("at least one query row")
+    }
+
+    /// The logits `q·k/√h` of raw scores `q kᵀ`, soft-capped when the recipe caps them.
+    fn logits(&self, raw: Tensor<4>, scale: f64) -> Tensor<4> {
+        match self.softcap {
+            Some(c) => super::softcap::softcap(raw * scale, c),
+            None => raw * scale,
+        }
     }
 
     /// `softmax(q kᵀ/√h + M) v`, `[B, H, t, h]`; the fused softmax applies a purely causal `M`
@@ -313,10 +398,13 @@ impl Attention {
         let scale = 1.0 / (self.head_dim as f64).sqrt();
         let t = q.dims()[2];
         let Compute { kernels: kn, precision: p, scores_limit, .. } = ctx.compute;
-        if ctx.causal && ctx.stats.is_none() && kn.fuse(&q) {
+        // The fused kernels compute plain logits: a soft-capped attention stays composite.
+        let fusable = self.softcap.is_none();
+        if fusable && ctx.causal && ctx.stats.is_none() && kn.fuse(&q) {
             return kernels::causal_attention(q, k, v, scale);
         }
-        if ctx.causal && ctx.stats.is_none() && kn == Kernels::Fused && t == k.dims()[2] && gpu_forward_only(&q) {
+        let whole = t == k.dims()[2];
+        if fusable && ctx.causal && ctx.stats.is_none() && kn == Kernels::Fused && whole && gpu_forward_only(&q) {
             let causal = AttentionModuleOptions { scale: None, softcap: None, is_causal: true };
             return attention(p.compute(q), p.compute(k), p.compute(v), None, None, causal);
         }
@@ -326,13 +414,13 @@ impl Attention {
         }
         let mm = |a, b| kn.matmul(p, a, b);
         let raw = widen(mm(q, k.swap_dims(2, 3)));
-        if ctx.causal && kn.fuse(&raw) {
+        if fusable && ctx.causal && kn.fuse(&raw) {
             if let Some(stats) = &ctx.stats {
                 stats.borrow_mut().push(attn_stats(raw.clone() * scale + ctx.mask.clone()));
             }
             return mm(kernels::causal_softmax(raw, scale), v);
         }
-        let scores = raw * scale + ctx.mask.clone();
+        let scores = self.logits(raw, scale) + ctx.mask.clone();
         if let Some(stats) = &ctx.stats {
             stats.borrow_mut().push(attn_stats(scores.clone()));
         }
@@ -353,7 +441,7 @@ impl Attention {
                 let (start, len) = (i * rows, rows.min(t - i * rows));
                 let keys = if ctx.causal { s - t + start + len } else { s };
                 let raw = widen(p.matmul(q.clone().narrow(2, start, len), kt.clone().narrow(3, 0, keys)));
-                let scores = raw * scale + ctx.mask.clone().narrow(2, start, len).narrow(3, 0, keys);
+                let scores = self.logits(raw, scale) + ctx.mask.clone().narrow(2, start, len).narrow(3, 0, keys);
                 p.matmul(softmax(scores, 3), v.clone().narrow(2, 0, keys))
             })
             .collect();
@@ -379,12 +467,22 @@ impl Attention {
     }
 }
 
-/// Max logit and mean entropy of masked scores `[B, H, T, T]` (−∞ above the diagonal).
+/// Max logit (overall and per head) and mean entropy of masked scores `[B, H, T, T]` (−∞ above
+/// the diagonal).
 pub fn attn_stats(scores: Tensor<4>) -> AttnStats {
-    let max_logit = scores.clone().max().reshape([1]);
+    let [b, h, t, s] = scores.dims();
+    let per_head = scores.clone().swap_dims(0, 1).reshape([h, b * t * s]).max_dim(1).reshape([h]);
+    let max_logit = per_head.clone().max().reshape([1]);
     let logp = burn::tensor::activation::log_softmax(scores, 3);
     // Masked entries have p = 0 and log p = −∞; clamping log p makes their p·log p exactly 0.
     let plogp = logp.clone().exp() * logp.clamp_min(-1e30);
     let entropy = -plogp.sum_dim(3).mean().reshape([1]);
-    AttnStats { max_logit, entropy }
+    AttnStats { max_logit, head_max_logit: per_head, entropy }
+}
+
+/// `x/√(‖x‖² + ε)` over the last axis: unit L2 norm (Transformer Engine's `L2Norm`, which
+/// Megatron-LM's `qk_l2_norm` applies to each head's query and key).
+pub fn l2_normalize<const D: usize>(x: Tensor<D>, eps: f64) -> Tensor<D> {
+    let norm = (x.clone().square().sum_dim(D - 1) + eps).sqrt();
+    x / norm
 }

@@ -12,6 +12,9 @@
 //! Three matmuls per chunk, as forward plus backward of the unchunked loss; the composite
 //! path, [`super::transformer::masked_cross_entropy`], is the reference.
 //!
+//! With soft-capped logits `ℓ = c·tanh(u/c)`, `u = hW`, the chain rule adds one factor:
+//! `∂L/∂u = ∂L/∂ℓ ⊙ (1 − (ℓ/c)²)`.
+//!
 //! # Shapes
 //! The three matmuls run in the model's precision (as autocast runs the projection and its
 //! backward), the softmax and the sums in f32.
@@ -29,6 +32,7 @@ pub fn chunked_cross_entropy(
     targets: Tensor<1, Int>,
     chunk: usize,
     p: Precision,
+    softcap: Option<f64>,
 ) -> Tensor<1> {
     let [n, _] = h.dims();
     let grads = h.is_tracked() || w.is_tracked();
@@ -38,7 +42,8 @@ pub fn chunked_cross_entropy(
     let targets = targets.without_autodiff();
     let keep = targets.clone().greater_equal_elem(0);
     let count = keep.clone().int().sum().float().clamp_min(1.0);
-    let whole = Whole { wt: p.compute(wd.clone().transpose()), wc: p.compute(wd), hd, targets, keep, count, p };
+    let whole =
+        Whole { wt: p.compute(wd.clone().transpose()), wc: p.compute(wd), hd, targets, keep, count, p, softcap };
     let step = chunk.max(1);
     let mut loss_sum = Tensor::zeros([1], &whole.count.device());
     let (mut gh, mut gw) = (Vec::new(), None::<Tensor<2>>);
@@ -74,6 +79,7 @@ struct Whole {
     keep: Tensor<1, burn::tensor::Bool>,
     count: Tensor<1>,
     p: Precision,
+    softcap: Option<f64>,
 }
 
 /// One chunk's summed loss and, when gradients are wanted, its rows of `∂L/∂h` and its share
@@ -90,9 +96,13 @@ impl Whole {
         let counted = self.keep.clone().narrow(0, start, len).unsqueeze_dim(1);
         let mask = hc.zeros_like().narrow(1, 0, 1).mask_fill(counted, 1.0);
         let tc = tc.clamp_min(0).unsqueeze_dim::<2>(1);
-        let logits = widen(p.matmul(hc.clone(), self.wc.clone()));
+        let raw = widen(p.matmul(hc.clone(), self.wc.clone()));
+        let logits = match self.softcap {
+            Some(c) => super::softcap::softcap(raw, c),
+            None => raw,
+        };
         let max = logits.clone().max_dim(1);
-        let shifted = logits - max;
+        let shifted = logits.clone() - max;
         let lse = shifted.clone().exp().sum_dim(1).log();
         let nll = (lse.clone() - shifted.clone().gather(1, tc.clone())) * mask.clone();
         let loss = nll.sum();
@@ -100,7 +110,10 @@ impl Whole {
             return Chunk { loss, grads: None };
         }
         let onehot = shifted.zeros_like().scatter(1, tc, mask.clone(), IndexingUpdateOp::Add);
-        let dlogits = ((shifted - lse).exp() * mask - onehot) / self.count.clone().unsqueeze_dim(1);
+        let mut dlogits = ((shifted - lse).exp() * mask - onehot) / self.count.clone().unsqueeze_dim(1);
+        if let Some(c) = self.softcap {
+            dlogits = dlogits * (-(logits / c).square() + 1.0);
+        }
         let h_rows = widen(p.matmul(dlogits.clone(), self.wt.clone()));
         let w_share = widen(p.matmul(hc.transpose(), dlogits));
         Chunk { loss, grads: Some((h_rows, w_share)) }

@@ -5,13 +5,19 @@ use super::attention::{Attention, AttnContext, KvSlot};
 use super::bhyt;
 use super::ffn::FeedForward;
 use super::sublayer::{Sublayer, SublayerOut};
-use burn::module::Module;
+use burn::module::{Module, Param};
 use burn::tensor::Tensor;
 
 #[derive(Module, Debug)]
 pub struct Layer {
     pub attn: Sublayer<Attention>,
     pub ffn: Sublayer<FeedForward>,
+    /// One gate for both sublayers (ReZero's `resweight`), when the recipe shares it.
+    pub gate: Option<Param<Tensor<1>>>,
+    /// The x0-mixing scalars `λ_r` and `λ₀` (`[1]` each) of `X ← λ_r·X + λ₀·X_1` before this
+    /// layer (modded-nanogpt's block `lambdas`, nanochat's `resid_lambdas` and `x0_lambdas`).
+    pub resid_lambda: Option<Param<Tensor<1>>>,
+    pub x0_lambda: Option<Param<Tensor<1>>>,
 }
 
 /// Both sublayers' outputs, and BHyT's approximated FFN-input statistic when there is one.
@@ -22,6 +28,14 @@ pub struct LayerOut {
 }
 
 impl Layer {
+    /// `λ_r·x + λ₀·x0` when the layer mixes in the embedding stream `x0 = X_1`; `x` otherwise.
+    pub fn mix_x0(&self, x: Tensor<3>, x0: &Tensor<3>) -> Tensor<3> {
+        match (&self.resid_lambda, &self.x0_lambda) {
+            (Some(r), Some(l0)) => x * r.val().unsqueeze::<3>() + x0.clone() * l0.val().unsqueeze::<3>(),
+            _ => x,
+        }
+    }
+
     /// `kv`: this layer's KV cache when decoding incrementally; `value_output`: its
     /// `‖W_V W_O‖²_F` when computed once for a decode; `keep_sums`: return each sublayer's
     /// `z_l` (see [`Sublayer::forward`]).
@@ -37,11 +51,12 @@ impl Layer {
         let exact = bhyt::block_statistic(&self.attn, &x);
         let (e, k) = (exact.clone(), c.kernels);
         let attn_in = |n: &_, h| bhyt::input_norm(n, h, e, k);
-        let attn = self.attn.forward(x, k, attn_in, |f, h| f.forward(h, ctx, kv), keep_sums);
+        let shared = self.gate.as_ref().map(Param::val);
+        let attn = self.attn.forward(x, k, attn_in, |f, h| f.forward(h, ctx, kv), shared.clone(), keep_sums);
         let ffn_variance = bhyt::ffn_variance(&self.attn, &self.ffn, exact, value_output, [ctx.bhyt_len, d]);
         let v = ffn_variance.clone();
         let ffn_in = |n: &_, h| bhyt::input_norm(n, h, v, k);
-        let ffn = self.ffn.forward(attn.next.clone(), k, ffn_in, |f, h| f.forward(h, c), keep_sums);
+        let ffn = self.ffn.forward(attn.next.clone(), k, ffn_in, |f, h| f.forward(h, c), shared, keep_sums);
         LayerOut { attn, ffn, ffn_variance }
     }
 }

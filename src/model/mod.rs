@@ -29,6 +29,7 @@ pub mod names;
 pub mod params;
 pub mod regularizer;
 pub mod rope;
+pub mod softcap;
 pub mod sublayer;
 pub mod transformer;
 

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! tok_emb  emb_scale  emb_norm.*  layers.{i}.{attn|ffn}.{input_norm|output_norm|outer_norm}.{gain|shift|alpha|lambda}
-//! layers.{i}.attn.f.{wq,wk,wv,wo,q_norm.*,k_norm.*}  layers.{i}.ffn.f.{w1,w3,w2}  final_norm.*  lm_head
+//! layers.{i}.attn.f.{wq,wk,wv,wo,q_norm.*,k_norm.*,v_norm.*}  layers.{i}.ffn.f.{w1,w3,w2}  final_norm.*  lm_head
+//! layers.{i}.{attn|ffn}.gate  layers.{i}.gate  layers.{i}.{resid_lambda|x0_lambda}
 //! ```
 
 pub const TOKEN_EMBEDDING: &str = "tok_emb";
@@ -12,6 +13,11 @@ pub const EMBEDDING_SCALE: &str = "emb_scale";
 pub const EMBEDDING_NORM: &str = "emb_norm";
 pub const FINAL_NORM: &str = "final_norm";
 pub const OUTPUT_PROJECTION: &str = "lm_head";
+/// The per-layer x0-mixing scalars `λ_r` and `λ₀` (`layers.{i}.resid_lambda`, `layers.{i}.x0_lambda`).
+pub const RESID_LAMBDA: &str = "resid_lambda";
+pub const X0_LAMBDA: &str = "x0_lambda";
+/// A residual gate: `layers.{i}.{attn|ffn}.gate`, or `layers.{i}.gate` when the layer shares it.
+pub const GATE: &str = "gate";
 /// The branch function inside a sublayer.
 pub const BRANCH_FUNCTION: &str = "f";
 /// A sublayer's norm slots, in the order of the sublayer equation.
@@ -52,6 +58,12 @@ pub fn is_stream_norm(name: &str) -> bool {
     owner == EMBEDDING_NORM || owner == FINAL_NORM || (SUBLAYER_NORMS.contains(&slot) && sublayer_of(owner).is_some())
 }
 
+/// Whether a parameter is a learned residual scale: a gate (`….gate`) or an x0-mixing λ.
+pub fn is_residual_scale(name: &str) -> bool {
+    let Some((owner, field)) = name.rsplit_once('.') else { return false };
+    owner.starts_with("layers.") && [GATE, RESID_LAMBDA, X0_LAMBDA].contains(&field)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,5 +76,7 @@ mod tests {
         assert_eq!(sublayer_of(&child(&sublayer(5, 1), "f.w2")), Some(11));
         assert!(is_stream_norm("emb_norm.gain") && is_stream_norm("layers.0.attn.outer_norm.shift"));
         assert!(!is_stream_norm("layers.0.attn.f.q_norm.gain") && !is_stream_norm("layers.0.ffn.f.w1"));
+        assert!(is_residual_scale("layers.2.gate") && is_residual_scale("layers.0.ffn.gate"));
+        assert!(is_residual_scale("layers.1.x0_lambda") && !is_residual_scale("layers.0.attn.f.wq"));
     }
 }

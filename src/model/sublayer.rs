@@ -8,13 +8,19 @@
 //! post: `N_outer = LN`; pre: `N_in = LN`; peri: `N_in = N_out = LN`; KEEL / KiteNorm:
 //! `N_in = N_outer = LN` with skip / residual scales; LNS: `s = k^{-1/2}` (see
 //! [`crate::recipe::presets`] for every preset).
+//!
+//! Extension: a learnable gate `g` on the residual branch (ReZero, SkipInit: a scalar α;
+//! LayerScale: `diag(λ)`), `z_l = a·X_l + c·(g ⊙ N_out(F_l(s·N_in(X_l))))`; without a gate
+//! `g = 1` and the equation is the one above.
 
 use super::names::child;
+use crate::init::Init;
 use crate::init::ParamBuilder;
 use crate::kernels::{Kernels, widen};
 use crate::norm::{Norm, NormKind};
 use crate::recipe::SublayerPlan;
-use burn::module::Module;
+use crate::recipe::{Gate, GateOwner, GateShape};
+use burn::module::{Module, Param};
 use burn::tensor::Tensor;
 
 /// The runtime scales of one sublayer.
@@ -34,6 +40,9 @@ pub struct Sublayer<F> {
     pub input_norm: Option<Norm>,
     pub output_norm: Option<Norm>,
     pub outer_norm: Option<Norm>,
+    /// The learnable gate `g` (`[1]` or `[d]`) when this sublayer owns one; a gate shared by a
+    /// layer's two sublayers (ReZero) lives in the [`super::layer::Layer`].
+    pub gate: Option<Param<Tensor<1>>>,
     pub f: F,
     #[module(skip)]
     pub scales: Scales,
@@ -70,6 +79,7 @@ impl<F> Sublayer<F> {
             input_norm: norm(b, &plan.input, "input_norm")?,
             output_norm: norm(b, &plan.output, "output_norm")?,
             outer_norm: norm(b, &plan.outer, "outer_norm")?,
+            gate: plan.gate.filter(|g| g.per == GateOwner::Sublayer).map(|g| gate(g, d, b, prefix)).transpose()?,
             f,
             scales: Scales { skip: plan.skip, residual: plan.residual, input: plan.input_scale },
         })
@@ -81,18 +91,23 @@ impl<F> Sublayer<F> {
     /// BHyT's FFN norm supplies an approximated one instead (see [`super::bhyt`]). `keep_sum`:
     /// return `z_l` (the probes or the regulariser read it). `k`: the output and outer norms'
     /// kernels.
+    /// `shared_gate`: the layer's gate when the layer owns it (ReZero).
     pub fn forward(
         &self,
         x: Tensor<3>,
         k: Kernels,
         n_in: impl FnOnce(&Option<Norm>, Tensor<3>) -> Tensor<3>,
         f: impl FnOnce(&F, Tensor<3>) -> Tensor<3>,
+        shared_gate: Option<Tensor<1>>,
         keep_sum: bool,
     ) -> SublayerOut {
         // A half-precision branch output joins the f32 residual stream here (and N_out, if any,
         // normalises it in f32).
         let f_out = widen(f(&self.f, scaled(n_in(&self.input_norm, x.clone()), self.scales.input)));
-        let branch = maybe_norm(&self.output_norm, f_out, k);
+        let mut branch = maybe_norm(&self.output_norm, f_out, k);
+        if let Some(g) = self.gate.as_ref().map(Param::val).or(shared_gate) {
+            branch = branch * g.unsqueeze::<3>();
+        }
         let Scales { skip, residual, .. } = self.scales;
         // The outer norm forms the sum itself, in the same pass, when nobody reads the sum.
         let fused = self
@@ -112,4 +127,10 @@ impl<F> Sublayer<F> {
     pub fn approximating_input(&self) -> Option<&Norm> {
         self.input_norm.as_ref().filter(|n| n.approximates())
     }
+}
+
+/// A gate parameter `{prefix}.gate` of `g`'s shape (`[1]` or `[d]`) at its initial value.
+pub fn gate(g: Gate, d: usize, b: &mut ParamBuilder<'_>, prefix: &str) -> anyhow::Result<Param<Tensor<1>>> {
+    let len = if g.shape == GateShape::Channel { d } else { 1 };
+    b.vector(&child(prefix, super::names::GATE), len, Init::Constant(g.init))
 }

@@ -45,6 +45,14 @@ fn every_parameter_of_every_recipe_receives_a_gradient() {
     };
     cases.push(("olmo2-head-qk".into(), overlay("preset = \"olmo2\"\nqk_norm = \"head\"")));
     cases.push(("kitenorm-scalar-rms".into(), overlay("preset = \"kitenorm\"\nnorm = \"rmsnorm\"")));
+    // ReZero and SkipInit start with every gate at 0, where only the gates can learn (checked
+    // by `zero_gates_pass_gradient_to_the_gates_alone`); here from a gate of 0.5.
+    for (name, per) in [("rezero", "layer"), ("skipinit", "sublayer")] {
+        let gate =
+            format!("preset = \"{name}\"\n[sublayer]\ngate = {{ shape = \"scalar\", init = 0.5, per = \"{per}\" }}");
+        let i = cases.iter().position(|(n, _)| n == name).unwrap();
+        cases[i].1 = overlay(&gate);
+    }
     for (name, cfg) in cases {
         let model = Transformer::new(&cfg, ParamSource::Seeded(7), &device).unwrap();
         let (x, y) = tokens(&device, 3);
@@ -71,6 +79,25 @@ fn every_parameter_of_every_recipe_receives_a_gradient() {
                 }
                 None => assert!(g > 1e-5 * largest, "{name}: {param} receives no gradient (|grad| = {g:e})"),
             }
+        }
+    }
+}
+
+/// ReZero's and SkipInit's defining property: with every gate at 0 each layer is the identity,
+/// so the loss depends on the branch weights only through the gates. The first gradient
+/// reaches the gates, the embedding and the output projection, and no branch parameter.
+#[test]
+fn zero_gates_pass_gradient_to_the_gates_alone() {
+    let device = cpu().autodiff();
+    for recipe in ["rezero", "skipinit"] {
+        let cfg = ModelConfig { init_std: 0.2, ..tiny(RecipeConfig::Preset(recipe.into()), 3) };
+        let model = Transformer::new(&cfg, ParamSource::Seeded(7), &device).unwrap();
+        let (x, y) = tokens(&device, 3);
+        let grads = model.loss(x, y, false).0.backward();
+        for (param, g) in named_grads(&model, &grads) {
+            let g = g.as_ref().map(max_abs).unwrap_or(0.0);
+            let learns = param.ends_with(".gate") || param == "tok_emb" || param == "lm_head";
+            assert_eq!(g > 0.0, learns, "{recipe}: {param} has |grad| {g:e}");
         }
     }
 }
@@ -163,10 +190,14 @@ fn bhyt_approximation_uses_the_frobenius_norm_of_wv_wo() {
         bv: None,
         q_norm: None,
         k_norm: None,
+        v_norm: None,
         n_heads: 1,
         n_kv_heads: 1,
         head_dim: 2,
         qk_full: false,
+        v_full: false,
+        qk_l2: None,
+        softcap: None,
     };
     assert_eq!(values(attn.value_output_frobenius_sq()), vec![15.0]);
     // Grouped-query attention, 2 query heads sharing 1 key/value head of size 1: W_V = [1, 2]ᵀ
@@ -302,25 +333,28 @@ fn every_chunk_size_gives_the_unchunked_loss_and_gradients() {
         Tensor::<2>::from_data(TensorData::new(x.iter().map(|&a| a as f32).collect::<Vec<_>>(), s), &dev).require_grad()
     };
     let targets = || Tensor::<1, Int>::from_data(TensorData::new(t.clone(), [n]), &dev);
-    let (h, w) = (leaf(&hv, [n, d]), leaf(&wv, [d, v]));
-    let logits = h.clone().matmul(w.clone()).reshape([1, n, v]);
-    let reference = super::transformer::masked_cross_entropy(logits, targets().reshape([1, n])).0;
-    let g = reference.clone().backward();
-    let (rh, rw) = (values(h.grad(&g).unwrap()), values(w.grad(&g).unwrap()));
-    for chunk in [1, 3, 4, 11, 64] {
+    // Plain logits, and soft-capped ones (c = 2 bites: these logits reach ±5), whose reference
+    // is autodiff through `c·tanh(u/c)`.
+    for cap in [None, Some(2.0)] {
         let (h, w) = (leaf(&hv, [n, d]), leaf(&wv, [d, v]));
-        let loss = super::chunked_loss::chunked_cross_entropy(
-            h.clone(),
-            w.clone(),
-            targets(),
-            chunk,
-            crate::kernels::Precision::F32,
-        );
-        assert!(rel_err(&values(loss.clone()), &values(reference.clone()), 1e-12) < 1e-6, "chunk {chunk}");
-        let g = (loss * 0.5).backward();
-        let half = |x: &[f64]| x.iter().map(|a| a * 0.5).collect::<Vec<_>>();
-        assert!(rel_err(&values(h.grad(&g).unwrap()), &half(&rh), 1e-12) < 1e-5, "chunk {chunk}: dL/dh");
-        assert!(rel_err(&values(w.grad(&g).unwrap()), &half(&rw), 1e-12) < 1e-5, "chunk {chunk}: dL/dW");
+        let raw = h.clone().matmul(w.clone()).reshape([1, n, v]);
+        let logits = match cap {
+            Some(c) => (raw / c).tanh() * c,
+            None => raw,
+        };
+        let reference = super::transformer::masked_cross_entropy(logits, targets().reshape([1, n])).0;
+        let g = reference.clone().backward();
+        let (rh, rw) = (values(h.grad(&g).unwrap()), values(w.grad(&g).unwrap()));
+        for chunk in [1, 3, 4, 11, 64] {
+            let (h, w) = (leaf(&hv, [n, d]), leaf(&wv, [d, v]));
+            let p = crate::kernels::Precision::F32;
+            let loss = super::chunked_loss::chunked_cross_entropy(h.clone(), w.clone(), targets(), chunk, p, cap);
+            assert!(rel_err(&values(loss.clone()), &values(reference.clone()), 1e-12) < 1e-6, "chunk {chunk} {cap:?}");
+            let g = (loss * 0.5).backward();
+            let half = |x: &[f64]| x.iter().map(|a| a * 0.5).collect::<Vec<_>>();
+            assert!(rel_err(&values(h.grad(&g).unwrap()), &half(&rh), 1e-12) < 1e-5, "chunk {chunk} {cap:?}: dL/dh");
+            assert!(rel_err(&values(w.grad(&g).unwrap()), &half(&rw), 1e-12) < 1e-5, "chunk {chunk} {cap:?}: dL/dW");
+        }
     }
 }
 
@@ -470,4 +504,37 @@ fn a_recipe_resolved_for_other_sizes_is_refused() {
     let e = Transformer::with_recipe(&deeper, &recipe, ParamSource::Seeded(1), &cpu()).unwrap_err();
     assert!(format!("{e:#}").contains("was resolved for"), "{e:#}");
     assert!(Transformer::with_recipe(&cfg, &recipe, ParamSource::Seeded(1), &cpu()).is_ok());
+}
+
+/// The new parameters' initial values, against their papers: ReZero's one α per layer and
+/// SkipInit's α per sublayer at 0, LayerScale's λ ∈ ℝ^d at CaiT's 0.1 (depth ≤ 18), nanochat's
+/// λ_r = 1 and λ₀ = 0, Megatron's zero-centred LayerNorm-1p gain at 0, Derf's α₀ = 1, s₀ = 0,
+/// HybridNorm's value-norm gain at 1.
+#[test]
+fn new_parameters_start_at_their_papers_values() {
+    use crate::model::params::named_values;
+    let device = cpu();
+    type Expected<'a> = &'a [(&'a str, usize, f64)];
+    let expect: &[(&str, Expected)] = &[
+        ("rezero", &[("layers.0.gate", 1, 0.0), ("layers.2.gate", 1, 0.0)]),
+        ("skipinit", &[("layers.0.attn.gate", 1, 0.0), ("layers.1.ffn.gate", 1, 0.0)]),
+        ("layerscale", &[("layers.0.attn.gate", 16, 0.1), ("layers.2.ffn.gate", 16, 0.1)]),
+        ("x0-mix", &[("layers.1.resid_lambda", 1, 1.0), ("layers.1.x0_lambda", 1, 0.0)]),
+        ("pre-1p", &[("layers.0.attn.input_norm.gain", 16, 0.0), ("final_norm.gain", 16, 0.0)]),
+        ("derf", &[("layers.0.ffn.input_norm.alpha", 1, 1.0), ("layers.0.ffn.input_norm.offset", 1, 0.0)]),
+        ("hybridnorm", &[("layers.0.attn.f.v_norm.gain", 16, 1.0)]),
+    ];
+    for (recipe, params) in expect {
+        let cfg = tiny(RecipeConfig::Preset(recipe.to_string()), 3);
+        let values: std::collections::BTreeMap<String, TensorData> =
+            named_values(&Transformer::new(&cfg, ParamSource::Seeded(7), &device).unwrap()).into_iter().collect();
+        for (name, len, init) in *params {
+            let v = values.get(*name).unwrap_or_else(|| panic!("{recipe}: no parameter {name}"));
+            let v = v.clone().convert::<f32>().try_to_vec::<f32>().unwrap();
+            assert_eq!(v, vec![*init as f32; *len], "{recipe}: {name}");
+        }
+        if *recipe == "rezero" {
+            assert!(!values.contains_key("layers.0.attn.gate"), "ReZero's gate belongs to the layer");
+        }
+    }
 }

@@ -11,11 +11,12 @@ use super::ffn::{FeedForward, FfnShape};
 use super::layer::Layer;
 use super::names;
 use super::regularizer::variance_penalty;
+use super::softcap::softcap;
 use super::sublayer::{Sublayer, SublayerOut};
 use crate::init::{Init, ParamBuilder, ParamSource};
 use crate::kernels::{Precision, widen};
 use crate::norm::Norm;
-use crate::recipe::{ResolvedRecipe, SublayerPlan};
+use crate::recipe::{GateOwner, ResolvedRecipe, SublayerPlan};
 use burn::module::{Module, Param};
 use burn::tensor::{Device, Int, Tensor};
 
@@ -39,6 +40,10 @@ pub struct ModelMeta {
     pub rope: Rope,
     pub regularizer: f64,
     pub recipe: String,
+    /// Soft-capping of the output logits, `c·tanh(logits/c)`.
+    pub final_softcap: Option<f64>,
+    /// QK-clip's settings: a training forward then records every head's largest logit.
+    pub qk_clip: Option<crate::recipe::QkClip>,
     /// Kernels, precision and memory limits, handed to every module each forward.
     pub compute: Compute,
 }
@@ -76,6 +81,7 @@ struct Hidden {
     sums: Vec<Tensor<3>>,
     traces: Vec<SublayerTrace>,
     attention: Vec<super::attention::AttnStats>,
+    head_max: Vec<Tensor<1>>,
     last_hidden: Tensor<3>,
 }
 
@@ -90,6 +96,18 @@ pub struct ForwardOutput {
     pub attention: Vec<super::attention::AttnStats>,
     /// `X_{2L+1}`, the hidden state after the last sublayer (before any final norm).
     pub last_hidden: Tensor<3>,
+    /// Per attention sublayer, each head's largest logit `[H]`: recorded by a training forward
+    /// of a QK-clip recipe, empty otherwise.
+    pub head_max: Vec<Tensor<1>>,
+}
+
+/// A loss forward's results: the loss terms `[1]` and, for QK-clip, each attention sublayer's
+/// per-head largest logit `[H]`.
+pub struct LossParts {
+    pub loss: Tensor<1>,
+    pub ce: Tensor<1>,
+    pub reg: Option<Tensor<1>>,
+    pub head_max: Vec<Tensor<1>>,
 }
 
 impl Transformer {
@@ -159,6 +177,8 @@ impl Transformer {
             rope: Rope { head_dim: cfg.head_dim(), base: cfg.rope_base },
             regularizer: recipe.regularizer,
             recipe: recipe.name.clone(),
+            final_softcap: recipe.final_softcap,
+            qk_clip: recipe.qk_clip,
             compute,
         };
         Ok(Self { tok_emb, emb_scale, emb_norm, layers, final_norm, lm_head, meta })
@@ -172,6 +192,7 @@ impl Transformer {
         b: &mut ParamBuilder<'_>,
         i: usize,
     ) -> anyhow::Result<Layer> {
+        let attn_plan_gate = attn.gate;
         let attn_shape = AttnShape {
             d_model: cfg.d_model,
             n_heads: cfg.n_heads,
@@ -182,6 +203,8 @@ impl Transformer {
             init_in: attn.init_in,
             init_out: attn.init_out,
             qk_norm: recipe.qk_norm.is_on().then_some((recipe.qk_norm, cfg.norm_eps)),
+            v_norm: recipe.v_norm.is_on().then_some((recipe.v_norm, cfg.norm_eps)),
+            softcap: recipe.attn_softcap,
         };
         let ffn_shape = FfnShape {
             kind: cfg.ffn,
@@ -194,10 +217,17 @@ impl Transformer {
         let (a, f) = (names::sublayer(i, 0), names::sublayer(i, 1));
         let attn_f = Attention::new(&attn_shape, b, &names::child(&a, names::BRANCH_FUNCTION))?;
         let ffn_f = FeedForward::new(&ffn_shape, b, &names::child(&f, names::BRANCH_FUNCTION))?;
-        Ok(Layer {
-            attn: Sublayer::new(attn, cfg.d_model, attn_f, b, &a)?,
-            ffn: Sublayer::new(ffn, cfg.d_model, ffn_f, b, &f)?,
-        })
+        let attn = Sublayer::new(attn, cfg.d_model, attn_f, b, &a)?;
+        let ffn = Sublayer::new(ffn, cfg.d_model, ffn_f, b, &f)?;
+        let layer = names::layer(i);
+        let shared = attn_plan_gate.filter(|g| g.per == GateOwner::Layer);
+        let gate = shared.map(|g| super::sublayer::gate(g, cfg.d_model, b, &layer)).transpose()?;
+        let mut lambda = |name: &str, init: fn(&crate::recipe::X0Mix) -> f64| {
+            recipe.x0_mix.map(|m| b.vector(&names::child(&layer, name), 1, Init::Constant(init(&m)))).transpose()
+        };
+        let resid_lambda = lambda(names::RESID_LAMBDA, |m| m.residual)?;
+        let x0_lambda = lambda(names::X0_LAMBDA, |m| m.x0)?;
+        Ok(Layer { attn, ffn, gate, resid_lambda, x0_lambda })
     }
 
     pub fn n_layers(&self) -> usize {
@@ -231,6 +261,9 @@ impl Transformer {
         if trace {
             ctx.stats = Some(Default::default());
         }
+        if self.meta.qk_clip.is_some() && self.tok_emb.val().is_require_grad() {
+            ctx.head_max = Some(Default::default());
+        }
         let d = self.tok_emb.dims()[1];
         let mut x = self.tok_emb.val().select(0, tokens.reshape([bsz * t])).reshape([bsz, t, d]);
         if let Some(e) = &self.emb_scale {
@@ -241,7 +274,11 @@ impl Transformer {
             x = n.forward(x, k);
         }
         let (mut sums, mut traces) = (Vec::new(), Vec::new());
+        let x0 = self.layers.iter().any(|l| l.x0_lambda.is_some()).then(|| x.clone());
         for (i, layer) in self.layers.iter().enumerate() {
+            if let Some(x0) = &x0 {
+                x = layer.mix_x0(x, x0);
+            }
             let input = x.clone();
             let value_output = ctx.value_output.as_ref().map(|v| v[i].clone());
             let out = layer.forward(x, &ctx, cache.as_deref_mut().map(|c| &mut c[i]), value_output, keep_sums || trace);
@@ -265,7 +302,8 @@ impl Transformer {
             x = n.forward(x, k);
         }
         let attention = ctx.stats.map(|s| s.into_inner()).unwrap_or_default();
-        Hidden { hidden: x, sums, traces, attention, last_hidden }
+        let head_max = ctx.head_max.map(|s| s.into_inner()).unwrap_or_default();
+        Hidden { hidden: x, sums, traces, attention, head_max, last_hidden }
     }
 
     /// The output projection `W_out` `[d, V]`: `lm_head`, or `Eᵀ` when tied.
@@ -290,7 +328,18 @@ impl Transformer {
         let v = w.dims()[1];
         let Compute { precision: p, kernels: k, .. } = self.meta.compute;
         let logits = widen(k.matmul(p, h.hidden.reshape([bsz * t, d]), w)).reshape([bsz, t, v]);
-        ForwardOutput { logits, sums: h.sums, traces: h.traces, attention: h.attention, last_hidden: h.last_hidden }
+        let logits = match self.meta.final_softcap {
+            Some(c) => softcap(logits, c),
+            None => logits,
+        };
+        ForwardOutput {
+            logits,
+            sums: h.sums,
+            traces: h.traces,
+            attention: h.attention,
+            last_hidden: h.last_hidden,
+            head_max: h.head_max,
+        }
     }
 
     /// Mean next-token cross-entropy of `tokens` against `targets` (below 0: not counted when
@@ -304,6 +353,19 @@ impl Transformer {
         masked: bool,
         keep_sums: bool,
     ) -> (Tensor<1>, Vec<Tensor<3>>) {
+        let (ce, sums, _) = self.cross_entropy_parts(tokens, targets, masked, keep_sums);
+        (ce, sums)
+    }
+
+    /// [`Transformer::cross_entropy_of`], and the per-head logit maxima a QK-clip recipe's
+    /// training forward records.
+    fn cross_entropy_parts(
+        &self,
+        tokens: Tensor<2, Int>,
+        targets: Tensor<2, Int>,
+        masked: bool,
+        keep_sums: bool,
+    ) -> (Tensor<1>, Vec<Tensor<3>>, Vec<Tensor<1>>) {
         let [b, t] = tokens.dims();
         let v = self.tok_emb.dims()[0];
         let limit = self.meta.compute.logits_limit;
@@ -311,7 +373,7 @@ impl Transformer {
             let out = self.forward(tokens, Keep { sums: keep_sums, traces: false });
             let ce =
                 if masked { masked_cross_entropy(out.logits, targets).0 } else { cross_entropy(out.logits, targets) };
-            return (ce, out.sums);
+            return (ce, out.sums, out.head_max);
         }
         let ctx = AttnContext::new(t, self.meta.rope, self.meta.compute, &tokens.device());
         let h = self.run_hidden(tokens, ctx, None, Keep { sums: keep_sums, traces: false });
@@ -320,8 +382,8 @@ impl Transformer {
         let hidden = h.hidden.reshape([b * t, d]);
         let w = self.output_weight();
         let p = self.meta.compute.precision;
-        let ce = chunked_cross_entropy(hidden, w, targets.reshape([b * t]), chunk, p);
-        (ce, h.sums)
+        let ce = chunked_cross_entropy(hidden, w, targets.reshape([b * t]), chunk, p, self.meta.final_softcap);
+        (ce, h.sums, h.head_max)
     }
 
     /// Cross-entropy plus λ·R (KiteNorm eq. 24) when the recipe declares a regulariser.
@@ -333,13 +395,20 @@ impl Transformer {
         targets: Tensor<2, Int>,
         masked: bool,
     ) -> (Tensor<1>, Tensor<1>, Option<Tensor<1>>) {
+        let p = self.loss_parts(tokens, targets, masked);
+        (p.loss, p.ce, p.reg)
+    }
+
+    /// [`Transformer::loss`] with the per-head logit maxima of a QK-clip recipe's training
+    /// forward (empty otherwise).
+    pub fn loss_parts(&self, tokens: Tensor<2, Int>, targets: Tensor<2, Int>, masked: bool) -> LossParts {
         let lambda = self.meta.regularizer;
-        let (ce, sums) = self.cross_entropy_of(tokens, targets, masked, lambda > 0.0);
+        let (ce, sums, head_max) = self.cross_entropy_parts(tokens, targets, masked, lambda > 0.0);
         if lambda > 0.0 {
             let reg = variance_penalty(&sums);
-            (ce.clone() + reg.clone() * lambda, ce, Some(reg))
+            LossParts { loss: ce.clone() + reg.clone() * lambda, ce, reg: Some(reg), head_max }
         } else {
-            (ce.clone(), ce, None)
+            LossParts { loss: ce.clone(), ce, reg: None, head_max }
         }
     }
 }

@@ -37,9 +37,22 @@ pub enum NormKind {
     /// RMSNorm-Approx (the BHyT paper's Table 5): RMSNorm, `γ ∈ ℝ^d`, whose FFN-input slot divides by
     /// the block's approximated variance instead of measuring its own input.
     RmsNormApprox { gain: bool, eps: f64 },
+    /// LayerNorm with a zero-centred gain (Megatron-LM's `apply_layernorm_1p`):
+    /// `(1 + γ) ⊙ (x − μ)/√(σ² + ε) + β`, γ initialised to 0, so that weight decay on γ pulls
+    /// the effective gain towards 1 rather than 0.
+    LayerNorm1p { shift: bool, eps: f64 },
+    /// Derf: `γ ⊙ erf(α x + s) + β` with learnable scalars α (initial `alpha`) and s (initial
+    /// `offset`), `γ, β ∈ ℝ^d`.
+    Derf { alpha: f64, offset: f64 },
 }
 
 impl NormKind {
+    /// The kinds built around a bounded elementwise function (tanh, erf) rather than a
+    /// normalising statistic alone: DyT, BHyT*, BHyT, Derf.
+    pub fn is_pointwise(&self) -> bool {
+        matches!(self, NormKind::Dyt { .. } | NormKind::BhytStar { .. } | NormKind::Bhyt { .. } | NormKind::Derf { .. })
+    }
+
     /// Short symbol used in printed sublayer equations.
     pub fn symbol(&self) -> String {
         match self {
@@ -58,6 +71,10 @@ impl NormKind {
             NormKind::Bhyt { lambda, .. } => format!("BHyT[λ₀={lambda}]"),
             NormKind::RmsNormApprox { gain: true, .. } => "RMS≈".into(),
             NormKind::RmsNormApprox { gain: false, .. } => "RMS≈[γ=1]".into(),
+            NormKind::LayerNorm1p { shift: true, .. } => "LN1p".into(),
+            NormKind::LayerNorm1p { shift: false, .. } => "LN1p₀".into(),
+            NormKind::Derf { alpha, offset: 0.0 } => format!("Derf[α₀={alpha}]"),
+            NormKind::Derf { alpha, offset } => format!("Derf[α₀={alpha}, s₀={offset}]"),
         }
     }
 }

@@ -59,6 +59,17 @@ impl LayerNorm {
         }
     }
 
+    /// LayerNorm-1p: the stored gain is zero-centred, the applied one `1 + γ`.
+    pub fn forward_1p<const D: usize>(&self, x: Tensor<D>, k: Kernels) -> Tensor<D> {
+        let gain = value(&self.gain).map(|g| g + 1.0);
+        let shift = value(&self.shift);
+        if k.fuse(&x) {
+            kernels::norm_affine(x, gain, shift, self.eps, true)
+        } else {
+            layer_norm(x, gain, shift, self.eps)
+        }
+    }
+
     /// This norm of `a·x + c·b` (`[a, c]` = `scales`) by the fused kernel.
     pub fn forward_sum<const D: usize>(&self, x: Tensor<D>, b: Tensor<D>, scales: [f64; 2]) -> Tensor<D> {
         kernels::add_norm(x, b, scales, value(&self.gain), value(&self.shift), self.eps, true)

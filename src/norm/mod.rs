@@ -15,8 +15,11 @@
 //! | DyT | `γ ⊙ tanh(α x) + β` | `α ∈ ℝ`, `γ, β ∈ ℝ^d` |
 //! | BHyT* (the BHyT paper's eq. 1) | `γ ⊙ tanh(λ x / (κ s_x + |μ_x|))` | `λ ∈ ℝ`, `γ ∈ ℝ^d` |
 //! | BHyT (the BHyT paper's Alg. 1) | as BHyT*; a block's second norm uses an approximated variance | `λ ∈ ℝ`, `γ ∈ ℝ^d` |
+//! | LayerNorm-1p (Megatron-LM) | `(1 + γ) ⊙ (x − μ)/√(σ² + ε) + β`, γ stored zero-centred | `γ, β ∈ ℝ^d` |
+//! | Derf ("Stronger Normalization-Free Transformers") | `γ ⊙ erf(α x + s) + β` | `α, s ∈ ℝ`, `γ, β ∈ ℝ^d` |
 
 mod bhyt;
+mod derf;
 mod dyt;
 mod kind;
 mod layer_norm;
@@ -24,6 +27,7 @@ mod module;
 mod rms_norm;
 
 pub use bhyt::{Bhyt, bhyt_rms_denominator, bhyt_star, bhyt_std_denominator, bhyt_with_variance, kappa};
+pub use derf::{Derf, derf};
 pub use dyt::{Dyt, dyt};
 pub use kind::{BhytDenominator, NormKind};
 pub use layer_norm::{LayerNorm, layer_norm};

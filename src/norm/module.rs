@@ -1,6 +1,6 @@
 //! [`Norm`]: one norm slot, one variant per kind, each holding exactly its own parameters.
 
-use super::{Bhyt, BhytDenominator, Dyt, LayerNorm, NormKind, RmsNorm, kappa};
+use super::{Bhyt, BhytDenominator, Derf, Dyt, LayerNorm, NormKind, RmsNorm, kappa};
 use crate::init::{Init, ParamBuilder};
 use crate::kernels::{self, Kernels};
 use burn::module::{Module, Param};
@@ -32,6 +32,10 @@ pub enum Norm {
     /// RMSNorm-Approx (the BHyT paper's Table 5): `γ ⊙ x/√(mean(x²) + ε)` alone; in a block's FFN-input
     /// slot `γ ⊙ x/√(ŝ² + ε)` with the approximated `ŝ²` (see [`RmsNorm::forward_with_variance`]).
     RmsNormApprox(RmsNorm),
+    /// `(1 + γ) ⊙ (x − μ)/√(σ² + ε) + β`, `γ, β ∈ ℝ^d`, γ stored zero-centred (Megatron-LM).
+    LayerNorm1p(LayerNorm),
+    /// `γ ⊙ erf(α x + s) + β`.
+    Derf(Derf),
 }
 
 /// A parameter's value, when the slot has it.
@@ -42,6 +46,9 @@ pub(crate) fn value(p: &Option<Param<Tensor<1>>>) -> Option<Tensor<1>> {
 impl Norm {
     /// Creates the slot `kind` of width `d`, its parameters named `{prefix}.gain` and so on.
     pub fn new(kind: NormKind, d: usize, b: &mut ParamBuilder<'_>, prefix: &str) -> anyhow::Result<Self> {
+        if kind.is_pointwise() {
+            return Self::pointwise(kind, d, b, prefix);
+        }
         let mut param = |name: &str, len: usize, init: Init| b.vector(&format!("{prefix}.{name}"), len, init);
         Ok(match kind {
             NormKind::LayerNorm { gain, shift, eps } => Norm::LayerNorm(LayerNorm {
@@ -60,6 +67,24 @@ impl Norm {
             NormKind::ScalarRmsNorm { eps } => {
                 Norm::ScalarRmsNorm(RmsNorm { gain: Some(param("gain", 1, Init::Ones)?), eps })
             }
+            NormKind::RmsNormApprox { gain, eps } => {
+                Norm::RmsNormApprox(RmsNorm { gain: gain.then(|| param("gain", d, Init::Ones)).transpose()?, eps })
+            }
+            NormKind::LayerNorm1p { shift, eps } => Norm::LayerNorm1p(LayerNorm {
+                gain: Some(param("gain", d, Init::Zeros)?),
+                shift: shift.then(|| param("shift", d, Init::Zeros)).transpose()?,
+                eps,
+            }),
+            NormKind::Dyt { .. } | NormKind::BhytStar { .. } | NormKind::Bhyt { .. } | NormKind::Derf { .. } => {
+                anyhow::bail!("{kind:?} is built by Norm::pointwise")
+            }
+        })
+    }
+
+    /// The kinds built around a bounded function (tanh, erf) with their learnable scalars.
+    fn pointwise(kind: NormKind, d: usize, b: &mut ParamBuilder<'_>, prefix: &str) -> anyhow::Result<Self> {
+        let mut param = |name: &str, len: usize, init: Init| b.vector(&format!("{prefix}.{name}"), len, init);
+        Ok(match kind {
             NormKind::Dyt { alpha } => Norm::Dyt(Dyt {
                 gain: param("gain", d, Init::Ones)?,
                 shift: param("shift", d, Init::Zeros)?,
@@ -72,9 +97,12 @@ impl Norm {
                 eps,
                 denominator,
             }),
-            NormKind::RmsNormApprox { gain, eps } => {
-                Norm::RmsNormApprox(RmsNorm { gain: gain.then(|| param("gain", d, Init::Ones)).transpose()?, eps })
-            }
+            NormKind::Derf { alpha, offset } => Norm::Derf(Derf {
+                gain: param("gain", d, Init::Ones)?,
+                shift: param("shift", d, Init::Zeros)?,
+                alpha: param("alpha", 1, Init::Constant(alpha))?,
+                offset: param("offset", 1, Init::Constant(offset))?,
+            }),
             NormKind::Bhyt { lambda, p, eps } => Norm::Bhyt(Bhyt {
                 gain: param("gain", d, Init::Ones)?,
                 lambda: param("lambda", 1, Init::Constant(lambda))?,
@@ -83,6 +111,7 @@ impl Norm {
                 // Algorithm 1 line 3: the second moment.
                 denominator: BhytDenominator::Rms,
             }),
+            other => anyhow::bail!("{other:?} is not a pointwise norm"),
         })
     }
 
@@ -96,6 +125,8 @@ impl Norm {
             Norm::RmsNorm(n) | Norm::ScalarRmsNorm(n) | Norm::RmsNormApprox(n) => n.forward(x, k),
             Norm::Dyt(n) => n.forward(x, k),
             Norm::BhytStar(n) | Norm::Bhyt(n) => n.forward(x, k),
+            Norm::LayerNorm1p(n) => n.forward_1p(x, k),
+            Norm::Derf(n) => n.forward(x),
         }
     }
 
@@ -116,7 +147,7 @@ impl Norm {
         match self {
             Norm::LayerNorm(n) | Norm::ScalarLayerNorm(n) => Some(n.forward_sum(x, b, scales)),
             Norm::RmsNorm(n) | Norm::ScalarRmsNorm(n) | Norm::RmsNormApprox(n) => Some(n.forward_sum(x, b, scales)),
-            Norm::Dyt(_) | Norm::BhytStar(_) | Norm::Bhyt(_) => None,
+            Norm::Dyt(_) | Norm::BhytStar(_) | Norm::Bhyt(_) | Norm::LayerNorm1p(_) | Norm::Derf(_) => None,
         }
     }
 

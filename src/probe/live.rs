@@ -247,10 +247,17 @@ fn tensorboard_tags(rec: &ProbeRecord) -> Vec<(String, f32)> {
         tags.extend(p.grad_norm.map(|g| (format!("grad_norm/l{l:03}"), g as f32)));
         tags.extend(p.jacobian_bound.map(|j| (format!("ln_jacobian_bound/l{l:03}"), j as f32)));
         tags.extend(p.attn_max_logit.map(|v| (format!("attn_max_logit/l{l:03}"), v as f32)));
+        for (h, v) in p.attn_head_max_logit.iter().flatten().enumerate() {
+            tags.push((format!("attn_head_max_logit/l{l:03}/h{h:02}"), *v as f32));
+        }
         tags.extend(p.attn_entropy.map(|v| (format!("attn_entropy/l{l:03}"), v as f32)));
         tags.extend(p.saturation.map(|v| (format!("dyt_saturation/l{l:03}"), v as f32)));
     }
     tags.extend(rec.forward.final_saturation.map(|v| ("dyt_saturation/final".to_string(), v as f32)));
+    // Learned residual gates and x0-mixing λ's, by parameter (mean over a vector gate).
+    for (name, s) in rec.forward.scales.iter().filter(|(n, _)| crate::model::names::is_residual_scale(n)) {
+        tags.push((format!("residual_scale/{name}"), s.mean as f32));
+    }
     tags.push(("grad/spikes_total".into(), rec.spikes_total as f32));
     tags
 }

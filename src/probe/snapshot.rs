@@ -10,7 +10,7 @@ use super::stats::{
 };
 use crate::io::json::{nan, nan_pairs, nan_vec};
 use crate::io::tensorboard::Histogram;
-use crate::model::names::is_stream_norm;
+use crate::model::names::{is_residual_scale, is_stream_norm};
 use crate::model::params::named_tensors;
 use crate::model::{ForwardOutput, SublayerTrace, Transformer};
 use crate::norm::Norm;
@@ -80,6 +80,9 @@ pub struct SublayerProbe {
     #[serde(deserialize_with = "nan")]
     pub angular_distance: f64,
     pub attn_max_logit: Option<f64>,
+    /// Attention sublayers: the largest logit `q·k/√h` of each head (what QK-clip watches).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attn_head_max_logit: Option<Vec<f64>>,
     pub attn_entropy: Option<f64>,
     /// FFN sublayers whose input norm approximates (BHyT, RMSNorm-Approx): ŝ² (Theorem 3.5)
     /// against the exact mean square of the FFN input.
@@ -161,8 +164,11 @@ pub fn forward_probe_with_histograms(
     let last = out.last_hidden;
     let final_saturation = dyt_saturation(model.final_norm.as_ref(), last.clone()).map(|t| g.push(t));
     let final_tau = g.push(token_alignment(last));
-    let attn: Vec<(Slot, Slot)> =
-        out.attention.iter().map(|a| (g.push(a.max_logit.clone()), g.push(a.entropy.clone()))).collect();
+    let attn: Vec<[Slot; 3]> = out
+        .attention
+        .iter()
+        .map(|a| [g.push(a.max_logit.clone()), g.push(a.entropy.clone()), g.push(a.head_max_logit.clone())])
+        .collect();
     let scale_slots: Vec<(String, Slot)> = norm_params(model).into_iter().map(|(n, t)| (n, g.push(t))).collect();
     let f = g.fetch();
     let mut pooled = Pooled::default();
@@ -245,7 +251,7 @@ impl Pooled {
 }
 
 /// Sublayer `i`'s probe from the fetched values; BHyT's pairs also go to `pooled`.
-fn sublayer_probe(i: usize, p: &Pending, f: &Fetched, attn: &[(Slot, Slot)], pooled: &mut Pooled) -> SublayerProbe {
+fn sublayer_probe(i: usize, p: &Pending, f: &Fetched, attn: &[[Slot; 3]], pooled: &mut Pooled) -> SublayerProbe {
     let hidden = |s: Slot| {
         let h = HiddenSummary::read(f.get(s));
         let max_abs = h.top_abs.first().copied().unwrap_or(f64::NAN);
@@ -279,8 +285,9 @@ fn sublayer_probe(i: usize, p: &Pending, f: &Fetched, attn: &[(Slot, Slot)], poo
         tau: f.get(p.tau)[0],
         tau_sum: f.get(p.tau_sum)[0],
         angular_distance: angular_distance(f.get(p.cos)),
-        attn_max_logit: is_attn.then(|| f.get(attn[i / 2].0)[0]),
-        attn_entropy: is_attn.then(|| f.get(attn[i / 2].1)[0]),
+        attn_max_logit: is_attn.then(|| f.get(attn[i / 2][0])[0]),
+        attn_head_max_logit: is_attn.then(|| f.get(attn[i / 2][2]).to_vec()),
+        attn_entropy: is_attn.then(|| f.get(attn[i / 2][1])[0]),
         variance_fit,
         grad_norm: None,
         grad_cv_window: None,
@@ -316,13 +323,14 @@ fn spread_of(norm: &Norm) -> Option<(Spread, f64, Option<&Param<Tensor<1>>>)> {
         Norm::RmsNorm(n) | Norm::ScalarRmsNorm(n) | Norm::RmsNormApprox(n) => {
             Some((Spread::Rms, n.eps, n.gain.as_ref()))
         }
-        Norm::Dyt(_) | Norm::BhytStar(_) | Norm::Bhyt(_) => None,
+        Norm::Dyt(_) | Norm::BhytStar(_) | Norm::Bhyt(_) | Norm::LayerNorm1p(_) | Norm::Derf(_) => None,
     }
 }
 
-/// Every learned norm parameter on the residual stream, with its name.
+/// Every learned norm parameter on the residual stream and every learned residual scale
+/// (gates, x0-mixing λ's), with its name.
 fn norm_params(model: &Transformer) -> Vec<(String, Tensor<1>)> {
-    named_tensors(model).into_iter().filter(|(n, _)| is_stream_norm(n)).collect()
+    named_tensors(model).into_iter().filter(|(n, _)| is_stream_norm(n) || is_residual_scale(n)).collect()
 }
 
 /// Most values a histogram is built from; larger tensors are sampled with an even stride.

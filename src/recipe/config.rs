@@ -17,8 +17,9 @@
 //! residual = "0.5"
 //! ```
 
-use super::presets::{PRESET_NAMES, blank, preset};
-use super::spec::{BaseNorm, NormSpec, QkNorm, RecipeSpec, Scale, SublayerSpec};
+use super::catalog::{PRESET_NAMES, preset};
+use super::presets::blank;
+use super::spec::{BaseNorm, NormSpec, QkClip, QkNorm, RecipeSpec, Scale, SublayerSpec, X0Mix};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -64,6 +65,11 @@ pub struct RecipeOverlay {
     pub embedding_norm: Option<NormSpec>,
     pub final_norm: Option<NormSpec>,
     pub qk_norm: Option<QkNorm>,
+    pub v_norm: Option<QkNorm>,
+    pub attn_softcap: Option<f64>,
+    pub final_softcap: Option<f64>,
+    pub x0_mix: Option<X0Mix>,
+    pub qk_clip: Option<QkClip>,
     pub embedding_scale: Option<Scale>,
     pub regularizer: Option<f64>,
     #[serde(default)]
@@ -106,7 +112,11 @@ impl RecipeOverlay {
         macro_rules! set {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { r.$f = v.clone(); } )* };
         }
-        set!(about, norm, embedding_norm, final_norm, qk_norm, regularizer);
+        set!(about, norm, embedding_norm, final_norm, qk_norm, v_norm, regularizer);
+        macro_rules! put {
+            ($($f:ident),*) => { $( if self.$f.is_some() { r.$f = self.$f; } )* };
+        }
+        put!(attn_softcap, final_softcap, x0_mix, qk_clip);
         if let Some(e) = &self.embedding_scale {
             r.embedding_scale = Some(e.clone());
         }

@@ -2,7 +2,7 @@
 
 use super::resolve::Dims;
 use super::resolve::{Branch, ResolvedRecipe, SublayerPlan, norm_kind};
-use super::spec::{NormSpec, QkNorm, RecipeSpec, Scale, SublayerSpec, Which};
+use super::spec::{GateOwner, GateShape, NormSpec, QkNorm, RecipeSpec, Scale, SublayerSpec, Which};
 use crate::norm::NormKind;
 
 /// The recipe as equations, one line each: embedding, every sublayer group, readout, loss.
@@ -56,6 +56,36 @@ fn readout_notes(spec: &RecipeSpec) -> Vec<String> {
         QkNorm::Full => lines.push(
             "attention: q, k RMS-normalised over the full width d, before the head split (QK-norm, OLMo 2)".into(),
         ),
+        QkNorm::L2 => {
+            lines.push("attention: q, k scaled to unit L2 norm per head, no gain (QK L2-norm, Megatron-LM)".into())
+        }
+    }
+    match spec.v_norm {
+        QkNorm::Head => lines.push("attention: v RMS-normalised per head (V-norm)".into()),
+        QkNorm::Full => {
+            lines.push("attention: v RMS-normalised over its full width (V-norm, HybridNorm's QKV-norm)".into())
+        }
+        _ => {}
+    }
+    if let Some(c) = spec.attn_softcap {
+        lines.push(format!("attention logits soft-capped: {c}·tanh((q·k/√h)/{c}) before the mask"));
+    }
+    if let Some(c) = spec.final_softcap {
+        lines.push(format!("logits soft-capped: {c}·tanh(logits/{c})"));
+    }
+    if let Some(m) = spec.x0_mix {
+        lines.push(format!(
+            "before layer k: X ← λ_r,k·X + λ₀,k·X_1   [λ_r, λ₀ learnable per layer, init {} and {}]",
+            m.residual, m.x0
+        ));
+    }
+    if let Some(c) = spec.qk_clip {
+        lines.push(format!(
+            "after each step: heads whose max logit S > τ = {}: W_q ×(τ/S)^{}, W_k ×(τ/S)^{} (QK-clip, MuonClip)",
+            c.tau,
+            c.alpha,
+            1.0 - c.alpha
+        ));
     }
     if spec.regularizer > 0.0 {
         lines.push(format!(
@@ -84,6 +114,16 @@ pub fn sublayer_equation(spec: &RecipeSpec, s: &SublayerSpec) -> String {
     if let Some(n) = slot(&s.output) {
         branch = format!("{n}({branch})");
     }
+    let mut notes = Vec::new();
+    if let Some(g) = &s.gate {
+        let shared = if g.per == GateOwner::Layer { ", one per layer" } else { "" };
+        let (sym, what, init) = match g.shape {
+            GateShape::Scalar => ("α", "α ∈ ℝ", "α₀"),
+            GateShape::Channel => ("diag(λ)", "λ ∈ ℝ^d", "λ₀"),
+        };
+        branch = format!("{sym}·{branch}");
+        notes.push(format!("{what} learnable, {init} = {}{shared}", g.init.text()));
+    }
     let skip = match s.skip.as_ref().filter(|v| !v.is_one()) {
         Some(a) => format!("{}·X_l", factor(a)),
         None => "X_l".into(),
@@ -97,6 +137,9 @@ pub fn sublayer_equation(spec: &RecipeSpec, s: &SublayerSpec) -> String {
         Some(n) => format!("X_{{l+1}} = {n}({sum})"),
         None => format!("X_{{l+1}} = {sum}"),
     };
+    if !notes.is_empty() {
+        eq.push_str(&format!("   [{}]", notes.join("; ")));
+    }
     let mut init = Vec::new();
     if let Some(v) = s.init_out.as_ref().filter(|v| !v.is_one()) {
         init.push(format!("W_O, W_2 × {}", v.text()));
@@ -165,7 +208,7 @@ pub fn plan_lines(r: &ResolvedRecipe) -> Vec<String> {
     };
     let last = format!("final: N_final = {}", n(&r.final_norm));
     let subs = r.sublayers.iter().map(|s| {
-        format!(
+        let line = format!(
             "l={:<3} k={:<3} {:<4}  in={:<10} out={:<10} outer={:<10} a={:<8.4} c={:<8.4} s={:<8.4} \
                     init_out={:<8.4} init_in={:.4}",
             s.index,
@@ -179,7 +222,15 @@ pub fn plan_lines(r: &ResolvedRecipe) -> Vec<String> {
             s.input_scale,
             s.init_out,
             s.init_in
-        )
+        );
+        match s.gate {
+            Some(g) => {
+                let shape = if g.shape == GateShape::Scalar { "scalar" } else { "per channel" };
+                let per = if g.per == GateOwner::Layer { ", shared by the layer" } else { "" };
+                format!("{line} gate₀={} ({shape}{per})", g.init)
+            }
+            None => line,
+        }
     });
     std::iter::once(embedding).chain(subs).chain(std::iter::once(last)).collect()
 }

@@ -7,20 +7,25 @@
 //! - [`config`]: a recipe as written in a config file (preset name, or preset + overrides)
 //! - [`equation`]: the printed sublayer equations
 
+pub mod catalog;
 pub mod config;
 pub mod equation;
 pub mod expr;
 pub mod placement;
 pub mod presets;
+mod presets_beyond;
 pub mod resolve;
 pub mod spec;
 pub mod theorem;
 
+pub use catalog::{PRESET_NAMES, preset};
 pub use config::{RecipeConfig, RecipeOverlay};
 pub use placement::Placement;
-pub use presets::{PRESET_NAMES, preset};
-pub use resolve::{Branch, Dims, MAX_LAYERS, MAX_WIDTH, ResolvedRecipe, SublayerPlan, norm_kind, resolve};
-pub use spec::{BaseNorm, NormName, NormSpec, NormTable, QkNorm, RecipeSpec, Scale, SublayerSpec, Which};
+pub use resolve::{Branch, Dims, Gate, MAX_LAYERS, MAX_WIDTH, ResolvedRecipe, SublayerPlan, norm_kind, resolve};
+pub use spec::{
+    BaseNorm, GateOwner, GateShape, GateSpec, NormName, NormSpec, NormTable, QkClip, QkNorm, RecipeSpec, Scale,
+    SublayerSpec, Which, X0Mix,
+};
 pub use theorem::theorem_3_6_warning;
 
 #[cfg(test)]

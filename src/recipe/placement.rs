@@ -5,7 +5,9 @@
 use super::resolve::{ResolvedRecipe, SublayerPlan};
 use crate::norm::NormKind;
 
-/// The plain placements (every scale and init scale 1, LayerNorm or RMSNorm in every slot).
+/// The plain placements (every scale and init scale 1, no gate, no x0 mixing, LayerNorm or
+/// RMSNorm in every slot). Attention options (QK-norm, soft-caps, QK-clip) do not change where
+/// the norms sit: a soft-capped pre-norm is pre-norm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Placement {
     /// `X_{l+1} = LN(X_l + F(X_l))`, no final norm (KiteNorm Table 2, post).
@@ -21,7 +23,7 @@ fn is_ln(k: &Option<NormKind>) -> bool {
 }
 
 fn plain(s: &SublayerPlan) -> bool {
-    [s.skip, s.residual, s.input_scale, s.init_out, s.init_in].iter().all(|v| *v == 1.0)
+    [s.skip, s.residual, s.input_scale, s.init_out, s.init_in].iter().all(|v| *v == 1.0) && s.gate.is_none()
 }
 
 impl Placement {
@@ -32,7 +34,7 @@ impl Placement {
         let uniform = r.sublayers.iter().all(|s| plain(s) && slots(s) == slots(first));
         let no_others =
             r.sublayers.iter().all(|s| [&s.input, &s.output, &s.outer].iter().all(|k| k.is_none() || is_ln(k)));
-        if !uniform || !no_others || r.regularizer != 0.0 {
+        if !uniform || !no_others || r.regularizer != 0.0 || r.x0_mix.is_some() {
             return None;
         }
         match (slots(first), r.final_norm.is_some()) {
@@ -70,5 +72,11 @@ mod tests {
             assert_eq!(of(name).0, None, "{name}");
         }
         assert!(of("kitenorm").1 && !of("mix").1 && !of("dyt").1);
+        // Gates and x0 mixing change the stream; logit controls leave the placement.
+        for name in ["rezero", "skipinit", "layerscale", "x0-mix", "hybridnorm", "derf", "pre-1p"] {
+            assert_eq!(of(name).0, None, "{name}");
+        }
+        assert_eq!(of("softcap").0, Some(Placement::Pre));
+        assert_eq!(of("sandwich").0, Some(Placement::Peri));
     }
 }

@@ -8,61 +8,6 @@
 use super::spec::{BaseNorm, NormName, NormSpec, NormTable, QkNorm, RecipeSpec, Scale, SublayerSpec, Which};
 use std::collections::BTreeMap;
 
-/// All preset names, in the order `normlab recipes` lists them.
-pub const PRESET_NAMES: &[&str] = &[
-    "post",
-    "pre",
-    "pre-rms",
-    "gpt2-pre",
-    "lns",
-    "lns-rms",
-    "peri",
-    "peri-rms",
-    "peri-norm",
-    "mix",
-    "keel",
-    "kitenorm",
-    "kitenorm-no-inner",
-    "kitenorm-vector-ln",
-    "kitenorm-no-reg",
-    "dyt",
-    "dyt-plain",
-    "bhyt-star",
-    "bhyt",
-    "rmsnorm-approx",
-    "olmo2",
-    "deepnorm",
-];
-
-/// Looks a preset up by name.
-pub fn preset(name: &str) -> Option<RecipeSpec> {
-    Some(match name {
-        "post" => post(),
-        "pre" => pre(),
-        "pre-rms" => pre_rms(),
-        "gpt2-pre" => gpt2_pre(),
-        "lns" => lns(),
-        "lns-rms" => lns_rms(),
-        "peri" => peri(),
-        "peri-rms" => peri_rms(),
-        "peri-norm" => peri_norm(),
-        "mix" => mix(),
-        "keel" => keel(),
-        "kitenorm" => kitenorm(),
-        "kitenorm-no-inner" => kitenorm_no_inner(),
-        "kitenorm-vector-ln" => kitenorm_vector_ln(),
-        "kitenorm-no-reg" => kitenorm_no_reg(),
-        "dyt" => dyt(),
-        "dyt-plain" => dyt_plain(),
-        "bhyt-star" => bhyt_star(),
-        "bhyt" => bhyt(),
-        "rmsnorm-approx" => rmsnorm_approx(),
-        "olmo2" => olmo2(),
-        "deepnorm" => deepnorm(),
-        _ => return None,
-    })
-}
-
 /// A recipe with no norms and every scale 1: the start of every preset and of a config-file
 /// recipe written from scratch.
 pub fn blank(name: &str, about: &str) -> RecipeSpec {
@@ -74,6 +19,11 @@ pub fn blank(name: &str, about: &str) -> RecipeSpec {
         embedding_norm: NormSpec::none(),
         final_norm: NormSpec::none(),
         qk_norm: QkNorm::None,
+        v_norm: QkNorm::None,
+        attn_softcap: None,
+        final_softcap: None,
+        x0_mix: None,
+        qk_clip: None,
         regularizer: 0.0,
         params: BTreeMap::new(),
         sublayer: SublayerSpec::default(),

@@ -3,7 +3,10 @@
 //! that names the field.
 
 use super::expr::eval;
-use super::spec::{BaseNorm, NormName, NormSpec, NormTable, QkNorm, RecipeSpec, Scale, SublayerSpec, Which};
+use super::spec::{
+    BaseNorm, GateOwner, GateShape, GateSpec, NormName, NormSpec, NormTable, QkClip, QkNorm, RecipeSpec, Scale,
+    SublayerSpec, Which, X0Mix,
+};
 use crate::norm::{BhytDenominator, NormKind};
 use anyhow::{Context, bail, ensure};
 use std::collections::BTreeMap;
@@ -41,6 +44,16 @@ pub struct SublayerPlan {
     pub input_scale: f64,
     pub init_out: f64,
     pub init_in: f64,
+    /// The learnable residual gate `g`, when the sublayer has one.
+    pub gate: Option<Gate>,
+}
+
+/// A resolved residual gate: shape, initial value, owner.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Gate {
+    pub shape: GateShape,
+    pub init: f64,
+    pub per: GateOwner,
 }
 
 /// A recipe resolved for one depth.
@@ -53,6 +66,12 @@ pub struct ResolvedRecipe {
     pub embedding_norm: Option<NormKind>,
     pub final_norm: Option<NormKind>,
     pub qk_norm: QkNorm,
+    /// RMSNorm on the values (HybridNorm's QKV-norm): `Head`, `Full` or `None`.
+    pub v_norm: QkNorm,
+    pub attn_softcap: Option<f64>,
+    pub final_softcap: Option<f64>,
+    pub x0_mix: Option<X0Mix>,
+    pub qk_clip: Option<QkClip>,
     pub regularizer: f64,
     /// The sizes and the norm ε it was resolved for: a model of other sizes needs its own.
     pub dims: Dims,
@@ -100,18 +119,7 @@ impl Resolver<'_> {
 
     fn resolve_inner(&self, dims: Dims, eps: f64) -> anyhow::Result<ResolvedRecipe> {
         let n_layers = dims.n_layers;
-        ensure!(n_layers >= 1, "n_layers must be at least 1");
-        ensure!(
-            n_layers <= MAX_LAYERS,
-            "n_layers = {n_layers} is more than normlab builds (at most {MAX_LAYERS} layers)"
-        );
-        ensure!(dims.d_model >= 1, "d_model must be at least 1");
-        ensure!(
-            dims.d_model <= MAX_WIDTH,
-            "d_model = {} is more than normlab builds (at most {MAX_WIDTH})",
-            dims.d_model
-        );
-        ensure!(eps > 0.0 && eps.is_finite(), "norm_eps must be a positive number, got {eps}");
+        check_sizes(dims, eps)?;
         self.check_params()?;
         for (i, entry) in self.layers.iter().enumerate() {
             entry.range.as_ref().with_context(|| format!("layers[{i}] needs a `range`, e.g. range = \"1..=L\""))?;
@@ -124,6 +132,8 @@ impl Resolver<'_> {
             sublayers.push(self.plan(index, dims, eps)?);
         }
         check_bhyt_pairs(&sublayers)?;
+        check_layer_gates(&sublayers)?;
+        self.check_attention()?;
         let vars = self.vars(dims);
         let embedding_norm = self.norm(&self.embedding_norm, &vars, eps).context("embedding_norm")?;
         let final_norm = self.norm(&self.final_norm, &vars, eps).context("final_norm")?;
@@ -147,8 +157,43 @@ impl Resolver<'_> {
             embedding_norm,
             final_norm,
             qk_norm: self.qk_norm,
+            v_norm: self.v_norm,
+            attn_softcap: self.attn_softcap,
+            final_softcap: self.final_softcap,
+            x0_mix: self.x0_mix,
+            qk_clip: self.qk_clip,
             regularizer: self.regularizer,
         })
+    }
+
+    /// The attention options: positive caps, a valid QK-clip, value norms RMSNorm only.
+    fn check_attention(&self) -> anyhow::Result<()> {
+        for (name, cap) in [("attn_softcap", self.attn_softcap), ("final_softcap", self.final_softcap)] {
+            if let Some(c) = cap {
+                ensure!(c.is_finite() && c > 0.0, "`{name}` = {c} must be a positive number (Gemma 2: 50 and 30)");
+            }
+        }
+        ensure!(
+            self.v_norm != QkNorm::L2,
+            "v_norm = \"l2\" is not a value norm normlab builds; use \"head\" or \"full\" (RMSNorm)"
+        );
+        if let Some(X0Mix { residual, x0 }) = self.x0_mix {
+            ensure!(residual.is_finite() && x0.is_finite(), "`x0_mix` values must be finite numbers");
+        }
+        if let Some(QkClip { tau, alpha }) = self.qk_clip {
+            ensure!(tau.is_finite() && tau > 0.0, "`qk_clip.tau` = {tau} must be > 0 (Kimi K2: 100)");
+            ensure!((0.0..=1.0).contains(&alpha), "`qk_clip.alpha` = {alpha} must lie in [0, 1] (Kimi K2: 0.5)");
+            ensure!(
+                !self.qk_norm.is_on(),
+                "qk_clip rescales W_q and W_k, which QK-norm (qk_norm = \"{}\") undoes; use one or the other",
+                match self.qk_norm {
+                    QkNorm::Head => "head",
+                    QkNorm::Full => "full",
+                    _ => "l2",
+                }
+            );
+        }
+        Ok(())
     }
 
     fn check_params(&self) -> anyhow::Result<()> {
@@ -222,6 +267,7 @@ impl Resolver<'_> {
                 input_scale: scale("input_scale", &spec.input_scale)?,
                 init_out: scale("init_out", &spec.init_out)?,
                 init_in: scale("init_in", &spec.init_in)?,
+                gate: spec.gate.as_ref().map(|g| gate(g, &vars)).transpose().context("`gate`")?,
             })
         })()
         .with_context(where_)?;
@@ -270,6 +316,13 @@ impl Resolver<'_> {
             },
             NormName::Bhyt => NormKind::Bhyt { lambda: positive("lambda", t.lambda.unwrap_or(1.0))?, p, eps },
             NormName::RmsnormApprox => NormKind::RmsNormApprox { gain, eps },
+            NormName::Layernorm1p => NormKind::LayerNorm1p { shift: t.shift.unwrap_or(true), eps },
+            NormName::Derf => {
+                let alpha = t.alpha.as_ref().map_or(Ok(0.5), |a| scale_value(a, vars)).context("`alpha`")?;
+                let offset = t.offset.unwrap_or(0.0);
+                ensure!(offset.is_finite(), "`offset` = {offset} must be a finite number");
+                NormKind::Derf { alpha, offset }
+            }
         };
         Ok(Some(kind))
     }
@@ -284,6 +337,7 @@ fn check_options(t: &NormTable) -> anyhow::Result<()> {
         ("lambda", t.lambda.is_some()),
         ("p", t.p.is_some()),
         ("denominator", t.denominator.is_some()),
+        ("offset", t.offset.is_some()),
     ];
     for (field, is_set) in set {
         ensure!(!is_set || t.kind.options().contains(&field), "norm kind `{}` has no option `{field}`", t.kind);
@@ -302,6 +356,45 @@ fn scale_value(s: &Scale, vars: &BTreeMap<String, f64>) -> anyhow::Result<f64> {
         Scale::Expr(e) => ensure!(v.is_finite() && v > 0.0, "`{e}` = {v} must be a positive finite number"),
     }
     Ok(v)
+}
+
+/// Sizes normlab builds and a positive ε.
+fn check_sizes(dims: Dims, eps: f64) -> anyhow::Result<()> {
+    let n_layers = dims.n_layers;
+    ensure!(n_layers >= 1, "n_layers must be at least 1");
+    ensure!(n_layers <= MAX_LAYERS, "n_layers = {n_layers} is more than normlab builds (at most {MAX_LAYERS} layers)");
+    ensure!(dims.d_model >= 1, "d_model must be at least 1");
+    ensure!(dims.d_model <= MAX_WIDTH, "d_model = {} is more than normlab builds (at most {MAX_WIDTH})", dims.d_model);
+    ensure!(eps > 0.0 && eps.is_finite(), "norm_eps must be a positive number, got {eps}");
+    Ok(())
+}
+
+/// A gate's resolved form. Its initial value may be 0 (ReZero, SkipInit) or negative: any
+/// finite number.
+fn gate(g: &GateSpec, vars: &BTreeMap<String, f64>) -> anyhow::Result<Gate> {
+    let init = match &g.init {
+        Scale::Number(v) => *v,
+        Scale::Expr(e) => eval(e, vars).map_err(anyhow::Error::msg)?,
+    };
+    ensure!(init.is_finite(), "`init` = {init} must be a finite number");
+    Ok(Gate { shape: g.shape, init, per: g.per })
+}
+
+/// A gate shared by a layer (`per = "layer"`, ReZero) must be the same gate in both of the
+/// layer's sublayers.
+fn check_layer_gates(plans: &[SublayerPlan]) -> anyhow::Result<()> {
+    for pair in plans.chunks(2) {
+        let [attn, ffn] = pair else { continue };
+        let shared = |g: &Option<Gate>| g.is_some_and(|g| g.per == GateOwner::Layer);
+        if (shared(&attn.gate) || shared(&ffn.gate)) && attn.gate != ffn.gate {
+            bail!(
+                "layer {}: a gate with per = \"layer\" is one parameter for the layer's attention and FFN, so both \
+                    sublayers need the same gate (shape, init); use per = \"sublayer\" for separate gates",
+                attn.layer
+            );
+        }
+    }
+    Ok(())
 }
 
 /// `"scalar-ln"` under `norm = "rmsnorm"`: the scalarised RMSNorm, which has no shift (there is

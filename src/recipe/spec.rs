@@ -50,11 +50,15 @@ pub enum NormName {
     Bhyt,
     /// RMSNorm whose FFN-input slot takes the block's approximated variance (the BHyT paper's Table 5).
     RmsnormApprox,
+    /// LayerNorm with a zero-centred gain, `(1 + γ)` (Megatron-LM's `apply_layernorm_1p`).
+    Layernorm1p,
+    /// Dynamic erf (Chen et al., 2025, "Stronger Normalization-Free Transformers").
+    Derf,
 }
 
 impl NormName {
     /// Every kind with its written name.
-    pub const ALL: [(NormName, &'static str); 10] = [
+    pub const ALL: [(NormName, &'static str); 12] = [
         (NormName::None, "none"),
         (NormName::Ln, "ln"),
         (NormName::Layernorm, "layernorm"),
@@ -65,6 +69,8 @@ impl NormName {
         (NormName::BhytStar, "bhyt-star"),
         (NormName::Bhyt, "bhyt"),
         (NormName::RmsnormApprox, "rmsnorm-approx"),
+        (NormName::Layernorm1p, "layernorm-1p"),
+        (NormName::Derf, "derf"),
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -81,6 +87,8 @@ impl NormName {
             NormName::BhytStar => &["lambda", "p", "denominator"],
             NormName::Bhyt => &["lambda", "p"],
             NormName::RmsnormApprox => &["gain"],
+            NormName::Layernorm1p => &["shift"],
+            NormName::Derf => &["alpha", "offset"],
         }
     }
 }
@@ -119,8 +127,8 @@ pub struct NormTable {
     /// Learnable shift β (LayerNorm, scalarised LayerNorm; default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shift: Option<bool>,
-    /// DyT's initial α (default 0.5, the DyT repository's default): a number or an expression
-    /// in `L`, `k`, `l`, `d` and `params` (the `dyt` preset steps it by width `d`).
+    /// DyT's and Derf's initial α (default 0.5, both repositories' default): a number or an
+    /// expression in `L`, `k`, `l`, `d` and `params` (the `dyt` preset steps it by width `d`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alpha: Option<Scale>,
     /// BHyT's initial λ (the BHyT paper's C.3: 2.0 before attention, 1.0 before the FFN).
@@ -132,6 +140,9 @@ pub struct NormTable {
     /// BHyT*'s denominator: `"std"` (paper eq. 1, default) or `"rms"` (authors' code).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub denominator: Option<BhytDenominator>,
+    /// Derf's initial shift `s` inside the erf (default 0, the Derf repository's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<f64>,
 }
 
 /// Parsed by hand so that a typo inside a norm table is reported by name, not as "did not
@@ -168,7 +179,7 @@ impl NormSpec {
 impl NormTable {
     /// `kind` with every option at its default.
     pub fn of(kind: NormName) -> Self {
-        Self { kind, gain: None, shift: None, alpha: None, lambda: None, p: None, denominator: None }
+        Self { kind, gain: None, shift: None, alpha: None, lambda: None, p: None, denominator: None, offset: None }
     }
 }
 
@@ -245,6 +256,41 @@ pub struct SublayerSpec {
     /// Init multiplier of `W_V` (attention) and `W_1`, `W_3` (FFN).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init_in: Option<Scale>,
+    /// `g`: a learnable gate on the residual branch, `z = a·X + c·(g ⊙ N_out(F(s·N_in(X))))`
+    /// (ReZero, SkipInit, LayerScale).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<GateSpec>,
+}
+
+/// A learnable residual gate: its shape, initial value and owner.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateSpec {
+    /// `"scalar"` (one `α ∈ ℝ`: ReZero, SkipInit) or `"channel"` (`λ ∈ ℝ^d`: LayerScale).
+    pub shape: GateShape,
+    /// Its initial value: a number or an expression in `L`, `k`, `l`, `d` and `params`.
+    pub init: Scale,
+    /// `"sublayer"` (default: one gate per sublayer) or `"layer"` (one gate shared by a
+    /// Transformer layer's attention and feed-forward sublayers, as ReZero's code does).
+    #[serde(default)]
+    pub per: GateOwner,
+}
+
+/// A gate's shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GateShape {
+    Scalar,
+    Channel,
+}
+
+/// Which sublayers one gate serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GateOwner {
+    #[default]
+    Sublayer,
+    Layer,
 }
 
 impl SublayerSpec {
@@ -253,7 +299,7 @@ impl SublayerSpec {
         macro_rules! take {
             ($($f:ident),*) => { $( if over.$f.is_some() { self.$f = over.$f.clone(); } )* };
         }
-        take!(input, output, outer, skip, residual, input_scale, init_out, init_in);
+        take!(input, output, outer, skip, residual, input_scale, init_out, init_in, gate);
     }
 }
 
@@ -268,6 +314,8 @@ pub enum QkNorm {
     Head,
     /// Over the full width `d` before the head split (OLMo 2), gains in `ℝ^d`.
     Full,
+    /// Per head, to unit L2 norm, `q/√(‖q‖² + ε)`, no gain (Megatron-LM's `qk_l2_norm`, Llama 4).
+    L2,
 }
 
 /// Accepts the names and, for configs written before the choice existed, a boolean.
@@ -281,9 +329,10 @@ impl TryFrom<toml::Value> for QkNorm {
                 "none" => Ok(QkNorm::None),
                 "head" => Ok(QkNorm::Head),
                 "full" => Ok(QkNorm::Full),
-                other => Err(format!("qk_norm = \"{other}\": expected \"none\", \"head\" or \"full\"")),
+                "l2" => Ok(QkNorm::L2),
+                other => Err(format!("qk_norm = \"{other}\": expected \"none\", \"head\", \"full\" or \"l2\"")),
             },
-            other => Err(format!("qk_norm is \"none\", \"head\" or \"full\", not `{other}`")),
+            other => Err(format!("qk_norm is \"none\", \"head\", \"full\" or \"l2\", not `{other}`")),
         }
     }
 }
@@ -292,6 +341,36 @@ impl QkNorm {
     pub fn is_on(self) -> bool {
         self != QkNorm::None
     }
+}
+
+/// The initial values of the per-layer x0-mixing scalars: `λ_r` on the stream, `λ₀` on the
+/// embedding stream `X_1` (default 1 and 0: the plain residual stream at initialisation).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct X0Mix {
+    #[serde(default = "one")]
+    pub residual: f64,
+    #[serde(default)]
+    pub x0: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// QK-clip's threshold `τ` on the attention logit `q·k/√h` and the split `α` of the rescaling
+/// between queries and keys: `W_q ← W_q·(τ/S)^α`, `W_k ← W_k·(τ/S)^{1−α}` (Kimi K2: τ = 100,
+/// α = 0.5).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QkClip {
+    pub tau: f64,
+    #[serde(default = "half")]
+    pub alpha: f64,
+}
+
+fn half() -> f64 {
+    0.5
 }
 
 /// The base norm that `"ln"` slots resolve to.
@@ -323,10 +402,28 @@ pub struct RecipeSpec {
     pub embedding_norm: NormSpec,
     /// Norm applied before the output projection.
     pub final_norm: NormSpec,
-    /// RMSNorm on queries and keys: `"none"`, `"head"` (per head, over `d_head`; Qwen3) or
-    /// `"full"` (over all heads together, before the split; OLMo 2). `true` means `"head"`.
+    /// RMSNorm on queries and keys: `"none"`, `"head"` (per head, over `d_head`; Qwen3),
+    /// `"full"` (over all heads together, before the split; OLMo 2) or `"l2"` (per head, unit
+    /// L2 norm, no gain; Megatron-LM). `true` means `"head"`.
     #[serde(default)]
     pub qk_norm: QkNorm,
+    /// RMSNorm on the values too, `"head"` or `"full"` (HybridNorm's QKV-norm); default none.
+    #[serde(default)]
+    pub v_norm: QkNorm,
+    /// Soft-capping of the attention logits, `c·tanh(s/c)` before the mask (Gemma 2: 50).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attn_softcap: Option<f64>,
+    /// Soft-capping of the output logits, `c·tanh(logits/c)` (Gemma 2: 30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_softcap: Option<f64>,
+    /// Mixing of the embedding stream into every Transformer layer's input,
+    /// `X ← λ_r·X + λ₀·X_1` with learnable per-layer scalars (modded-nanogpt, nanochat).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub x0_mix: Option<X0Mix>,
+    /// QK-clip (MuonClip): after every optimizer step, rescale the query and key projections
+    /// of each head whose largest attention logit in the step exceeded `tau`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qk_clip: Option<QkClip>,
     /// Weight λ of KiteNorm's variance regulariser (KiteNorm eq. 24) in the training loss.
     #[serde(default)]
     pub regularizer: f64,

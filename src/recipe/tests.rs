@@ -246,7 +246,7 @@ fn qk_norm_is_per_head_or_full_width() {
     assert_eq!(from_toml("[recipe]\npreset = \"pre\"\nqk_norm = \"head\"\n").unwrap().qk_norm, QkNorm::Head);
     assert_eq!(from_toml("[recipe]\npreset = \"pre\"\nqk_norm = true\n").unwrap().qk_norm, QkNorm::Head);
     assert_eq!(from_toml("[recipe]\npreset = \"olmo2\"\nqk_norm = false\n").unwrap().qk_norm, QkNorm::None);
-    assert!(err("[recipe]\npreset = \"pre\"\nqk_norm = \"both\"\n").contains("\"none\", \"head\" or \"full\""));
+    assert!(err("[recipe]\npreset = \"pre\"\nqk_norm = \"both\"\n").contains("\"none\", \"head\", \"full\" or \"l2\""));
 }
 
 #[test]
@@ -354,4 +354,73 @@ fn malformed_recipes_are_rejected_naming_the_field() {
     assert!(e.contains("layer 1: the FFN input norm is bhyt") && e.contains("must be bhyt too"), "{e}");
     let e = err("[recipe]\npreset = \"pre\"\n[recipe.sublayer]\nouter = { kind = \"bhyt-star\", p = 1.0 }\n");
     assert!(e.contains("`p` = 1 must lie in (0, 1)"), "{e}");
+}
+
+/// The schemes beyond the seeds, by hand from their papers and code.
+#[test]
+fn gated_recipes_by_hand() {
+    use super::{Gate, GateOwner, GateShape};
+    let scalar = |init, per| Some(Gate { shape: GateShape::Scalar, init, per });
+    // ReZero: no norm anywhere, one α per layer shared by both sublayers, α₀ = 0.
+    let r = resolve("rezero", 6);
+    all_sublayers(&r, None, None, None, 1.0, 1.0);
+    assert!(r.sublayers.iter().all(|s| s.gate == scalar(0.0, GateOwner::Layer)));
+    assert_eq!((r.embedding_norm.clone(), r.final_norm.clone()), (None, None));
+    // SkipInit: the same, one α per sublayer.
+    assert!(resolve("skipinit", 6).sublayers.iter().all(|s| s.gate == scalar(0.0, GateOwner::Sublayer)));
+    // LayerScale: CaiT's λ₀ is 0.1 up to depth 18, 1e-5 up to 24, 1e-6 beyond.
+    for (l, want) in [(12, 0.1), (18, 0.1), (19, 1e-5), (24, 1e-5), (25, 1e-6), (36, 1e-6)] {
+        let r = resolve("layerscale", l);
+        all_sublayers(&r, ln(), None, None, 1.0, 1.0);
+        let g = Gate { shape: GateShape::Channel, init: want, per: GateOwner::Sublayer };
+        assert!(r.sublayers.iter().all(|s| s.gate == Some(g)), "L = {l}: λ₀ = {want}");
+    }
+    // A gate shared by a layer must be the same in both its sublayers.
+    let e = err("[recipe]\npreset = \"rezero\"\n[[recipe.layers]]\nrange = \"2\"\nsublayers = \"ffn\"\n\
+        gate = { shape = \"scalar\", init = 1, per = \"layer\" }\n");
+    assert!(e.contains("layer 2") && e.contains("same gate"), "{e}");
+}
+
+#[test]
+fn hybridnorm_places_its_norms_as_its_configuration_does() {
+    let rms = || Some(NormKind::RmsNorm { gain: true, eps: EPS });
+    // HybridNorm: no norm before attention, the attention sum normalised (which the FFN both
+    // reads and adds to), q, k, v normalised over their full width; final RMSNorm.
+    let r = resolve("hybridnorm", 4);
+    for s in &r.sublayers {
+        let (outer, input) = if s.branch == Branch::Attn { (rms(), None) } else { (None, None) };
+        assert_eq!((&s.input, &s.output, &s.outer), (&input, &None, &outer), "sublayer {}", s.index);
+    }
+    assert_eq!((r.qk_norm, r.v_norm, r.final_norm.clone()), (QkNorm::Full, QkNorm::Full, rms()));
+    // HybridNorm*: the first block pre-norm in both sublayers, the rest as HybridNorm.
+    let r = resolve("hybridnorm-star", 4);
+    assert_eq!((&r.sublayers[0].input, &r.sublayers[0].outer), (&rms(), &None));
+    assert_eq!((&r.sublayers[1].input, &r.sublayers[1].outer), (&rms(), &None));
+    assert_eq!((&r.sublayers[2].input, &r.sublayers[2].outer), (&None, &rms()));
+    assert_eq!((&r.sublayers[3].input, &r.sublayers[3].outer), (&None, &None));
+}
+
+#[test]
+fn logit_controls_and_new_norm_kinds_by_hand() {
+    let r = resolve("softcap", 4);
+    assert_eq!((r.attn_softcap, r.final_softcap), (Some(50.0), Some(30.0)), "Gemma 2's caps");
+    assert_eq!(resolve("qk-l2", 4).qk_norm, QkNorm::L2);
+    assert_eq!(resolve("qk-clip", 4).qk_clip, Some(super::QkClip { tau: 100.0, alpha: 0.5 }), "Kimi K2");
+    assert!(err("[recipe]\npreset = \"qk-clip\"\nqk_norm = \"head\"\n").contains("undoes"));
+    assert!(err("[recipe]\npreset = \"softcap\"\nattn_softcap = -1.0\n").contains("positive"));
+    assert!(err("[recipe]\npreset = \"hybridnorm\"\nv_norm = \"l2\"\n").contains("v_norm"));
+    let x0 = resolve("x0-mix", 4);
+    assert_eq!(x0.x0_mix, Some(super::X0Mix { residual: 1.0, x0: 0.0 }), "nanochat's λ_r₀ = 1, λ₀₀ = 0");
+    let weightless = Some(NormKind::RmsNorm { gain: false, eps: EPS });
+    all_sublayers(&x0, weightless.clone(), None, None, 1.0, 1.0);
+    assert_eq!((x0.embedding_norm.clone(), x0.final_norm.clone()), (weightless.clone(), weightless));
+    let p = resolve("pre-1p", 4);
+    all_sublayers(&p, Some(NormKind::LayerNorm1p { shift: true, eps: EPS }), None, None, 1.0, 1.0);
+    let d = resolve("derf", 4);
+    all_sublayers(&d, Some(NormKind::Derf { alpha: 1.0, offset: 0.0 }), None, None, 1.0, 1.0);
+    assert!(close(d.embedding_scale.unwrap(), 128f64.sqrt()), "the Derf patch's shared_scale √d");
+    assert!(err("[recipe]\nsublayer = { input = { kind = \"derf\", lambda = 1.0 } }\n").contains("no option `lambda`"));
+    // sandwich is peri under its other name.
+    let (s, p) = (resolve("sandwich", 4), resolve("peri", 4));
+    assert_eq!((s.sublayers, s.embedding_norm, s.final_norm), (p.sublayers, p.embedding_norm, p.final_norm));
 }

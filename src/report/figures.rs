@@ -14,12 +14,12 @@ pub struct Figure {
     pub svg: String,
 }
 
-fn fig(dir: &Path, stem: &str, caption: String, chart: Chart) -> anyhow::Result<Figure> {
+pub(super) fn fig(dir: &Path, stem: &str, caption: String, chart: Chart) -> anyhow::Result<Figure> {
     let svg = draw(&chart, &dir.join(stem))?;
     Ok(Figure { stem: stem.to_string(), caption, svg })
 }
 
-fn line(name: impl Into<String>, points: Vec<(f64, f64)>, color: usize, dashed: bool) -> Series {
+pub(super) fn line(name: impl Into<String>, points: Vec<(f64, f64)>, color: usize, dashed: bool) -> Series {
     Series { name: name.into(), points, color, dashed, scatter: false }
 }
 
@@ -246,22 +246,10 @@ fn output_gains(p: &crate::probe::ProbeRecord) -> Vec<(f64, f64)> {
 /// alignment), each its own chart with the runs' legend; none without probes.
 pub fn final_attention(dir: &Path, runs: &[RunData]) -> anyhow::Result<Vec<Figure>> {
     let over = |value: fn(&SublayerProbe) -> f64| -> Vec<Series> {
-        runs.iter()
-            .enumerate()
-            .map(|(i, r)| {
-                let pts = r
-                    .probes
-                    .iter()
-                    .filter_map(|p| {
-                        let n = p.forward.sublayers.len();
-                        let s = p.forward.sublayers.get(n.checked_sub(2)?)?;
-                        Some((p.step as f64, value(s)))
-                    })
-                    .collect();
-                line(r.legend(), pts, i, false)
-            })
-            .filter(|s| !s.points.is_empty())
-            .collect()
+        over_probes(runs, |p| {
+            let n = p.forward.sublayers.len();
+            Some(value(p.forward.sublayers.get(n.checked_sub(2)?)?))
+        })
     };
     let var = over(|s| s.z.var);
     if var.is_empty() {
@@ -290,6 +278,19 @@ pub fn final_attention(dir: &Path, runs: &[RunData]) -> anyhow::Result<Vec<Figur
             Chart::new("token alignment τ(z), final attention sublayer", "step", "τ(z)", over(|s| s.tau_sum)),
         )?,
     ])
+}
+
+/// One line per run of `value` at each of its probes (probes without a value skipped), runs
+/// without any point left out.
+pub(super) fn over_probes(runs: &[RunData], value: impl Fn(&crate::probe::ProbeRecord) -> Option<f64>) -> Vec<Series> {
+    runs.iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let pts = r.probes.iter().filter_map(|p| Some((p.step as f64, value(p)?))).collect();
+            line(r.legend(), pts, i, false)
+        })
+        .filter(|s| !s.points.is_empty())
+        .collect()
 }
 
 /// Run `i`'s sublayer gradient norms at its first probe (dashed) and its last (solid); `None`

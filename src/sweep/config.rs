@@ -263,7 +263,8 @@ impl Sweep {
 
     /// The built-in study (`normlab compare`): `configs/sweeps/compare.toml`, or with `full`
     /// the GPU-scale `compare-full.toml`; both are compiled in.
-    pub fn compare(full: bool, sets: &[String]) -> anyhow::Result<Self> {
+    /// `recipes`, when given, replace its recipe axis (`normlab compare --recipes rezero,pre`).
+    pub fn compare(full: bool, recipes: &[String], sets: &[String]) -> anyhow::Result<Self> {
         const COMPARE: &str = include_str!("../../configs/sweeps/compare.toml");
         const COMPARE_FULL: &str = include_str!("../../configs/sweeps/compare-full.toml");
         let (text, name) = if full {
@@ -271,7 +272,7 @@ impl Sweep {
         } else {
             (COMPARE, "configs/sweeps/compare.toml")
         };
-        Self::parse(text, Path::new(name), sets)
+        Self::parse(&with_recipes(text, recipes)?, Path::new(name), sets)
     }
 
     /// `normlab textnorm`'s study (the Normalization chapter's build); `recipes`, when given, replace its
@@ -284,16 +285,7 @@ impl Sweep {
         } else {
             (STUDY, "configs/sweeps/textnorm.toml")
         };
-        if recipes.is_empty() {
-            return Self::parse(text, Path::new(name), sets);
-        }
-        ensure!(recipes.iter().all(|r| !r.trim().is_empty()), "--recipes has an empty name; give e.g. pre,post,peri");
-        let mut table: toml::Table = toml::from_str(text)?;
-        let list = toml::Value::Array(recipes.iter().map(|r| toml::Value::String(r.trim().into())).collect());
-        if let Some(axes) = table.get_mut("sweep").and_then(|s| s.get_mut("axes")).and_then(|a| a.as_table_mut()) {
-            axes.insert("model.recipe".into(), list);
-        }
-        Self::parse(&toml::to_string(&table)?, Path::new(name), sets)
+        Self::parse(&with_recipes(text, recipes)?, Path::new(name), sets)
     }
 
     /// Parses a sweep file's text; `sets` edit it first (`sweep.dir=…`, `train.steps=…`).
@@ -365,6 +357,20 @@ impl Sweep {
         let axes: Vec<String> = run.axes.iter().map(|(k, v)| format!("{k} = {v}")).collect();
         crate::train::RunConfig::from_table(&table, &format!("the sweep's run with {}", axes.join(", ")))
     }
+}
+
+/// A built-in study's text with its recipe axis replaced by `recipes` (unchanged when empty).
+fn with_recipes(text: &str, recipes: &[String]) -> anyhow::Result<String> {
+    if recipes.is_empty() {
+        return Ok(text.to_string());
+    }
+    ensure!(recipes.iter().all(|r| !r.trim().is_empty()), "--recipes has an empty name; give e.g. pre,post,peri");
+    let mut table: toml::Table = toml::from_str(text)?;
+    let list = toml::Value::Array(recipes.iter().map(|r| toml::Value::String(r.trim().into())).collect());
+    if let Some(axes) = table.get_mut("sweep").and_then(|s| s.get_mut("axes")).and_then(|a| a.as_table_mut()) {
+        axes.insert("model.recipe".into(), list);
+    }
+    Ok(toml::to_string(&table)?)
 }
 
 /// An axis value in a run name: strings as they are, a table by its `name` when it has one (a

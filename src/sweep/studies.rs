@@ -42,6 +42,10 @@ const MINUTES_KITENORM_E3: Option<f64> = Some(1.0);
 const MINUTES_BHYT_LLAMA: Option<f64> = Some(9.3);
 const MINUTES_BHYT_LAMBDA: Option<f64> = Some(9.7);
 const MINUTES_PERILN_SPIKES: Option<f64> = Some(1.2);
+const MINUTES_BEYOND_GATES: Option<f64> = Some(2.3);
+const MINUTES_BEYOND_HYBRIDNORM: Option<f64> = Some(1.1);
+const MINUTES_BEYOND_LOGITS: Option<f64> = Some(1.9);
+const MINUTES_BEYOND_NORMS: Option<f64> = Some(1.5);
 
 /// Every study, in the order `normlab studies` lists them.
 pub const STUDIES: &[Study] = &[
@@ -243,6 +247,50 @@ pub const STUDIES: &[Study] = &[
         )),
         minutes: MINUTES_BHYT_LAMBDA,
     },
+    Study {
+        name: "beyond-gates",
+        figure: "ReZero (Bachlechner et al. 2020), SkipInit (De & Smith 2020), LayerScale (CaiT)",
+        claim: "learnable residual gates train deep stacks (no norm at all for ReZero and SkipInit) where post-norm fails",
+        mini: ("configs/studies/beyond-gates.toml", include_str!("../../configs/studies/beyond-gates.toml")),
+        full: Some((
+            "configs/studies/beyond-gates-full.toml",
+            include_str!("../../configs/studies/beyond-gates-full.toml"),
+        )),
+        minutes: MINUTES_BEYOND_GATES,
+    },
+    Study {
+        name: "beyond-hybridnorm",
+        figure: "HybridNorm (Zhuo et al. 2025)",
+        claim: "HybridNorm reaches a lower loss than pre-norm and post-norm; HybridNorm* (first block pre-norm) lower still",
+        mini: ("configs/studies/beyond-hybridnorm.toml", include_str!("../../configs/studies/beyond-hybridnorm.toml")),
+        full: Some((
+            "configs/studies/beyond-hybridnorm-full.toml",
+            include_str!("../../configs/studies/beyond-hybridnorm-full.toml"),
+        )),
+        minutes: MINUTES_BEYOND_HYBRIDNORM,
+    },
+    Study {
+        name: "beyond-logits",
+        figure: "Gemma 2 soft-capping, Megatron-LM QK L2-norm, Kimi K2 QK-clip, OLMo 2 QK-norm",
+        claim: "each control keeps the largest attention logit bounded at learning rates where pre-norm's grows, without a worse loss",
+        mini: ("configs/studies/beyond-logits.toml", include_str!("../../configs/studies/beyond-logits.toml")),
+        full: Some((
+            "configs/studies/beyond-logits-full.toml",
+            include_str!("../../configs/studies/beyond-logits-full.toml"),
+        )),
+        minutes: MINUTES_BEYOND_LOGITS,
+    },
+    Study {
+        name: "beyond-norms",
+        figure: "Derf (Stronger Normalization-Free Transformers), Megatron-LM LayerNorm-1p, nanochat x0 mixing",
+        claim: "Derf reaches a lower loss than LayerNorm and DyT; LayerNorm-1p equals LayerNorm without weight decay on gains",
+        mini: ("configs/studies/beyond-norms.toml", include_str!("../../configs/studies/beyond-norms.toml")),
+        full: Some((
+            "configs/studies/beyond-norms-full.toml",
+            include_str!("../../configs/studies/beyond-norms-full.toml"),
+        )),
+        minutes: MINUTES_BEYOND_NORMS,
+    },
 ];
 
 /// The built-in studies that are commands of their own: (figure, claim, miniature, paper scale).
@@ -360,7 +408,7 @@ mod tests {
         let cfg = s.run_config(&s.grid()[0]).unwrap();
         assert_eq!(cfg.total_steps(counts).unwrap(), 7325);
         assert_eq!(cfg.schedule.warmup_steps(7325), 572);
-        let full = Sweep::compare(true, &[]).unwrap();
+        let full = Sweep::compare(true, &[], &[]).unwrap();
         let cfg = full.run_config(&full.grid()[0]).unwrap();
         assert_eq!((cfg.model.n_layers, cfg.total_steps(counts).unwrap()), (48, 12207));
         let lrs = full.section.axes.get("optim.lr").unwrap();

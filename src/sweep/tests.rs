@@ -228,6 +228,19 @@ fn the_textnorm_study_and_its_recipes_option() {
     assert!(Sweep::textnorm(true, &[], &[]).is_ok());
 }
 
+/// `normlab compare --recipes`: the schemes beyond the seeds over compare's grid.
+#[test]
+fn compare_takes_its_recipes_from_the_command_line() {
+    let new = ["rezero", "layerscale", "hybridnorm", "softcap", "qk-clip", "derf"].map(String::from);
+    let s = Sweep::compare(false, &new, &[]).unwrap();
+    let grid = s.grid();
+    assert_eq!(grid.len(), new.len() * s.section.axes.get("optim.lr").unwrap().len());
+    for r in &grid {
+        let cfg = s.run_config(r).unwrap();
+        assert!(new.contains(&cfg.model.validate().unwrap().0.name), "{}", r.name);
+    }
+}
+
 /// A sweep's recorded run config trains with its own tokenizer: the vocabulary follows the
 /// tokenizer (BPE, GPT-2) unless the sweep file sets `model.vocab_size`.
 #[test]

@@ -37,6 +37,13 @@ pub struct TrainRecord {
     /// Seconds since the run started (summed over resumed sessions).
     #[serde(deserialize_with = "nan")]
     pub wall_s: f64,
+    /// QK-clip recipes: the largest attention logit `q·k/√h` of the step (all layers and
+    /// heads), before the clip.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_logit: Option<f64>,
+    /// QK-clip recipes: how many heads the clip rescaled after this step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qk_clipped: Option<usize>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -18,6 +18,7 @@ pub mod mfu;
 pub mod optimizer;
 pub mod pairs_eval;
 pub mod progress;
+pub mod qk_clip;
 pub mod ranks;
 pub mod run_dir;
 pub mod saved;

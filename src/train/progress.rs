@@ -127,6 +127,8 @@ mod tests {
             tokens: 4096,
             tokens_per_s: 50_000.0,
             wall_s: 1.0,
+            max_logit: None,
+            qk_clipped: None,
         };
         let p = Progress::silent();
         assert!(!p.message(&r, 50_000.0).contains("MFU"));

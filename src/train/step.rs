@@ -8,6 +8,7 @@ use super::allreduce::sum_over_ranks;
 use super::clip::{clip_global, scale_all};
 use crate::dist::Ranks;
 use crate::model::Transformer;
+use crate::model::transformer::LossParts;
 use crate::probe::grads::GradNorms;
 use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::tensor::{Int, Tensor};
@@ -23,6 +24,9 @@ pub struct StepGradients {
     pub loss: f64,
     pub ce: f64,
     pub reg: f64,
+    /// QK-clip recipes: every attention sublayer's per-head largest logit over the step's
+    /// micro-batches (and ranks), `[layer][head]`; empty otherwise.
+    pub logit_maxima: Vec<Vec<f64>>,
 }
 
 /// Gradients of the mean loss over a step's micro-batches (inputs, targets), clipped to a global
@@ -42,13 +46,20 @@ pub fn gradients(
     let n = step.micro_batches;
     let mut acc = GradientsAccumulator::<Transformer>::new();
     let mut values = Vec::with_capacity(n);
+    let mut maxima: Vec<Tensor<1>> = Vec::new();
     for (x, y) in micro_batches {
-        let (loss, ce, reg) = model.loss(x, y, masked);
+        let LossParts { loss, ce, reg, head_max } = model.loss_parts(x, y, masked);
         let grads = loss.clone().div_scalar(n as f64 / loss_scale).backward();
         acc.accumulate(model, GradientsParams::from_grads(grads, model));
         let reg = reg.unwrap_or_else(|| ce.zeros_like());
         values.push(Tensor::cat(vec![loss.detach(), ce.detach(), reg.detach()], 0));
+        maxima = if maxima.is_empty() {
+            head_max
+        } else {
+            maxima.into_iter().zip(head_max).map(|(a, b)| a.max_pair(b)).collect()
+        };
     }
+    let logit_maxima = logit_maxima(maxima, step.ranks)?;
     let grads = sum_over_ranks(model, acc.grads(), step.ranks)?;
     let grads = if loss_scale == 1.0 { grads } else { scale_all(model, grads, 1.0 / loss_scale) };
     let (grads, norms, scale) = clip_global(model, grads, grad_clip);
@@ -61,7 +72,22 @@ pub fn gradients(
     let mut sums: [f64; 3] = std::array::from_fn(|k| v.iter().skip(k).step_by(3).sum::<f64>());
     step.ranks.sum_f64(&mut sums);
     let [loss, ce, reg] = sums.map(|s| s / n as f64);
-    Ok(StepGradients { grads, norms, scale, loss, ce, reg })
+    Ok(StepGradients { grads, norms, scale, loss, ce, reg, logit_maxima })
+}
+
+/// The per-layer per-head logit maxima on the host, the largest over the ranks.
+fn logit_maxima(maxima: Vec<Tensor<1>>, ranks: crate::dist::Ranks) -> anyhow::Result<Vec<Vec<f64>>> {
+    if maxima.is_empty() {
+        return Ok(Vec::new());
+    }
+    let heads = maxima[0].dims()[0];
+    let mut flat = Tensor::cat(maxima, 0)
+        .into_data()
+        .convert::<f64>()
+        .try_into_vec::<f64>()
+        .map_err(|e| anyhow::anyhow!("reading the step's attention-logit maxima from the device failed: {e:?}"))?;
+    ranks.max_f64(&mut flat);
+    Ok(flat.chunks(heads).map(<[f64]>::to_vec).collect())
 }
 
 /// Which part of a step this process computes.

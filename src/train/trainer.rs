@@ -10,6 +10,7 @@ use super::loss_scale::ScaleDecision;
 use super::metrics::{DivergedRecord, EvalRecord, MetricsRecord, TrainRecord};
 use super::pairs_eval;
 use super::progress::Progress;
+use super::qk_clip::{self, ClipEvent};
 use super::run_dir::{self, Status};
 use super::skip::SkipDecision;
 use super::step;
@@ -316,9 +317,13 @@ impl Trainer {
             (true, Some(b)) => Some(self.probe_input(&g, b)),
             _ => None,
         };
-        let facts = StepFacts::new(&g, lr, skipped, f16.then_some(loss_scale), tokens);
+        let mut facts = StepFacts::new(&g, lr, skipped, f16.then_some(loss_scale), tokens);
         if facts.skipped.is_none() {
             self.model = self.optim.step(lr, self.model.clone(), g.grads);
+            if let Some(clip) = self.model.meta.qk_clip {
+                let (model, event) = qk_clip::apply(self.model.clone(), &g.logit_maxima, clip);
+                (self.model, facts.clip_event) = (model, Some(event));
+            }
         }
         let record = self.advance(facts, tokens as f64 / t0.elapsed().as_secs_f64(), clock);
         let warnings = self.observe(&record, &g.norms, probe, warnings)?;
@@ -376,6 +381,8 @@ impl Trainer {
             tokens: self.state.tokens,
             tokens_per_s,
             wall_s: clock.now(),
+            max_logit: f.clip_event.map(|e| e.max_logit),
+            qk_clipped: f.clip_event.map(|e| e.heads_clipped),
         }
     }
 
@@ -594,6 +601,8 @@ struct StepFacts {
     /// The f16 loss scale the step ran at.
     loss_scale: Option<f64>,
     tokens: u64,
+    /// What QK-clip did after the update (QK-clip recipes).
+    clip_event: Option<ClipEvent>,
 }
 
 impl StepFacts {
@@ -603,7 +612,7 @@ impl StepFacts {
         let reg = g.reg;
         let grad_norm = g.norms.total;
         let clip = g.scale;
-        Self { lr, loss, ce, reg, grad_norm, clip, skipped, loss_scale, tokens }
+        Self { lr, loss, ce, reg, grad_norm, clip, skipped, loss_scale, tokens, clip_event: None }
     }
 }
 

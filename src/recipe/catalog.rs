@@ -1,0 +1,85 @@
+//! The catalogue of named recipes: the seeds' papers' ([`super::presets`]) and the field's
+//! beyond them ([`super::presets_beyond`]), by name.
+
+use super::presets;
+use super::presets_beyond as beyond;
+use super::spec::RecipeSpec;
+
+/// All preset names, in the order `normlab recipes` lists them.
+pub const PRESET_NAMES: &[&str] = &[
+    "post",
+    "pre",
+    "pre-rms",
+    "gpt2-pre",
+    "lns",
+    "lns-rms",
+    "peri",
+    "peri-rms",
+    "peri-norm",
+    "mix",
+    "keel",
+    "kitenorm",
+    "kitenorm-no-inner",
+    "kitenorm-vector-ln",
+    "kitenorm-no-reg",
+    "dyt",
+    "dyt-plain",
+    "bhyt-star",
+    "bhyt",
+    "rmsnorm-approx",
+    "olmo2",
+    "deepnorm",
+    "sandwich",
+    "pre-1p",
+    "derf",
+    "rezero",
+    "skipinit",
+    "layerscale",
+    "x0-mix",
+    "hybridnorm",
+    "hybridnorm-star",
+    "softcap",
+    "qk-l2",
+    "qk-clip",
+];
+
+/// Looks a preset up by name.
+pub fn preset(name: &str) -> Option<RecipeSpec> {
+    Some(match name {
+        "post" => presets::post(),
+        "pre" => presets::pre(),
+        "pre-rms" => presets::pre_rms(),
+        "gpt2-pre" => presets::gpt2_pre(),
+        "lns" => presets::lns(),
+        "lns-rms" => presets::lns_rms(),
+        "peri" => presets::peri(),
+        "peri-rms" => presets::peri_rms(),
+        "peri-norm" => presets::peri_norm(),
+        "mix" => presets::mix(),
+        "keel" => presets::keel(),
+        "kitenorm" => presets::kitenorm(),
+        "kitenorm-no-inner" => presets::kitenorm_no_inner(),
+        "kitenorm-vector-ln" => presets::kitenorm_vector_ln(),
+        "kitenorm-no-reg" => presets::kitenorm_no_reg(),
+        "dyt" => presets::dyt(),
+        "dyt-plain" => presets::dyt_plain(),
+        "bhyt-star" => presets::bhyt_star(),
+        "bhyt" => presets::bhyt(),
+        "rmsnorm-approx" => presets::rmsnorm_approx(),
+        "olmo2" => presets::olmo2(),
+        "deepnorm" => presets::deepnorm(),
+        "sandwich" => beyond::sandwich(),
+        "pre-1p" => beyond::pre_1p(),
+        "derf" => beyond::derf(),
+        "rezero" => beyond::rezero(),
+        "skipinit" => beyond::skipinit(),
+        "layerscale" => beyond::layerscale(),
+        "x0-mix" => beyond::x0_mix(),
+        "hybridnorm" => beyond::hybridnorm(),
+        "hybridnorm-star" => beyond::hybridnorm_star(),
+        "softcap" => beyond::softcap(),
+        "qk-l2" => beyond::qk_l2(),
+        "qk-clip" => beyond::qk_clip(),
+        _ => return None,
+    })
+}
