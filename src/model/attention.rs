@@ -323,13 +323,7 @@ impl Attention {
         if fused && (ctx.shared_positions() || t == 1) {
             // RoPE on the projections' own [B, t, n, h] layout, then the head transpose.
             let split = |y: Tensor<3>, n: usize| y.reshape([b, t, n, self.head_dim]);
-            let (mut q, mut k) = (split(q, self.n_heads), split(k, self.n_kv_heads));
-            if let (Some((qn, kn)), false) = (qk_norms, self.qk_full) {
-                (q, k) = (qn.forward(q, kern), kn.forward(k, kern));
-            }
-            if let Some(eps) = self.qk_l2 {
-                (q, k) = (l2_normalize(q, eps), l2_normalize(k, eps));
-            }
+            let (q, k) = self.per_head_norms(split(q, self.n_heads), split(k, self.n_kv_heads), kern);
             // The kernel takes one table row per position. One new token per row at each
             // row's own position (a batched decode step) is rotated as one sequence whose
             // positions are the rows: `[B, 1, n, h]` read as `[1, B, n, h]`.
@@ -344,16 +338,20 @@ impl Attention {
             };
             return (rot(q), rot(k), v);
         }
-        let (mut q, mut k) = (self.heads(q, self.n_heads), self.heads(k, self.n_kv_heads));
-        if let (Some((qn, kn)), false) = (qk_norms, self.qk_full) {
-            (q, k) = (qn.forward(q, kern), kn.forward(k, kern));
-        }
-        if let Some(eps) = self.qk_l2 {
-            (q, k) = (l2_normalize(q, eps), l2_normalize(k, eps));
-        }
+        let (q, k) = self.per_head_norms(self.heads(q, self.n_heads), self.heads(k, self.n_kv_heads), kern);
         let p = c.precision;
         let (cos, sin) = (p.compute(ctx.cos.clone()), p.compute(ctx.sin.clone()));
         (rope::apply(p.compute(q), &cos, &sin), rope::apply(p.compute(k), &cos, &sin), v)
+    }
+
+    /// Per-head QK-norm (RMSNorm over `d_head`) or QK L2-norm of queries and keys whose last axis
+    /// is the head's (either layout of the heads); unchanged otherwise.
+    fn per_head_norms<const D: usize>(&self, q: Tensor<D>, k: Tensor<D>, kern: Kernels) -> (Tensor<D>, Tensor<D>) {
+        match (&self.q_norm, &self.k_norm, self.qk_l2) {
+            (Some(qn), Some(kn), _) if !self.qk_full => (qn.forward(q, kern), kn.forward(k, kern)),
+            (_, _, Some(eps)) => (l2_normalize(q, eps), l2_normalize(k, eps)),
+            _ => (q, k),
+        }
     }
 
     /// The values `[B, n_kv, t, h]` of the projection `v` `[B, t, n_kv·h]`, V-normed when the
