@@ -257,6 +257,7 @@ fn replay(c: &Case, t: &TrainSettings, problems: &mut Vec<String>) -> Result<(Tr
         if let Some(clip) = model.meta.qk_clip {
             model = qk_clip::apply(model, &g.logit_maxima, clip).0;
         }
+        model = model.project_to_sphere();
     }
     Ok((model, worst_loss))
 }

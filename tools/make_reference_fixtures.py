@@ -70,9 +70,18 @@ def derf(alpha):
     return dict(kind="derf", alpha=alpha)
 
 
-def gate(shape, init, per="sublayer"):
-    """A learnable residual gate: 'scalar' (ReZero, SkipInit) or 'channel' (LayerScale)."""
-    return dict(shape=shape, init=init, per=per)
+def gate(shape, init, per="sublayer", on="branch", scale=None):
+    """A learnable residual gate: 'scalar' (ReZero, SkipInit) or 'channel' (LayerScale); on the
+    branch, the skip (Admin's omega) or interpolating (nGPT's alpha). With a scale, nGPT's scaled
+    parametrisation: stored from `scale`, used as stored * init / scale."""
+    return dict(shape=shape, init=init, per=per, on=on, scale=scale)
+
+
+L2 = dict(kind="l2")  # nGPT's justnorm: x / ||x||, no epsilon
+
+
+def justnorm(x):
+    return x / x.norm(p=2, dim=-1, keepdim=True)
 
 
 def norm_params(spec, name, gen):
@@ -121,6 +130,8 @@ def apply_norm(spec, P, name, x, variance=None):
         mu = x.mean(-1, keepdim=True)
         y = (x - mu) / torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + EPS)
         return y * (1 + g) + P[f"{name}.shift"]
+    if k == "l2":
+        return justnorm(x)
     if k == "derf":  # Stronger Normalization-Free Transformers: gamma * erf(alpha x + s) + beta
         return g * torch.erf(P[f"{name}.alpha"] * x + P[f"{name}.offset"]) + P[f"{name}.shift"]
     lam = P[f"{name}.lambda"]
@@ -148,7 +159,7 @@ def recipe(name):
     (OLMo 2) or "l2" (unit L2 norm per head, Megatron-LM). extras: v_norm ("full" or None),
     attention and final soft-caps, x0 mixing (initial lambda_r, lambda_0) and QK-clip (tau, alpha)."""
     subs, emb, fin, qk, reg, escale = [], None, None, None, 0.0, None
-    ex = dict(v=None, attn_cap=None, final_cap=None, x0=None, clip=None)
+    ex = dict(v=None, attn_cap=None, final_cap=None, x0=None, clip=None, ngpt=False)
     for l in range(1, 2 * L + 1):
         k, attn = (l + 1) // 2, l % 2 == 1
         if name == "post":
@@ -230,6 +241,13 @@ def recipe(name):
             subs.append(sub(inp=RMS)); fin = RMS; qk = "l2"
         elif name == "qk-clip":  # MuonClip with tau = 1.5 so that it clips at this size
             subs.append(sub(inp=RMS)); fin = RMS; ex["clip"] = (1.5, 0.5)
+        elif name == "admin":  # admin-torch: x * omega + f(x), then the post-LN; O(log N) default omega
+            n_res = 2 * L
+            omega = ((n_res + 1) / math.log(n_res + 1) - 1) ** 0.5
+            subs.append(sub(outer=LN, gate=gate("channel", omega, on="skip")))
+        elif name == "ngpt":  # NVIDIA's nGPT model.py: h = norm(norm(h) + |alpha| (norm(F(h)) - norm(h)))
+            subs.append(sub(out=L2, outer=L2, gate=gate("channel", 0.05, on="interpolate", scale=D ** -0.5)))
+            ex["ngpt"] = True
         else:
             raise ValueError(name)
     return subs, emb, fin, qk, reg, escale, ex
@@ -264,7 +282,11 @@ def attention(P, pre, x, qk, ex):
         q = q / torch.sqrt((q ** 2).sum(-1, keepdim=True) + EPS)
         k = k / torch.sqrt((k ** 2).sum(-1, keepdim=True) + EPS)
     q, k = rope(q), rope(k)
-    att = (q @ k.transpose(-2, -1)) / math.sqrt(HD)
+    scale = 1 / math.sqrt(HD)
+    if ex["ngpt"]:  # after RoPE: sqk * justnorm per head; softmax scale sqrt(head_dim)
+        sqk = (P[f"{pre}.sqk"] * (1.0 / D ** -0.5)).view(1, H, 1, HD)
+        q, k, scale = sqk * justnorm(q), sqk * justnorm(k), math.sqrt(HD)
+    att = (q @ k.transpose(-2, -1)) * scale
     causal = torch.ones(t, t, dtype=torch.bool).triu(1)
     if LOGIT_MAXIMA is not None:
         LOGIT_MAXIMA.append(att.detach().masked_fill(causal, float("-inf")).amax(dim=(0, 2, 3)))
@@ -276,6 +298,10 @@ def attention(P, pre, x, qk, ex):
 
 
 def ffn(P, pre, x):
+    if f"{pre}.suv" in P:  # nGPT: uv = suv * sqrt(d) * c_fc(h); u * silu(v), u = x W3, v = x W1
+        suv = P[f"{pre}.suv"] * math.sqrt(D)
+        u, v = (x @ P[f"{pre}.w3"]) * suv[:FF], (x @ P[f"{pre}.w1"]) * suv[FF:]
+        return (u * F.silu(v)) @ P[f"{pre}.w2"]
     if f"{pre}.w3" in P:
         return (F.silu(x @ P[f"{pre}.w1"]) * (x @ P[f"{pre}.w3"])) @ P[f"{pre}.w2"]
     return F.gelu(x @ P[f"{pre}.w1"]) @ P[f"{pre}.w2"]
@@ -306,13 +332,25 @@ def forward(P, tokens, rec):
             h = s["s"] * apply_norm(s["inp"], P, f"{pre}.input_norm", x, variance)
             f = attention(P, f"{pre}.f", h, qk, ex) if kind == "attn" else ffn(P, f"{pre}.f", h)
             branch = apply_norm(s["out"], P, f"{pre}.output_norm", f)
-            if s["gate"] is not None:  # z = a X + c (g * N_out(F(...)))
-                owner = f"layers.{i}" if s["gate"]["per"] == "layer" else pre
-                branch = P[f"{owner}.gate"] * branch
-            z = s["a"] * x + s["c"] * branch
+            skip = x
+            g = s["gate"]
+            if g is not None:
+                owner = f"layers.{i}" if g["per"] == "layer" else pre
+                used = P[f"{owner}.gate"] * (g["init"] / g["scale"] if g["scale"] else 1.0)
+                if g["on"] == "branch":  # z = a X + c (g * N_out(F(...)))
+                    branch = used * branch
+                elif g["on"] == "skip":  # Admin: z = a (omega * X) + c N_out(F(...))
+                    skip = used * x
+            if g is not None and g["on"] == "interpolate":  # nGPT: A + |alpha| (B - A), A = norm(h)
+                a_norm = apply_norm(s["outer"], P, f"{pre}.outer_norm", x)
+                z = a_norm + used.abs() * (branch - a_norm)
+            else:
+                z = s["a"] * skip + s["c"] * branch
             sums.append(z)
             x = apply_norm(s["outer"], P, f"{pre}.outer_norm", z)
     logits = apply_norm(fin, P, "final_norm", x) @ P["lm_head"]
+    if ex["ngpt"]:  # nGPT: logits = sz * lm_head(h), sz used at stored * sqrt(d)
+        logits = logits * (P["sz"] * (1.0 / D ** -0.5))
     if ex["final_cap"] is not None:  # Gemma 2: c * tanh(logits / c)
         logits = ex["final_cap"] * torch.tanh(logits / ex["final_cap"])
     return logits, sums
@@ -345,25 +383,46 @@ def make_params(rec, mlp, gen):
                     P[f"{pre}.f.q_norm.gain"], P[f"{pre}.f.k_norm.gain"] = 1 + 0.2 * n(w, std=1), 1 + 0.2 * n(w, std=1)
                 if ex["v"] == "full":
                     P[f"{pre}.f.v_norm.gain"] = 1 + 0.2 * n(D, std=1)
+                if ex["ngpt"]:  # sqk stored from 1/sqrt(d), perturbed
+                    P[f"{pre}.f.sqk"] = D ** -0.5 * (1 + 0.3 * n(D, std=1))
             else:
                 hidden = 4 * D if mlp else FF
                 P[f"{pre}.f.w1"] = n(D, hidden, std=std * s["init_in"])
                 if not mlp:
                     P[f"{pre}.f.w3"] = n(D, hidden, std=std * s["init_in"])
                 P[f"{pre}.f.w2"] = n(hidden, D, std=std * s["init_out"])
+                if ex["ngpt"]:  # suv stored from 1, perturbed
+                    P[f"{pre}.f.suv"] = 1 + 0.3 * n(2 * hidden, std=1)
             g = s["gate"]
             if g is not None and (g["per"] == "sublayer" or kind == "attn"):
                 # Perturbed away from its init (ReZero's 0 would hide every branch gradient).
                 owner = f"layers.{i}" if g["per"] == "layer" else pre
                 width = D if g["shape"] == "channel" else 1
-                P[f"{owner}.gate"] = g["init"] + 0.3 * n(width, std=1)
+                if g["scale"]:  # stored from the scale; some entries negative, so |alpha| matters
+                    P[f"{owner}.gate"] = g["scale"] * (1 + 0.8 * n(width, std=1))
+                else:
+                    P[f"{owner}.gate"] = g["init"] + 0.3 * n(width, std=1)
         if ex["x0"] is not None:
             P[f"layers.{i}.resid_lambda"] = ex["x0"][0] + 0.2 * n(1, std=1)
             P[f"layers.{i}.x0_lambda"] = ex["x0"][1] + 0.3 * n(1, std=1)
     P.update(norm_params(fin, "final_norm", gen))
     P["lm_head"] = n(D, V, std=std)
+    if ex["ngpt"]:
+        P["sz"] = D ** -0.5 * (1 + 0.3 * n(V, std=1))
+        normalize_matrices(P)
     # Round to f32 so the Rust side (f32) loads exactly these values.
     return {k: v.float().double().requires_grad_(True) for k, v in P.items()}
+
+
+def normalize_matrices(P):
+    """NVIDIA's train.py normalize_matrices, in normlab's [in, out] layout: every vector along
+    d_model to unit norm (embedding rows, W_q/W_k/W_v/W_1/W_3/lm_head columns, W_o/W_2 rows)."""
+    with torch.no_grad():
+        for name, w in P.items():
+            if w.dim() != 2:
+                continue
+            along_rows = name == "tok_emb" or name.endswith((".wo", ".w2"))
+            w.copy_(justnorm(w) if along_rows else justnorm(w.T).T)
 
 
 CASES = {
@@ -409,6 +468,8 @@ CASES = {
     "softcap": ({"preset": "softcap", "attn_softcap": 2.0, "final_softcap": 3.0}, "glu", 10000.0),
     "qk-l2": ("qk-l2", "glu", 10000.0),
     "qk-clip": ({"preset": "qk-clip", "qk_clip": {"tau": 1.5, "alpha": 0.5}}, "glu", 10000.0),
+    "admin": ("admin", "glu", 10000.0),
+    "ngpt": ("ngpt", "glu", 10000.0),
 }
 
 # ---- the trajectory: normlab's optimizer, written from its documented rules -----------------
@@ -416,9 +477,9 @@ TRAIN = dict(steps=12, micro_batches=2, lr=3e-3, beta1=0.95, beta2=0.95, eps=1e-
              grad_clip=1.0, warmup_fraction=0.25, warmup_start_lr=1e-10, end_lr=0.0)
 
 
-def lr_at(s):
+def lr_at(s, t=TRAIN):
     """Linear warm-up from warmup_start_lr over W = round(f * S) steps, then cosine to end_lr."""
-    t, total = TRAIN, TRAIN["steps"]
+    total = t["steps"]
     w = round(t["warmup_fraction"] * total)
     if s < w:
         return t["warmup_start_lr"] + (t["lr"] - t["warmup_start_lr"]) * s / w
@@ -447,10 +508,15 @@ def qk_clip(P, maxima, clip):
                     P[f"layers.{i}.attn.f.wk"][:, cols] *= gamma ** (1 - alpha)
 
 
+def train_settings(rec):
+    """nGPT trains without weight decay and warm-up (the paper, its reference train.py)."""
+    return dict(TRAIN, weight_decay=0.0, warmup_fraction=0.0) if rec[6]["ngpt"] else TRAIN
+
+
 def trajectory(P0, rec, gen):
     """Trains a copy of P0 for TRAIN["steps"] steps on fixed random batches."""
     global LOGIT_MAXIMA
-    t = TRAIN
+    t = train_settings(rec)
     P = {k: v.detach().clone().requires_grad_(True) for k, v in P0.items()}
     decay = [v for v in P.values() if v.dim() >= 2]
     no_decay = [v for v in P.values() if v.dim() < 2]
@@ -469,12 +535,14 @@ def trajectory(P0, rec, gen):
             total += loss.item() / t["micro_batches"]
         norm = torch.nn.utils.clip_grad_norm_(list(P.values()), t["grad_clip"])
         for g in opt.param_groups:
-            g["lr"] = lr_at(s)
+            g["lr"] = lr_at(s, t)
         opt.step()
+        if rec[6]["ngpt"]:
+            normalize_matrices(P)
         if rec[6]["clip"] is not None:
             qk_clip(P, LOGIT_MAXIMA, rec[6]["clip"])
         LOGIT_MAXIMA = None
-        losses.append(total); norms.append(norm.item()); lrs.append(lr_at(s))
+        losses.append(total); norms.append(norm.item()); lrs.append(lr_at(s, t))
     out = {"traj/tokens": toks[..., :T].contiguous(), "traj/targets": toks[..., 1:].contiguous()}
     out["traj/loss"] = torch.tensor(losses).float()
     out["traj/grad_norm"] = torch.tensor(norms).float()
@@ -513,7 +581,7 @@ def main(only):
             tensors[f"out/{k}"] = v.detach().float().reshape(1)
         config = dict(vocab_size=V, d_model=D, n_layers=L, n_heads=H, ffn=ffn_kind, d_glu=FF,
                       rope_base=rope_base, norm_eps=EPS, init_std=0.02, recipe=recipe_cfg)
-        meta = {"config": json.dumps(config), "train": json.dumps(TRAIN)}
+        meta = {"config": json.dumps(config), "train": json.dumps(train_settings(rec))}
         save_file(tensors, os.path.join(out_dir, f"{case}.safetensors"), metadata=meta)
         print(f"{case:20s} loss {loss.item():.6f}  ce {ce.item():.6f}  reg {reg.item():.6f}  "
               f"trajectory {losses[0]:.4f} -> {losses[-1]:.4f}")

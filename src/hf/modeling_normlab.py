@@ -22,11 +22,20 @@ Norm kinds (x: one position's d-vector, mean over the hidden dimension):
     rmsnorm-approx  gain * x / sqrt(s^2 + eps)                             (the BHyT paper's Table 5)
     layernorm-1p    (1 + gain) * (x - mean x) / sqrt(var x + eps) + shift  (Megatron-LM; gain stored at 0)
     derf            gain * erf(alpha * x + offset) + shift                 (Derf)
+    l2              x / ||x||                                               (nGPT's justnorm)
 
 A sublayer may carry a learnable gate g on its branch, X_{l+1} = N_outer(a X_l + c g N_out(F(...))):
 a scalar (ReZero, SkipInit) or one value per channel (LayerScale), owned by the sublayer
 (`layers.i.attn.gate`) or shared by the layer's two sublayers (`layers.i.gate`, ReZero). With
 `x0_mix`, each layer first mixes in the embedding stream, X = resid_lambda X + x0_lambda X_1.
+A gate with `"on": "skip"` scales the skip instead, N_outer(a g X_l + c N_out(F(...))) (Admin);
+with `"on": "interpolate"` the sublayer steps from A = N_outer(X_l) towards the branch,
+N_outer(A + |g| (N_out(F(...)) - A)) (nGPT). A gate with a `factor` is used as stored * factor.
+
+`hypersphere` (nGPT): after RoPE each head's query and key is scaled to unit L2 norm times
+`sqk` (used as stored * sqk_factor), the softmax scale is sqrt(head_dim); the GLU's
+pre-activations x w3 and x w1 are multiplied by the halves of `suv` (used as stored *
+suv_factor * sqrt(hidden_size)); the logits by `sz` (used as stored * sz_factor).
 
 For `bhyt` and `rmsnorm-approx`, s^2 is mean(x^2) of the block input in the attention input
 norm; the feed-forward input norm does not measure its input but uses Theorem 3.5's
@@ -139,6 +148,8 @@ class Norm(nn.Module):
             return y + self.shift if hasattr(self, "shift") else y
         if k == "derf":
             return self.affine(torch.erf(self.alpha * x + self.offset))
+        if k == "l2":
+            return x / x.norm(p=2, dim=-1, keepdim=True)
         lam = getattr(self, "lambda")
         if k == "bhyt-star":
             mu = x.mean(-1, keepdim=True)
@@ -203,6 +214,9 @@ class Attention(nn.Module):
         self.vn = cfg.recipe.get("v_norm", "none")
         self.eps = cfg.recipe["qk_norm_eps"]
         self.softcap = cfg.recipe.get("attn_softcap")
+        self.sphere = cfg.recipe.get("hypersphere")
+        if self.sphere:
+            self.sqk = nn.Parameter(torch.ones(h * hd))
         rms = dict(kind="rmsnorm", gain=True, eps=self.eps)
         if self.qk in ("head", "full"):
             width = lambda n: n * hd if self.qk == "full" else hd
@@ -231,11 +245,16 @@ class Attention(nn.Module):
         if self.vn == "head":
             v = self.v_norm(v)
         q, k = rotate(q, self.theta, positions), rotate(k, self.theta, positions)
+        scale = 1 / math.sqrt(self.hd)
+        if self.sphere:
+            sqk = (self.sqk * self.sphere["sqk_factor"]).view(1, self.h, 1, self.hd)
+            unit = lambda y: y / y.norm(p=2, dim=-1, keepdim=True)
+            q, k, scale = sqk * unit(q), sqk * unit(k), math.sqrt(self.hd)
         if cache is not None:
             k, v = cache.update(k, v, layer)
         group = self.h // self.kv
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.hd)
+        scores = (q @ k.transpose(-2, -1)) * scale
         if self.softcap is not None:
             scores = self.softcap * torch.tanh(scores / self.softcap)
         scores = scores + bias
@@ -256,8 +275,16 @@ class FeedForward(nn.Module):
         self.w1, self.w2 = nn.Parameter(torch.empty(d, m)), nn.Parameter(torch.empty(m, d))
         if cfg.ffn == "glu":
             self.w3 = nn.Parameter(torch.empty(d, m))
+        sphere = cfg.recipe.get("hypersphere")
+        if sphere:
+            self.suv = nn.Parameter(torch.ones(2 * m))
+            self.suv_factor = sphere["suv_factor"] * math.sqrt(d)
 
     def forward(self, x):
+        if hasattr(self, "suv"):  # nGPT: u = s_u x w3, v = s_v x w1 (both times the factor)
+            m = self.w1.shape[1]
+            s = self.suv * self.suv_factor
+            return ((x @ self.w3) * s[:m] * F.silu((x @ self.w1) * s[m:])) @ self.w2
         if hasattr(self, "w3"):
             return (F.silu(x @ self.w1) * (x @ self.w3)) @ self.w2
         return F.gelu(x @ self.w1) @ self.w2
@@ -276,6 +303,8 @@ class Sublayer(nn.Module):
         self.output_norm = optional_norm(spec["output"], d)
         self.outer_norm = optional_norm(spec["outer"], d)
         g = spec.get("gate")
+        self.gate_on = g.get("on", "branch") if g else None
+        self.gate_factor = g.get("factor", 1.0) if g else 1.0
         if g is not None and g["per"] == "sublayer":
             self.gate = nn.Parameter(torch.ones(d if g["shape"] == "channel" else 1))
 
@@ -283,7 +312,14 @@ class Sublayer(nn.Module):
         y = apply(self.output_norm, self.f(self.s * apply(self.input_norm, x, variance), **branch))
         gate = self.gate if hasattr(self, "gate") else shared_gate
         if gate is not None:
-            y = gate * y
+            gate = gate * self.gate_factor
+            if self.gate_on == "interpolate":
+                a = apply(self.outer_norm, x)
+                return apply(self.outer_norm, a + gate.abs() * (y - a))
+            if self.gate_on == "skip":
+                x = gate * x
+            else:
+                y = gate * y
         return apply(self.outer_norm, self.a * x + self.c * y)
 
 
@@ -335,6 +371,8 @@ class NormlabForCausalLM(PreTrainedModel, GenerationMixin):
         self.final_norm = optional_norm(r.get("final_norm"), d)
         if not config.tie_word_embeddings:
             self.lm_head = nn.Parameter(torch.empty(d, v))
+        if r.get("hypersphere"):
+            self.sz = nn.Parameter(torch.ones(v))
         self.post_init()
 
     def _init_weights(self, module):
@@ -364,6 +402,8 @@ class NormlabForCausalLM(PreTrainedModel, GenerationMixin):
             x = layer(x, position_ids, bias, cache, x0=x0)
         x = apply(self.final_norm, x)
         logits = x @ (self.lm_head if hasattr(self, "lm_head") else self.tok_emb.t())
+        if hasattr(self, "sz"):
+            logits = logits * (self.sz * self.config.recipe["hypersphere"]["sz_factor"])
         cap = self.config.recipe.get("final_softcap")
         if cap is not None:
             logits = cap * torch.tanh(logits / cap)

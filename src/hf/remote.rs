@@ -5,7 +5,7 @@
 use super::special::ConfigIds;
 use crate::model::ModelConfig;
 use crate::norm::{BhytDenominator, NormKind};
-use crate::recipe::{Gate, GateOwner, GateShape, QkNorm, ResolvedRecipe};
+use crate::recipe::{Gate, GateOn, GateOwner, GateShape, QkNorm, ResolvedRecipe};
 use serde_json::{Value, json};
 
 /// The PyTorch implementation shipped with every such export.
@@ -33,6 +33,7 @@ pub fn norm_json(n: &NormKind) -> Value {
         NormKind::RmsNormApprox { gain, eps } => json!({"kind": "rmsnorm-approx", "gain": gain, "eps": eps}),
         NormKind::LayerNorm1p { shift, eps } => json!({"kind": "layernorm-1p", "shift": shift, "eps": eps}),
         NormKind::Derf { .. } => json!({"kind": "derf"}),
+        NormKind::L2 => json!({"kind": "l2"}),
     }
 }
 
@@ -78,6 +79,10 @@ pub fn recipe_json(r: &ResolvedRecipe, eps: f64) -> Value {
     if r.x0_mix.is_some() {
         v["x0_mix"] = json!(true);
     }
+    if let Some(h) = r.hypersphere {
+        // Each used value is the stored one times its factor (s_uv also times √d).
+        v["hypersphere"] = json!({"sqk_factor": h.sqk.factor, "suv_factor": h.suv.factor, "sz_factor": h.sz.factor});
+    }
     v
 }
 
@@ -92,7 +97,17 @@ fn gate_json(g: Gate) -> Value {
         GateOwner::Sublayer => "sublayer",
         GateOwner::Layer => "layer",
     };
-    json!({"shape": shape, "per": per})
+    let mut v = json!({"shape": shape, "per": per});
+    // Written only when they differ from a branch gate used as stored.
+    match g.on {
+        GateOn::Branch => {}
+        GateOn::Skip => v["on"] = json!("skip"),
+        GateOn::Interpolate => v["on"] = json!("interpolate"),
+    }
+    if g.factor != 1.0 {
+        v["factor"] = json!(g.factor);
+    }
+    v
 }
 
 fn place(q: QkNorm) -> &'static str {

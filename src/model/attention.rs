@@ -8,7 +8,9 @@
 //! Recipe options: QK L2-norm (Megatron-LM's `qk_l2_norm`: `q/√(‖q‖² + ε)` per head, no gain),
 //! V-norm (RMSNorm of the values, per head or over the full width: HybridNorm's QKV-norm) and
 //! soft-capping of the logits, `c·tanh((q·k/√h)/c)` before the mask (Gemma 2). A soft-capped
-//! attention runs the composite path.
+//! attention runs the composite path. nGPT (the recipe's `hypersphere`): after RoPE, each
+//! head's query and key scaled to unit L2 norm times a learnable `s_qk ∈ ℝ^{h}` per head, and
+//! the logits `q·k·√h` (softmax scale `√h` instead of `1/√h`; NVIDIA's reference code).
 //!
 //! On the CPU with `model.kernels = "fused"` (the default), unprobed causal attention is one
 //! fused op with a hand-written backward ([`crate::kernels::attention`]: blocks of query rows,
@@ -198,6 +200,10 @@ pub struct Attention {
     /// Soft-cap `c` of the logits.
     #[module(skip)]
     pub softcap: Option<f64>,
+    /// nGPT's `s_qk` `[n_heads·h]` (stored; used times `sqk_factor`), when on the hypersphere.
+    pub sqk: Option<Param<Tensor<1>>>,
+    #[module(skip)]
+    pub sqk_factor: f64,
 }
 
 /// Sizes and init scales for one attention block.
@@ -219,6 +225,8 @@ pub struct AttnShape {
     pub v_norm: Option<(QkNorm, f64)>,
     /// Soft-cap of the attention logits.
     pub softcap: Option<f64>,
+    /// nGPT's `s_qk`, when the recipe lives on the hypersphere.
+    pub sqk: Option<crate::recipe::Scaled>,
 }
 
 impl Attention {
@@ -254,7 +262,24 @@ impl Attention {
             v_full: matches!(s.v_norm, Some((QkNorm::Full, _))),
             qk_l2: s.qk_norm.filter(|(p, _)| *p == QkNorm::L2).map(|(_, eps)| eps),
             softcap: s.softcap,
+            sqk: s.sqk.map(|q| b.vector(&child(prefix, "sqk"), dq, Init::Constant(q.stored))).transpose()?,
+            sqk_factor: s.sqk.map_or(1.0, |q| q.factor),
         })
+    }
+
+    /// The softmax scale: `1/√h`, or nGPT's `√h` for its unit queries and keys.
+    fn scale(&self) -> f64 {
+        let h = self.head_dim as f64;
+        if self.sqk.is_some() { h.sqrt() } else { 1.0 / h.sqrt() }
+    }
+
+    /// nGPT: `s_qk ⊙ q/‖q‖` and `s_qk ⊙ k/‖k‖` per head, for `[B, H, t, h]` after RoPE.
+    fn on_sphere(&self, q: Tensor<4>, k: Tensor<4>, p: Precision) -> (Tensor<4>, Tensor<4>) {
+        let Some(sqk) = &self.sqk else { return (q, k) };
+        let s = (sqk.val() * self.sqk_factor).reshape([1, self.n_heads, 1, self.head_dim]);
+        // Normalised in f32 (half-precision projections widened), then back in the compute type.
+        let unit = |x: Tensor<4>| p.compute(l2_normalize(widen(x), 0.0) * s.clone());
+        (unit(q), unit(k))
     }
 
     /// `[B, T, n·h]` → `[B, n, T, h]`.
@@ -336,12 +361,14 @@ impl Attention {
                 let y = kernels::rope(y.reshape([seqs, positions, n, h]), cos.clone(), sin.clone());
                 y.reshape([b, t, n, h]).swap_dims(1, 2)
             };
-            return (rot(q), rot(k), v);
+            let (q, k) = self.on_sphere(rot(q), rot(k), c.precision);
+            return (q, k, v);
         }
         let (q, k) = self.per_head_norms(self.heads(q, self.n_heads), self.heads(k, self.n_kv_heads), kern);
         let p = c.precision;
         let (cos, sin) = (p.compute(ctx.cos.clone()), p.compute(ctx.sin.clone()));
-        (rope::apply(p.compute(q), &cos, &sin), rope::apply(p.compute(k), &cos, &sin), v)
+        let (q, k) = self.on_sphere(rope::apply(p.compute(q), &cos, &sin), rope::apply(p.compute(k), &cos, &sin), p);
+        (q, k, v)
     }
 
     /// Per-head QK-norm (RMSNorm over `d_head`) or QK L2-norm of queries and keys whose last axis
@@ -368,7 +395,7 @@ impl Attention {
     /// `[H]`, off the autodiff graph; a block of query rows at a time within
     /// `ctx.compute.scores_limit` values.
     fn head_max_logits(&self, q: &Tensor<4>, k: &Tensor<4>, ctx: &AttnContext) -> Tensor<1> {
-        let scale = 1.0 / (self.head_dim as f64).sqrt();
+        let scale = self.scale();
         let (q, kt) = (widen(q.clone().detach()), widen(k.clone().detach()).swap_dims(2, 3));
         let [b, h, t, _] = q.dims();
         let s = kt.dims()[3];
@@ -393,7 +420,7 @@ impl Attention {
     /// `softmax(q kᵀ/√h + M) v`, `[B, H, t, h]`; the fused softmax applies a purely causal `M`
     /// without reading it.
     fn attend(&self, q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, ctx: &AttnContext) -> Tensor<4> {
-        let scale = 1.0 / (self.head_dim as f64).sqrt();
+        let scale = self.scale();
         let t = q.dims()[2];
         let Compute { kernels: kn, precision: p, scores_limit, .. } = ctx.compute;
         // The fused kernels compute plain logits: a soft-capped attention stays composite.
@@ -403,7 +430,8 @@ impl Attention {
         }
         let whole = t == k.dims()[2];
         if fusable && ctx.causal && ctx.stats.is_none() && kn == Kernels::Fused && whole && gpu_forward_only(&q) {
-            let causal = AttentionModuleOptions { scale: None, softcap: None, is_causal: true };
+            let scale = self.sqk.as_ref().map(|_| scale);
+            let causal = AttentionModuleOptions { scale, softcap: None, is_causal: true };
             return attention(p.compute(q), p.compute(k), p.compute(v), None, None, causal);
         }
         let [b, h, _, _] = q.dims();

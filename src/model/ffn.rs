@@ -1,4 +1,9 @@
 //! Feed-forward branch: GLU with SiLU gate (default) or GELU MLP. No biases.
+//!
+//! nGPT (the recipe's `hypersphere`) scales the GLU's pre-activations by a learnable
+//! `s_uv ∈ ℝ^{2·d_ff}` times `√d`: `W_2 (SiLU(s_ν ⊙ x W_1 ·√d) ⊙ (s_u ⊙ x W_3 ·√d))`, so that the
+//! dot products of unit vectors (`~1/√d`) reach SiLU's non-linear range (NVIDIA's reference
+//! code: `uv = suv·√n_embd ⊙ c_fc(h)`, `u` its first half, `ν` the SiLU'd second).
 
 use super::compute::Compute;
 use super::config::FfnKind;
@@ -16,6 +21,11 @@ pub struct FeedForward {
     pub w1: Param<Tensor<2>>,
     pub w3: Option<Param<Tensor<2>>>,
     pub w2: Param<Tensor<2>>,
+    /// nGPT's `s_uv` `[2·d_ff]`: `s_u` (on `x W_3`) then `s_ν` (on `x W_1`), stored; used times
+    /// `suv_factor`.
+    pub suv: Option<Param<Tensor<1>>>,
+    #[module(skip)]
+    pub suv_factor: f64,
 }
 
 /// Sizes and init scales for one feed-forward block.
@@ -28,6 +38,8 @@ pub struct FfnShape {
     pub init_in: f64,
     /// Multiplies the std of `W_2`.
     pub init_out: f64,
+    /// nGPT's `s_uv`, when the recipe lives on the hypersphere (GLU only).
+    pub suv: Option<crate::recipe::Scaled>,
 }
 
 impl FeedForward {
@@ -40,7 +52,14 @@ impl FeedForward {
             FfnKind::Mlp => None,
         };
         let w2 = b.matrix(&child(prefix, "w2"), [s.d_ff, s.d_model], n_out)?;
-        Ok(Self { w1, w3, w2 })
+        anyhow::ensure!(
+            s.suv.is_none() || s.kind == FfnKind::Glu,
+            "nGPT's s_uv scales the two GLU pre-activations; set model.ffn = \"glu\""
+        );
+        let suv = s.suv.map(|v| b.vector(&child(prefix, "suv"), 2 * s.d_ff, Init::Constant(v.stored))).transpose()?;
+        // The reference code's `suv · √n_embd`.
+        let suv_factor = s.suv.map_or(1.0, |v| v.factor * (s.d_model as f64).sqrt());
+        Ok(Self { w1, w3, w2, suv, suv_factor })
     }
 
     /// `[B, T, d]` → `[B, T, d]`; the matmuls and the hidden activations in `c.precision`, the
@@ -48,6 +67,14 @@ impl FeedForward {
     pub fn forward(&self, x: Tensor<3>, c: &Compute) -> Tensor<3> {
         let (p, k) = (c.precision, c.kernels);
         let project = |x: Tensor<3>, w: &Param<Tensor<2>>| project(x, w, p, k);
+        if let (Some(suv), Some(w3)) = (&self.suv, &self.w3) {
+            let s = p.compute(suv.val() * self.suv_factor);
+            let ff = s.dims()[0] / 2;
+            let (s_u, s_nu) = (s.clone().narrow(0, 0, ff).unsqueeze::<3>(), s.narrow(0, ff, ff).unsqueeze::<3>());
+            let (u, nu) = (project(x.clone(), w3) * s_u, project(x, &self.w1) * s_nu);
+            let hidden = if k.fuse(&u) && p == Precision::F32 { kernels::swiglu(nu, u) } else { silu(nu) * u };
+            return project(hidden, &self.w2);
+        }
         let hidden = match &self.w3 {
             Some(w3) if k.fuse(&x) && p == Precision::F32 => {
                 kernels::swiglu(project(x.clone(), &self.w1), project(x, w3))

@@ -23,6 +23,7 @@ pub mod compute;
 pub mod config;
 pub mod decode;
 pub mod ffn;
+pub mod hypersphere;
 pub mod layer;
 pub mod linear;
 pub mod names;

@@ -5,6 +5,7 @@
 //! tok_emb  emb_scale  emb_norm.*  layers.{i}.{attn|ffn}.{input_norm|output_norm|outer_norm}.{gain|shift|alpha|lambda}
 //! layers.{i}.attn.f.{wq,wk,wv,wo,q_norm.*,k_norm.*,v_norm.*}  layers.{i}.ffn.f.{w1,w3,w2}  final_norm.*  lm_head
 //! layers.{i}.{attn|ffn}.gate  layers.{i}.gate  layers.{i}.{resid_lambda|x0_lambda}
+//! sz  layers.{i}.attn.f.sqk  layers.{i}.ffn.f.suv                       (nGPT)
 //! ```
 
 pub const TOKEN_EMBEDDING: &str = "tok_emb";
@@ -13,6 +14,8 @@ pub const EMBEDDING_SCALE: &str = "emb_scale";
 pub const EMBEDDING_NORM: &str = "emb_norm";
 pub const FINAL_NORM: &str = "final_norm";
 pub const OUTPUT_PROJECTION: &str = "lm_head";
+/// nGPT's logit scale `s_z ∈ ℝ^V`.
+pub const LOGIT_SCALE: &str = "sz";
 /// The per-layer x0-mixing scalars `λ_r` and `λ₀` (`layers.{i}.resid_lambda`, `layers.{i}.x0_lambda`).
 pub const RESID_LAMBDA: &str = "resid_lambda";
 pub const X0_LAMBDA: &str = "x0_lambda";

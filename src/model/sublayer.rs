@@ -9,9 +9,15 @@
 //! `N_in = N_outer = LN` with skip / residual scales; LNS: `s = k^{-1/2}` (see
 //! [`crate::recipe::presets`] for every preset).
 //!
-//! Extension: a learnable gate `g` on the residual branch (ReZero, SkipInit: a scalar α;
-//! LayerScale: `diag(λ)`), `z_l = a·X_l + c·(g ⊙ N_out(F_l(s·N_in(X_l))))`; without a gate
-//! `g = 1` and the equation is the one above.
+//! Extensions: a learnable gate `g` (used as `stored · factor`, nGPT's scaled parametrisation)
+//! - on the residual branch (ReZero, SkipInit: a scalar α; LayerScale: `diag(λ)`),
+//!   `z_l = a·X_l + c·(g ⊙ N_out(F_l(s·N_in(X_l))))`;
+//! - on the skip (Admin's ω), `z_l = a·(g ⊙ X_l) + c·N_out(F_l(s·N_in(X_l)))`;
+//! - as the step of a normalised update (nGPT's eigen learning rate α), with `X̂ = N_outer(X_l)`:
+//!   `z_l = X̂ + |g| ⊙ (N_out(F_l(s·N_in(X_l))) − X̂)`, i.e. `a = 1 − |g|`, `c = |g|` on the
+//!   renormalised stream.
+//!
+//! Without a gate `g = 1` and the equation is the one above.
 
 use super::names::child;
 use crate::init::Init;
@@ -19,7 +25,7 @@ use crate::init::ParamBuilder;
 use crate::kernels::{Kernels, widen};
 use crate::norm::{Norm, NormKind};
 use crate::recipe::SublayerPlan;
-use crate::recipe::{Gate, GateOwner, GateShape};
+use crate::recipe::{Gate, GateOn, GateOwner, GateShape};
 use burn::module::{Module, Param};
 use burn::tensor::Tensor;
 
@@ -46,6 +52,9 @@ pub struct Sublayer<F> {
     pub f: F,
     #[module(skip)]
     pub scales: Scales,
+    /// How the gate acts (its own or the layer's), when the sublayer has one.
+    #[module(skip)]
+    pub gating: Option<Gate>,
 }
 
 /// What a sublayer produces: `X_{l+1}`, and for the probes and the regulariser the sum `z_l`
@@ -82,6 +91,7 @@ impl<F> Sublayer<F> {
             gate: plan.gate.filter(|g| g.per == GateOwner::Sublayer).map(|g| gate(g, d, b, prefix)).transpose()?,
             f,
             scales: Scales { skip: plan.skip, residual: plan.residual, input: plan.input_scale },
+            gating: plan.gate,
         })
     }
 
@@ -105,8 +115,15 @@ impl<F> Sublayer<F> {
         // normalises it in f32).
         let f_out = widen(f(&self.f, scaled(n_in(&self.input_norm, x.clone()), self.scales.input)));
         let mut branch = maybe_norm(&self.output_norm, f_out, k);
-        if let Some(g) = self.gate.as_ref().map(Param::val).or(shared_gate) {
-            branch = branch * g.unsqueeze::<3>();
+        let mut x = x;
+        let gate = self.gate.as_ref().map(Param::val).or(shared_gate);
+        if let (Some(plan), Some(g)) = (self.gating, gate) {
+            let g = if plan.factor == 1.0 { g } else { g * plan.factor }.unsqueeze::<3>();
+            match plan.on {
+                GateOn::Branch => branch = branch * g,
+                GateOn::Skip => x = x * g,
+                GateOn::Interpolate => return self.interpolate(x, branch, g.abs(), k),
+            }
         }
         let Scales { skip, residual, .. } = self.scales;
         // The outer norm forms the sum itself, in the same pass, when nobody reads the sum.
@@ -123,6 +140,16 @@ impl<F> Sublayer<F> {
         SublayerOut { next, sum: Some(sum), branch }
     }
 
+    /// nGPT's update: `X̂ = N_outer(x)`, `z = X̂ + α ⊙ (branch − X̂)`, `X_{l+1} = N_outer(z)`.
+    fn interpolate(&self, x: Tensor<3>, branch: Tensor<3>, alpha: Tensor<3>, k: Kernels) -> SublayerOut {
+        // The stream is already unit-norm when N_outer is; nGPT's reference renormalises it
+        // anyway, which also fixes the gradient's radial part.
+        let x_hat = maybe_norm(&self.outer_norm, x, k);
+        let sum = x_hat.clone() + (branch.clone() - x_hat) * alpha;
+        let next = maybe_norm(&self.outer_norm, sum.clone(), k);
+        SublayerOut { next, sum: Some(sum), branch }
+    }
+
     /// The input norm when its kind takes an approximated variance (BHyT, RMSNorm-Approx).
     pub fn approximating_input(&self) -> Option<&Norm> {
         self.input_norm.as_ref().filter(|n| n.approximates())
@@ -132,5 +159,5 @@ impl<F> Sublayer<F> {
 /// A gate parameter `{prefix}.gate` of `g`'s shape (`[1]` or `[d]`) at its initial value.
 pub fn gate(g: Gate, d: usize, b: &mut ParamBuilder<'_>, prefix: &str) -> anyhow::Result<Param<Tensor<1>>> {
     let len = if g.shape == GateShape::Channel { d } else { 1 };
-    b.vector(&child(prefix, super::names::GATE), len, Init::Constant(g.init))
+    b.vector(&child(prefix, super::names::GATE), len, Init::Constant(g.stored))
 }

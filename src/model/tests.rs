@@ -198,6 +198,8 @@ fn bhyt_approximation_uses_the_frobenius_norm_of_wv_wo() {
         v_full: false,
         qk_l2: None,
         softcap: None,
+        sqk: None,
+        sqk_factor: 1.0,
     };
     assert_eq!(values(attn.value_output_frobenius_sq()), vec![15.0]);
     // Grouped-query attention, 2 query heads sharing 1 key/value head of size 1: W_V = [1, 2]ᵀ

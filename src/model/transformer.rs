@@ -8,6 +8,7 @@ use super::chunked_loss::chunked_cross_entropy;
 use super::compute::Compute;
 use super::config::ModelConfig;
 use super::ffn::{FeedForward, FfnShape};
+use super::hypersphere::{self, Unit};
 use super::layer::Layer;
 use super::names;
 use super::regularizer::variance_penalty;
@@ -30,6 +31,8 @@ pub struct Transformer {
     pub final_norm: Option<Norm>,
     /// `[d, V]`; `None` when tied to the token embedding (`logits = x Eᵀ`).
     pub lm_head: Option<Param<Tensor<2>>>,
+    /// nGPT's logit scale `s_z` `[V]` (stored; used times `meta.hypersphere`'s factor).
+    pub sz: Option<Param<Tensor<1>>>,
     #[module(skip)]
     pub meta: ModelMeta,
 }
@@ -44,6 +47,8 @@ pub struct ModelMeta {
     pub final_softcap: Option<f64>,
     /// QK-clip's settings: a training forward then records every head's largest logit.
     pub qk_clip: Option<crate::recipe::QkClip>,
+    /// nGPT's settings: its weights are projected onto the sphere after every optimizer step.
+    pub hypersphere: Option<crate::recipe::Hypersphere>,
     /// Kernels, precision and memory limits, handed to every module each forward.
     pub compute: Compute,
 }
@@ -135,11 +140,29 @@ impl Transformer {
             recipe.eps,
             cfg.norm_eps
         );
+        // Loaded weights were saved on the sphere; drawn ones are put there (nGPT's first
+        // `normalize_matrices`).
+        let drawn = !matches!(source, ParamSource::Loaded(_));
         let mut b = ParamBuilder::new(device, source);
         let compute = Compute::for_device(cfg.kernels, device);
         let model = Self::build(cfg, recipe, &mut b, compute)?;
         b.finish()?;
-        Ok(model)
+        Ok(if drawn && recipe.hypersphere.is_some() { model.project_to_sphere() } else { model })
+    }
+
+    /// nGPT: the embedding and every weight vector along `d` scaled to unit L2 norm
+    /// ([`super::hypersphere`]); the model unchanged for any other recipe.
+    pub fn project_to_sphere(mut self) -> Self {
+        if self.meta.hypersphere.is_none() {
+            return self;
+        }
+        self.tok_emb = hypersphere::unit(self.tok_emb, Unit::Rows);
+        self.lm_head = self.lm_head.map(|w| hypersphere::unit(w, Unit::Columns));
+        for layer in &mut self.layers {
+            hypersphere::project_attention(&mut layer.attn.f);
+            hypersphere::project_ffn(&mut layer.ffn.f);
+        }
+        self
     }
 
     /// The largest logits and attention-score tensors one forward materialises whole (values);
@@ -173,15 +196,25 @@ impl Transformer {
         let lm_head = (!cfg.tie_embeddings)
             .then(|| b.matrix(names::OUTPUT_PROJECTION, [d, cfg.vocab_size], Init::Normal { std }))
             .transpose()?;
+        let sz = recipe
+            .hypersphere
+            .map(|h| b.vector(names::LOGIT_SCALE, cfg.vocab_size, Init::Constant(h.sz.stored)))
+            .transpose()?;
+        anyhow::ensure!(
+            recipe.hypersphere.is_none() || cfg.kv_heads() == cfg.n_heads,
+            "nGPT's s_qk is one vector over the query and key heads; set model.n_kv_heads = model.n_heads ({})",
+            cfg.n_heads
+        );
         let meta = ModelMeta {
             rope: Rope { head_dim: cfg.head_dim(), base: cfg.rope_base },
             regularizer: recipe.regularizer,
             recipe: recipe.name.clone(),
             final_softcap: recipe.final_softcap,
             qk_clip: recipe.qk_clip,
+            hypersphere: recipe.hypersphere,
             compute,
         };
-        Ok(Self { tok_emb, emb_scale, emb_norm, layers, final_norm, lm_head, meta })
+        Ok(Self { tok_emb, emb_scale, emb_norm, layers, final_norm, lm_head, sz, meta })
     }
 
     fn layer(
@@ -205,6 +238,7 @@ impl Transformer {
             qk_norm: recipe.qk_norm.is_on().then_some((recipe.qk_norm, cfg.norm_eps)),
             v_norm: recipe.v_norm.is_on().then_some((recipe.v_norm, cfg.norm_eps)),
             softcap: recipe.attn_softcap,
+            sqk: recipe.hypersphere.map(|h| h.sqk),
         };
         let ffn_shape = FfnShape {
             kind: cfg.ffn,
@@ -213,6 +247,7 @@ impl Transformer {
             std: cfg.init_std,
             init_in: ffn.init_in,
             init_out: ffn.init_out,
+            suv: recipe.hypersphere.map(|h| h.suv),
         };
         let (a, f) = (names::sublayer(i, 0), names::sublayer(i, 1));
         let attn_f = Attention::new(&attn_shape, b, &names::child(&a, names::BRANCH_FUNCTION))?;
@@ -306,11 +341,16 @@ impl Transformer {
         Hidden { hidden: x, sums, traces, attention, head_max, last_hidden }
     }
 
-    /// The output projection `W_out` `[d, V]`: `lm_head`, or `Eᵀ` when tied.
+    /// The output projection `W_out` `[d, V]`: `lm_head`, or `Eᵀ` when tied; nGPT's `s_z`
+    /// folded in, `W_out ⊙ s_z` (column `j` times `s_z[j]`, so `h·(w_j s_j) = s_j (h·w_j)`).
     pub fn output_weight(&self) -> Tensor<2> {
-        match &self.lm_head {
+        let w = match &self.lm_head {
             Some(w) => w.val(),
             None => self.tok_emb.val().transpose(),
+        };
+        match (&self.sz, self.meta.hypersphere) {
+            (Some(sz), Some(h)) => w * (sz.val() * h.sz.factor).unsqueeze::<2>(),
+            _ => w,
         }
     }
 

@@ -44,6 +44,8 @@ pub enum NormKind {
     /// Derf: `γ ⊙ erf(α x + s) + β` with learnable scalars α (initial `alpha`) and s (initial
     /// `offset`), `γ, β ∈ ℝ^d`.
     Derf { alpha: f64, offset: f64 },
+    /// Unit L2 norm `x/‖x‖`, no parameters and no ε (nGPT's `justnorm`).
+    L2,
 }
 
 impl NormKind {
@@ -75,6 +77,7 @@ impl NormKind {
             NormKind::LayerNorm1p { shift: false, .. } => "LN1p₀".into(),
             NormKind::Derf { alpha, offset: 0.0 } => format!("Derf[α₀={alpha}]"),
             NormKind::Derf { alpha, offset } => format!("Derf[α₀={alpha}, s₀={offset}]"),
+            NormKind::L2 => "L2".into(),
         }
     }
 }

@@ -17,6 +17,7 @@
 //! | BHyT (the BHyT paper's Alg. 1) | as BHyT*; a block's second norm uses an approximated variance | `λ ∈ ℝ`, `γ ∈ ℝ^d` |
 //! | LayerNorm-1p (Megatron-LM) | `(1 + γ) ⊙ (x − μ)/√(σ² + ε) + β`, γ stored zero-centred | `γ, β ∈ ℝ^d` |
 //! | Derf ("Stronger Normalization-Free Transformers") | `γ ⊙ erf(α x + s) + β` | `α, s ∈ ℝ`, `γ, β ∈ ℝ^d` |
+//! | L2 (nGPT's `justnorm`) | `x/‖x‖` | none |
 
 mod bhyt;
 mod derf;

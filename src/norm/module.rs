@@ -36,6 +36,14 @@ pub enum Norm {
     LayerNorm1p(LayerNorm),
     /// `γ ⊙ erf(α x + s) + β`.
     Derf(Derf),
+    /// `x/‖x‖`: held as a weightless RMSNorm with ε = 0, since `x/‖x‖ = (x/√mean(x²))/√d`.
+    L2(RmsNorm),
+}
+
+/// `x/√mean(x²)` → `x/‖x‖`: divides by `√d`, `d` the last axis.
+fn unit_l2<const D: usize>(rms_normed: Tensor<D>) -> Tensor<D> {
+    let d = rms_normed.dims()[D - 1];
+    rms_normed / (d as f64).sqrt()
 }
 
 /// A parameter's value, when the slot has it.
@@ -75,6 +83,7 @@ impl Norm {
                 shift: shift.then(|| param("shift", d, Init::Zeros)).transpose()?,
                 eps,
             }),
+            NormKind::L2 => Norm::L2(RmsNorm { gain: None, eps: 0.0 }),
             NormKind::Dyt { .. } | NormKind::BhytStar { .. } | NormKind::Bhyt { .. } | NormKind::Derf { .. } => {
                 anyhow::bail!("{kind:?} is built by Norm::pointwise")
             }
@@ -127,6 +136,7 @@ impl Norm {
             Norm::BhytStar(n) | Norm::Bhyt(n) => n.forward(x, k),
             Norm::LayerNorm1p(n) => n.forward_1p(x, k),
             Norm::Derf(n) => n.forward(x),
+            Norm::L2(n) => unit_l2(n.forward(x, k)),
         }
     }
 
@@ -147,6 +157,7 @@ impl Norm {
         match self {
             Norm::LayerNorm(n) | Norm::ScalarLayerNorm(n) => Some(n.forward_sum(x, b, scales)),
             Norm::RmsNorm(n) | Norm::ScalarRmsNorm(n) | Norm::RmsNormApprox(n) => Some(n.forward_sum(x, b, scales)),
+            Norm::L2(n) => Some(unit_l2(n.forward_sum(x, b, scales))),
             Norm::Dyt(_) | Norm::BhytStar(_) | Norm::Bhyt(_) | Norm::LayerNorm1p(_) | Norm::Derf(_) => None,
         }
     }

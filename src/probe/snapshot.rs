@@ -323,14 +323,34 @@ fn spread_of(norm: &Norm) -> Option<(Spread, f64, Option<&Param<Tensor<1>>>)> {
         Norm::RmsNorm(n) | Norm::ScalarRmsNorm(n) | Norm::RmsNormApprox(n) => {
             Some((Spread::Rms, n.eps, n.gain.as_ref()))
         }
-        Norm::Dyt(_) | Norm::BhytStar(_) | Norm::Bhyt(_) | Norm::LayerNorm1p(_) | Norm::Derf(_) => None,
+        Norm::Dyt(_) | Norm::BhytStar(_) | Norm::Bhyt(_) | Norm::LayerNorm1p(_) | Norm::Derf(_) | Norm::L2(_) => None,
     }
 }
 
 /// Every learned norm parameter on the residual stream and every learned residual scale
 /// (gates, x0-mixing λ's), with its name.
+/// Gates are reported at their used values, `stored · factor` (nGPT's scaled α).
 fn norm_params(model: &Transformer) -> Vec<(String, Tensor<1>)> {
-    named_tensors(model).into_iter().filter(|(n, _)| is_stream_norm(n) || is_residual_scale(n)).collect()
+    let factors = gate_factors(model);
+    let used = |(n, t): (String, Tensor<1>)| match factors.get(&n) {
+        Some(&f) if f != 1.0 => (n, t * f),
+        _ => (n, t),
+    };
+    named_tensors(model).into_iter().filter(|(n, _)| is_stream_norm(n) || is_residual_scale(n)).map(used).collect()
+}
+
+/// Each gate parameter's name and the factor its stored value is used with.
+fn gate_factors(model: &Transformer) -> std::collections::BTreeMap<String, f64> {
+    use crate::model::names::{GATE, child, layer, sublayer};
+    let mut out = std::collections::BTreeMap::new();
+    for (i, l) in model.layers.iter().enumerate() {
+        for (b, (own, gating)) in [(&l.attn.gate, l.attn.gating), (&l.ffn.gate, l.ffn.gating)].into_iter().enumerate() {
+            let Some(g) = gating else { continue };
+            let owner = if own.is_some() { sublayer(i, b) } else { layer(i) };
+            out.insert(child(&owner, GATE), g.factor);
+        }
+    }
+    out
 }
 
 /// Most values a histogram is built from; larger tensors are sampled with an even stride.

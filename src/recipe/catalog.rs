@@ -3,6 +3,7 @@
 
 use super::presets;
 use super::presets_beyond as beyond;
+use super::presets_residual as residual;
 use super::spec::RecipeSpec;
 
 /// All preset names, in the order `normlab recipes` lists them.
@@ -41,6 +42,8 @@ pub const PRESET_NAMES: &[&str] = &[
     "softcap",
     "qk-l2",
     "qk-clip",
+    "admin",
+    "ngpt",
 ];
 
 /// Looks a preset up by name.
@@ -80,6 +83,8 @@ pub fn preset(name: &str) -> Option<RecipeSpec> {
         "softcap" => beyond::softcap(),
         "qk-l2" => beyond::qk_l2(),
         "qk-clip" => beyond::qk_clip(),
+        "admin" => residual::admin(),
+        "ngpt" => residual::ngpt(),
         _ => return None,
     })
 }

@@ -2,7 +2,7 @@
 
 use super::resolve::Dims;
 use super::resolve::{Branch, ResolvedRecipe, SublayerPlan, norm_kind};
-use super::spec::{GateOwner, GateShape, NormSpec, QkNorm, RecipeSpec, Scale, SublayerSpec, Which};
+use super::spec::{GateOn, GateOwner, GateShape, GateSpec, NormSpec, QkNorm, RecipeSpec, Scale, SublayerSpec, Which};
 use crate::norm::NormKind;
 
 /// The recipe as equations, one line each: embedding, every sublayer group, readout, loss.
@@ -49,6 +49,47 @@ fn override_line(spec: &RecipeSpec, i: usize) -> String {
 
 /// QK-norm, the regulariser and the recipe's parameters, a line each when present.
 fn readout_notes(spec: &RecipeSpec) -> Vec<String> {
+    let mut lines = attention_notes(spec);
+    if let Some(c) = spec.final_softcap {
+        lines.push(format!("logits soft-capped: {c}·tanh(logits/{c})"));
+    }
+    if let Some(m) = spec.x0_mix {
+        lines.push(format!(
+            "before layer k: X ← λ_r,k·X + λ₀,k·X_1   [λ_r, λ₀ learnable per layer, init {} and {}]",
+            m.residual, m.x0
+        ));
+    }
+    if let Some(c) = spec.qk_clip {
+        lines.push(format!(
+            "after each step: heads whose max logit S > τ = {}: W_q ×(τ/S)^{}, W_k ×(τ/S)^{} (QK-clip, MuonClip)",
+            c.tau,
+            c.alpha,
+            1.0 - c.alpha
+        ));
+    }
+    if spec.hypersphere.is_some() {
+        lines.extend([
+            "attention: q, k ← s_qk ⊙ q/‖q‖, s_qk ⊙ k/‖k‖ per head after RoPE; logits q·k·√h (nGPT)".to_string(),
+            "FFN: u, ν ← s_u·√d ⊙ x W_3, s_ν·√d ⊙ x W_1; W_2 (u ⊙ SiLU(ν)) (nGPT's s_uv)".into(),
+            "logits = s_z ⊙ (X W_out)   [s_qk, s_uv, s_z learnable, 1 at init, scaled parametrisation]".into(),
+            "after each step: embedding rows and every weight vector along d scaled to unit norm (nGPT)".into(),
+        ]);
+    }
+    if spec.regularizer > 0.0 {
+        lines.push(format!(
+            "loss = CE + {}·(1/2L)·Σ_l E[ReLU(σ²(z_l) − 1)]   (variance regulariser, KiteNorm eq. 24)",
+            spec.regularizer
+        ));
+    }
+    if !spec.params.is_empty() {
+        let p: Vec<String> = spec.params.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+        lines.push(format!("where {}", p.join(", ")));
+    }
+    lines
+}
+
+/// QK-norm, V-norm and the attention soft-cap, one line each.
+fn attention_notes(spec: &RecipeSpec) -> Vec<String> {
     let mut lines = Vec::new();
     match spec.qk_norm {
         QkNorm::None => {}
@@ -70,33 +111,6 @@ fn readout_notes(spec: &RecipeSpec) -> Vec<String> {
     if let Some(c) = spec.attn_softcap {
         lines.push(format!("attention logits soft-capped: {c}·tanh((q·k/√h)/{c}) before the mask"));
     }
-    if let Some(c) = spec.final_softcap {
-        lines.push(format!("logits soft-capped: {c}·tanh(logits/{c})"));
-    }
-    if let Some(m) = spec.x0_mix {
-        lines.push(format!(
-            "before layer k: X ← λ_r,k·X + λ₀,k·X_1   [λ_r, λ₀ learnable per layer, init {} and {}]",
-            m.residual, m.x0
-        ));
-    }
-    if let Some(c) = spec.qk_clip {
-        lines.push(format!(
-            "after each step: heads whose max logit S > τ = {}: W_q ×(τ/S)^{}, W_k ×(τ/S)^{} (QK-clip, MuonClip)",
-            c.tau,
-            c.alpha,
-            1.0 - c.alpha
-        ));
-    }
-    if spec.regularizer > 0.0 {
-        lines.push(format!(
-            "loss = CE + {}·(1/2L)·Σ_l E[ReLU(σ²(z_l) − 1)]   (variance regulariser, KiteNorm eq. 24)",
-            spec.regularizer
-        ));
-    }
-    if !spec.params.is_empty() {
-        let p: Vec<String> = spec.params.iter().map(|(k, v)| format!("{k} = {v}")).collect();
-        lines.push(format!("where {}", p.join(", ")));
-    }
     lines
 }
 
@@ -115,18 +129,26 @@ pub fn sublayer_equation(spec: &RecipeSpec, s: &SublayerSpec) -> String {
         branch = format!("{n}({branch})");
     }
     let mut notes = Vec::new();
+    let mut skip_gate = None;
     if let Some(g) = &s.gate {
-        let shared = if g.per == GateOwner::Layer { ", one per layer" } else { "" };
-        let (sym, what, init) = match g.shape {
-            GateShape::Scalar => ("α", "α ∈ ℝ", "α₀"),
-            GateShape::Channel => ("diag(λ)", "λ ∈ ℝ^d", "λ₀"),
-        };
-        branch = format!("{sym}·{branch}");
-        notes.push(format!("{what} learnable, {init} = {}{shared}", g.init.text()));
+        let (sym, note) = gate_symbol(g);
+        notes.push(note);
+        match g.on {
+            GateOn::Branch => branch = format!("{sym}·{branch}"),
+            GateOn::Skip => skip_gate = Some(sym),
+            GateOn::Interpolate => {
+                let outer = slot(&s.outer).unwrap_or_else(|| "·".into());
+                notes.push(format!("X̂ = {outer}(X_l)"));
+                let eq = format!("X_{{l+1}} = {outer}(X̂ + {sym}·({branch} − X̂))");
+                return format!("{eq}   [{}]", notes.join("; "));
+            }
+        }
     }
-    let skip = match s.skip.as_ref().filter(|v| !v.is_one()) {
-        Some(a) => format!("{}·X_l", factor(a)),
-        None => "X_l".into(),
+    let skip = match (s.skip.as_ref().filter(|v| !v.is_one()), skip_gate) {
+        (Some(a), Some(g)) => format!("{}·{g}·X_l", factor(a)),
+        (Some(a), None) => format!("{}·X_l", factor(a)),
+        (None, Some(g)) => format!("{g}·X_l"),
+        (None, None) => "X_l".into(),
     };
     let res = match s.residual.as_ref().filter(|v| !v.is_one()) {
         Some(c) => format!("{}·{branch}", factor(c)),
@@ -140,6 +162,12 @@ pub fn sublayer_equation(spec: &RecipeSpec, s: &SublayerSpec) -> String {
     if !notes.is_empty() {
         eq.push_str(&format!("   [{}]", notes.join("; ")));
     }
+    eq.push_str(&init_note(s));
+    eq
+}
+
+/// `   [init: W_O, W_2 × …; W_V, W_1, W_3 × …]` for the init scales that are not 1, else empty.
+fn init_note(s: &SublayerSpec) -> String {
     let mut init = Vec::new();
     if let Some(v) = s.init_out.as_ref().filter(|v| !v.is_one()) {
         init.push(format!("W_O, W_2 × {}", v.text()));
@@ -147,10 +175,25 @@ pub fn sublayer_equation(spec: &RecipeSpec, s: &SublayerSpec) -> String {
     if let Some(v) = s.init_in.as_ref().filter(|v| !v.is_one()) {
         init.push(format!("W_V, W_1, W_3 × {}", v.text()));
     }
-    if !init.is_empty() {
-        eq.push_str(&format!("   [init: {}]", init.join("; ")));
-    }
-    eq
+    if init.is_empty() { String::new() } else { format!("   [init: {}]", init.join("; ")) }
+}
+
+/// A gate's symbol in the equation and its note: `α`/`diag(λ)` on the branch, `ω`/`diag(ω)`
+/// on the skip, `|α|`/`diag(|α|)` for an interpolating step.
+fn gate_symbol(g: &GateSpec) -> (String, String) {
+    let letter = match g.on {
+        GateOn::Branch if g.shape == GateShape::Channel => "λ",
+        GateOn::Branch | GateOn::Interpolate => "α",
+        GateOn::Skip => "ω",
+    };
+    let used = if g.on == GateOn::Interpolate { format!("|{letter}|") } else { letter.to_string() };
+    let (sym, space) = match g.shape {
+        GateShape::Scalar => (used, "ℝ"),
+        GateShape::Channel => (format!("diag({used})"), "ℝ^d"),
+    };
+    let shared = if g.per == GateOwner::Layer { ", one per layer" } else { "" };
+    let stored = g.scale.as_ref().map(|s| format!(", stored from {} (scaled)", s.text())).unwrap_or_default();
+    (sym, format!("{letter} ∈ {space} learnable, {letter}₀ = {}{stored}{shared}", g.init.text()))
 }
 
 /// The slot's printed symbol. The equations hold for any size, so an α₀ written as an
@@ -227,7 +270,12 @@ pub fn plan_lines(r: &ResolvedRecipe) -> Vec<String> {
             Some(g) => {
                 let shape = if g.shape == GateShape::Scalar { "scalar" } else { "per channel" };
                 let per = if g.per == GateOwner::Layer { ", shared by the layer" } else { "" };
-                format!("{line} gate₀={} ({shape}{per})", g.init)
+                let on = match g.on {
+                    GateOn::Branch => "",
+                    GateOn::Skip => ", on the skip",
+                    GateOn::Interpolate => ", interpolating",
+                };
+                format!("{line} gate₀={} ({shape}{per}{on})", g.init)
             }
             None => line,
         }

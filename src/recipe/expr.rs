@@ -11,7 +11,7 @@
 //! unary := '-' unary | power
 //! power := atom ('^' unary)?          -- right-associative, binds tighter than unary minus
 //! atom  := number | name | func '(' cmp ')' | '(' cmp ')'
-//! func  := sqrt | floor | ceil
+//! func  := sqrt | ln | floor | ceil
 //! ```
 //!
 //! Comparisons give a step in a variable, e.g. DyT's α₀ by width:
@@ -197,9 +197,10 @@ impl Parser<'_> {
                 self.expect_op(')')?;
                 match name.as_str() {
                     "sqrt" => Ok(arg.sqrt()),
+                    "ln" => Ok(arg.ln()),
                     "floor" => Ok(arg.floor()),
                     "ceil" => Ok(arg.ceil()),
-                    _ => Err(format!("unknown function `{name}` (known: sqrt, floor, ceil)")),
+                    _ => Err(format!("unknown function `{name}` (known: sqrt, ln, floor, ceil)")),
                 }
             }
             Tok::Name(name) => self.vars.get(&name).copied().ok_or_else(|| {
@@ -229,6 +230,8 @@ mod tests {
         assert_eq!(eval("1/sqrt(2*L)", &v).unwrap(), 1.0 / 24f64.sqrt());
         assert_eq!(eval("(2*L)^0.25", &v).unwrap(), 24f64.powf(0.25));
         assert_eq!(eval("floor(mix_ratio*L)", &v).unwrap(), 3.0);
+        // Admin's ω for N = 2L = 24 residual branches: √((N+1)/ln(N+1) − 1).
+        assert_eq!(eval("ln(2*L+1)", &v).unwrap(), 25f64.ln());
         assert_eq!(eval("L - floor(mix_ratio*L) + 1", &v).unwrap(), 10.0);
         assert_eq!(eval("1e-6 * 2", &v).unwrap(), 2e-6);
         assert_eq!(eval("-2^2", &v).unwrap(), -4.0);

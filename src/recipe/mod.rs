@@ -11,20 +11,23 @@ pub mod catalog;
 pub mod config;
 pub mod equation;
 pub mod expr;
+pub mod hypersphere;
 pub mod placement;
 pub mod presets;
 mod presets_beyond;
+mod presets_residual;
 pub mod resolve;
 pub mod spec;
 pub mod theorem;
 
 pub use catalog::{PRESET_NAMES, preset};
 pub use config::{RecipeConfig, RecipeOverlay};
+pub use hypersphere::{Hypersphere, Scaled};
 pub use placement::Placement;
 pub use resolve::{Branch, Dims, Gate, MAX_LAYERS, MAX_WIDTH, ResolvedRecipe, SublayerPlan, norm_kind, resolve};
 pub use spec::{
-    BaseNorm, GateOwner, GateShape, GateSpec, NormName, NormSpec, NormTable, QkClip, QkNorm, RecipeSpec, Scale,
-    SublayerSpec, Which, X0Mix,
+    BaseNorm, GateOn, GateOwner, GateShape, GateSpec, HypersphereSpec, NormName, NormSpec, NormTable, QkClip, QkNorm,
+    RecipeSpec, Scale, SublayerSpec, Which, X0Mix,
 };
 pub use theorem::theorem_3_6_warning;
 

@@ -73,7 +73,7 @@ mod tests {
         }
         assert!(of("kitenorm").1 && !of("mix").1 && !of("dyt").1);
         // Gates and x0 mixing change the stream; logit controls leave the placement.
-        for name in ["rezero", "skipinit", "layerscale", "x0-mix", "hybridnorm", "derf", "pre-1p"] {
+        for name in ["rezero", "skipinit", "layerscale", "x0-mix", "hybridnorm", "derf", "pre-1p", "admin", "ngpt"] {
             assert_eq!(of(name).0, None, "{name}");
         }
         assert_eq!(of("softcap").0, Some(Placement::Pre));

@@ -24,6 +24,7 @@ pub fn blank(name: &str, about: &str) -> RecipeSpec {
         final_softcap: None,
         x0_mix: None,
         qk_clip: None,
+        hypersphere: None,
         regularizer: 0.0,
         params: BTreeMap::new(),
         sublayer: SublayerSpec::default(),

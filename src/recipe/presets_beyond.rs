@@ -4,7 +4,7 @@
 
 use super::presets::{blank, peri, pre, pre_rms};
 use super::spec::{
-    BaseNorm, GateOwner, GateShape, GateSpec, NormName, NormSpec, NormTable, QkClip, QkNorm, RecipeSpec, Scale,
+    BaseNorm, GateOn, GateOwner, GateShape, GateSpec, NormName, NormSpec, NormTable, QkClip, QkNorm, RecipeSpec, Scale,
     SublayerSpec, Which, X0Mix,
 };
 
@@ -13,7 +13,7 @@ fn norm(kind: NormName) -> NormSpec {
 }
 
 fn gate(shape: GateShape, init: Scale, per: GateOwner) -> Option<GateSpec> {
-    Some(GateSpec { shape, init, per })
+    Some(GateSpec { shape, init, per, on: GateOn::Branch, scale: None })
 }
 
 fn weightless_rms() -> NormSpec {

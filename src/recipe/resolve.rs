@@ -3,8 +3,9 @@
 //! that names the field.
 
 use super::expr::eval;
+use super::hypersphere::{self, Hypersphere};
 use super::spec::{
-    BaseNorm, GateOwner, GateShape, GateSpec, NormName, NormSpec, NormTable, QkClip, QkNorm, RecipeSpec, Scale,
+    BaseNorm, GateOn, GateOwner, GateShape, GateSpec, NormName, NormSpec, NormTable, QkClip, QkNorm, RecipeSpec, Scale,
     SublayerSpec, Which, X0Mix,
 };
 use crate::norm::{BhytDenominator, NormKind};
@@ -48,12 +49,16 @@ pub struct SublayerPlan {
     pub gate: Option<Gate>,
 }
 
-/// A resolved residual gate: shape, initial value, owner.
+/// A resolved residual gate: shape, initial (used) value, owner, what it acts on, and its
+/// parametrisation: the parameter starts at `stored` and is used as `stored · factor`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Gate {
     pub shape: GateShape,
     pub init: f64,
     pub per: GateOwner,
+    pub on: GateOn,
+    pub stored: f64,
+    pub factor: f64,
 }
 
 /// A recipe resolved for one depth.
@@ -72,6 +77,8 @@ pub struct ResolvedRecipe {
     pub final_softcap: Option<f64>,
     pub x0_mix: Option<X0Mix>,
     pub qk_clip: Option<QkClip>,
+    /// nGPT's unit-norm weights and scaling factors, when the recipe lives on the hypersphere.
+    pub hypersphere: Option<Hypersphere>,
     pub regularizer: f64,
     /// The sizes and the norm ε it was resolved for: a model of other sizes needs its own.
     pub dims: Dims,
@@ -135,6 +142,7 @@ impl Resolver<'_> {
         check_layer_gates(&sublayers)?;
         self.check_attention()?;
         let vars = self.vars(dims);
+        let hypersphere = self.hypersphere.as_ref().map(|h| hypersphere::resolve(h, self.0, &vars)).transpose()?;
         let embedding_norm = self.norm(&self.embedding_norm, &vars, eps).context("embedding_norm")?;
         let final_norm = self.norm(&self.final_norm, &vars, eps).context("final_norm")?;
         // `"none"` removes a preset's embedding scale in a config overlay.
@@ -162,6 +170,7 @@ impl Resolver<'_> {
             final_softcap: self.final_softcap,
             x0_mix: self.x0_mix,
             qk_clip: self.qk_clip,
+            hypersphere,
             regularizer: self.regularizer,
         })
     }
@@ -271,17 +280,7 @@ impl Resolver<'_> {
             })
         })()
         .with_context(where_)?;
-        for (slot, kind) in [("output", &plan.output), ("outer", &plan.outer)] {
-            if matches!(kind, Some(NormKind::Bhyt { .. } | NormKind::RmsNormApprox { .. })) {
-                bail!(
-                    "{}: `{slot}` = {}: the variance approximation (Algorithm 1) is defined for sublayer inputs and \
-                        the final norm; use {} here",
-                    where_(),
-                    if matches!(kind, Some(NormKind::Bhyt { .. })) { "bhyt" } else { "rmsnorm-approx" },
-                    if matches!(kind, Some(NormKind::Bhyt { .. })) { "bhyt-star" } else { "rmsnorm" },
-                );
-            }
-        }
+        check_plan(&plan).with_context(where_)?;
         Ok(plan)
     }
 
@@ -317,6 +316,7 @@ impl Resolver<'_> {
             NormName::Bhyt => NormKind::Bhyt { lambda: positive("lambda", t.lambda.unwrap_or(1.0))?, p, eps },
             NormName::RmsnormApprox => NormKind::RmsNormApprox { gain, eps },
             NormName::Layernorm1p => NormKind::LayerNorm1p { shift: t.shift.unwrap_or(true), eps },
+            NormName::L2 => NormKind::L2,
             NormName::Derf => {
                 let alpha = t.alpha.as_ref().map_or(Ok(0.5), |a| scale_value(a, vars)).context("`alpha`")?;
                 let offset = t.offset.unwrap_or(0.0);
@@ -326,6 +326,28 @@ impl Resolver<'_> {
         };
         Ok(Some(kind))
     }
+}
+
+/// What a resolved sublayer may not combine: an interpolating gate with skip or residual
+/// scales, a variance-approximating norm outside an input slot.
+fn check_plan(plan: &SublayerPlan) -> anyhow::Result<()> {
+    if plan.gate.is_some_and(|g| g.on == GateOn::Interpolate) {
+        ensure!(
+            plan.skip == 1.0 && plan.residual == 1.0,
+            "an interpolating gate (nGPT) is the step a = 1 − |g|, c = |g| itself; remove `skip` and `residual`"
+        );
+    }
+    for (slot, kind) in [("output", &plan.output), ("outer", &plan.outer)] {
+        if matches!(kind, Some(NormKind::Bhyt { .. } | NormKind::RmsNormApprox { .. })) {
+            bail!(
+                "`{slot}` = {}: the variance approximation (Algorithm 1) is defined for sublayer inputs and the \
+                    final norm; use {} here",
+                if matches!(kind, Some(NormKind::Bhyt { .. })) { "bhyt" } else { "rmsnorm-approx" },
+                if matches!(kind, Some(NormKind::Bhyt { .. })) { "bhyt-star" } else { "rmsnorm" },
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Refuses a table option its kind does not take (`dyt` has no `lambda`).
@@ -377,7 +399,15 @@ fn gate(g: &GateSpec, vars: &BTreeMap<String, f64>) -> anyhow::Result<Gate> {
         Scale::Expr(e) => eval(e, vars).map_err(anyhow::Error::msg)?,
     };
     ensure!(init.is_finite(), "`init` = {init} must be a finite number");
-    Ok(Gate { shape: g.shape, init, per: g.per })
+    let (stored, factor) = match &g.scale {
+        Some(s) => {
+            let scale = scale_value(s, vars).context("`scale`")?;
+            ensure!(init != 0.0, "a gate with a `scale` needs a non-zero `init` (it is used as stored · init/scale)");
+            (scale, init / scale)
+        }
+        None => (init, 1.0),
+    };
+    Ok(Gate { shape: g.shape, init, per: g.per, on: g.on, stored, factor })
 }
 
 /// A gate shared by a layer (`per = "layer"`, ReZero) must be the same gate in both of the

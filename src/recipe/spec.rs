@@ -54,11 +54,13 @@ pub enum NormName {
     Layernorm1p,
     /// Dynamic erf (Chen et al., 2025, "Stronger Normalization-Free Transformers").
     Derf,
+    /// Unit L2 norm `x/‖x‖`, no parameters (nGPT's `justnorm`).
+    L2,
 }
 
 impl NormName {
     /// Every kind with its written name.
-    pub const ALL: [(NormName, &'static str); 12] = [
+    pub const ALL: [(NormName, &'static str); 13] = [
         (NormName::None, "none"),
         (NormName::Ln, "ln"),
         (NormName::Layernorm, "layernorm"),
@@ -71,6 +73,7 @@ impl NormName {
         (NormName::RmsnormApprox, "rmsnorm-approx"),
         (NormName::Layernorm1p, "layernorm-1p"),
         (NormName::Derf, "derf"),
+        (NormName::L2, "l2"),
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -80,7 +83,7 @@ impl NormName {
     /// The table options this kind takes (any other set option is an error).
     pub fn options(self) -> &'static [&'static str] {
         match self {
-            NormName::None | NormName::ScalarRms => &[],
+            NormName::None | NormName::ScalarRms | NormName::L2 => &[],
             NormName::Ln | NormName::Layernorm | NormName::Rmsnorm => &["gain", "shift"],
             NormName::ScalarLn => &["shift"],
             NormName::Dyt => &["alpha"],
@@ -274,6 +277,31 @@ pub struct GateSpec {
     /// Transformer layer's attention and feed-forward sublayers, as ReZero's code does).
     #[serde(default)]
     pub per: GateOwner,
+    /// What the gate acts on: `"branch"` (default), `"skip"` (Admin's ω) or `"interpolate"`
+    /// (nGPT's eigen learning rate); see [`GateOn`].
+    #[serde(default)]
+    pub on: GateOn,
+    /// nGPT's scaled parametrisation: the parameter is stored starting at `scale` and used as
+    /// `stored · init/scale`, so that an optimizer step moves the used value `init/scale` times
+    /// as far as it moves the stored one (nGPT: α stored at `1/√d`, used at 0.05). Default: the
+    /// parameter is the used value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale: Option<Scale>,
+}
+
+/// What a gate `g` multiplies in the sublayer equation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GateOn {
+    /// The residual branch: `z = a·X + c·(g ⊙ N_out(F(s·N_in(X))))` (ReZero, SkipInit, LayerScale).
+    #[default]
+    Branch,
+    /// The skip: `z = a·(g ⊙ X) + c·N_out(F(s·N_in(X)))` (Admin's ω).
+    Skip,
+    /// The step from the stream towards the branch: with `X̂ = N_outer(X)`,
+    /// `z = X̂ + |g| ⊙ (N_out(F(s·N_in(X))) − X̂)` (nGPT's eigen learning rate α; with unit-L2
+    /// `N_out` and `N_outer` a step along the hypersphere).
+    Interpolate,
 }
 
 /// A gate's shape.
@@ -373,6 +401,45 @@ fn half() -> f64 {
     0.5
 }
 
+/// A scaled parameter of nGPT: used value `init` at initialisation, stored starting at `scale`
+/// (see [`GateSpec::scale`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScaledSpec {
+    pub init: Scale,
+    pub scale: Scale,
+}
+
+/// nGPT's scaling factors, each a scaled parameter; the defaults are NVIDIA's reference code's
+/// (`sqk`, `sz`: init 1 stored at `1/√d`; `suv`: init 1 stored at 1, used times `√d`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HypersphereSpec {
+    /// `s_qk ∈ ℝ^{d}` (one value per query/key channel of every head).
+    #[serde(default = "unit_over_root_d")]
+    pub sqk: ScaledSpec,
+    /// `s_uv ∈ ℝ^{2·d_ff}` on the two GLU pre-activations, used times `√d`.
+    #[serde(default = "unit")]
+    pub suv: ScaledSpec,
+    /// `s_z ∈ ℝ^V` on the logits.
+    #[serde(default = "unit_over_root_d")]
+    pub sz: ScaledSpec,
+}
+
+impl Default for HypersphereSpec {
+    fn default() -> Self {
+        Self { sqk: unit_over_root_d(), suv: unit(), sz: unit_over_root_d() }
+    }
+}
+
+fn unit_over_root_d() -> ScaledSpec {
+    ScaledSpec { init: Scale::Number(1.0), scale: Scale::expr("1/sqrt(d)") }
+}
+
+fn unit() -> ScaledSpec {
+    ScaledSpec { init: Scale::Number(1.0), scale: Scale::Number(1.0) }
+}
+
 /// The base norm that `"ln"` slots resolve to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -424,6 +491,11 @@ pub struct RecipeSpec {
     /// of each head whose largest attention logit in the step exceeded `tau`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qk_clip: Option<QkClip>,
+    /// nGPT's hypersphere: unit-norm embedding and weight vectors (projected after every
+    /// optimizer step), per-channel `s_qk` on unit queries and keys with softmax scale `√d_h`,
+    /// `s_uv` on the GLU pre-activations and `s_z` on the logits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hypersphere: Option<HypersphereSpec>,
     /// Weight λ of KiteNorm's variance regulariser (KiteNorm eq. 24) in the training loss.
     #[serde(default)]
     pub regularizer: f64,

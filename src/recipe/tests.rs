@@ -359,8 +359,9 @@ fn malformed_recipes_are_rejected_naming_the_field() {
 /// The schemes beyond the seeds, by hand from their papers and code.
 #[test]
 fn gated_recipes_by_hand() {
-    use super::{Gate, GateOwner, GateShape};
-    let scalar = |init, per| Some(Gate { shape: GateShape::Scalar, init, per });
+    use super::{Gate, GateOn, GateOwner, GateShape};
+    let scalar =
+        |init, per| Some(Gate { shape: GateShape::Scalar, init, per, on: GateOn::Branch, stored: init, factor: 1.0 });
     // ReZero: no norm anywhere, one α per layer shared by both sublayers, α₀ = 0.
     let r = resolve("rezero", 6);
     all_sublayers(&r, None, None, None, 1.0, 1.0);
@@ -372,13 +373,49 @@ fn gated_recipes_by_hand() {
     for (l, want) in [(12, 0.1), (18, 0.1), (19, 1e-5), (24, 1e-5), (25, 1e-6), (36, 1e-6)] {
         let r = resolve("layerscale", l);
         all_sublayers(&r, ln(), None, None, 1.0, 1.0);
-        let g = Gate { shape: GateShape::Channel, init: want, per: GateOwner::Sublayer };
+        let (shape, per, on) = (GateShape::Channel, GateOwner::Sublayer, GateOn::Branch);
+        let g = Gate { shape, init: want, per, on, stored: want, factor: 1.0 };
         assert!(r.sublayers.iter().all(|s| s.gate == Some(g)), "L = {l}: λ₀ = {want}");
     }
     // A gate shared by a layer must be the same in both its sublayers.
     let e = err("[recipe]\npreset = \"rezero\"\n[[recipe.layers]]\nrange = \"2\"\nsublayers = \"ffn\"\n\
         gate = { shape = \"scalar\", init = 1, per = \"layer\" }\n");
     assert!(e.contains("layer 2") && e.contains("same gate"), "{e}");
+}
+
+/// Admin and nGPT, by hand from admin-torch's `calculate_init` and NVIDIA's nGPT `model.py`.
+#[test]
+fn residual_update_recipes_by_hand() {
+    use super::GateOn;
+    // Admin: post-LN, ω on the skip; N = 2L: ω₀ = √(13/ln 13 − 1) = 2.017009… at L = 6,
+    // √(25/ln 25 − 1) = 2.601286… at L = 12 (computed by hand in Python).
+    for (l, want) in [(6, 2.017009218686578), (12, 2.6012855825524324)] {
+        let r = resolve("admin", l);
+        all_sublayers(&r, None, None, ln(), 1.0, 1.0);
+        for s in &r.sublayers {
+            let g = s.gate.unwrap();
+            assert_eq!((g.on, g.shape, g.factor), (GateOn::Skip, GateShape::Channel, 1.0));
+            assert!((g.init - want).abs() < 1e-12, "L = {l}: ω₀ = {} vs {want}", g.init);
+        }
+    }
+    // nGPT at d = 128: unit-L2 output and outer norms, α used at 0.05, stored from 1/√128,
+    // so each stored step moves α 0.05·√128 = 0.5657 times as far.
+    let r = resolve("ngpt", 4);
+    all_sublayers(&r, None, Some(NormKind::L2), Some(NormKind::L2), 1.0, 1.0);
+    for s in &r.sublayers {
+        let g = s.gate.unwrap();
+        assert_eq!((g.on, g.init), (GateOn::Interpolate, 0.05));
+        assert!((g.stored - 0.08838834764831843).abs() < 1e-15 && (g.factor - 0.5656854249492381).abs() < 1e-12);
+    }
+    let h = r.hypersphere.unwrap();
+    assert!((h.sqk.stored - 0.08838834764831843).abs() < 1e-15 && (h.sqk.init() - 1.0).abs() < 1e-12);
+    assert_eq!((r.embedding_norm.clone(), r.final_norm.clone()), (None, None));
+    // nGPT normalises q and k itself: QK-norm alongside it is refused.
+    let e = err("[recipe]\npreset = \"ngpt\"\nqk_norm = \"head\"\n");
+    assert!(e.contains("remove `qk_norm`"), "{e}");
+    // An interpolating gate is the step a = 1 − |g|, c = |g|: a skip scale beside it is refused.
+    let e = err("[recipe]\npreset = \"ngpt\"\n[recipe.sublayer]\nskip = 2\n");
+    assert!(e.contains("interpolating gate"), "{e}");
 }
 
 #[test]

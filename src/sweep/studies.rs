@@ -42,10 +42,11 @@ const MINUTES_KITENORM_E3: Option<f64> = Some(1.0);
 const MINUTES_BHYT_LLAMA: Option<f64> = Some(9.3);
 const MINUTES_BHYT_LAMBDA: Option<f64> = Some(9.7);
 const MINUTES_PERILN_SPIKES: Option<f64> = Some(1.2);
-const MINUTES_BEYOND_GATES: Option<f64> = Some(2.3);
+const MINUTES_BEYOND_GATES: Option<f64> = Some(3.9);
 const MINUTES_BEYOND_HYBRIDNORM: Option<f64> = Some(1.1);
 const MINUTES_BEYOND_LOGITS: Option<f64> = Some(1.9);
 const MINUTES_BEYOND_NORMS: Option<f64> = Some(1.5);
+const MINUTES_BEYOND_NGPT: Option<f64> = Some(0.9);
 
 /// Every study, in the order `normlab studies` lists them.
 pub const STUDIES: &[Study] = &[
@@ -249,8 +250,8 @@ pub const STUDIES: &[Study] = &[
     },
     Study {
         name: "beyond-gates",
-        figure: "ReZero (Bachlechner et al. 2020), SkipInit (De & Smith 2020), LayerScale (CaiT)",
-        claim: "learnable residual gates train deep stacks (no norm at all for ReZero and SkipInit) where post-norm fails",
+        figure: "ReZero (Bachlechner et al. 2020), SkipInit (De & Smith 2020), LayerScale (CaiT), Admin (Liu et al. 2020)",
+        claim: "learnable residual gates train deep stacks (no norm at all for ReZero and SkipInit; Admin's ω on post-norm's skip) where post-norm fails",
         mini: ("configs/studies/beyond-gates.toml", include_str!("../../configs/studies/beyond-gates.toml")),
         full: Some((
             "configs/studies/beyond-gates-full.toml",
@@ -290,6 +291,17 @@ pub const STUDIES: &[Study] = &[
             include_str!("../../configs/studies/beyond-norms-full.toml"),
         )),
         minutes: MINUTES_BEYOND_NORMS,
+    },
+    Study {
+        name: "beyond-ngpt",
+        figure: "nGPT (Loshchilov et al. 2024): the steps to reach a loss",
+        claim: "nGPT reaches the pre-norm baseline's loss in fewer steps (4 to 20 times fewer in the paper)",
+        mini: ("configs/studies/beyond-ngpt.toml", include_str!("../../configs/studies/beyond-ngpt.toml")),
+        full: Some((
+            "configs/studies/beyond-ngpt-full.toml",
+            include_str!("../../configs/studies/beyond-ngpt-full.toml"),
+        )),
+        minutes: MINUTES_BEYOND_NGPT,
     },
 ];
 

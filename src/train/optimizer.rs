@@ -7,6 +7,7 @@
 //! parameters again in a model rebuilt from a checkpoint.
 
 use super::config::OptimConfig;
+use crate::model::Transformer;
 use crate::model::params::{ParamEntry, param_table};
 use burn::module::{Module, ParamGroup};
 use burn::optim::{AdamWConfig, ModuleOptimizer};
@@ -19,6 +20,17 @@ pub fn is_decayed(shape: &[usize]) -> bool {
 /// The parameters that receive weight decay.
 pub fn decayed_params<M: Module>(model: &M) -> Vec<ParamEntry> {
     param_table(model).into_iter().filter(|p| is_decayed(&p.shape)).collect()
+}
+
+/// The settings `model` trains with: `cfg`, except that nGPT (a recipe on the hypersphere)
+/// trains without weight decay, as the paper and its reference code do — after the projection a
+/// decayed matrix gives the same unit vectors, so decay would only stretch the step by
+/// `1/(1 − η·λ)`.
+pub fn settings(cfg: &OptimConfig, model: &Transformer) -> OptimConfig {
+    match model.meta.hypersphere {
+        Some(_) => OptimConfig { weight_decay: 0.0, ..cfg.clone() },
+        None => cfg.clone(),
+    }
 }
 
 /// The optimizer for `model`: a no-decay AdamW for everything, overridden by a decaying one for

@@ -91,7 +91,7 @@ fn prepare(mut cfg: RunConfig, init: Option<(ParamSource, Tokenizer)>, log: &dyn
     let counts = crate::model::params::counts(&model);
     let (params, total_steps) = (counts.all, cfg.total_steps(counts)?);
     check_memory(&cfg, params as f64)?;
-    let optim = optimizer::build(&cfg.optim, &model);
+    let optim = optimizer::build(&optimizer::settings(&cfg.optim, &model), &model);
     let state = TrainerState {
         step: 0,
         total_steps,
@@ -236,7 +236,7 @@ fn restore(
     }
     let weights = run_dir::checkpoint_weights(ckpt);
     let model = checkpoint::load_weights(&weights, &cfg.model, &recipe, &state.tokenizer, &ad)?;
-    let optim = checkpoint::load_optimizer(ckpt, optimizer::build(&cfg.optim, &model))?;
+    let optim = checkpoint::load_optimizer(ckpt, optimizer::build(&optimizer::settings(&cfg.optim, &model), &model))?;
     log(&format!("resuming {} at step {}/{} from {}", dir.display(), state.step, state.total_steps, ckpt.display()));
     let writes = lock.is_some();
     let mut trainer = Trainer::assemble(cfg, dir.to_path_buf(), data, model, optim, state, device, ad, lock, tasks)?;

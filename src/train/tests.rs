@@ -150,6 +150,63 @@ fn weight_decay_reaches_matrices_only() {
     }
 }
 
+/// nGPT: drawn on the sphere (every embedding row and weight vector along d of norm 1), trained
+/// without weight decay whatever the config says, and back on the sphere after a step.
+#[test]
+fn ngpt_weights_stay_on_the_sphere_without_weight_decay() {
+    let cfg = ModelConfig {
+        d_model: 16,
+        n_layers: 2,
+        n_heads: 2,
+        recipe: RecipeConfig::Preset("ngpt".into()),
+        ..Default::default()
+    };
+    let device = crate::testutil::cpu().autodiff();
+    let model = Transformer::new(&cfg, ParamSource::Seeded(1), &device).unwrap();
+    let oc = super::OptimConfig { weight_decay: 0.1, ..Default::default() };
+    assert_eq!(optimizer::settings(&oc, &model).weight_decay, 0.0);
+    let unit_norms = |m: &Transformer| {
+        let mut worst: f64 = 0.0;
+        for (name, v) in named_values(m) {
+            let Some(axis) = along_d(&name) else { continue };
+            let shape = v.shape().to_vec();
+            let x = v.try_to_vec::<f32>().unwrap();
+            let (rows, cols) = (shape[0], shape[1]);
+            let count = if axis == 0 { cols } else { rows };
+            for j in 0..count {
+                let sq: f64 = if axis == 0 {
+                    (0..rows).map(|i| (x[i * cols + j] as f64).powi(2)).sum()
+                } else {
+                    (0..cols).map(|i| (x[j * cols + i] as f64).powi(2)).sum()
+                };
+                worst = worst.max((sq.sqrt() - 1.0).abs());
+            }
+        }
+        worst
+    };
+    assert!(unit_norms(&model) < 1e-6, "drawn: {}", unit_norms(&model));
+    let toks: Vec<i64> = (0..2 * 9).map(|i| (i * 37 % 256) as i64).collect();
+    let all = Tensor::<2, Int>::from_data(TensorData::new(toks, [2, 9]), &device);
+    let grads = model.loss(all.clone().narrow(1, 0, 8), all.narrow(1, 1, 8), false).0.backward();
+    let grads = GradientsParams::from_grads(grads, &model);
+    let mut optim = optimizer::build(&optimizer::settings(&oc, &model), &model);
+    let stepped = optim.step(1e-2, model, grads);
+    assert!(unit_norms(&stepped) > 1e-4, "an Adam step leaves the sphere");
+    let projected = stepped.project_to_sphere();
+    assert!(unit_norms(&projected) < 1e-6, "projected: {}", unit_norms(&projected));
+}
+
+/// The axis along which a matrix's unit vectors lie under nGPT (0: columns), by its name.
+fn along_d(name: &str) -> Option<usize> {
+    if name == "tok_emb" || name.ends_with(".wo") || name.ends_with(".w2") {
+        Some(1)
+    } else if name == "lm_head" || [".wq", ".wk", ".wv", ".w1", ".w3"].iter().any(|s| name.ends_with(s)) {
+        Some(0)
+    } else {
+        None
+    }
+}
+
 #[test]
 fn global_clipping_scales_by_the_norm_over_all_parameters() {
     let cfg = ModelConfig { d_model: 16, n_layers: 2, n_heads: 2, ..Default::default() };

@@ -324,6 +324,8 @@ impl Trainer {
                 let (model, event) = qk_clip::apply(self.model.clone(), &g.logit_maxima, clip);
                 (self.model, facts.clip_event) = (model, Some(event));
             }
+            // nGPT: back onto the sphere (a no-op for every other recipe).
+            self.model = self.model.clone().project_to_sphere();
         }
         let record = self.advance(facts, tokens as f64 / t0.elapsed().as_secs_f64(), clock);
         let warnings = self.observe(&record, &g.norms, probe, warnings)?;
