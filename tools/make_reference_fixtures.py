@@ -415,7 +415,7 @@ def make_params(rec, mlp, gen):
 
 
 def normalize_matrices(P):
-    """NVIDIA's train.py normalize_matrices, in normlab's [in, out] layout: every vector along
+    """NVIDIA's nGPT normalize_matrices, in normlab's [in, out] layout: every vector along
     d_model to unit norm (embedding rows, W_q/W_k/W_v/W_1/W_3/lm_head columns, W_o/W_2 rows)."""
     with torch.no_grad():
         for name, w in P.items():
@@ -509,7 +509,7 @@ def qk_clip(P, maxima, clip):
 
 
 def train_settings(rec):
-    """nGPT trains without weight decay and warm-up (the paper, its reference train.py)."""
+    """nGPT trains without weight decay and warm-up (the paper)."""
     return dict(TRAIN, weight_decay=0.0, warmup_fraction=0.0) if rec[6]["ngpt"] else TRAIN
 
 

@@ -104,7 +104,7 @@ impl<F> Sublayer<F> {
     /// `shared_gate`: the layer's gate when the layer owns it (ReZero).
     pub fn forward(
         &self,
-        x: Tensor<3>,
+        mut x: Tensor<3>,
         k: Kernels,
         n_in: impl FnOnce(&Option<Norm>, Tensor<3>) -> Tensor<3>,
         f: impl FnOnce(&F, Tensor<3>) -> Tensor<3>,
@@ -115,7 +115,6 @@ impl<F> Sublayer<F> {
         // normalises it in f32).
         let f_out = widen(f(&self.f, scaled(n_in(&self.input_norm, x.clone()), self.scales.input)));
         let mut branch = maybe_norm(&self.output_norm, f_out, k);
-        let mut x = x;
         let gate = self.gate.as_ref().map(Param::val).or(shared_gate);
         if let (Some(plan), Some(g)) = (self.gating, gate) {
             let g = if plan.factor == 1.0 { g } else { g * plan.factor }.unsqueeze::<3>();
