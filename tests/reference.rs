@@ -304,3 +304,26 @@ fn fixture_paths() -> Vec<PathBuf> {
 fn every_recipe_trains_along_the_pytorch_trajectory() {
     check_every_fixture(check_trajectory, "trajectories apart from PyTorch's");
 }
+
+/// Admin's profiling pass against the fixture script's own (Transformer-Clinic's
+/// `adaptive-profiling`, float64) on the `admin-profile` fixture's weights and tokens: every ω
+/// within 1e-5 relative.
+#[test]
+fn admin_profiling_matches_the_pytorch_reference() {
+    let path = fixture_dir().join("admin-profile.safetensors");
+    for kernels in [Kernels::Fused, Kernels::Composite] {
+        let c = load_case(&path, kernels, "param/").unwrap();
+        let tokens = Tensor::<2, Int>::from_data(c.file.tensors["input/tokens"].clone(), &c.device);
+        let (model, omegas) = c.model.profile_skip_gates(tokens);
+        let want = floats(&c.file.tensors["profile/omega"]);
+        assert_eq!(omegas.len(), want.len());
+        for (l, (got, want)) in omegas.iter().zip(&want).enumerate() {
+            assert!((got - want).abs() <= 1e-5 * want, "{}: ω of sublayer {} = {got}, reference {want}", c.name, l + 1);
+        }
+        // The gates now hold those values, every channel.
+        let named = named_values(&model);
+        let gate = named.iter().find(|(n, _)| n == "layers.1.ffn.gate").unwrap();
+        assert!(floats(&gate.1).iter().all(|g| (g - want[3]).abs() <= 1e-5 * want[3]));
+        eprintln!("{}: ω {:?}", c.name, omegas);
+    }
+}

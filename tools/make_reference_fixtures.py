@@ -52,6 +52,7 @@ SRMS = dict(kind="scalar-rms")                         # KiteNorm's scalar slots
 RMS = dict(kind="rmsnorm", gain=True)
 RMS0 = dict(kind="rmsnorm", gain=False)                # weightless RMSNorm (F.rms_norm, no weight)
 LN1P = dict(kind="layernorm-1p")                       # Megatron-LM's zero-centred gain
+SEED = dict(kind="seednorm")                           # SeeDNorm
 
 
 def dyt(alpha):
@@ -105,6 +106,9 @@ def norm_params(spec, name, gen):
         p["gain"], p["lambda"] = 1 + 0.2 * n(D), spec["lam"] * (1 + 0.1 * n(1))
     if k == "layernorm-1p":  # the stored gain is centred on 0
         p["gain"], p["shift"] = 0.2 * n(D), 0.2 * n(D)
+    if k == "seednorm":  # beta away from 0 so that tanh(x . beta) and alpha both matter, short of
+        # saturation, where 1 - tanh^2 in f32 loses the digits the trajectory compares
+        p["gain"], p["alpha"], p["beta"] = 1 + 0.2 * n(D), 1 + 0.3 * n(D), 0.1 * n(D)
     if k == "derf":
         p["gain"], p["shift"] = 1 + 0.2 * n(D), 0.2 * n(D)
         p["alpha"], p["offset"] = spec["alpha"] * (1 + 0.1 * n(1)), 0.3 * n(1)
@@ -132,6 +136,9 @@ def apply_norm(spec, P, name, x, variance=None):
         return y * (1 + g) + P[f"{name}.shift"]
     if k == "l2":
         return justnorm(x)
+    if k == "seednorm":  # SeeDNorm: [tanh(x beta^T) alpha + gamma] * x / RMS(x), x beta^T one number per token
+        rescale = torch.tanh(x @ P[f"{name}.beta"]).unsqueeze(-1)
+        return (rescale * P[f"{name}.alpha"] + g) * x / torch.sqrt((x ** 2).mean(-1, keepdim=True) + EPS)
     if k == "derf":  # Stronger Normalization-Free Transformers: gamma * erf(alpha x + s) + beta
         return g * torch.erf(P[f"{name}.alpha"] * x + P[f"{name}.offset"]) + P[f"{name}.shift"]
     lam = P[f"{name}.lambda"]
@@ -241,10 +248,16 @@ def recipe(name):
             subs.append(sub(inp=RMS)); fin = RMS; qk = "l2"
         elif name == "qk-clip":  # MuonClip with tau = 1.5 so that it clips at this size
             subs.append(sub(inp=RMS)); fin = RMS; ex["clip"] = (1.5, 0.5)
+        elif name == "admin-profile":  # Admin with its profiling pass: the gates start at 1
+            subs.append(sub(outer=LN, gate=gate("channel", 1.0, on="skip")))
         elif name == "admin":  # admin-torch: x * omega + f(x), then the post-LN; O(log N) default omega
             n_res = 2 * L
             omega = ((n_res + 1) / math.log(n_res + 1) - 1) ** 0.5
             subs.append(sub(outer=LN, gate=gate("channel", omega, on="skip")))
+        elif name == "seednorm":
+            subs.append(sub(inp=SEED)); fin = SEED
+        elif name == "deepscalelm":  # the authors' Megatron block: lambda * x + beta * F(LN(x)), beta^2 = 1/L
+            subs.append(sub(inp=LN, a=math.sqrt(1 - 1 / L), c=math.sqrt(1 / L))); fin = LN
         elif name == "ngpt":  # NVIDIA's nGPT model.py: h = norm(norm(h) + |alpha| (norm(F(h)) - norm(h)))
             subs.append(sub(out=L2, outer=L2, gate=gate("channel", 0.05, on="interpolate", scale=D ** -0.5)))
             ex["ngpt"] = True
@@ -354,6 +367,27 @@ def forward(P, tokens, rec):
     if ex["final_cap"] is not None:  # Gemma 2: c * tanh(logits / c)
         logits = ex["final_cap"] * torch.tanh(logits / ex["final_cap"])
     return logits, sums
+
+
+def admin_profile(P, tokens, rec):
+    """Transformer-Clinic's adaptive-profiling, one forward: ratio = 1; at each sublayer the skip
+    gate omega is set to ratio, then ratio = sqrt(var(omega * X) + var(F(X))) over every element
+    (numpy's var of the flattened tensors). Returns the omegas; P's gates are overwritten."""
+    subs = rec[0]
+    ratio, omegas = 1.0, []
+    with torch.no_grad():
+        x = P["tok_emb"][tokens]
+        for i in range(L):
+            for j, kind in enumerate(("attn", "ffn")):
+                s, pre = subs[2 * i + j], f"layers.{i}.{kind}"
+                P[f"{pre}.gate"].fill_(ratio)
+                omegas.append(ratio)
+                h = apply_norm(s["inp"], P, f"{pre}.input_norm", x)
+                f = attention(P, f"{pre}.f", h, None, rec[6]) if kind == "attn" else ffn(P, f"{pre}.f", h)
+                skip = P[f"{pre}.gate"] * x
+                ratio = math.sqrt(skip.var(unbiased=False).item() + f.var(unbiased=False).item())
+                x = apply_norm(s["outer"], P, f"{pre}.outer_norm", skip + f)
+    return omegas
 
 
 def variance_regulariser(sums):  # KiteNorm eq. 24
@@ -470,6 +504,9 @@ CASES = {
     "qk-clip": ({"preset": "qk-clip", "qk_clip": {"tau": 1.5, "alpha": 0.5}}, "glu", 10000.0),
     "admin": ("admin", "glu", 10000.0),
     "ngpt": ("ngpt", "glu", 10000.0),
+    "deepscalelm": ("deepscalelm", "mlp", 10000.0),
+    "seednorm": ("seednorm", "glu", 10000.0),
+    "admin-profile": ("admin-profile", "glu", 10000.0),
 }
 
 # ---- the trajectory: normlab's optimizer, written from its documented rules -----------------
@@ -551,11 +588,72 @@ def trajectory(P0, rec, gen):
     return out, losses
 
 
+# ---- DeepScaleLM's moment-control standard deviations ---------------------------------------
+# Written from the paper's moment formulas and the authors' Megatron-LM code (moment_control_sigma,
+# sigma_attn_v_out) with dropout 0 and one embedding table; the GLU rows apply the same rule
+# (unit output variance) with SiLU's moments by Gauss-Hermite quadrature (the Rust side uses a
+# trapezoid rule), the authors' GeLU MLP their ReLU moments.
+GH_X, GH_W = __import__("numpy").polynomial.hermite_e.hermegauss(120)
+GH_W = GH_W / math.sqrt(2 * math.pi)  # E[f(z)] = sum w_i f(x_i), z ~ N(0, 1)
+
+
+def silu_np(x):
+    return x / (1 + __import__("numpy").exp(-x))
+
+
+def silu_kernel(r):
+    """E[SiLU(a) SiLU(b)], a, b standard normal with correlation r."""
+    np = __import__("numpy")
+    a = GH_X[:, None]
+    b = r * a + math.sqrt(max(1 - r * r, 0.0)) * GH_X[None, :]
+    return float((GH_W[:, None] * GH_W[None, :] * silu_np(a) * silu_np(b)).sum())
+
+
+def moment_sigmas(d, dq, m, n_layers, ffn, r0, lam2, beta2):
+    if ffn == "mlp":  # ReLU: E[relu^2] = 1/2, arc-cosine kernel
+        ffn_in = ffn_out = (2 / (m * d)) ** 0.25
+        corr = lambda r: r + (math.sqrt(1 - r * r) - r * math.acos(r)) / math.pi
+    else:
+        k1 = silu_kernel(1.0)
+        ffn_in, ffn_out = d ** -0.5, (m * k1) ** -0.5
+        corr = lambda r: r * silu_kernel(r) / k1
+    attn, r, v = [], r0, 1.0
+    for _ in range(n_layers):
+        attn.append((1 / (r * d * dq)) ** 0.25)
+        for branch_r in (1.0, None):  # attention: uniform weights make every position alike
+            branch_r = corr(r) if branch_r is None else branch_r
+            mixed = lam2 * v + beta2
+            r, v = (lam2 * v * r + beta2 * branch_r) / mixed, mixed
+    return dict(embedding=1.0, qk=d ** -0.5, attn=attn, ffn_in=ffn_in, ffn_out=ffn_out, output=d ** -0.5)
+
+
+MOMENT_CASES = [
+    dict(d_model=64, n_heads=4, head_dim=16, ffn="mlp", d_ff=256, n_layers=6, r0=0.221),
+    dict(d_model=48, n_heads=4, head_dim=16, ffn="glu", d_ff=128, n_layers=5, r0=0.3),
+    dict(d_model=32, n_heads=2, head_dim=16, ffn="mlp", d_ff=80, n_layers=24, r0=0.05),
+]
+
+
+def write_moment_control(out_dir):
+    cases = []
+    for c in MOMENT_CASES:
+        beta2 = 1 / c["n_layers"]  # deepscalelm: beta^2 = k_beta / L, k_beta = 1
+        dq = c["n_heads"] * c["head_dim"]
+        s = moment_sigmas(c["d_model"], dq, c["d_ff"], c["n_layers"], c["ffn"], c["r0"], 1 - beta2, beta2)
+        cases.append(dict(case=c, sigmas=s))
+    cases.append(dict(silu_second_moment=silu_kernel(1.0), silu_kernel_half=silu_kernel(0.5)))
+    with open(os.path.join(out_dir, "moment_control.json"), "w") as f:
+        json.dump(cases, f, indent=1)
+    print("moment_control.json", [round(x, 6) for x in cases[0]["sigmas"]["attn"]])
+
+
 def main(only):
     """Writes every case, or only the cases named on the command line."""
     global ROPE_BASE
     out_dir = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "reference")
     os.makedirs(out_dir, exist_ok=True)
+    if not only or "moment_control" in only:
+        write_moment_control(out_dir)
     for idx, (case, (recipe_cfg, ffn_kind, rope_base)) in enumerate(CASES.items()):
         if only and case not in only:
             continue
@@ -579,6 +677,9 @@ def main(only):
         tensors["out/logits"] = logits.detach().float()
         for k, v in (("loss", loss), ("ce", ce), ("reg", reg)):
             tensors[f"out/{k}"] = v.detach().float().reshape(1)
+        if case == "admin-profile":  # the pass on the fixture's own weights and tokens, gates at 1 first
+            Q = {k: v.detach().clone() for k, v in P.items()}
+            tensors["profile/omega"] = torch.tensor(admin_profile(Q, tokens, rec)).float()
         config = dict(vocab_size=V, d_model=D, n_layers=L, n_heads=H, ffn=ffn_kind, d_glu=FF,
                       rope_base=rope_base, norm_eps=EPS, init_std=0.02, recipe=recipe_cfg)
         meta = {"config": json.dumps(config), "train": json.dumps(train_settings(rec))}

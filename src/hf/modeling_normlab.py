@@ -22,6 +22,7 @@ Norm kinds (x: one position's d-vector, mean over the hidden dimension):
     rmsnorm-approx  gain * x / sqrt(s^2 + eps)                             (the BHyT paper's Table 5)
     layernorm-1p    (1 + gain) * (x - mean x) / sqrt(var x + eps) + shift  (Megatron-LM; gain stored at 0)
     derf            gain * erf(alpha * x + offset) + shift                 (Derf)
+    seednorm        (tanh(x . beta) * alpha + gain) * x / rms(x)           (SeeDNorm)
     l2              x / ||x||                                               (nGPT's justnorm)
 
 A sublayer may carry a learnable gate g on its branch, X_{l+1} = N_outer(a X_l + c g N_out(F(...))):
@@ -127,6 +128,8 @@ class Norm(nn.Module):
         if k == "derf":
             self.gain, self.shift = vector(), nn.Parameter(torch.zeros(width))
             self.alpha, self.offset = scalar(), nn.Parameter(torch.zeros(1))
+        if k == "seednorm":
+            self.gain, self.alpha, self.beta = vector(), vector(), nn.Parameter(torch.zeros(width))
 
     def affine(self, y):
         y = y * self.gain if hasattr(self, "gain") else y
@@ -150,6 +153,9 @@ class Norm(nn.Module):
             return self.affine(torch.erf(self.alpha * x + self.offset))
         if k == "l2":
             return x / x.norm(p=2, dim=-1, keepdim=True)
+        if k == "seednorm":  # one tanh(x . beta) per token, from the un-normalised input
+            rescale = torch.tanh((x * self.beta).sum(-1, keepdim=True))
+            return (rescale * self.alpha + self.gain) * x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
         lam = getattr(self, "lambda")
         if k == "bhyt-star":
             mu = x.mean(-1, keepdim=True)

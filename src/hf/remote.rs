@@ -34,6 +34,7 @@ pub fn norm_json(n: &NormKind) -> Value {
         NormKind::LayerNorm1p { shift, eps } => json!({"kind": "layernorm-1p", "shift": shift, "eps": eps}),
         NormKind::Derf { .. } => json!({"kind": "derf"}),
         NormKind::L2 => json!({"kind": "l2"}),
+        NormKind::SeeDNorm { eps, .. } => json!({"kind": "seednorm", "eps": eps}),
     }
 }
 

@@ -215,6 +215,8 @@ pub struct AttnShape {
     /// Query, key and value biases.
     pub bias: bool,
     pub std: f64,
+    /// Multiplies the std of `W_Q` and `W_K` (1 but under DeepScaleLM's moment control).
+    pub init_qk: f64,
     /// Multiplies the std of `W_V` (DeepNet's β).
     pub init_in: f64,
     /// Multiplies the std of `W_O` (GPT-2's 1/√(2L), DeepNet's β).
@@ -245,8 +247,8 @@ impl Attention {
             s.bias.then(|| b.vector(&child(prefix, name), n, Init::Zeros)).transpose()
         };
         Ok(Self {
-            wq: b.matrix(&child(prefix, "wq"), [d, dq], normal(1.0))?,
-            wk: b.matrix(&child(prefix, "wk"), [d, dkv], normal(1.0))?,
+            wq: b.matrix(&child(prefix, "wq"), [d, dq], normal(s.init_qk))?,
+            wk: b.matrix(&child(prefix, "wk"), [d, dkv], normal(s.init_qk))?,
             wv: b.matrix(&child(prefix, "wv"), [d, dkv], normal(s.init_in))?,
             wo: b.matrix(&child(prefix, "wo"), [dq, d], normal(s.init_out))?,
             bq: bias(b, "bq", dq)?,

@@ -10,6 +10,7 @@
 //! - [`sublayer`]: the generic sublayer equation every recipe instantiates
 //! - [`layer`]: attention sublayer then FFN sublayer
 //! - [`bhyt`]: BHyT's approximated FFN-input statistic (one statistic per block)
+//! - [`moment_control`]: DeepScaleLM's moment-conserving initialisation
 //! - [`transformer`]: embedding → 2L sublayers → final norm → logits
 //! - [`chunked_loss`]: output projection + cross-entropy over chunks of tokens (no whole logits)
 //! - [`decode`]: the KV cache for incremental decoding, with left padding
@@ -26,8 +27,10 @@ pub mod ffn;
 pub mod hypersphere;
 pub mod layer;
 pub mod linear;
+pub mod moment_control;
 pub mod names;
 pub mod params;
+pub mod profile;
 pub mod regularizer;
 pub mod rope;
 pub mod softcap;

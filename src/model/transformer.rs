@@ -10,6 +10,7 @@ use super::config::ModelConfig;
 use super::ffn::{FeedForward, FfnShape};
 use super::hypersphere::{self, Unit};
 use super::layer::Layer;
+use super::moment_control::{self, LayerInit, MomentSigmas};
 use super::names;
 use super::regularizer::variance_penalty;
 use super::softcap::softcap;
@@ -183,18 +184,24 @@ impl Transformer {
         b: &mut ParamBuilder<'_>,
         compute: Compute,
     ) -> anyhow::Result<Self> {
-        let (d, std) = (cfg.d_model, cfg.init_std);
+        let d = cfg.d_model;
+        let sigmas = recipe.moment_control.map(|mc| moment_control::sigmas(cfg, &recipe.sublayers, mc)).transpose()?;
+        let std_of = |pick: fn(&MomentSigmas) -> f64| sigmas.as_ref().map_or(cfg.init_std, pick);
+        let std = std_of(|s| s.embedding);
         let tok_emb = b.matrix(names::TOKEN_EMBEDDING, [cfg.vocab_size, d], Init::Normal { std })?;
         let emb_scale =
             recipe.embedding_scale.map(|e| b.vector(names::EMBEDDING_SCALE, 1, Init::Constant(e))).transpose()?;
         let emb_norm = recipe.embedding_norm.clone().map(|k| Norm::new(k, d, b, names::EMBEDDING_NORM)).transpose()?;
         let mut layers = Vec::with_capacity(cfg.n_layers);
         for (i, pair) in recipe.sublayers.chunks(2).enumerate() {
-            layers.push(Self::layer(cfg, recipe, &pair[0], &pair[1], b, i)?);
+            let init = LayerInit::new(cfg, &pair[0], &pair[1], sigmas.as_ref(), i);
+            layers.push(Self::layer(cfg, recipe, &pair[0], &pair[1], init, b, i)?);
         }
         let final_norm = recipe.final_norm.clone().map(|k| Norm::new(k, d, b, names::FINAL_NORM)).transpose()?;
         let lm_head = (!cfg.tie_embeddings)
-            .then(|| b.matrix(names::OUTPUT_PROJECTION, [d, cfg.vocab_size], Init::Normal { std }))
+            .then(|| {
+                b.matrix(names::OUTPUT_PROJECTION, [d, cfg.vocab_size], Init::Normal { std: std_of(|s| s.output) })
+            })
             .transpose()?;
         let sz = recipe
             .hypersphere
@@ -222,6 +229,7 @@ impl Transformer {
         recipe: &ResolvedRecipe,
         attn: &SublayerPlan,
         ffn: &SublayerPlan,
+        init: LayerInit,
         b: &mut ParamBuilder<'_>,
         i: usize,
     ) -> anyhow::Result<Layer> {
@@ -232,9 +240,10 @@ impl Transformer {
             n_kv_heads: cfg.kv_heads(),
             head_dim: cfg.head_dim(),
             bias: cfg.attn_bias,
-            std: cfg.init_std,
-            init_in: attn.init_in,
-            init_out: attn.init_out,
+            std: init.std,
+            init_qk: init.attn_qk,
+            init_in: init.attn_in,
+            init_out: init.attn_out,
             qk_norm: recipe.qk_norm.is_on().then_some((recipe.qk_norm, cfg.norm_eps)),
             v_norm: recipe.v_norm.is_on().then_some((recipe.v_norm, cfg.norm_eps)),
             softcap: recipe.attn_softcap,
@@ -244,9 +253,9 @@ impl Transformer {
             kind: cfg.ffn,
             d_model: cfg.d_model,
             d_ff: cfg.d_ff(),
-            std: cfg.init_std,
-            init_in: ffn.init_in,
-            init_out: ffn.init_out,
+            std: init.std,
+            init_in: init.ffn_in,
+            init_out: init.ffn_out,
             suv: recipe.hypersphere.map(|h| h.suv),
         };
         let (a, f) = (names::sublayer(i, 0), names::sublayer(i, 1));
@@ -282,6 +291,20 @@ impl Transformer {
         self.run(tokens, ctx, None, keep)
     }
 
+    /// `X_1 = N_emb(e · Embed(tokens))`, `[B, T, d]`.
+    pub(super) fn embed(&self, tokens: Tensor<2, Int>) -> Tensor<3> {
+        let [bsz, t] = tokens.dims();
+        let d = self.tok_emb.dims()[1];
+        let mut x = self.tok_emb.val().select(0, tokens.reshape([bsz * t])).reshape([bsz, t, d]);
+        if let Some(e) = &self.emb_scale {
+            x = x * e.val().unsqueeze::<3>();
+        }
+        match &self.emb_norm {
+            Some(n) => n.forward(x, self.meta.compute.kernels),
+            None => x,
+        }
+    }
+
     /// The forward under `ctx` up to the final norm, reading and extending one KV slot per
     /// layer when `cache` is given (see [`super::decode`]).
     fn run_hidden(
@@ -292,22 +315,14 @@ impl Transformer {
         keep: Keep,
     ) -> Hidden {
         let Keep { sums: keep_sums, traces: trace } = keep;
-        let [bsz, t] = tokens.dims();
         if trace {
             ctx.stats = Some(Default::default());
         }
         if self.meta.qk_clip.is_some() && self.tok_emb.val().is_require_grad() {
             ctx.head_max = Some(Default::default());
         }
-        let d = self.tok_emb.dims()[1];
-        let mut x = self.tok_emb.val().select(0, tokens.reshape([bsz * t])).reshape([bsz, t, d]);
-        if let Some(e) = &self.emb_scale {
-            x = x * e.val().unsqueeze::<3>();
-        }
+        let mut x = self.embed(tokens);
         let k = self.meta.compute.kernels;
-        if let Some(n) = &self.emb_norm {
-            x = n.forward(x, k);
-        }
         let (mut sums, mut traces) = (Vec::new(), Vec::new());
         let x0 = self.layers.iter().any(|l| l.x0_lambda.is_some()).then(|| x.clone());
         for (i, layer) in self.layers.iter().enumerate() {

@@ -18,6 +18,7 @@
 //! | LayerNorm-1p (Megatron-LM) | `(1 + γ) ⊙ (x − μ)/√(σ² + ε) + β`, γ stored zero-centred | `γ, β ∈ ℝ^d` |
 //! | Derf ("Stronger Normalization-Free Transformers") | `γ ⊙ erf(α x + s) + β` | `α, s ∈ ℝ`, `γ, β ∈ ℝ^d` |
 //! | L2 (nGPT's `justnorm`) | `x/‖x‖` | none |
+//! | SeeDNorm | `[tanh(x·βᵀ)·α + γ] ⊙ x/√(mean(x²) + ε)` | `γ, α, β ∈ ℝ^d` |
 
 mod bhyt;
 mod derf;
@@ -26,6 +27,7 @@ mod kind;
 mod layer_norm;
 mod module;
 mod rms_norm;
+mod seednorm;
 
 pub use bhyt::{Bhyt, bhyt_rms_denominator, bhyt_star, bhyt_std_denominator, bhyt_with_variance, kappa};
 pub use derf::{Derf, derf};
@@ -35,6 +37,7 @@ pub use layer_norm::{LayerNorm, layer_norm};
 pub use module::Norm;
 use module::value;
 pub use rms_norm::{RmsNorm, rms_norm, rms_with_variance};
+pub use seednorm::{SeeDNorm, seednorm};
 
 use burn::tensor::Tensor;
 

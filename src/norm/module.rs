@@ -1,6 +1,6 @@
 //! [`Norm`]: one norm slot, one variant per kind, each holding exactly its own parameters.
 
-use super::{Bhyt, BhytDenominator, Derf, Dyt, LayerNorm, NormKind, RmsNorm, kappa};
+use super::{Bhyt, BhytDenominator, Derf, Dyt, LayerNorm, NormKind, RmsNorm, SeeDNorm, kappa};
 use crate::init::{Init, ParamBuilder};
 use crate::kernels::{self, Kernels};
 use burn::module::{Module, Param};
@@ -38,6 +38,8 @@ pub enum Norm {
     Derf(Derf),
     /// `x/‖x‖`: held as a weightless RMSNorm with ε = 0, since `x/‖x‖ = (x/√mean(x²))/√d`.
     L2(RmsNorm),
+    /// `[tanh(x·βᵀ)·α + γ] ⊙ x/√(mean(x²) + ε)`.
+    SeeDNorm(SeeDNorm),
 }
 
 /// `x/√mean(x²)` → `x/‖x‖`: divides by `√d`, `d` the last axis.
@@ -84,6 +86,12 @@ impl Norm {
                 eps,
             }),
             NormKind::L2 => Norm::L2(RmsNorm { gain: None, eps: 0.0 }),
+            NormKind::SeeDNorm { alpha, beta, eps } => Norm::SeeDNorm(SeeDNorm {
+                gain: param("gain", d, Init::Ones)?,
+                alpha: param("alpha", d, Init::Constant(alpha))?,
+                beta: param("beta", d, Init::Constant(beta))?,
+                eps,
+            }),
             NormKind::Dyt { .. } | NormKind::BhytStar { .. } | NormKind::Bhyt { .. } | NormKind::Derf { .. } => {
                 anyhow::bail!("{kind:?} is built by Norm::pointwise")
             }
@@ -137,6 +145,7 @@ impl Norm {
             Norm::LayerNorm1p(n) => n.forward_1p(x, k),
             Norm::Derf(n) => n.forward(x),
             Norm::L2(n) => unit_l2(n.forward(x, k)),
+            Norm::SeeDNorm(n) => n.forward(x),
         }
     }
 
@@ -159,6 +168,7 @@ impl Norm {
             Norm::RmsNorm(n) | Norm::ScalarRmsNorm(n) | Norm::RmsNormApprox(n) => Some(n.forward_sum(x, b, scales)),
             Norm::L2(n) => Some(unit_l2(n.forward_sum(x, b, scales))),
             Norm::Dyt(_) | Norm::BhytStar(_) | Norm::Bhyt(_) | Norm::LayerNorm1p(_) | Norm::Derf(_) => None,
+            Norm::SeeDNorm(_) => None,
         }
     }
 

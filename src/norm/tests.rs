@@ -225,3 +225,24 @@ fn rms_with_given_variance_fused_equals_composite() {
         assert!(err < 1e-5, "{what}: fused and composite differ by {err:e}");
     }
 }
+
+#[test]
+fn seednorm_matches_its_formula_by_hand_and_finite_differences() {
+    // x = [3, 1, −1, 5]: mean(x²) = 9, ε = 0.25 → x/√9.25; x·β with β = [0.1, 0, 0.2, −0.1] is
+    // 0.3 − 0.2 − 0.5 = −0.4, tanh(−0.4) = −0.379949; gain = −0.379949·α + γ.
+    let (x, g, a, b) = ([3.0, 1.0, -1.0, 5.0], [0.5, 2.0, -1.0, 1.5], [1.0, 0.5, 2.0, -1.0], [0.1, 0.0, 0.2, -0.1]);
+    let y = values(seednorm(f64_tensor(&x, [1, 4], false), t1(&g), t1(&a), t1(&b), 0.25));
+    let t = (-0.4f64).tanh();
+    for i in 0..4 {
+        let want = (t * a[i] + g[i]) * x[i] / 9.25f64.sqrt();
+        assert!((y[i] - want).abs() < 1e-12, "{i}: {} vs {want}", y[i]);
+    }
+    // β = 0: RMSNorm whatever α.
+    let rms = values(rms_norm(f64_tensor(&x, [1, 4], false), Some(t1(&g)), 0.25));
+    let zero = values(seednorm(f64_tensor(&x, [1, 4], false), t1(&g), t1(&a), t1(&[0.0; 4]), 0.25));
+    assert!(rms.iter().zip(&zero).all(|(p, q)| (p - q).abs() < 1e-12));
+    let gamma = pseudo_random(6, 28).iter().map(|v| 1.0 + 0.5 * v).collect::<Vec<_>>();
+    let alpha = pseudo_random(6, 29).iter().map(|v| 1.0 + 0.3 * v).collect::<Vec<_>>();
+    let beta = pseudo_random(6, 30).iter().map(|v| 0.2 * v).collect::<Vec<_>>();
+    check_grads("SeeDNorm", &[gamma, alpha, beta], &|x, p| seednorm(x, p[0].clone(), p[1].clone(), p[2].clone(), 1e-5));
+}

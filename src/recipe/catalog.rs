@@ -33,6 +33,7 @@ pub const PRESET_NAMES: &[&str] = &[
     "sandwich",
     "pre-1p",
     "derf",
+    "seednorm",
     "rezero",
     "skipinit",
     "layerscale",
@@ -43,7 +44,9 @@ pub const PRESET_NAMES: &[&str] = &[
     "qk-l2",
     "qk-clip",
     "admin",
+    "admin-profile",
     "ngpt",
+    "deepscalelm",
 ];
 
 /// Looks a preset up by name.
@@ -74,6 +77,7 @@ pub fn preset(name: &str) -> Option<RecipeSpec> {
         "sandwich" => beyond::sandwich(),
         "pre-1p" => beyond::pre_1p(),
         "derf" => beyond::derf(),
+        "seednorm" => beyond::seednorm(),
         "rezero" => beyond::rezero(),
         "skipinit" => beyond::skipinit(),
         "layerscale" => beyond::layerscale(),
@@ -84,7 +88,9 @@ pub fn preset(name: &str) -> Option<RecipeSpec> {
         "qk-l2" => beyond::qk_l2(),
         "qk-clip" => beyond::qk_clip(),
         "admin" => residual::admin(),
+        "admin-profile" => residual::admin_profile(),
         "ngpt" => residual::ngpt(),
+        "deepscalelm" => residual::deepscalelm(),
         _ => return None,
     })
 }

@@ -19,7 +19,9 @@
 
 use super::catalog::{PRESET_NAMES, preset};
 use super::presets::blank;
-use super::spec::{BaseNorm, NormSpec, QkClip, QkNorm, RecipeSpec, Scale, SublayerSpec, X0Mix};
+use super::spec::{
+    BaseNorm, HypersphereSpec, MomentControlSpec, NormSpec, QkClip, QkNorm, RecipeSpec, Scale, SublayerSpec, X0Mix,
+};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -70,6 +72,8 @@ pub struct RecipeOverlay {
     pub final_softcap: Option<f64>,
     pub x0_mix: Option<X0Mix>,
     pub qk_clip: Option<QkClip>,
+    pub hypersphere: Option<HypersphereSpec>,
+    pub moment_control: Option<MomentControlSpec>,
     pub embedding_scale: Option<Scale>,
     pub regularizer: Option<f64>,
     #[serde(default)]
@@ -119,6 +123,12 @@ impl RecipeOverlay {
         put!(attn_softcap, final_softcap, x0_mix, qk_clip);
         if let Some(e) = &self.embedding_scale {
             r.embedding_scale = Some(e.clone());
+        }
+        if let Some(h) = &self.hypersphere {
+            r.hypersphere = Some(h.clone());
+        }
+        if let Some(m) = &self.moment_control {
+            r.moment_control = Some(m.clone());
         }
         r.params.extend(self.params.clone());
         if let Some(s) = &self.sublayer {

@@ -75,6 +75,17 @@ fn readout_notes(spec: &RecipeSpec) -> Vec<String> {
             "after each step: embedding rows and every weight vector along d scaled to unit norm (nGPT)".into(),
         ]);
     }
+    if let Some(m) = &spec.moment_control {
+        lines.extend([
+            "init (moment control): Embed σ = 1; W_Q, W_K σ² = 1/d; W_V, W_O of layer k σ⁴ = 1/(r_k·d·d_q); FFN \
+                at unit output variance; W_out σ² = 1/d"
+                .to_string(),
+            format!(
+                "r_k: token correlation entering layer k, from r_0 = {} through every residual sum (DeepScaleLM)",
+                m.r0
+            ),
+        ]);
+    }
     if spec.regularizer > 0.0 {
         lines.push(format!(
             "loss = CE + {}·(1/2L)·Σ_l E[ReLU(σ²(z_l) − 1)]   (variance regulariser, KiteNorm eq. 24)",
@@ -193,7 +204,12 @@ fn gate_symbol(g: &GateSpec) -> (String, String) {
     };
     let shared = if g.per == GateOwner::Layer { ", one per layer" } else { "" };
     let stored = g.scale.as_ref().map(|s| format!(", stored from {} (scaled)", s.text())).unwrap_or_default();
-    (sym, format!("{letter} ∈ {space} learnable, {letter}₀ = {}{stored}{shared}", g.init.text()))
+    let start = if g.profile {
+        format!("{letter} set by Admin's profiling pass before the first step")
+    } else {
+        format!("{letter}₀ = {}", g.init.text())
+    };
+    (sym, format!("{letter} ∈ {space} learnable, {start}{stored}{shared}"))
 }
 
 /// The slot's printed symbol. The equations hold for any size, so an α₀ written as an

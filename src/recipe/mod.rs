@@ -12,6 +12,7 @@ pub mod config;
 pub mod equation;
 pub mod expr;
 pub mod hypersphere;
+pub mod moment_control;
 pub mod placement;
 pub mod presets;
 mod presets_beyond;
@@ -23,11 +24,12 @@ pub mod theorem;
 pub use catalog::{PRESET_NAMES, preset};
 pub use config::{RecipeConfig, RecipeOverlay};
 pub use hypersphere::{Hypersphere, Scaled};
+pub use moment_control::MomentControl;
 pub use placement::Placement;
 pub use resolve::{Branch, Dims, Gate, MAX_LAYERS, MAX_WIDTH, ResolvedRecipe, SublayerPlan, norm_kind, resolve};
 pub use spec::{
-    BaseNorm, GateOn, GateOwner, GateShape, GateSpec, HypersphereSpec, NormName, NormSpec, NormTable, QkClip, QkNorm,
-    RecipeSpec, Scale, SublayerSpec, Which, X0Mix,
+    BaseNorm, GateOn, GateOwner, GateShape, GateSpec, HypersphereSpec, MomentControlSpec, NormName, NormSpec,
+    NormTable, QkClip, QkNorm, RecipeSpec, Scale, SublayerSpec, Which, X0Mix,
 };
 pub use theorem::theorem_3_6_warning;
 

@@ -25,6 +25,7 @@ pub fn blank(name: &str, about: &str) -> RecipeSpec {
         x0_mix: None,
         qk_clip: None,
         hypersphere: None,
+        moment_control: None,
         regularizer: 0.0,
         params: BTreeMap::new(),
         sublayer: SublayerSpec::default(),

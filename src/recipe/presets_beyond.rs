@@ -13,7 +13,7 @@ fn norm(kind: NormName) -> NormSpec {
 }
 
 fn gate(shape: GateShape, init: Scale, per: GateOwner) -> Option<GateSpec> {
-    Some(GateSpec { shape, init, per, on: GateOn::Branch, scale: None })
+    Some(GateSpec { shape, init, per, on: GateOn::Branch, scale: None, profile: false })
 }
 
 fn weightless_rms() -> NormSpec {
@@ -60,6 +60,21 @@ pub fn derf() -> RecipeSpec {
     r.embedding_scale = Some(Scale::expr("sqrt(d)"));
     r.sublayer.input = Some(slot());
     r.final_norm = slot();
+    r
+}
+
+/// SeeDNorm (Cai et al., 2025, "SeeDNorm: Self-Rescaled Dynamic Normalization") in place of
+/// every RMSNorm of Llama's pre-norm, `[tanh(x·βᵀ)·α + γ] ⊙ x/RMS(x)`, γ₀ = 1 and α₀ = 1,
+/// β₀ = 0: RMSNorm at initialisation (the paper's own initial α, β are not in a source normlab
+/// reads; these are normlab's, and `alpha`/`beta` in the slot change them).
+pub fn seednorm() -> RecipeSpec {
+    let mut r = blank(
+        "seednorm",
+        "SeeDNorm: X = X + F(SeeD(X)), SeeD(x) = [tanh(x·βᵀ)·α + γ] ⊙ x/RMS(x), γ₀ = α₀ = 1, β₀ = 0; final SeeDNorm \
+            (Cai et al. 2025)",
+    );
+    r.sublayer.input = Some(norm(NormName::Seednorm));
+    r.final_norm = norm(NormName::Seednorm);
     r
 }
 

@@ -2,8 +2,10 @@
 //! hypersphere. Notation as in [`super::presets`]; `g` a learnable gate (see
 //! [`super::spec::GateOn`]).
 
-use super::presets::{blank, post};
-use super::spec::{GateOn, GateOwner, GateShape, GateSpec, HypersphereSpec, NormName, NormSpec, RecipeSpec, Scale};
+use super::presets::{blank, post, pre};
+use super::spec::{
+    GateOn, GateOwner, GateShape, GateSpec, HypersphereSpec, MomentControlSpec, NormName, NormSpec, RecipeSpec, Scale,
+};
 
 /// Admin's initial ω for `N = 2L` residual branches at admin-torch's default output change
 /// `O(log N)`: `ω₀ = √((N + 1)/ln(N + 1) − 1)` (`admin_torch.calculate_init`).
@@ -22,7 +24,24 @@ pub fn admin() -> RecipeSpec {
             .into();
     let init = Scale::expr(ADMIN_OMEGA);
     let on = GateOn::Skip;
-    r.sublayer.gate = Some(GateSpec { shape: GateShape::Channel, init, per: GateOwner::Sublayer, on, scale: None });
+    r.sublayer.gate =
+        Some(GateSpec { shape: GateShape::Channel, init, per: GateOwner::Sublayer, on, scale: None, profile: false });
+    r
+}
+
+/// Admin with the paper's profiling pass (the authors' Transformer-Clinic, `adaptive-profiling`):
+/// ω of each sublayer set at a fresh start from one forward on the training data,
+/// `ω_1 = 1`, `ω_{l+1} = √(Var(ω_l ⊙ X_l) + Var(F_l(X_l)))`, then trained.
+pub fn admin_profile() -> RecipeSpec {
+    let mut r = admin();
+    r.name = "admin-profile".into();
+    r.about = "Admin with its profiling pass: ω_l set from one forward at initialisation, ω_1 = 1, ω_{l+1} = \
+        √(Var(ω_l ⊙ X_l) + Var(F_l(X_l))), then trained (Liu et al. 2020, Transformer-Clinic)"
+        .into();
+    if let Some(g) = &mut r.sublayer.gate {
+        g.init = Scale::Number(1.0);
+        g.profile = true;
+    }
     r
 }
 
@@ -47,6 +66,7 @@ pub fn ngpt() -> RecipeSpec {
         per: GateOwner::Sublayer,
         on: GateOn::Interpolate,
         scale: Some(Scale::expr("1/sqrt(d)")),
+        profile: false,
     });
     r.hypersphere = Some(HypersphereSpec::default());
     r.notes = vec![
@@ -54,5 +74,24 @@ pub fn ngpt() -> RecipeSpec {
             schedule.warmup_fraction = 0 to match it"
             .into(),
     ];
+    r
+}
+
+/// DeepScaleLM (Kedia et al., 2024, "Transformers Get Stable"; the authors' Megatron-LM code):
+/// pre-LN with the skip and the branch scaled so that unit variances add to one,
+/// `X ← λ·X + β·F(LN(X))`, `λ² + β² = 1`, `β² = k_β/L` (`params.k_beta` = 1: at the authors' 192-layer
+/// runs 1/192 = 0.0052, their code's default β² = 0.005), and every weight drawn by the
+/// moment-control initialisation ([`MomentControlSpec`]).
+pub fn deepscalelm() -> RecipeSpec {
+    let mut r = pre();
+    r.name = "deepscalelm".into();
+    r.about = "DeepScaleLM: X ← λX + βF(LN(X)), λ² + β² = 1, β² = k_β/L, weights drawn for unit output moments (Kedia \
+        et al. 2024)"
+        .into();
+    r.params.insert("k_beta".into(), 1.0);
+    r.sublayer.skip = Some(Scale::expr("sqrt(1 - k_beta/L)"));
+    r.sublayer.residual = Some(Scale::expr("sqrt(k_beta/L)"));
+    r.moment_control = Some(MomentControlSpec::default());
+    r.notes = vec!["needs more layers than k_β (β² = k_β/L < 1 keeps a skip); for L = 1 lower params.k_beta".into()];
     r
 }

@@ -4,6 +4,7 @@
 
 use super::expr::eval;
 use super::hypersphere::{self, Hypersphere};
+use super::moment_control::{self, MomentControl};
 use super::spec::{
     BaseNorm, GateOn, GateOwner, GateShape, GateSpec, NormName, NormSpec, NormTable, QkClip, QkNorm, RecipeSpec, Scale,
     SublayerSpec, Which, X0Mix,
@@ -59,6 +60,8 @@ pub struct Gate {
     pub on: GateOn,
     pub stored: f64,
     pub factor: f64,
+    /// Set by Admin's profiling pass at a fresh start (`init` is its value before).
+    pub profile: bool,
 }
 
 /// A recipe resolved for one depth.
@@ -79,6 +82,8 @@ pub struct ResolvedRecipe {
     pub qk_clip: Option<QkClip>,
     /// nGPT's unit-norm weights and scaling factors, when the recipe lives on the hypersphere.
     pub hypersphere: Option<Hypersphere>,
+    /// DeepScaleLM's moment-control initialisation, when the recipe draws its weights so.
+    pub moment_control: Option<MomentControl>,
     pub regularizer: f64,
     /// The sizes and the norm ε it was resolved for: a model of other sizes needs its own.
     pub dims: Dims,
@@ -143,6 +148,7 @@ impl Resolver<'_> {
         self.check_attention()?;
         let vars = self.vars(dims);
         let hypersphere = self.hypersphere.as_ref().map(|h| hypersphere::resolve(h, self.0, &vars)).transpose()?;
+        let moment_control = self.resolve_moment_control(&sublayers)?;
         let embedding_norm = self.norm(&self.embedding_norm, &vars, eps).context("embedding_norm")?;
         let final_norm = self.norm(&self.final_norm, &vars, eps).context("final_norm")?;
         // `"none"` removes a preset's embedding scale in a config overlay.
@@ -171,8 +177,17 @@ impl Resolver<'_> {
             x0_mix: self.x0_mix,
             qk_clip: self.qk_clip,
             hypersphere,
+            moment_control,
             regularizer: self.regularizer,
         })
+    }
+
+    /// DeepScaleLM's moment control, checked against the sublayers it draws.
+    fn resolve_moment_control(&self, sublayers: &[SublayerPlan]) -> anyhow::Result<Option<MomentControl>> {
+        let Some(spec) = &self.moment_control else { return Ok(None) };
+        let m = moment_control::resolve(spec, self.0)?;
+        check_moment_control(sublayers)?;
+        Ok(Some(m))
     }
 
     /// The attention options: positive caps, a valid QK-clip, value norms RMSNorm only.
@@ -317,6 +332,12 @@ impl Resolver<'_> {
             NormName::RmsnormApprox => NormKind::RmsNormApprox { gain, eps },
             NormName::Layernorm1p => NormKind::LayerNorm1p { shift: t.shift.unwrap_or(true), eps },
             NormName::L2 => NormKind::L2,
+            NormName::Seednorm => {
+                let alpha = t.alpha.as_ref().map_or(Ok(1.0), |a| scale_value(a, vars)).context("`alpha`")?;
+                let beta = t.beta.unwrap_or(0.0);
+                ensure!(alpha.is_finite() && beta.is_finite(), "SeeDNorm's `alpha` and `beta` must be finite numbers");
+                NormKind::SeeDNorm { alpha, beta, eps }
+            }
             NormName::Derf => {
                 let alpha = t.alpha.as_ref().map_or(Ok(0.5), |a| scale_value(a, vars)).context("`alpha`")?;
                 let offset = t.offset.unwrap_or(0.0);
@@ -350,6 +371,30 @@ fn check_plan(plan: &SublayerPlan) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// DeepScaleLM's moment control on these sublayers: its recursion needs every branch to read a
+/// unit-variance input and add its own output, and it replaces the init scales.
+fn check_moment_control(plans: &[SublayerPlan]) -> anyhow::Result<()> {
+    // The recursion assumes each branch reads a unit-variance input and adds its own output.
+    if let Some(p) = plans.iter().find(|p| p.input.is_none() || p.output.is_some() || p.gate.is_some()) {
+        bail!(
+            "sublayer {}: `moment_control` needs an input norm on every sublayer and no output norm or gate (its \
+                moments are derived for X ← λ·X + β·F(N(X)))",
+            p.index
+        );
+    }
+    if let Some(p) = plans.iter().find(|p| p.input_scale != 1.0) {
+        bail!("sublayer {} scales its input, which `moment_control` does not model; remove input_scale", p.index);
+    }
+    if let Some(p) = plans.iter().find(|p| p.init_in != 1.0 || p.init_out != 1.0) {
+        bail!(
+            "sublayer {} sets init_in/init_out, which `moment_control` replaces with its own standard deviations; \
+                remove one of them",
+            p.index
+        );
+    }
+    Ok(())
+}
+
 /// Refuses a table option its kind does not take (`dyt` has no `lambda`).
 fn check_options(t: &NormTable) -> anyhow::Result<()> {
     let set = [
@@ -360,6 +405,7 @@ fn check_options(t: &NormTable) -> anyhow::Result<()> {
         ("p", t.p.is_some()),
         ("denominator", t.denominator.is_some()),
         ("offset", t.offset.is_some()),
+        ("beta", t.beta.is_some()),
     ];
     for (field, is_set) in set {
         ensure!(!is_set || t.kind.options().contains(&field), "norm kind `{}` has no option `{field}`", t.kind);
@@ -407,7 +453,11 @@ fn gate(g: &GateSpec, vars: &BTreeMap<String, f64>) -> anyhow::Result<Gate> {
         }
         None => (init, 1.0),
     };
-    Ok(Gate { shape: g.shape, init, per: g.per, on: g.on, stored, factor })
+    ensure!(
+        !g.profile || (g.on == GateOn::Skip && g.scale.is_none()),
+        "`profile` sets Admin's ω on the skip (on = \"skip\", no `scale`)"
+    );
+    Ok(Gate { shape: g.shape, init, per: g.per, on: g.on, stored, factor, profile: g.profile })
 }
 
 /// A gate shared by a layer (`per = "layer"`, ReZero) must be the same gate in both of the

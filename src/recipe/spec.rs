@@ -56,11 +56,13 @@ pub enum NormName {
     Derf,
     /// Unit L2 norm `x/‖x‖`, no parameters (nGPT's `justnorm`).
     L2,
+    /// SeeDNorm (Cai et al., 2025, "SeeDNorm: Self-Rescaled Dynamic Normalization").
+    Seednorm,
 }
 
 impl NormName {
     /// Every kind with its written name.
-    pub const ALL: [(NormName, &'static str); 13] = [
+    pub const ALL: [(NormName, &'static str); 14] = [
         (NormName::None, "none"),
         (NormName::Ln, "ln"),
         (NormName::Layernorm, "layernorm"),
@@ -74,6 +76,7 @@ impl NormName {
         (NormName::Layernorm1p, "layernorm-1p"),
         (NormName::Derf, "derf"),
         (NormName::L2, "l2"),
+        (NormName::Seednorm, "seednorm"),
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -92,6 +95,7 @@ impl NormName {
             NormName::RmsnormApprox => &["gain"],
             NormName::Layernorm1p => &["shift"],
             NormName::Derf => &["alpha", "offset"],
+            NormName::Seednorm => &["alpha", "beta"],
         }
     }
 }
@@ -130,8 +134,9 @@ pub struct NormTable {
     /// Learnable shift β (LayerNorm, scalarised LayerNorm; default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shift: Option<bool>,
-    /// DyT's and Derf's initial α (default 0.5, both repositories' default): a number or an
-    /// expression in `L`, `k`, `l`, `d` and `params` (the `dyt` preset steps it by width `d`).
+    /// DyT's and Derf's initial α (default 0.5, both repositories' default), SeeDNorm's (every
+    /// entry; default 1): a number or an expression in `L`, `k`, `l`, `d` and `params` (the
+    /// `dyt` preset steps it by width `d`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alpha: Option<Scale>,
     /// BHyT's initial λ (the BHyT paper's C.3: 2.0 before attention, 1.0 before the FFN).
@@ -146,6 +151,9 @@ pub struct NormTable {
     /// Derf's initial shift `s` inside the erf (default 0, the Derf repository's default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offset: Option<f64>,
+    /// SeeDNorm's initial β, every entry (default 0: RMSNorm at initialisation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beta: Option<f64>,
 }
 
 /// Parsed by hand so that a typo inside a norm table is reported by name, not as "did not
@@ -182,7 +190,17 @@ impl NormSpec {
 impl NormTable {
     /// `kind` with every option at its default.
     pub fn of(kind: NormName) -> Self {
-        Self { kind, gain: None, shift: None, alpha: None, lambda: None, p: None, denominator: None, offset: None }
+        Self {
+            kind,
+            gain: None,
+            shift: None,
+            alpha: None,
+            lambda: None,
+            p: None,
+            denominator: None,
+            offset: None,
+            beta: None,
+        }
     }
 }
 
@@ -287,6 +305,11 @@ pub struct GateSpec {
     /// parameter is the used value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale: Option<Scale>,
+    /// Admin's profiling pass (skip gates only): at a fresh start each gate is set from one
+    /// forward on the training data, `ω_1 = 1`, `ω_{l+1} = √(Var(ω_l ⊙ X_l) + Var(F_l(X_l)))`
+    /// (see [`crate::model::Transformer::profile_skip_gates`]); `init` is then unused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub profile: bool,
 }
 
 /// What a gate `g` multiplies in the sublayer equation.
@@ -440,6 +463,30 @@ fn unit() -> ScaledSpec {
     ScaledSpec { init: Scale::Number(1.0), scale: Scale::Number(1.0) }
 }
 
+/// DeepScaleLM's initialisation (Kedia et al., 2024, "Transformers Get Stable"; the authors'
+/// Megatron-LM code, `moment_control_sigma`): unit-variance embeddings, `W_Q`, `W_K` at
+/// `σ² = 1/d`, the FFN at unit output variance, and `W_V`, `W_O` per layer at unit output
+/// variance given the token correlation `r` that the model carries at that depth, tracked from
+/// `r0` through every sublayer's skip and residual scales.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MomentControlSpec {
+    /// The correlation between two positions' embeddings (the authors measured 0.221 on their
+    /// Wikipedia BERT data; the default).
+    #[serde(default = "authors_r0")]
+    pub r0: f64,
+}
+
+impl Default for MomentControlSpec {
+    fn default() -> Self {
+        Self { r0: authors_r0() }
+    }
+}
+
+fn authors_r0() -> f64 {
+    0.221
+}
+
 /// The base norm that `"ln"` slots resolve to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -496,6 +543,10 @@ pub struct RecipeSpec {
     /// `s_uv` on the GLU pre-activations and `s_z` on the logits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hypersphere: Option<HypersphereSpec>,
+    /// DeepScaleLM's moment-control initialisation: every weight drawn so that each component
+    /// conserves unit output moments at initialisation (see [`MomentControlSpec`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moment_control: Option<MomentControlSpec>,
     /// Weight λ of KiteNorm's variance regulariser (KiteNorm eq. 24) in the training loss.
     #[serde(default)]
     pub regularizer: f64,

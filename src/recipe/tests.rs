@@ -272,7 +272,14 @@ fn every_preset_resolves_and_prints_equations() {
         let spec = preset(name).unwrap();
         assert_eq!(&spec.name, name);
         for l in [1, 2, 3, 12, 48] {
-            super::resolve(&spec, dims(l), EPS).unwrap_or_else(|e| panic!("{name} at L = {l}: {e:#}"));
+            let resolved = super::resolve(&spec, dims(l), EPS);
+            if *name == "deepscalelm" && l == 1 {
+                // β² = k_β/L = 1 leaves no skip: refused, naming the scale.
+                let e = format!("{:#}", resolved.expect_err("deepscalelm at L = 1"));
+                assert!(e.contains("`skip`: `sqrt(1 - k_beta/L)` = 0"), "{e}");
+                continue;
+            }
+            resolved.unwrap_or_else(|e| panic!("{name} at L = {l}: {e:#}"));
         }
         let lines = equation::describe(&spec);
         assert!(lines.iter().any(|l| l.contains("X_{l+1} =")), "{name}: {lines:?}");
@@ -360,8 +367,17 @@ fn malformed_recipes_are_rejected_naming_the_field() {
 #[test]
 fn gated_recipes_by_hand() {
     use super::{Gate, GateOn, GateOwner, GateShape};
-    let scalar =
-        |init, per| Some(Gate { shape: GateShape::Scalar, init, per, on: GateOn::Branch, stored: init, factor: 1.0 });
+    let scalar = |init, per| {
+        Some(Gate {
+            shape: GateShape::Scalar,
+            init,
+            per,
+            on: GateOn::Branch,
+            stored: init,
+            factor: 1.0,
+            profile: false,
+        })
+    };
     // ReZero: no norm anywhere, one α per layer shared by both sublayers, α₀ = 0.
     let r = resolve("rezero", 6);
     all_sublayers(&r, None, None, None, 1.0, 1.0);
@@ -374,7 +390,7 @@ fn gated_recipes_by_hand() {
         let r = resolve("layerscale", l);
         all_sublayers(&r, ln(), None, None, 1.0, 1.0);
         let (shape, per, on) = (GateShape::Channel, GateOwner::Sublayer, GateOn::Branch);
-        let g = Gate { shape, init: want, per, on, stored: want, factor: 1.0 };
+        let g = Gate { shape, init: want, per, on, stored: want, factor: 1.0, profile: false };
         assert!(r.sublayers.iter().all(|s| s.gate == Some(g)), "L = {l}: λ₀ = {want}");
     }
     // A gate shared by a layer must be the same in both its sublayers.
@@ -416,6 +432,37 @@ fn residual_update_recipes_by_hand() {
     // An interpolating gate is the step a = 1 − |g|, c = |g|: a skip scale beside it is refused.
     let e = err("[recipe]\npreset = \"ngpt\"\n[recipe.sublayer]\nskip = 2\n");
     assert!(e.contains("interpolating gate"), "{e}");
+}
+
+#[test]
+fn admin_profile_starts_its_gates_at_one_for_the_pass() {
+    let r = resolve("admin-profile", 6);
+    for s in &r.sublayers {
+        let g = s.gate.unwrap();
+        assert!(g.profile && g.init == 1.0 && g.on == super::GateOn::Skip);
+    }
+    // The pass sets skip gates only.
+    let e = err(
+        "[recipe]\npreset = \"layerscale\"\n[recipe.sublayer]\ngate = { shape = \"channel\", init = 0.1, profile = true }\n",
+    );
+    assert!(e.contains("`profile` sets Admin's ω on the skip"), "{e}");
+}
+
+#[test]
+fn deepscalelm_by_hand() {
+    // L = 4: β² = 1/4, λ² = 3/4 on every sublayer; pre-LN with a final LN; r₀ the authors' 0.221.
+    let r = resolve("deepscalelm", 4);
+    all_sublayers(&r, ln(), None, None, 0.75f64.sqrt(), 0.5);
+    assert_eq!(r.moment_control.map(|m| m.r0), Some(0.221));
+    // Its initialisation replaces init scales, needs pre-norm sublayers and a correlation.
+    let e = err("[recipe]\npreset = \"deepscalelm\"\n[recipe.sublayer]\ninit_out = 0.5\n");
+    assert!(e.contains("init_in/init_out"), "{e}");
+    let e = err("[recipe]\npreset = \"deepscalelm\"\n[recipe.sublayer]\ninput = \"none\"\n");
+    assert!(e.contains("input norm on every sublayer"), "{e}");
+    let e = err("[recipe]\npreset = \"deepscalelm\"\nmoment_control = { r0 = 0 }\n");
+    assert!(e.contains("(0, 1]"), "{e}");
+    let e = err("[recipe]\npreset = \"ngpt\"\nmoment_control = {}\n");
+    assert!(e.contains("use one or the other"), "{e}");
 }
 
 #[test]

@@ -42,11 +42,13 @@ const MINUTES_KITENORM_E3: Option<f64> = Some(1.0);
 const MINUTES_BHYT_LLAMA: Option<f64> = Some(9.3);
 const MINUTES_BHYT_LAMBDA: Option<f64> = Some(9.7);
 const MINUTES_PERILN_SPIKES: Option<f64> = Some(1.2);
-const MINUTES_BEYOND_GATES: Option<f64> = Some(3.9);
+const MINUTES_BEYOND_GATES: Option<f64> = Some(4.2);
 const MINUTES_BEYOND_HYBRIDNORM: Option<f64> = Some(1.1);
 const MINUTES_BEYOND_LOGITS: Option<f64> = Some(1.9);
 const MINUTES_BEYOND_NORMS: Option<f64> = Some(1.5);
 const MINUTES_BEYOND_NGPT: Option<f64> = Some(0.9);
+const MINUTES_BEYOND_DEEPSCALELM: Option<f64> = Some(6.4);
+const MINUTES_BEYOND_SEEDNORM: Option<f64> = Some(1.1);
 
 /// Every study, in the order `normlab studies` lists them.
 pub const STUDIES: &[Study] = &[
@@ -302,6 +304,32 @@ pub const STUDIES: &[Study] = &[
             include_str!("../../configs/studies/beyond-ngpt-full.toml"),
         )),
         minutes: MINUTES_BEYOND_NGPT,
+    },
+    Study {
+        name: "beyond-deepscalelm",
+        figure: "DeepScaleLM (Kedia et al. 2024): hidden-state variance by depth and the loss of a deep stack",
+        claim: "DeepScaleLM keeps unit hidden-state variance through depth where pre-LN's grows, and its deep model \
+            trains to a lower loss",
+        mini: (
+            "configs/studies/beyond-deepscalelm.toml",
+            include_str!("../../configs/studies/beyond-deepscalelm.toml"),
+        ),
+        full: Some((
+            "configs/studies/beyond-deepscalelm-full.toml",
+            include_str!("../../configs/studies/beyond-deepscalelm-full.toml"),
+        )),
+        minutes: MINUTES_BEYOND_DEEPSCALELM,
+    },
+    Study {
+        name: "beyond-seednorm",
+        figure: "SeeDNorm (Cai et al. 2025)",
+        claim: "SeeDNorm reaches a lower loss than the RMSNorm it replaces",
+        mini: ("configs/studies/beyond-seednorm.toml", include_str!("../../configs/studies/beyond-seednorm.toml")),
+        full: Some((
+            "configs/studies/beyond-seednorm-full.toml",
+            include_str!("../../configs/studies/beyond-seednorm-full.toml"),
+        )),
+        minutes: MINUTES_BEYOND_SEEDNORM,
     },
 ];
 

@@ -87,7 +87,9 @@ fn prepare(mut cfg: RunConfig, init: Option<(ParamSource, Tokenizer)>, log: &dyn
     // build would abort the process inside the allocator).
     check_memory(&cfg, cfg.model.matrix_params())?;
     let ad = autodiff_device(&device, cfg.train.checkpoint_activations);
+    let drawn = matches!(source, ParamSource::Seeded(_));
     let model = Transformer::with_recipe(&cfg.model, &recipe, source, &ad)?;
+    let model = if drawn { profile_skip_gates(model, &recipe, &cfg, &data, &ad, log) } else { model };
     let counts = crate::model::params::counts(&model);
     let (params, total_steps) = (counts.all, cfg.total_steps(counts)?);
     check_memory(&cfg, params as f64)?;
@@ -108,6 +110,31 @@ fn prepare(mut cfg: RunConfig, init: Option<(ParamSource, Tokenizer)>, log: &dyn
         last_eval: None,
     };
     Ok(Prepared { cfg, data, model, optim, state, counts, device, ad, tasks })
+}
+
+/// Admin's profiling pass on a freshly drawn model whose recipe asks for it, on evenly spaced
+/// windows of the training split (one micro-batch; the same on every rank, so every rank sets
+/// the same ω's).
+fn profile_skip_gates(
+    model: Transformer,
+    recipe: &ResolvedRecipe,
+    cfg: &RunConfig,
+    data: &Dataset,
+    device: &burn::tensor::Device,
+    log: &dyn Fn(&str),
+) -> Transformer {
+    if !recipe.sublayers.iter().any(|s| s.gate.is_some_and(|g| g.profile)) {
+        return model;
+    }
+    use burn::tensor::{Int, Tensor, TensorData};
+    let seq = cfg.train.seq_len;
+    let starts = crate::data::windows::validation_starts(data.train.len(), seq, cfg.micro_batch_size());
+    let b = crate::data::windows::windows(&data.train, &starts, seq);
+    let tokens = Tensor::<2, Int>::from_data(TensorData::new(b.inputs, [b.batch, seq]), device);
+    let (model, omegas) = model.profile_skip_gates(tokens);
+    let shown: Vec<String> = omegas.iter().map(|w| format!("{w:.3}")).collect();
+    log(&format!("Admin's profiling pass on {} training windows: ω = {}", b.batch, shown.join(", ")));
+    model
 }
 
 /// Writes a new run's first files (config, run.json, status, tokenizer) and publishes the
