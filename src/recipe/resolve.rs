@@ -454,8 +454,8 @@ fn gate(g: &GateSpec, vars: &BTreeMap<String, f64>) -> anyhow::Result<Gate> {
         None => (init, 1.0),
     };
     ensure!(
-        !g.profile || (g.on == GateOn::Skip && g.scale.is_none()),
-        "`profile` sets Admin's ω on the skip (on = \"skip\", no `scale`)"
+        !g.profile || (g.on == GateOn::Skip && g.scale.is_none() && g.per == GateOwner::Sublayer),
+        "`profile` sets Admin's ω, one per sublayer on its skip (on = \"skip\", per = \"sublayer\", no `scale`)"
     );
     Ok(Gate { shape: g.shape, init, per: g.per, on: g.on, stored, factor, profile: g.profile })
 }

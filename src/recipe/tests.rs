@@ -445,7 +445,11 @@ fn admin_profile_starts_its_gates_at_one_for_the_pass() {
     let e = err(
         "[recipe]\npreset = \"layerscale\"\n[recipe.sublayer]\ngate = { shape = \"channel\", init = 0.1, profile = true }\n",
     );
-    assert!(e.contains("`profile` sets Admin's ω on the skip"), "{e}");
+    assert!(e.contains("`profile` sets Admin's ω, one per sublayer on its skip"), "{e}");
+    let e = err(
+        "[recipe]\npreset = \"admin-profile\"\n[recipe.sublayer]\ngate = { shape = \"channel\", init = 1, on = \"skip\", per = \"layer\", profile = true }\n",
+    );
+    assert!(e.contains("one per sublayer"), "{e}");
 }
 
 #[test]
