@@ -8,7 +8,7 @@ use crate::data::{TokenFile, Tokenizer, corpus};
 use crate::init::ParamSource;
 use crate::model::{ModelConfig, Transformer};
 use crate::recipe::expr;
-use crate::train::{RunConfig, checkpoint};
+use crate::run::{RunConfig, checkpoint};
 use std::collections::BTreeMap;
 
 /// A target: its name (the seed and regression folder under `fuzz/`) and its function.
@@ -43,7 +43,7 @@ fn text(data: &[u8]) -> Option<&str> {
 /// A run config file, validated.
 pub fn run_config(data: &[u8]) {
     if let Some(t) = text(data) {
-        let _ = RunConfig::from_text(t, "fuzz", &[]).and_then(|c| c.validate());
+        let _ = RunConfig::from_text(t, "fuzz", &[]).and_then(|c| c.check());
     }
 }
 
@@ -51,7 +51,7 @@ pub fn run_config(data: &[u8]) {
 pub fn set_edits(data: &[u8]) {
     if let Some(t) = text(data) {
         let sets: Vec<String> = t.lines().map(String::from).collect();
-        let _ = RunConfig::from_text("", "fuzz", &sets).and_then(|c| c.validate());
+        let _ = RunConfig::from_text("", "fuzz", &sets).and_then(|c| c.check());
     }
 }
 
@@ -142,7 +142,7 @@ fn plot_axes(points: Vec<(f64, f64)>) {
 
 /// A run's `metrics.jsonl` as the report reads it, and the axes of its curves.
 pub fn metrics_jsonl(data: &[u8]) {
-    use crate::train::metrics::{Metrics, MetricsRecord};
+    use crate::run::metrics::{Metrics, MetricsRecord};
     let Some(t) = text(data) else { return };
     let Ok(records) = crate::io::jsonl::parse::<MetricsRecord>(t, "fuzz") else { return };
     let m = Metrics::from_records(records);

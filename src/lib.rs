@@ -47,6 +47,7 @@ pub mod probe;
 pub mod recipe;
 pub mod report;
 pub mod rng;
+pub mod run;
 pub mod serve;
 pub mod stats;
 pub mod stop;

@@ -45,8 +45,9 @@ enum Cmd {
         #[arg(long, requires = "resume")]
         allow_lost_records: bool,
     },
-    /// Validation loss and perplexity of a trained run (its final or latest weights).
-    Eval {
+    /// Loss and perplexity of a trained run (its final or latest weights) on its validation
+    /// windows or on a text; a pairs run also decodes and scores its test sets.
+    Perplexity {
         /// A run directory (or one of its checkpoints/step-N directories).
         #[arg(long, value_name = "RUN_DIR")]
         checkpoint: PathBuf,
@@ -273,9 +274,13 @@ enum Cmd {
         #[arg(long)]
         force: bool,
     },
-    /// Throughput of the reference model (d=256, L=6, GLU 688, batch 8×256) per recipe, or of
-    /// KiteNorm's Table-1 model (`--dims table1`), on the CPU or a GPU, beside PyTorch.
-    Bench(Box<normlab::commands::bench::BenchArgs>),
+    /// Benchmarks, each beside its reference tool in the same invocation: `model` (the
+    /// reference or Table-1 model per recipe, CPU or GPU, beside PyTorch), `gemm`,
+    /// `allreduce`, `serve`, `data`, `speed`, `speed-table`.
+    Bench {
+        #[command(subcommand)]
+        cmd: normlab::commands::bench::BenchCmd,
+    },
 }
 
 #[derive(Subcommand)]
@@ -392,10 +397,11 @@ fn data(cmd: DataCmd) -> anyhow::Result<()> {
 
 fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.cmd {
-        c
-        @ (Cmd::Train { .. } | Cmd::Eval { .. } | Cmd::Evaluate { .. } | Cmd::Generate { .. } | Cmd::Probe { .. }) => {
-            one_run(c)
-        }
+        c @ (Cmd::Train { .. }
+        | Cmd::Perplexity { .. }
+        | Cmd::Evaluate { .. }
+        | Cmd::Generate { .. }
+        | Cmd::Probe { .. }) => one_run(c),
         c @ (Cmd::Sweep { .. }
         | Cmd::Report { .. }
         | Cmd::Compare { .. }
@@ -419,7 +425,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Cmd::Recipes { name, config, layers, d_model } => {
             commands::recipes::recipes(name, config, layers, d_model).map(|()| 0)
         }
-        Cmd::Bench(args) => commands::bench::run(*args),
+        Cmd::Bench { cmd } => commands::bench::run(cmd),
     }
 }
 
@@ -434,7 +440,9 @@ fn one_run(cmd: Cmd) -> anyhow::Result<i32> {
             };
             commands::train::train(config, sets, resume, how)
         }
-        Cmd::Eval { checkpoint, data, windows } => commands::saved::eval(&checkpoint, data, windows).map(|()| 0),
+        Cmd::Perplexity { checkpoint, data, windows } => {
+            commands::perplexity::perplexity(&checkpoint, data, windows).map(|()| 0)
+        }
         Cmd::Evaluate { checkpoint, tasks, config, limit, num_fewshot, fewshot_seed, samples, out } => {
             let mut tasks = normlab::tasks::TaskSpec::parse_list(&tasks);
             let file = config.map(|f| normlab::tasks::spec::read_eval_file(&f)).transpose()?;
@@ -445,16 +453,16 @@ fn one_run(cmd: Cmd) -> anyhow::Result<i32> {
                 t.num_fewshot = num_fewshot.unwrap_or(t.num_fewshot);
                 t.seed = fewshot_seed.unwrap_or(t.seed);
             }
-            let o = normlab::train::evaluate::EvaluateOptions { tasks, dir, limit, samples };
-            commands::saved::evaluate(&checkpoint, &o, out).map(|()| 0)
+            let o = commands::evaluate::EvaluateOptions { tasks, dir, limit, samples };
+            commands::evaluate::evaluate(&checkpoint, &o, out).map(|()| 0)
         }
         Cmd::Generate { checkpoint, prompt, max_new_tokens, temperature, top_k, top_p, seed, no_cache } => {
             let sampling = Sampling { temperature, top_k: Some(top_k), top_p };
             let opts = SampleOptions { max_new_tokens, sampling, seed };
-            commands::saved::generate(&checkpoint, &prompt, opts, !no_cache).map(|()| 0)
+            commands::generate::generate(&checkpoint, &prompt, opts, !no_cache).map(|()| 0)
         }
         Cmd::Probe { checkpoint, data, batches, init } => {
-            commands::saved::probe(&checkpoint, data, batches, init).map(|()| 0)
+            commands::probe::probe(&checkpoint, data, batches, init).map(|()| 0)
         }
         _ => unreachable!("one_run is called with the one-run commands"),
     }

@@ -83,7 +83,7 @@ fn kill_after_a_checkpoint(cfg: &Path, run_dir: &Path, step: u64) {
 /// `eval` reproduces the last validation loss of `whole`'s log, `probe` reads the run (trained
 /// and as initialised), and `generate` is seeded.
 fn the_saved_run_commands_read_it(run_dir: &Path, whole: &Path) {
-    let o = run(bin().args(["eval", "--checkpoint"]).arg(run_dir));
+    let o = run(bin().args(["perplexity", "--checkpoint"]).arg(run_dir));
     assert!(o.status.success(), "{}", stderr(&o));
     let last_eval = common::metrics_without_timings(whole).into_iter().rev().find(|r| r["type"] == "eval").unwrap();
     let printed = String::from_utf8_lossy(&o.stdout).into_owned();
@@ -176,7 +176,7 @@ fn bad_input_gets_one_clear_line_and_no_run_directory() {
     expect_error(&["train", "--config", c, "--set", &task], "eval task `long` item 1");
     assert!(!root.join("run").exists(), "no run directory after a failed start");
     expect_error(&["train", "--resume", root.to_str().unwrap()], "not a normlab run directory");
-    expect_error(&["eval", "--checkpoint", root.to_str().unwrap()], "not a normlab run directory");
+    expect_error(&["perplexity", "--checkpoint", root.to_str().unwrap()], "not a normlab run directory");
 
     // A finished run, then its config edited to another recipe or tokenizer.
     let o = run(bin().args(["train", "--quiet", "--config", c]));
@@ -185,15 +185,15 @@ fn bad_input_gets_one_clear_line_and_no_run_directory() {
     let run_dir = root.join("run");
     let saved = std::fs::read_to_string(run_dir.join("config.toml")).unwrap();
     std::fs::write(run_dir.join("config.toml"), saved.replace("recipe = \"peri\"", "recipe = \"post\"")).unwrap();
-    expect_error(&["eval", "--checkpoint", run_dir.to_str().unwrap()], "recipe `peri`");
+    expect_error(&["perplexity", "--checkpoint", run_dir.to_str().unwrap()], "recipe `peri`");
     std::fs::write(
         run_dir.join("config.toml"),
         saved.replace("tokenizer = \"byte\"", "tokenizer = \"gpt2\"").replace("vocab_size = 256", "vocab_size = 50257"),
     )
     .unwrap();
-    expect_error(&["eval", "--checkpoint", run_dir.to_str().unwrap()], "tokenizer `byte`");
+    expect_error(&["perplexity", "--checkpoint", run_dir.to_str().unwrap()], "tokenizer `byte`");
     std::fs::write(run_dir.join("config.toml"), saved.replace("d_model = 32", "d_model = 48")).unwrap();
-    expect_error(&["eval", "--checkpoint", run_dir.to_str().unwrap()], "another size");
+    expect_error(&["perplexity", "--checkpoint", run_dir.to_str().unwrap()], "another size");
 }
 
 /// With no npm, no pip and no network tool on PATH, `data fetch` unpacks the shipped corpora
@@ -229,14 +229,14 @@ fn edge_values_and_damaged_files_get_one_clear_line() {
     assert!(o.status.success(), "{}", stderr(&o));
     let r = root.join("run");
     let rs = r.to_str().unwrap();
-    expect_error(&["eval", "--checkpoint", rs, "--windows", "0"], "--windows must be ≥ 1");
+    expect_error(&["perplexity", "--checkpoint", rs, "--windows", "0"], "--windows must be ≥ 1");
     expect_error(&["probe", "--checkpoint", rs, "--batches", "0"], "--batches must be > 0");
     let o = run(bin().args(["generate", "--checkpoint", rs, "--prompt", "Item", "--top-k", "0"]));
     assert_eq!(o.status.code(), Some(2));
     assert!(o.stdout.is_empty(), "nothing is printed before the options are checked");
     assert!(stderr(&o).contains("--top-k must be ≥ 1"), "{}", stderr(&o));
     expect_error(&["train", "--config", cfg.to_str().unwrap(), "--set", "run.keep_checkpoints=0"], "keep_checkpoints");
-    expect_error(&["bench", "--recipes", "pre", "--rounds", "3"], "--rounds measures `pre` against PyTorch");
+    expect_error(&["bench", "model", "--recipes", "pre", "--rounds", "3"], "--rounds measures `pre` against PyTorch");
 
     // A corrupt record is named by the readers, not skipped.
     let metrics = r.join("metrics.jsonl");
@@ -254,7 +254,7 @@ fn edge_values_and_damaged_files_get_one_clear_line() {
     let w = r.join("model.safetensors");
     let bytes = std::fs::read(&w).unwrap();
     std::fs::write(&w, &bytes[..6]).unwrap();
-    let o = run(bin().args(["eval", "--checkpoint", rs]));
+    let o = run(bin().args(["perplexity", "--checkpoint", rs]));
     let e = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{e}");
     assert!(e.contains("does not match the SHA-256 recorded when the run finished"), "{e}");
@@ -263,7 +263,7 @@ fn edge_values_and_damaged_files_get_one_clear_line() {
     let mut st: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&status).unwrap()).unwrap();
     st.as_object_mut().unwrap().remove("weights_sha256");
     std::fs::write(&status, st.to_string()).unwrap();
-    let o = run(bin().args(["eval", "--checkpoint", rs]));
+    let o = run(bin().args(["perplexity", "--checkpoint", rs]));
     let e = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{e}");
     assert!(

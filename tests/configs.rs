@@ -2,7 +2,7 @@
 //! preset has one.
 
 use normlab::recipe::PRESET_NAMES;
-use normlab::train::RunConfig;
+use normlab::run::RunConfig;
 use std::path::{Path, PathBuf};
 
 fn configs(dir: &Path) -> Vec<PathBuf> {
@@ -27,9 +27,8 @@ fn every_example_config_validates() {
     assert!(all.len() >= 16 + 5 + 4);
     for path in all {
         let cfg = RunConfig::load(Some(&path), &[]).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
-        cfg.validate().unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
-        let (_, r) = cfg.model.validate().unwrap();
-        assert_eq!(r.sublayers.len(), 2 * cfg.model.n_layers);
+        let cfg = cfg.check().unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+        assert_eq!(cfg.recipe().sublayers.len(), 2 * cfg.model.n_layers);
     }
 }
 

@@ -15,7 +15,8 @@ use normlab::io::tensors::{self, TensorFile};
 use normlab::kernels::Kernels;
 use normlab::model::params::{named_grads, named_values};
 use normlab::model::{ModelConfig, Transformer};
-use normlab::train::{OptimConfig, ScheduleConfig, optimizer, qk_clip, step};
+use normlab::run::{OptimConfig, ScheduleConfig};
+use normlab::train::{optimizer, qk_clip, step};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

@@ -337,7 +337,7 @@ fn damaged_final_weights_are_refused_by_every_reader() {
     flip_a_byte(&run.join("model.safetensors"));
     let commands: [Vec<String>; 4] = [
         vec!["generate".into(), "--max-new-tokens".into(), "4".into(), "--checkpoint".into()],
-        vec!["eval".into(), "--checkpoint".into()],
+        vec!["perplexity".into(), "--checkpoint".into()],
         vec!["export".into()],
         vec!["serve".into(), "--port".into(), "0".into(), "--checkpoint".into()],
     ];
@@ -362,7 +362,7 @@ fn damaged_final_weights_are_refused_by_every_reader() {
     values[0] = f32::NAN;
     tensors.insert(name.clone(), burn::tensor::TensorData::new(values, t.shape().to_vec()));
     normlab::io::tensors::write(&run.join("model.safetensors"), &tensors, &file.metadata).unwrap();
-    let line = error_line(&bin().args(["eval", "--checkpoint"]).arg(&run).output().unwrap());
+    let line = error_line(&bin().args(["perplexity", "--checkpoint"]).arg(&run).output().unwrap());
     assert!(line.contains(&format!("tensor `{name}` holds non-finite values")), "{line}");
 }
 

@@ -2,7 +2,7 @@
 # Data parallelism on this machine, in one invocation (writes bench/dp.json and
 # bench/allreduce.json):
 #   1. the gradient all-reduce over 2 ranks, 4 KiB to 64 MiB, beside one blocking
-#      MPI_Allreduce (`mpirun -np 2 normlab bench --allreduce`);
+#      MPI_Allreduce (`mpirun -np 2 normlab bench allreduce`);
 #   2. one train step of a 4-layer d = 256 model (seq 128, batch 16 in two micro-batches of 8,
 #      3.3 M parameters) as one process with 1 thread, one process with 2 threads, and 2 ranks
 #      with 1 thread each; ROUNDS rounds (default 3) interleaved, each the median step time
@@ -17,7 +17,7 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p bench
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpi=(mpirun --oversubscribe --mca btl_vader_single_copy_mechanism none -np 2)
-RAYON_NUM_THREADS=1 "${mpi[@]}" "$bin" bench --allreduce --warmup 3 --steps 21 --out bench/allreduce.json
+RAYON_NUM_THREADS=1 "${mpi[@]}" "$bin" bench allreduce --warmup 3 --steps 21 --out bench/allreduce.json
 python3 -c "open('$work/text.txt','w').write(' '.join(f'Item {i % 97} of the report concerns the {[\"north\",\"south\",\"east\",\"west\"][i % 4]} district.' for i in range(20000)))"
 args=(train --quiet --set model.d_model=256 --set model.n_layers=4 --set model.n_heads=4 --set train.seq_len=128
     --set train.batch_size=16 --set train.micro_batch_size=8 --set train.steps=40 --set run.eval_every=1000

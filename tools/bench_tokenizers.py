@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The Hugging Face `tokenizers` package tokenizing a corpus file, the reference beside
-`normlab bench --data`: the documents are read (pyarrow for parquet, the zstandard package and
+`normlab bench data`: the documents are read (pyarrow for parquet, the zstandard package and
 json for .jsonl.zst) and encoded with `Tokenizer.encode_batch` (add_special_tokens=False) in
 batches of 1,000, on RAYON_RS_NUM_THREADS threads (the package's own thread pool).
 

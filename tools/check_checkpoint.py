@@ -2,7 +2,7 @@
 """Loads a normlab run's weights with PyTorch's safetensors loader and re-computes its
 validation loss with the independent PyTorch model of make_reference_fixtures.py (float64).
 
-The number must match `normlab eval --checkpoint RUN` (same fixed validation windows), which
+The number must match `normlab perplexity --checkpoint RUN` (same fixed validation windows), which
 shows the checkpoint is usable from PyTorch with the documented names and layouts.
 
     ~/.venvs/torchref/bin/python tools/check_checkpoint.py runs/default

@@ -50,7 +50,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >>"$log" 2>
 wheels=$(python3 -c 'import nvidia, os; print(":".join(os.path.join(p, d, "lib") for p in nvidia.__path__ for d in sorted(os.listdir(p))))' 2>/dev/null)
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${wheels}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 table1=(--dims table1 --kernels fused --warmup 5 --steps 10 --fwd-steps 5 --torch-python python3)
-step vulkan-table 220 "$bin" bench --device vulkan --recipes pre --precision f32,f16,bf16 "${table1[@]}" --out "$out/vulkan.json"
+step vulkan-table 220 "$bin" bench model --device vulkan --recipes pre --precision f32,f16,bf16 "${table1[@]}" --out "$out/vulkan.json"
 work=$(mktemp -d)
 run=(--config configs/kitenorm-table1.toml --force --quiet --set 'model.recipe="pre"' --set train.batch_size=8
     --set train.micro_batch_size=8 --set train.seq_len=512 --set "data.cache_dir=\"$work/cache\"")
@@ -59,7 +59,7 @@ for dev in vulkan cuda; do
     step "train-$dev-for-generate" 60 "$bin" train "${run[@]}" --set train.steps=2 --set "run.dir=\"$work/gen-$dev\"" --set "run.device=\"$dev\""
     step "generate-$dev" 40 "$bin" generate --checkpoint "$work/gen-$dev" "${gen[@]}"
 done
-step cuda-table 200 "$bin" bench --device cuda --recipes pre,kitenorm --precision f32,bf16 "${table1[@]}" --out "$out/cuda.json"
+step cuda-table 200 "$bin" bench model --device cuda --recipes pre,kitenorm --precision f32,bf16 "${table1[@]}" --out "$out/cuda.json"
 curve=(--set 'model.recipe="kitenorm"' --set train.steps=200 --set run.eval_every=100 --set run.eval_windows=8 --set run.checkpoint_every=1000)
 for c in cuda:bf16 vulkan:f32 cuda:f32; do
     dev=${c%%:*} p=${c##*:}
@@ -70,7 +70,7 @@ for dt in bf16 f32; do
     step "torch-compile-$dt" 80 python3 tools/torch_gpu.py --V 50257 --D 512 --L 12 --H 8 --FF 1536 --B 4 --T 2048 --warmup 5 --steps 10 --compile --dtype $dt
 done
 # burn's fused attention in forwards (`fused`) against the composite ops (`composite`).
-step cuda-attention-ab 100 "$bin" bench --device cuda --recipes pre --kernels composite --precision bf16 \
+step cuda-attention-ab 100 "$bin" bench model --device cuda --recipes pre --kernels composite --precision bf16 \
     --dims table1 --warmup 3 --steps 5 --fwd-steps 5 --out "$out/cuda-composite.json"
 rm -f "$out/.mem"
 # burn's compiled kernels (PTX, SPIR-V pipelines) and autotune results, which cubecl keeps

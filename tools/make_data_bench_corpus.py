@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The corpus `normlab bench --data` tokenizes: documents made of the State of the Union
+"""The corpus `normlab bench data` tokenizes: documents made of the State of the Union
 addresses' sentences (the built-in corpus, unpacked by `normlab data fetch`), drawn with a
 seeded generator: 1-12 paragraphs of 3-8 sentences (about 4 KB a document, near FineWeb's
 mean), until the text reaches the size asked for; written by

@@ -2,7 +2,7 @@
 """Serving latency of two normlab binaries on one run, in interleaved rounds.
 
 Each round starts `BEFORE serve` and then `AFTER serve` as their own processes on 127.0.0.1
-and measures each with `AFTER bench --serve RUN --url ...` (the same client and the same
+and measures each with `AFTER bench serve RUN --url ...` (the same client and the same
 loads for both); the table gives, per load and client count, the median over the rounds
 (these machines drift by ±15 % within a minute, so one measurement each is not a comparison).
 The loglik load is left out for a server that refuses `echo` (shown as refused).
@@ -67,7 +67,7 @@ def measure(a, server_bin, label, rnd):
         loads = [x for x in a.loads.split(",") if x != "loglik" or echoes(port)]
         out = os.path.join(a.out, f"{label}-{rnd}.json")
         bench = subprocess.run(
-            [a.after, "bench", "--serve", a.run, "--url", f"http://127.0.0.1:{port}",
+            [a.after, "bench", "serve", a.run, "--url", f"http://127.0.0.1:{port}",
              "--loads", ",".join(loads), "--clients", a.clients, "--requests", str(a.requests),
              "--out", out], capture_output=True, text=True)
         failed = bench.returncode != 0

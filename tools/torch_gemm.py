@@ -1,4 +1,4 @@
-"""PyTorch twin of `normlab bench --gemm`: times each matmul case it reads as JSON on stdin
+"""PyTorch twin of `normlab bench gemm`: times each matmul case it reads as JSON on stdin
 ({"threads", "warmup", "reps", "cases": [{"batch", "m", "k", "n", "ta", "tb", ...}]}) the way
 normlab does (operands as transposed views where ta/tb, median of `reps` after `warmup`) and
 prints one JSON line: {"torch": version, "threads": n, "ms": [median ms per case]}."""

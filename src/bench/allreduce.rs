@@ -1,4 +1,4 @@
-//! `normlab bench --allreduce`, run under `mpirun -np N`: the gradient all-reduce of a
+//! `normlab bench allreduce`, run under `mpirun -np N`: the gradient all-reduce of a
 //! data-parallel run ([`Ranks::sum_f32`]: fixed buckets, non-blocking, polled) beside one
 //! blocking `MPI_Allreduce` of the same buffer, in the same invocation, for buffers from 4 KiB
 //! to 64 MiB. Each size is timed `rounds` times after `warmup` (every rank starts together
@@ -41,7 +41,7 @@ const SIZES: [usize; 6] = [4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 
 pub fn run(ranks: Ranks, warmup: usize, rounds: usize, out: &Path) -> anyhow::Result<AllReduceBench> {
     anyhow::ensure!(
         ranks.size() > 1,
-        "the all-reduce benchmark needs several ranks: mpirun -np 2 normlab bench --allreduce"
+        "the all-reduce benchmark needs several ranks: mpirun -np 2 normlab bench allreduce"
     );
     let rounds = rounds.max(1);
     let sizes = SIZES.iter().map(|&bytes| measure(ranks, bytes, warmup, rounds)).collect();

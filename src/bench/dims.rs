@@ -1,4 +1,4 @@
-//! The sizes a benchmark runs at (`normlab bench --dims`): the CPU reference model of
+//! The sizes a benchmark runs at (`normlab bench model --dims`): the CPU reference model of
 //! `tools/torch_reference.py`, or KiteNorm's Table-1 model at the micro-batch the
 //! PyTorch GPU figures were taken at. The same sizes are passed to `tools/torch_gpu.py`.
 
@@ -23,7 +23,7 @@ pub struct Dims {
     pub seq: usize,
 }
 
-/// The sizes `normlab bench --dims` names.
+/// The sizes `normlab bench model --dims` names.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum DimsChoice {
     /// The CPU reference model of `tools/torch_reference.py` (8 × 256 tokens).

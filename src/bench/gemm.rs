@@ -1,4 +1,4 @@
-//! `normlab bench --gemm`: the f32 matmuls of one reference-model train step, one by one, in
+//! `normlab bench gemm`: the f32 matmuls of one reference-model train step, one by one, in
 //! burn's CPU backend (the `Tensor::matmul` normlab calls, operands as the autodiff backward
 //! passes them: transposed views, not copies) and in PyTorch (`tools/torch_gemm.py`, same
 //! shapes, same threads) in the same invocation, and through the strided gemm normlab's fused
@@ -153,7 +153,7 @@ fn gflops(c: &GemmCase, ms: f64) -> f64 {
 /// Times every case here and, with `torch`, in PyTorch; the report.
 pub fn run(torch: Option<(&str, &str)>, warmup: usize, reps: usize) -> anyhow::Result<GemmReport> {
     let cases = reference_step();
-    let device = crate::device::parse("cpu")?;
+    let device = burn::tensor::Device::flex();
     let threads = crate::device::available_threads();
     let torch = match torch {
         Some((py, script)) => Some(run_torch(py, script, &cases, threads, warmup, reps)?),

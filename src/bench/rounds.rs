@@ -1,4 +1,4 @@
-//! Paired rounds (`bench --rounds N`): `pre` (fused kernels, f32) and the PyTorch twin measured
+//! Paired rounds (`bench model --rounds N`): `pre` (fused kernels, f32) and the PyTorch twin measured
 //! one after the other, `N` times, and the median of the per-round ratios.
 //!
 //! On a shared 2-core VM the machine's speed drifts by ±15 % over a minute, and the two sides of

@@ -1,4 +1,4 @@
-//! `normlab bench --serve RUN`: request latency and throughput of `normlab serve` under
+//! `normlab bench serve RUN`: request latency and throughput of `normlab serve` under
 //! concurrent clients, for each load of [`super::serve_load`].
 //!
 //! The server runs in this process on a free localhost port (or is another one, `--url`, such
@@ -9,8 +9,8 @@
 //! 50 ms p95.
 
 use super::serve_load::{Load, LoadKind, Target};
+use crate::run::saved::SavedRun;
 use crate::serve::{ServeOptions, Server};
-use crate::train::saved::SavedRun;
 use anyhow::ensure;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -226,7 +226,7 @@ pub fn run(o: &ServeBenchOptions) -> anyhow::Result<ServeBench> {
     }
     let report = ServeBench {
         run: o.run.display().to_string(),
-        recipe: saved.recipe.name.clone(),
+        recipe: saved.cfg.recipe().name.clone(),
         server: o.url.clone().unwrap_or_else(|| "in-process".into()),
         max_batch: o.max_batch,
         budget_p95_ms: BUDGET_P95_MS,

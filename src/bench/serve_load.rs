@@ -1,4 +1,4 @@
-//! The request loads of `normlab bench --serve`, each a list of request bodies that clients
+//! The request loads of `normlab bench serve`, each a list of request bodies that clients
 //! send in turn:
 //! - `fixed`: a pairs run's test sources to `/v1/normalize` (greedy to `<end>`), any other run
 //!   short fixed prompts to `/v1/completions` (`--max-tokens` tokens, greedy);
@@ -73,8 +73,8 @@ pub fn build(kind: LoadKind, t: &Target) -> anyhow::Result<Load> {
 
 fn fixed(t: &Target) -> anyhow::Result<Load> {
     if t.pairs {
-        let p = crate::train::run_dir::pairs_eval(t.run);
-        let e: crate::train::pairs_eval::PairsEval = crate::io::json::read(&p).with_context(|| {
+        let p = crate::run::layout::pairs_eval(t.run);
+        let e: crate::run::pairs_eval::PairsEval = crate::io::json::read(&p).with_context(|| {
             format!("{} is missing: the benchmark asks a pairs run its test sources; finish the run first", p.display())
         })?;
         let bodies: Vec<String> = e.predictions.iter().map(|p| json!({"input": p.source}).to_string()).collect();

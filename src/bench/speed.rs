@@ -1,4 +1,4 @@
-//! The BHyT paper's efficiency claims, measured (`normlab bench --speed`): training tokens/s,
+//! The BHyT paper's efficiency claims, measured (`normlab bench speed`): training tokens/s,
 //! forward tokens/s and generation tokens/s (512-token prompts, 128/512/1024 new tokens,
 //! greedy, KV cache: Table 3 / D.4 Table 8's protocol) for RMSNorm pre-norm, Peri-LN, LNS,
 //! DyT, BHyT*, BHyT and RMSNorm-Approx, every one on the fused kernels where the device has
@@ -9,8 +9,9 @@
 //! taken within a round and the median over rounds reported: the machine's speed drifts
 //! between rounds, not between two recipes measured seconds apart.
 
+use super::Dims;
 use super::speed_claims::{Metric, stated};
-use super::{Case, Dims, Timing, bench_recipe, build};
+use super::step::{Case, Timing, bench_recipe, build};
 use crate::decode::{DecodeOptions, Decoder, greedy};
 use crate::device::Machine;
 use crate::kernels::{Kernels, Precision};
@@ -26,12 +27,12 @@ pub const RECIPES: &[&str] = &["pre-rms", "peri-rms", "lns-rms", "dyt", "bhyt-st
 /// A median ratio within this fraction of 1 is not read as a difference.
 pub const NOISE_BAND: f64 = 0.03;
 
-/// What `normlab bench --speed` measures.
+/// What `normlab bench speed` measures.
 #[derive(Clone, Debug)]
 pub struct SpeedOptions {
     pub recipes: Vec<String>,
     pub dims: Dims,
-    pub device_name: String,
+    pub device: crate::device::DeviceName,
     pub precision: Precision,
     /// Interleaved rounds (each one generation trial per length).
     pub rounds: usize,
@@ -113,12 +114,12 @@ pub struct SpeedReport {
     pub rounds: usize,
     pub prompt: usize,
     pub recipes: Vec<RecipeSpeed>,
-    /// Derived from `recipes` (and recomputed by `--speed-table`).
+    /// Derived from `recipes` (and recomputed by `normlab bench speed-table`).
     #[serde(default)]
     pub claims: Vec<Claim>,
 }
 
-/// `--speed-table FILE`: a written report with its claims computed again from its measurements.
+/// `normlab bench speed-table FILE`: a written report with its claims computed again from its measurements.
 pub fn read(path: &std::path::Path) -> anyhow::Result<SpeedReport> {
     let mut r: SpeedReport = crate::io::json::read(path)?;
     r.claims = claims(&r.recipes);
@@ -130,8 +131,8 @@ pub fn read(path: &std::path::Path) -> anyhow::Result<SpeedReport> {
 pub fn run(o: &SpeedOptions) -> anyhow::Result<SpeedReport> {
     anyhow::ensure!(o.rounds > 0 && o.steps > 0, "--trials and --round-steps must be > 0");
     anyhow::ensure!(!o.recipes.is_empty(), "no recipes to measure");
-    let device = crate::device::parse(&o.device_name)?;
-    crate::train::setup::check_precision(&device, &o.device_name, o.precision)?;
+    let device = o.device.open()?;
+    crate::run::checked::check_precision(&device, &o.device.to_string(), o.precision)?;
     let mut speeds: Vec<RecipeSpeed> = o.recipes.iter().map(|r| empty(r)).collect();
     for round in 0..o.rounds {
         for i in (0..o.recipes.len()).map(|i| (i + round) % o.recipes.len()) {
@@ -229,7 +230,7 @@ fn report(o: &SpeedOptions, speeds: &[RecipeSpeed]) -> SpeedReport {
             o.new_tokens
         ),
         machine: crate::device::machine(),
-        device: o.device_name.clone(),
+        device: o.device.to_string(),
         precision: o.precision,
         dims: o.dims,
         rounds: speeds.iter().map(|s| s.train_tok_s.len()).min().unwrap_or(0),

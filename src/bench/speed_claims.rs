@@ -1,4 +1,4 @@
-//! The BHyT paper's speed claims as ratios, for `normlab bench --speed` to put its measurements
+//! The BHyT paper's speed claims as ratios, for `normlab bench speed` to put its measurements
 //! beside. Each is "`faster`'s speed over `slower`'s" as the paper states or tabulates it.
 
 use serde::{Deserialize, Serialize};

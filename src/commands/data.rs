@@ -2,7 +2,7 @@
 
 use super::log;
 use crate::data::{Dataset, sotu};
-use crate::train::RunConfig;
+use crate::run::RunConfig;
 use std::path::PathBuf;
 
 /// `normlab data fetch`: the shipped corpora, unpacked into the cache.

@@ -28,12 +28,16 @@ macro_rules! outp {
 
 pub mod bench;
 pub mod data;
+pub mod evaluate;
+pub mod generate;
 pub mod hf;
+pub mod perplexity;
+pub mod probe;
 pub mod recipes;
-pub mod saved;
 pub mod serve;
 pub mod sweep;
 pub mod train;
+mod windows;
 
 /// Progress lines of the library, on standard error.
 fn log(msg: &str) {

@@ -25,7 +25,7 @@ pub fn recipes(
                 if r.removed.is_empty() { "nothing".into() } else { r.removed.join(", ") }
             );
         }
-        let cfg = crate::train::RunConfig::load(Some(&path), &[])?;
+        let cfg = crate::run::RunConfig::load(Some(&path), &[])?;
         let (spec, _) = cfg.model.validate().with_context(|| format!("{}", path.display()))?;
         vec![(spec, Some((cfg.model.n_layers, cfg.model.d_model)))]
     } else if let Some(n) = name {

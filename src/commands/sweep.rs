@@ -150,8 +150,7 @@ pub fn textnorm(recipes: &[String], a: &StudyArgs) -> anyhow::Result<i32> {
 fn best_pairs_run(dir: &std::path::Path) -> Option<std::path::PathBuf> {
     let runs = std::fs::read_dir(dir.join("runs")).ok()?;
     let em = |run: &std::path::Path| -> Option<f64> {
-        let e: crate::train::pairs_eval::PairsEval =
-            crate::io::json::read(&crate::train::run_dir::pairs_eval(run)).ok()?;
+        let e: crate::run::pairs_eval::PairsEval = crate::io::json::read(&crate::run::layout::pairs_eval(run)).ok()?;
         Some(e.sets.first()?.overall.exact_match)
     };
     runs.flatten()

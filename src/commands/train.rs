@@ -2,9 +2,11 @@
 
 use super::log;
 use crate::dist::Ranks;
+use crate::run::EXIT_DIVERGED;
+use crate::run::RunConfig;
+use crate::run::layout;
 use crate::train::progress::Progress;
-use crate::train::run_dir;
-use crate::train::{EXIT_DIVERGED, Outcome, Resumed, RunConfig, Trainer};
+use crate::train::{Outcome, Resumed, Trainer};
 use std::path::PathBuf;
 
 /// How `normlab train` was asked to run, from its flags.
@@ -49,7 +51,7 @@ fn build_alone(
         Some(dir) => match crate::train::resume_with(&dir, how.resume, &log)? {
             Resumed::Trainer(t) => *t,
             Resumed::AlreadyFinished(s) => {
-                errln!("{}: {}; nothing to do", dir.display(), run_dir::describe(&s));
+                errln!("{}: {}; nothing to do", dir.display(), layout::describe(&s));
                 return Ok(None);
             }
         },
@@ -94,7 +96,7 @@ fn say(outcome: &Outcome, trainer: &Trainer) {
     let dir = trainer.dir.display();
     match outcome {
         Outcome::Finished { val_loss, val_ppl } => {
-            let weights = run_dir::final_weights(&trainer.dir);
+            let weights = layout::final_weights(&trainer.dir);
             errln!(
                 "finished {} steps: val loss {val_loss:.4}, val ppl {val_ppl:.2}; weights in {}",
                 trainer.state.step,
@@ -102,7 +104,7 @@ fn say(outcome: &Outcome, trainer: &Trainer) {
             );
         }
         Outcome::Diverged { step, reason } => {
-            errln!("run diverged at step {step}: {reason} (recorded in {})", run_dir::status(&trainer.dir).display());
+            errln!("run diverged at step {step}: {reason} (recorded in {})", layout::status(&trainer.dir).display());
         }
         Outcome::Stopped { step } => errln!("stopped at step {step}; continue with `normlab train --resume {dir}`"),
         Outcome::Interrupted { step, signal } => errln!(

@@ -21,7 +21,7 @@ pub const DOC_SEPARATOR: &str = "\n\n";
 pub struct Dataset {
     pub tokenizer: Tokenizer,
     /// The token streams (for pairs: the rendered examples, for the unigram baseline, offline
-    /// probes and `normlab eval --data`).
+    /// probes and `normlab perplexity --data`).
     pub train: TokenFile,
     pub val: TokenFile,
     pub info: DataInfo,

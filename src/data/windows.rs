@@ -1,6 +1,6 @@
 //! The windows evaluation reads, all chosen here: a fixed, evenly spaced set for validation (the
 //! same in every run and every evaluation of it), non-overlapping tiles of a whole file for
-//! `normlab eval --data`, and the batch of inputs and targets of given starts.
+//! `normlab perplexity --data`, and the batch of inputs and targets of given starts.
 
 use super::batch::Batch;
 use super::shards::TokenFile;
@@ -27,7 +27,7 @@ pub fn windows(tokens: &TokenFile, starts: &[usize], seq_len: usize) -> Batch {
     Batch { inputs, targets, batch: starts.len(), seq_len }
 }
 
-/// Non-overlapping windows covering a whole token file (for `normlab eval --data`), at most
+/// Non-overlapping windows covering a whole token file (for `normlab perplexity --data`), at most
 /// `limit` of them.
 pub fn tiling_starts(len: usize, seq_len: usize, limit: Option<usize>) -> Vec<usize> {
     let n = (len.saturating_sub(1)) / seq_len;

@@ -7,7 +7,6 @@
 //! peer is gone.
 
 use super::peers::{self, Peer};
-use super::{BUCKET, Ranks};
 use anyhow::Context;
 use mpi::collective::SystemOperation;
 use mpi::datatype::Equivalence;
@@ -41,8 +40,21 @@ fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
     f(guard.0.as_mut().expect("dist::Job::start initialises MPI before any collective"))
 }
 
+/// Gradients are summed in buckets of this many values (16 MiB of f32), one all-reduce each,
+/// in parameter order.
+pub const BUCKET: usize = 1 << 22;
+
+/// A rank's place in the job, as MPI reports it.
+pub struct Place {
+    pub rank: usize,
+    pub size: usize,
+    /// The rank's index among the ranks on its node, and their number.
+    pub local_rank: usize,
+    pub local_size: usize,
+}
+
 /// `MPI_Init_thread`, this rank's place, and every rank's process (for fault reports).
-pub fn init() -> anyhow::Result<Ranks> {
+pub fn init() -> anyhow::Result<Place> {
     let (universe, level) = mpi::initialize_with_threading(Threading::Serialized)
         .context("MPI could not be initialised (is this process started by mpirun or srun --mpi=pmix?)")?;
     if level < Threading::Serialized {
@@ -61,7 +73,7 @@ pub fn init() -> anyhow::Result<Ranks> {
     let peers = packed.into_iter().map(Peer::unpack).collect();
     let state = State { universe: Some(universe), world, notices, peers, me: rank, hint: String::new() };
     STATE.lock().unwrap_or_else(|p| p.into_inner()).0 = Some(state);
-    Ok(Ranks { rank, size, local_rank, local_size })
+    Ok(Place { rank, size, local_rank, local_size })
 }
 
 /// `MPI_Finalize`, after the communicators it made are freed.

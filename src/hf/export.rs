@@ -12,7 +12,7 @@ use super::special::{self, ConfigIds};
 use super::weights::{mappings, to_hf};
 use crate::io::{tensors, write_atomic};
 use crate::model::ModelConfig;
-use crate::train::saved::SavedRun;
+use crate::run::saved::SavedRun;
 use anyhow::Context;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -126,7 +126,7 @@ fn check_out(run: &Path, out: &Path, force: bool) -> anyhow::Result<()> {
     let same =
         |a: &Path, b: &Path| std::fs::canonicalize(a).ok().is_some_and(|a| std::fs::canonicalize(b).ok() == Some(a));
     anyhow::ensure!(
-        !(crate::train::run_dir::holds_run(out) || same(run, out)),
+        !(crate::run::layout::holds_run(out) || same(run, out)),
         "{} is a normlab run directory; export writes a Hugging Face checkpoint beside it: give --hf a new directory",
         out.display()
     );
@@ -150,7 +150,7 @@ pub fn export(run: &Path, out: &Path, force: bool) -> anyhow::Result<Layout> {
     let m = &saved.cfg.model;
     let tok = tokenizer_json(&saved, run)?;
     let file = tensors::read(&saved.weights)?;
-    crate::train::checkpoint::check_finite(&file, &saved.weights)?;
+    crate::run::checkpoint::check_finite(&file, &saved.weights)?;
     let ours = file.tensors;
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     let seq_len = saved.cfg.train.seq_len;
@@ -169,7 +169,7 @@ pub fn export(run: &Path, out: &Path, force: bool) -> anyhow::Result<Layout> {
             Layout::Native(f)
         }
         None => {
-            let cfg = serde_json::to_string_pretty(&remote::config_json(m, &saved.recipe, seq_len, ids))?;
+            let cfg = serde_json::to_string_pretty(&remote::config_json(m, saved.cfg.recipe(), seq_len, ids))?;
             write_atomic(&out.join(remote::MODELING_FILE), remote::MODELING.as_bytes())?;
             write_atomic(&out.join("config.json"), cfg.as_bytes())?;
             tensors::write(&out.join("model.safetensors"), &ours, &meta)?;

@@ -14,7 +14,7 @@ use crate::data::{Tokenizer, TokenizerKind};
 use crate::init::ParamSource;
 use crate::io::json;
 use crate::model::params::param_table;
-use crate::train::RunConfig;
+use crate::run::RunConfig;
 use anyhow::{Context, ensure};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -59,7 +59,7 @@ fn check_out(out: &Path, force: bool) -> anyhow::Result<()> {
     if !holds && !out.is_file() {
         return Ok(());
     }
-    let is_run = crate::train::run_dir::holds_run(out);
+    let is_run = crate::run::layout::holds_run(out);
     ensure!(is_run, "{} exists and is not a normlab run; give --out a new or empty directory", out.display());
     ensure!(
         force,

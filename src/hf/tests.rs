@@ -8,8 +8,8 @@ use super::export::export;
 use super::import::import;
 use super::weights::read_checkpoint;
 use crate::io::tensors;
+use crate::run::saved::SavedRun;
 use crate::testutil::{cpu, temp_dir};
-use crate::train::saved::SavedRun;
 use burn::tensor::{Int, Tensor};
 use std::path::{Path, PathBuf};
 

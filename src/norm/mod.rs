@@ -26,6 +26,7 @@ mod dyt;
 mod kind;
 mod layer_norm;
 mod module;
+mod param;
 mod rms_norm;
 mod seednorm;
 
@@ -35,17 +36,9 @@ pub use dyt::{Dyt, dyt};
 pub use kind::{BhytDenominator, NormKind};
 pub use layer_norm::{LayerNorm, layer_norm};
 pub use module::Norm;
-use module::value;
+use param::{broadcast, value};
 pub use rms_norm::{RmsNorm, rms_norm, rms_with_variance};
 pub use seednorm::{SeeDNorm, seednorm};
-
-use burn::tensor::Tensor;
-
-/// Broadcasts a per-feature (`[d]`) or scalar (`[1]`) parameter against a `D`-rank input whose
-/// last axis is the feature axis.
-pub(crate) fn broadcast<const D: usize>(param: Tensor<1>) -> Tensor<D> {
-    param.unsqueeze::<D>()
-}
 
 #[cfg(test)]
 mod tests;

@@ -3,7 +3,7 @@
 use super::{Bhyt, BhytDenominator, Derf, Dyt, LayerNorm, NormKind, RmsNorm, SeeDNorm, kappa};
 use crate::init::{Init, ParamBuilder};
 use crate::kernels::{self, Kernels};
-use burn::module::{Module, Param};
+use burn::module::Module;
 use burn::tensor::Tensor;
 
 /// One norm slot, built from a resolved [`NormKind`] with the paper initialisations (gains 1,
@@ -46,11 +46,6 @@ pub enum Norm {
 fn unit_l2<const D: usize>(rms_normed: Tensor<D>) -> Tensor<D> {
     let d = rms_normed.dims()[D - 1];
     rms_normed / (d as f64).sqrt()
-}
-
-/// A parameter's value, when the slot has it.
-pub(crate) fn value(p: &Option<Param<Tensor<1>>>) -> Option<Tensor<1>> {
-    p.as_ref().map(Param::val)
 }
 
 impl Norm {

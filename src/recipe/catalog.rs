@@ -1,96 +1,67 @@
-//! The catalogue of named recipes: the seeds' papers' ([`super::presets`]) and the field's
-//! beyond them ([`super::presets_beyond`]), by name.
+//! The one table of named recipes: each preset's name and the function that builds its spec
+//! (from [`super::presets`]), in the order `normlab recipes` lists them. Every other list of
+//! presets derives from it.
 
-use super::presets;
-use super::presets_beyond as beyond;
-use super::presets_residual as residual;
+use super::presets::{logits, norm_functions, placement, residual};
 use super::spec::RecipeSpec;
 
-/// All preset names, in the order `normlab recipes` lists them.
-pub const PRESET_NAMES: &[&str] = &[
-    "post",
-    "pre",
-    "pre-rms",
-    "gpt2-pre",
-    "lns",
-    "lns-rms",
-    "peri",
-    "peri-rms",
-    "peri-norm",
-    "mix",
-    "keel",
-    "kitenorm",
-    "kitenorm-no-inner",
-    "kitenorm-vector-ln",
-    "kitenorm-no-reg",
-    "dyt",
-    "dyt-plain",
-    "bhyt-star",
-    "bhyt",
-    "rmsnorm-approx",
-    "olmo2",
-    "deepnorm",
-    "sandwich",
-    "pre-1p",
-    "derf",
-    "seednorm",
-    "rezero",
-    "skipinit",
-    "layerscale",
-    "x0-mix",
-    "hybridnorm",
-    "hybridnorm-star",
-    "softcap",
-    "qk-l2",
-    "qk-clip",
-    "admin",
-    "admin-profile",
-    "ngpt",
-    "deepscalelm",
+/// Every preset: its name and its spec.
+pub const PRESETS: &[(&str, fn() -> RecipeSpec)] = &[
+    ("post", placement::post),
+    ("pre", placement::pre),
+    ("pre-rms", placement::pre_rms),
+    ("gpt2-pre", placement::gpt2_pre),
+    ("lns", placement::lns),
+    ("lns-rms", placement::lns_rms),
+    ("peri", placement::peri),
+    ("peri-rms", placement::peri_rms),
+    ("peri-norm", placement::peri_norm),
+    ("mix", placement::mix),
+    ("keel", placement::keel),
+    ("kitenorm", placement::kitenorm),
+    ("kitenorm-no-inner", placement::kitenorm_no_inner),
+    ("kitenorm-vector-ln", placement::kitenorm_vector_ln),
+    ("kitenorm-no-reg", placement::kitenorm_no_reg),
+    ("dyt", norm_functions::dyt),
+    ("dyt-plain", norm_functions::dyt_plain),
+    ("bhyt-star", norm_functions::bhyt_star),
+    ("bhyt", norm_functions::bhyt),
+    ("rmsnorm-approx", norm_functions::rmsnorm_approx),
+    ("olmo2", placement::olmo2),
+    ("deepnorm", residual::deepnorm),
+    ("sandwich", placement::sandwich),
+    ("pre-1p", placement::pre_1p),
+    ("derf", norm_functions::derf),
+    ("seednorm", norm_functions::seednorm),
+    ("rezero", residual::rezero),
+    ("skipinit", residual::skipinit),
+    ("layerscale", residual::layerscale),
+    ("x0-mix", residual::x0_mix),
+    ("hybridnorm", placement::hybridnorm),
+    ("hybridnorm-star", placement::hybridnorm_star),
+    ("softcap", logits::softcap),
+    ("qk-l2", logits::qk_l2),
+    ("qk-clip", logits::qk_clip),
+    ("admin", residual::admin),
+    ("admin-profile", residual::admin_profile),
+    ("ngpt", residual::ngpt),
+    ("deepscalelm", residual::deepscalelm),
 ];
+
+/// All preset names, in the order `normlab recipes` lists them.
+pub const PRESET_NAMES: &[&str] = &names();
+
+const fn names() -> [&'static str; PRESETS.len()] {
+    let mut out = [""; PRESETS.len()];
+    let mut i = 0;
+    while i < PRESETS.len() {
+        out[i] = PRESETS[i].0;
+        i += 1;
+    }
+    out
+}
 
 /// Looks a preset up by name.
 pub fn preset(name: &str) -> Option<RecipeSpec> {
-    Some(match name {
-        "post" => presets::post(),
-        "pre" => presets::pre(),
-        "pre-rms" => presets::pre_rms(),
-        "gpt2-pre" => presets::gpt2_pre(),
-        "lns" => presets::lns(),
-        "lns-rms" => presets::lns_rms(),
-        "peri" => presets::peri(),
-        "peri-rms" => presets::peri_rms(),
-        "peri-norm" => presets::peri_norm(),
-        "mix" => presets::mix(),
-        "keel" => presets::keel(),
-        "kitenorm" => presets::kitenorm(),
-        "kitenorm-no-inner" => presets::kitenorm_no_inner(),
-        "kitenorm-vector-ln" => presets::kitenorm_vector_ln(),
-        "kitenorm-no-reg" => presets::kitenorm_no_reg(),
-        "dyt" => presets::dyt(),
-        "dyt-plain" => presets::dyt_plain(),
-        "bhyt-star" => presets::bhyt_star(),
-        "bhyt" => presets::bhyt(),
-        "rmsnorm-approx" => presets::rmsnorm_approx(),
-        "olmo2" => presets::olmo2(),
-        "deepnorm" => presets::deepnorm(),
-        "sandwich" => beyond::sandwich(),
-        "pre-1p" => beyond::pre_1p(),
-        "derf" => beyond::derf(),
-        "seednorm" => beyond::seednorm(),
-        "rezero" => beyond::rezero(),
-        "skipinit" => beyond::skipinit(),
-        "layerscale" => beyond::layerscale(),
-        "x0-mix" => beyond::x0_mix(),
-        "hybridnorm" => beyond::hybridnorm(),
-        "hybridnorm-star" => beyond::hybridnorm_star(),
-        "softcap" => beyond::softcap(),
-        "qk-l2" => beyond::qk_l2(),
-        "qk-clip" => beyond::qk_clip(),
-        "admin" => residual::admin(),
-        "admin-profile" => residual::admin_profile(),
-        "ngpt" => residual::ngpt(),
-        "deepscalelm" => residual::deepscalelm(),
-        _ => return None,
-    })
+    PRESETS.iter().find(|(n, _)| *n == name).map(|(_, spec)| spec())
 }

@@ -18,7 +18,7 @@
 //! ```
 
 use super::catalog::{PRESET_NAMES, preset};
-use super::presets::blank;
+use super::presets::parts::blank;
 use super::spec::{
     BaseNorm, HypersphereSpec, MomentControlSpec, NormSpec, QkClip, QkNorm, RecipeSpec, Scale, SublayerSpec, X0Mix,
 };

@@ -15,8 +15,6 @@ pub mod hypersphere;
 pub mod moment_control;
 pub mod placement;
 pub mod presets;
-mod presets_beyond;
-mod presets_residual;
 pub mod resolve;
 pub mod spec;
 pub mod theorem;

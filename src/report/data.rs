@@ -6,9 +6,9 @@ use crate::probe::ProbeRecord;
 use crate::probe::snapshot::SublayerProbe;
 use crate::recipe::Placement;
 use crate::recipe::placement::bounds_stream;
-use crate::train::RunConfig;
-use crate::train::metrics::{EvalRecord, LostRecord, Metrics, TasksRecord, TrainRecord};
-use crate::train::run_dir::{self, RunInfo, Status};
+use crate::run::RunConfig;
+use crate::run::layout::{self, RunInfo, Status};
+use crate::run::metrics::{EvalRecord, LostRecord, Metrics, TasksRecord, TrainRecord};
 use std::path::{Path, PathBuf};
 
 pub struct RunData {
@@ -35,8 +35,8 @@ impl RunData {
     /// Reads what there is (a missing file leaves its part empty); a corrupt record is an
     /// error that names its file and line.
     pub fn load(dir: &Path, label: &str) -> anyhow::Result<Self> {
-        let m = Metrics::read(&run_dir::metrics(dir))?;
-        let config = RunConfig::load(Some(&run_dir::config(dir)), &[]).ok();
+        let m = Metrics::read(&layout::metrics(dir))?;
+        let config = RunConfig::load(Some(&layout::config(dir)), &[]).ok();
         let recipe = config.as_ref().and_then(|c| c.model.validate().ok()).map(|(_, r)| r);
         Ok(Self {
             label: label.to_string(),
@@ -45,12 +45,12 @@ impl RunData {
             eval: m.eval,
             tasks: m.tasks,
             lost: m.lost,
-            probes: jsonl::read_if_exists(&run_dir::probes(dir))?,
-            status: run_dir::read_status(dir).ok().flatten(),
+            probes: jsonl::read_if_exists(&layout::probes(dir))?,
+            status: layout::read_status(dir).ok().flatten(),
             placement: recipe.as_ref().and_then(Placement::of),
             bounds_stream: recipe.as_ref().is_some_and(bounds_stream),
             config,
-            info: json::read::<RunInfo>(&run_dir::info(dir)).ok(),
+            info: json::read::<RunInfo>(&layout::info(dir)).ok(),
         })
     }
 

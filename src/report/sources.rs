@@ -5,7 +5,7 @@ use super::data::RunData;
 
 /// The section's heading and markdown table, where some run trained on a mixture.
 pub fn section(runs: &[RunData]) -> Option<(String, String)> {
-    let last: Vec<(&str, &crate::train::metrics::EvalRecord)> = runs
+    let last: Vec<(&str, &crate::run::metrics::EvalRecord)> = runs
         .iter()
         .filter_map(|r| Some((r.label.as_str(), r.eval.last().filter(|e| !e.sources.is_empty())?)))
         .collect();

@@ -11,8 +11,8 @@ use super::plot::{Chart, Series, draw, draw_grid};
 use crate::io::json;
 use crate::probe::ProbeRecord;
 use crate::recipe::Placement;
-use crate::train::pairs_eval::{PairsEval, Prediction};
-use crate::train::run_dir;
+use crate::run::layout;
+use crate::run::pairs_eval::{PairsEval, Prediction};
 use std::path::Path;
 
 /// The Normalization chapter's threshold on the gradient-norm CV.
@@ -37,7 +37,7 @@ pub struct Section {
 pub fn section(out: &Path, runs: &[RunData]) -> anyhow::Result<Option<Section>> {
     let scored: Vec<Scored> = runs
         .iter()
-        .filter_map(|r| json::read::<PairsEval>(&run_dir::pairs_eval(&r.dir)).ok().map(|eval| Scored { run: r, eval }))
+        .filter_map(|r| json::read::<PairsEval>(&layout::pairs_eval(&r.dir)).ok().map(|eval| Scored { run: r, eval }))
         .collect();
     if scored.is_empty() {
         return Ok(None);

@@ -26,7 +26,7 @@ pub mod metrics;
 pub mod normalize;
 pub mod text;
 
-use crate::train::saved::SavedRun;
+use crate::run::saved::SavedRun;
 use anyhow::Context;
 use app::App;
 use engine::Engine;
@@ -73,12 +73,12 @@ impl Server {
         anyhow::ensure!(o.max_batch > 0, "--max-batch must be ≥ 1");
         anyhow::ensure!(o.queue > 0, "--queue must be ≥ 1");
         let saved = SavedRun::open(&o.checkpoint)?;
-        let device = crate::device::parse(&saved.cfg.run.device)?;
+        let device = saved.cfg.open_device()?;
         let model = saved.model(&device)?;
         let pairs = saved.cfg.data.task == crate::data::config::Task::Pairs;
         let end_token = pairs.then(|| crate::data::pairs::render::end_id(&saved.tokenizer)).transpose()?;
         let name = saved.run.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "normlab".into());
-        let recipe = saved.recipe.name.clone();
+        let recipe = saved.cfg.recipe().name.clone();
         let context = saved.cfg.train.seq_len;
         let boundary = crate::data::boundary::boundary(&saved.tokenizer, saved.cfg.data.task)?;
         let vocab_size = saved.cfg.model.vocab_size;

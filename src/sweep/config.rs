@@ -1,4 +1,4 @@
-//! A sweep file: a run config (every section of [`crate::train::RunConfig`]) plus a `[sweep]`
+//! A sweep file: a run config (every section of [`crate::run::RunConfig`]) plus a `[sweep]`
 //! section with the axes to expand as a grid, and an optional reseed stage (KiteNorm's
 //! protocol: rerun the best learning rate of each recipe with more seeds).
 //!
@@ -20,7 +20,7 @@
 //! ```
 
 use super::group::GroupBy;
-use crate::train::config::set_value;
+use crate::run::edit::set_value;
 use anyhow::{Context, bail, ensure};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -247,7 +247,7 @@ fn check_keys(section: &SweepSection, tuned_given: bool) -> anyhow::Result<()> {
 /// Whether `key` names a field of a run config (a value of any type may be refused for its
 /// type, but not as an unknown field).
 fn is_config_key(key: &str) -> bool {
-    let probe = crate::train::RunConfig::from_parts(&toml::Table::new(), "group_by", None, &[format!("{key}=0")]);
+    let probe = crate::run::RunConfig::from_parts(&toml::Table::new(), "group_by", None, &[format!("{key}=0")]);
     probe
         .err()
         .is_none_or(|e| !format!("{e:#}").contains("unknown field") && !format!("{e:#}").contains("not a valid key"))
@@ -293,7 +293,7 @@ impl Sweep {
         let mut table: toml::Table =
             toml::from_str(text).with_context(|| format!("{} is not valid TOML", path.display()))?;
         for s in sets {
-            crate::train::config::apply_set(&mut table, s)?;
+            crate::run::edit::apply_set(&mut table, s)?;
         }
         let tuned_given = table.get("sweep").and_then(|s| s.get("tuned")).is_some();
         let section = table
@@ -315,7 +315,7 @@ impl Sweep {
         let mut file_base: toml::Table = toml::from_str(text)?;
         file_base.remove("sweep");
         let run_sets: Vec<String> = sets.iter().filter(|s| !s.trim_start().starts_with("sweep.")).cloned().collect();
-        crate::train::RunConfig::from_parts(&file_base, &origin, Some(text), &run_sets)?;
+        crate::run::RunConfig::from_parts(&file_base, &origin, Some(text), &run_sets)?;
         let s = Self { section, base: table, rerun_changed: false };
         let grid = s.grid();
         let mut names = std::collections::BTreeSet::new();
@@ -323,7 +323,7 @@ impl Sweep {
             bail!("two runs of the grid are both named {}: an axis lists the same value twice", dup.name);
         }
         for run in grid {
-            let check = |c: crate::train::RunConfig| c.validate().and_then(|_| c.check_eval());
+            let check = |c: crate::run::RunConfig| c.check().map(|_| ());
             s.run_config(&run).and_then(check).with_context(|| format!("sweep run {}", run.name))?;
         }
         Ok(s)
@@ -347,7 +347,7 @@ impl Sweep {
     }
 
     /// The config of one run, with its directory inside the sweep.
-    pub fn run_config(&self, run: &PlannedRun) -> anyhow::Result<crate::train::RunConfig> {
+    pub fn run_config(&self, run: &PlannedRun) -> anyhow::Result<crate::run::RunConfig> {
         let dir = super::layout::run(&self.section.dir, &run.name);
         let mut table = self.base.clone();
         for (k, v) in &run.axes {
@@ -355,7 +355,7 @@ impl Sweep {
         }
         set_value(&mut table, "run.dir", toml::Value::String(dir.display().to_string()));
         let axes: Vec<String> = run.axes.iter().map(|(k, v)| format!("{k} = {v}")).collect();
-        crate::train::RunConfig::from_table(&table, &format!("the sweep's run with {}", axes.join(", ")))
+        crate::run::RunConfig::from_table(&table, &format!("the sweep's run with {}", axes.join(", ")))
     }
 }
 

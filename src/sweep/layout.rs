@@ -4,7 +4,7 @@
 //! DIR/sweep.toml           the sweep file as run (after --set), for jobs that start later
 //! DIR/plan.json            every planned run (grid and reseed stage), grouping and target
 //! DIR/configs/NAME.toml    each run's full config
-//! DIR/runs/NAME/           each run's directory (see crate::train::run_dir)
+//! DIR/runs/NAME/           each run's directory (see crate::run::layout)
 //! DIR/logs/NAME.log        each run's output
 //! DIR/results.jsonl        one row per run; results.csv the same table for spreadsheets
 //! DIR/report/              `normlab report DIR`

@@ -9,7 +9,7 @@
 use super::config::{PlannedRun, Sweep};
 use super::layout;
 use super::results::RunState;
-use crate::train::run_dir::{self, Status};
+use crate::run::layout::{self as run_dir, Status};
 use anyhow::Context;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -219,7 +219,7 @@ pub fn run_one(exe: &Path, sweep_dir: &Path, r: &PlannedRun, how: Launch<'_>) ->
     };
     let last_error = said.last_error.unwrap_or_else(|| "no error line".into());
     Ok(match (status.code(), run_dir::read_status(&dir).ok().flatten()) {
-        (Some(0 | crate::train::EXIT_DIVERGED), Some(s)) => run_dir::describe(&s),
+        (Some(0 | crate::run::EXIT_DIVERGED), Some(s)) => run_dir::describe(&s),
         (Some(_), Some(s @ Status::Stopped { .. })) => run_dir::describe(&s),
         (Some(code), _) => format!("failed (exit status {code}): {last_error}; {see}"),
         (None, _) => format!("failed: killed by {}; {see}", killed_by(&status)),

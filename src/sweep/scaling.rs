@@ -12,7 +12,7 @@ use super::ladder::Axis;
 use super::results::RunResult;
 use super::{Plan, layout};
 use crate::io::json;
-use crate::train::run_dir::{self, RunInfo};
+use crate::run::layout::{self as run_dir, RunInfo};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 

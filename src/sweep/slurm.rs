@@ -15,7 +15,7 @@ use super::results::{self, RunState};
 use super::runner::{Todo, todo};
 use super::{Plan, layout};
 use crate::io::json;
-use crate::train::run_dir;
+use crate::run::layout as run_dir;
 use anyhow::{Context, bail, ensure};
 use serde::{Deserialize, Serialize};
 use std::path::Path;

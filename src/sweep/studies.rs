@@ -350,8 +350,8 @@ pub const COMMANDS: &[(&str, &str, &str, &str)] = &[
     (
         "the BHyT paper's §4.3, Table 3 / D.4 Table 8 and Table 5 (speed)",
         "BHyT is 7.7 % faster in the forward pass and ≈ 10 % in training than RMSNorm, 17.7 % faster than Peri-LN; it generates faster than every normalisation baseline; the variance approximation speeds training by 10.1 % (RMSNorm) and 14.9 % (BHyT*)",
-        "normlab bench --speed",
-        "normlab bench --speed --dims llama1b --device vulkan --precision bf16",
+        "normlab bench speed",
+        "normlab bench speed --dims llama1b --device vulkan --precision bf16",
     ),
     (
         "the Normalization chapter build",

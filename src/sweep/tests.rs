@@ -247,12 +247,12 @@ fn compare_takes_its_recipes_from_the_command_line() {
 fn recorded_run_configs_let_the_vocabulary_follow_the_tokenizer() {
     let s = Sweep::textnorm(false, &[], &[]).unwrap();
     let text = s.run_config(&s.grid()[0]).unwrap().to_toml_to_train().unwrap();
-    let mut cfg = crate::train::RunConfig::from_text(&text, "recorded", &[]).unwrap();
+    let mut cfg = crate::run::RunConfig::from_text(&text, "recorded", &[]).unwrap();
     assert!(cfg.fit_vocab(2048, "bpe").is_ok(), "{text}");
     assert_eq!(cfg.model.vocab_size, 2048);
     let pinned = Sweep::textnorm(false, &[], &["model.vocab_size=300".into()]).unwrap();
     let text = pinned.run_config(&pinned.grid()[0]).unwrap().to_toml_to_train().unwrap();
-    let mut cfg = crate::train::RunConfig::from_text(&text, "recorded", &[]).unwrap();
+    let mut cfg = crate::run::RunConfig::from_text(&text, "recorded", &[]).unwrap();
     assert!(cfg.fit_vocab(2048, "bpe").is_err(), "a vocabulary the sweep sets is kept and checked");
 }
 

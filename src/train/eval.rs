@@ -6,7 +6,7 @@ use crate::data::pairs::render::{self, Example};
 use crate::data::windows::{validation_starts, windows};
 use crate::dist::Ranks;
 use crate::model::Transformer;
-use crate::train::metrics::SourceLoss;
+use crate::run::metrics::SourceLoss;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 /// A model under evaluation and where it runs: `model` lives on `device` (no autodiff); over

@@ -9,8 +9,8 @@
 //! reference benchmark model (d 256, 6 layers, GLU 688, 8 × 256 tokens) this gives 321 MB
 //! against a measured peak RSS of 347 MB (`normlab bench`); the composite kernels keep more.
 
-use super::config::RunConfig;
 use crate::model::LOGITS_LIMIT;
+use crate::run::config::RunConfig;
 
 /// The estimate, in bytes.
 #[derive(Clone, Copy, Debug, PartialEq)]

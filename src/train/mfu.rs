@@ -11,7 +11,7 @@ impl Trainer {
     /// processes the peak is all their devices'.
     pub fn mfu_basis(&self, ranks: usize) -> Option<(f64, f64)> {
         let cfg = &self.cfg;
-        let gpu = !matches!(cfg.run.device.as_str(), "cpu" | "flex");
+        let gpu = !cfg.run.device.is_cpu();
         let peak = device_peak(gpu, cfg.train.precision.half().is_some())?;
         let shape = FlopShape {
             matmul_params: crate::model::params::matmul_params(&self.model),

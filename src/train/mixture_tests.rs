@@ -2,11 +2,11 @@
 //! through a preparation) trains, is stopped and resumes to the identical curve, and reports
 //! each source's validation loss and bits per byte.
 
-use super::metrics::Metrics;
-use super::run_dir;
 use super::tests::{quiet, tiny_cfg};
 use super::{Outcome, Resumed, resume, start};
 use crate::data::config::SourceSpec;
+use crate::run::layout;
+use crate::run::metrics::Metrics;
 use crate::testutil::temp_dir;
 use std::io::Write;
 use std::path::Path;
@@ -21,7 +21,7 @@ fn write_jsonl_gz(path: &Path) {
     gz.finish().unwrap();
 }
 
-fn mixture_cfg(root: &Path, steps: usize) -> super::config::RunConfig {
+fn mixture_cfg(root: &Path, steps: usize) -> crate::run::config::RunConfig {
     let mut c = tiny_cfg(root, steps);
     write_jsonl_gz(&root.join("digits.jsonl.gz"));
     c.data.sources = vec![
@@ -56,7 +56,7 @@ fn a_mixture_trains_resumes_identically_and_reports_each_source() {
     assert!(matches!(t.run(&mut p).unwrap(), Outcome::Finished { .. }));
     let read = |d: &str| super::tests::records_without_timings(&root.join(d));
     assert_eq!(read("whole"), read("cut"), "every train and eval record, bit for bit");
-    let evals = Metrics::read(&run_dir::metrics(&root.join("whole"))).unwrap().eval;
+    let evals = Metrics::read(&layout::metrics(&root.join("whole"))).unwrap().eval;
     let last = evals.last().unwrap();
     let names: Vec<&str> = last.sources.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["words", "digits"]);

@@ -6,9 +6,9 @@
 //! derived from parameter names ([`crate::init`]), so a saved optimizer state finds its
 //! parameters again in a model rebuilt from a checkpoint.
 
-use super::config::OptimConfig;
 use crate::model::Transformer;
 use crate::model::params::{ParamEntry, param_table};
+use crate::run::config::OptimConfig;
 use burn::module::{Module, ParamGroup};
 use burn::optim::{AdamWConfig, ModuleOptimizer};
 

@@ -2,12 +2,12 @@
 //! within its type's rounding, and f16's loss scaling skips, records and recovers from an
 //! overflow without touching the weights.
 
-use super::metrics::Metrics;
-use super::run_dir;
 use super::tests::{quiet, run, tiny_cfg, train_losses};
 use super::{Outcome, start};
 use crate::kernels::Precision;
 use crate::model::params::named_values;
+use crate::run::layout;
+use crate::run::metrics::Metrics;
 use crate::testutil::temp_dir;
 
 #[test]
@@ -54,7 +54,7 @@ fn f16_overflow_is_skipped_recorded_and_the_scale_recovers() {
     t.stop_after = None;
     let outcome = t.run(&mut p).unwrap();
     assert!(matches!(outcome, Outcome::Finished { .. }), "{outcome:?}");
-    let train = Metrics::read(&run_dir::metrics(&root.join("run"))).unwrap().train;
+    let train = Metrics::read(&layout::metrics(&root.join("run"))).unwrap().train;
     let skipped: Vec<_> = train.iter().filter(|r| r.skipped.is_some()).collect();
     assert!((1..=8).contains(&skipped.len()), "a few steps overflow, then the scale fits: {skipped:?}");
     assert!(train[0].skipped.is_some(), "the first step overflows");

@@ -1,7 +1,7 @@
 //! Live progress: an indicatif bar (step, loss, lr, grad norm, tokens/s, ETA) on a terminal;
 //! plain log lines with `--quiet` or when stderr is not a terminal.
 
-use super::metrics::{EvalRecord, TrainRecord};
+use crate::run::metrics::{EvalRecord, TrainRecord};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 

@@ -3,8 +3,9 @@
 //! the others join it from what rank 0 published, and every rank checks that they all start
 //! from the same weights.
 
-use super::{ResumeOptions, RunConfig, Trainer};
+use super::{ResumeOptions, Trainer};
 use crate::dist::Ranks;
+use crate::run::RunConfig;
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 

@@ -1,19 +1,19 @@
-//! Starting a run (validate everything, then create the run directory in one step) and
+//! Starting a run (check the config once, then create the run directory in one step) and
 //! resuming one from its latest checkpoint.
 
-use super::checkpoint::{self, TrainerState};
-use super::config::RunConfig;
-use super::divergence::DivergenceMonitor;
-use super::metrics::LostRecord;
 use super::optimizer;
-use super::run_dir::{self, RunInfo, Status};
 use super::trainer::Trainer;
 use crate::data::{Dataset, Tokenizer};
 use crate::init::ParamSource;
 use crate::io::{json, write_atomic};
 use crate::model::Transformer;
 use crate::model::params::ParamCounts;
-use crate::recipe::ResolvedRecipe;
+use crate::run::checkpoint::{self, TrainerState};
+use crate::run::config::RunConfig;
+use crate::run::divergence::DivergenceMonitor;
+use crate::run::layout::{self, RunInfo, Status};
+use crate::run::metrics::LostRecord;
+use crate::run::{CheckedConfig, load_run};
 use anyhow::{Context, bail};
 use std::path::Path;
 
@@ -38,7 +38,7 @@ pub fn start_with(
 ) -> anyhow::Result<Trainer> {
     let p = prepare(cfg, init, log)?;
     let dir = p.cfg.run.dir.clone();
-    run_dir::claim(&dir, force)?;
+    layout::claim(&dir, force)?;
     let lock = create_run_dir(&dir, &p.cfg, &p.data, p.counts, p.state.total_steps)?;
     Trainer::assemble(p.cfg, dir, p.data, p.model, p.optim, p.state, p.device, p.ad, Some(lock), p.tasks)
 }
@@ -53,7 +53,7 @@ pub fn follow_start(cfg: RunConfig, log: &dyn Fn(&str)) -> anyhow::Result<Traine
 
 /// A new run's data, model, optimizer and first state, from a validated config.
 struct Prepared {
-    cfg: RunConfig,
+    cfg: CheckedConfig,
     data: Dataset,
     model: Transformer,
     optim: burn::optim::ModuleOptimizer,
@@ -64,16 +64,14 @@ struct Prepared {
     tasks: Vec<crate::tasks::Task>,
 }
 
-fn prepare(mut cfg: RunConfig, init: Option<(ParamSource, Tokenizer)>, log: &dyn Fn(&str)) -> anyhow::Result<Prepared> {
+fn prepare(cfg: RunConfig, init: Option<(ParamSource, Tokenizer)>, log: &dyn Fn(&str)) -> anyhow::Result<Prepared> {
     // From the sizes alone, before the recipe is resolved or anything is allocated.
     check_memory(&cfg, cfg.model.matrix_params())?;
-    let recipe = cfg.validate()?;
-    cfg.check_eval()?;
-    if let Some(w) = crate::recipe::theorem_3_6_warning(&recipe) {
+    let mut cfg = cfg.check()?;
+    if let Some(w) = crate::recipe::theorem_3_6_warning(cfg.recipe()) {
         log(&format!("warning: {w}"));
     }
-    let device = crate::device::parse(&cfg.run.device)?;
-    check_precision(&device, &cfg.run.device, cfg.train.precision)?;
+    let device = cfg.open_device()?;
     let (source, tokenizer) = match init {
         Some((s, t)) => (s, Some(t)),
         None => (ParamSource::Seeded(cfg.train.seed), None),
@@ -87,14 +85,21 @@ fn prepare(mut cfg: RunConfig, init: Option<(ParamSource, Tokenizer)>, log: &dyn
     // build would abort the process inside the allocator).
     check_memory(&cfg, cfg.model.matrix_params())?;
     let ad = autodiff_device(&device, cfg.train.checkpoint_activations);
-    let drawn = matches!(source, ParamSource::Seeded(_));
-    let model = Transformer::with_recipe(&cfg.model, &recipe, source, &ad)?;
-    let model = if drawn { profile_skip_gates(model, &recipe, &cfg, &data, &ad, log) } else { model };
+    let model = match source {
+        ParamSource::Seeded(_) => drawn_model(&cfg, &data, &ad, log)?,
+        loaded => Transformer::with_recipe(&cfg.model, cfg.recipe(), loaded, &ad)?,
+    };
     let counts = crate::model::params::counts(&model);
     let (params, total_steps) = (counts.all, cfg.total_steps(counts)?);
     check_memory(&cfg, params as f64)?;
     let optim = optimizer::build(&optimizer::settings(&cfg.optim, &model), &model);
-    let state = TrainerState {
+    let state = first_state(&cfg, &data, &model, total_steps);
+    Ok(Prepared { cfg, data, model, optim, state, counts, device, ad, tasks })
+}
+
+/// A new run's trainer state before step 1.
+fn first_state(cfg: &CheckedConfig, data: &Dataset, model: &Transformer, total_steps: usize) -> TrainerState {
+    TrainerState {
         step: 0,
         total_steps,
         sampler_state: cfg.train.sampler_seed,
@@ -108,8 +113,32 @@ fn prepare(mut cfg: RunConfig, init: Option<(ParamSource, Tokenizer)>, log: &dyn
         probe: None,
         loss_scale: Default::default(),
         last_eval: None,
-    };
-    Ok(Prepared { cfg, data, model, optim, state, counts, device, ad, tasks })
+    }
+}
+
+/// The model a new run starts from: drawn from `train.seed`, then (for a recipe that asks for
+/// it) Admin's profiling pass on the training split.
+fn drawn_model(
+    cfg: &CheckedConfig,
+    data: &Dataset,
+    device: &burn::tensor::Device,
+    log: &dyn Fn(&str),
+) -> anyhow::Result<Transformer> {
+    let model = Transformer::with_recipe(&cfg.model, cfg.recipe(), ParamSource::Seeded(cfg.train.seed), device)?;
+    Ok(profile_skip_gates(model, cfg, data, device, log))
+}
+
+/// The model the saved run's training started from (`normlab probe --init`): its data
+/// prepared with its tokenizer (handed back), then the model drawn as [`start`] draws it.
+pub fn initial_model(
+    cfg: &CheckedConfig,
+    tokenizer: Tokenizer,
+    device: &burn::tensor::Device,
+    log: &dyn Fn(&str),
+) -> anyhow::Result<(Transformer, Tokenizer)> {
+    let data = Dataset::prepare(&cfg.data, Some(tokenizer), log)?;
+    let model = drawn_model(cfg, &data, device, log)?;
+    Ok((model, data.tokenizer))
 }
 
 /// Admin's profiling pass on a freshly drawn model whose recipe asks for it, on evenly spaced
@@ -117,13 +146,12 @@ fn prepare(mut cfg: RunConfig, init: Option<(ParamSource, Tokenizer)>, log: &dyn
 /// the same ω's).
 fn profile_skip_gates(
     model: Transformer,
-    recipe: &ResolvedRecipe,
-    cfg: &RunConfig,
+    cfg: &CheckedConfig,
     data: &Dataset,
     device: &burn::tensor::Device,
     log: &dyn Fn(&str),
 ) -> Transformer {
-    if !recipe.sublayers.iter().any(|s| s.gate.is_some_and(|g| g.profile)) {
+    if !cfg.recipe().sublayers.iter().any(|s| s.gate.is_some_and(|g| g.profile)) {
         return model;
     }
     use burn::tensor::{Int, Tensor, TensorData};
@@ -141,19 +169,19 @@ fn profile_skip_gates(
 /// directory, locked, in one rename.
 fn create_run_dir(
     dir: &Path,
-    cfg: &RunConfig,
+    cfg: &CheckedConfig,
     data: &Dataset,
     params: ParamCounts,
     total_steps: usize,
-) -> anyhow::Result<run_dir::RunLock> {
+) -> anyhow::Result<layout::RunLock> {
     let info = run_info(cfg, data, params, total_steps);
     let tokenizer = data.tokenizer.to_json()?;
-    run_dir::create(dir, |tmp| {
-        write_atomic(&run_dir::config(tmp), cfg.to_toml()?.as_bytes())?;
-        json::write(&run_dir::info(tmp), &info)?;
-        run_dir::write_status(tmp, &Status::Running { step: 0, total_steps })?;
+    layout::create(dir, |tmp| {
+        write_atomic(&layout::config(tmp), cfg.to_toml()?.as_bytes())?;
+        json::write(&layout::info(tmp), &info)?;
+        layout::write_status(tmp, &Status::Running { step: 0, total_steps })?;
         if let Some(t) = &tokenizer {
-            write_atomic(&run_dir::tokenizer(tmp), t.as_bytes())?;
+            write_atomic(&layout::tokenizer(tmp), t.as_bytes())?;
         }
         Ok(())
     })
@@ -180,7 +208,7 @@ pub fn resume(dir: &Path, log: &dyn Fn(&str)) -> anyhow::Result<Resumed> {
 
 /// [`resume`] with options.
 pub fn resume_with(dir: &Path, opts: ResumeOptions, log: &dyn Fn(&str)) -> anyhow::Result<Resumed> {
-    let status = run_dir::read_status(dir)?.with_context(|| {
+    let status = layout::read_status(dir)?.with_context(|| {
         format!("{} is not a normlab run directory (no status.json); give the run.dir of a run", dir.display())
     })?;
     match &status {
@@ -192,9 +220,9 @@ pub fn resume_with(dir: &Path, opts: ResumeOptions, log: &dyn Fn(&str)) -> anyho
         ),
         Status::Running { .. } | Status::Stopped { .. } => {}
     }
-    let lock = run_dir::lock(dir)?;
-    run_dir::remove_temporaries(dir);
-    let (mut cfg, recipe, tokenizer) = load_run(dir)?;
+    let lock = layout::lock(dir)?;
+    layout::remove_temporaries(dir);
+    let (cfg, tokenizer) = load_run(dir)?;
     let Some(ckpt) = checkpoint::latest(dir, log)? else {
         // The status names the step of the last checkpoint written (a run whose first
         // checkpoint was never written says step 0 and starts again).
@@ -208,43 +236,38 @@ pub fn resume_with(dir: &Path, opts: ResumeOptions, log: &dyn Fn(&str)) -> anyho
                     deleted?); nothing was changed — restore the checkpoints from a backup, or start a new run with \
                     `normlab train --config {} --force`",
                 dir.display(),
-                run_dir::checkpoints(dir).display(),
-                run_dir::config(dir).display()
+                layout::checkpoints(dir).display(),
+                layout::config(dir).display()
             );
         }
         log("no checkpoint yet: starting the run again from step 0");
-        cfg.run.dir = dir.to_path_buf();
         drop(lock);
-        return Ok(Resumed::Trainer(Box::new(start(cfg, true, log)?)));
+        return Ok(Resumed::Trainer(Box::new(start(cfg.in_dir(dir.to_path_buf()).into_config(), true, log)?)));
     };
-    let trainer = restore((cfg, recipe, tokenizer), dir, &ckpt, Some(lock), opts, log)?;
+    let trainer = restore((cfg, tokenizer), dir, &ckpt, Some(lock), opts, log)?;
     Ok(Resumed::Trainer(Box::new(trainer)))
 }
 
 /// The run in `dir` as a rank that only computes, once rank 0 has resumed it: from the same
 /// newest checkpoint (or from the start when there is none), writing nothing.
 pub fn follow_resume(dir: &Path, opts: ResumeOptions, log: &dyn Fn(&str)) -> anyhow::Result<Trainer> {
-    let (mut cfg, recipe, tokenizer) = load_run(dir)?;
+    let (cfg, tokenizer) = load_run(dir)?;
     match checkpoint::latest(dir, log)? {
-        Some(ckpt) => restore((cfg, recipe, tokenizer), dir, &ckpt, None, opts, log),
-        None => {
-            cfg.run.dir = dir.to_path_buf();
-            follow_start(cfg, log)
-        }
+        Some(ckpt) => restore((cfg, tokenizer), dir, &ckpt, None, opts, log),
+        None => follow_start(cfg.in_dir(dir.to_path_buf()).into_config(), log),
     }
 }
 
 /// The trainer of `dir` as checkpoint `ckpt` saved it.
 fn restore(
-    (mut cfg, recipe, tokenizer): (RunConfig, ResolvedRecipe, Tokenizer),
+    (mut cfg, tokenizer): (CheckedConfig, Tokenizer),
     dir: &Path,
     ckpt: &Path,
-    lock: Option<run_dir::RunLock>,
+    lock: Option<layout::RunLock>,
     opts: ResumeOptions,
     log: &dyn Fn(&str),
 ) -> anyhow::Result<Trainer> {
-    let device = crate::device::parse(&cfg.run.device)?;
-    check_precision(&device, &cfg.run.device, cfg.train.precision)?;
+    let device = cfg.open_device()?;
     let mut data = Dataset::prepare(&cfg.data, Some(tokenizer), log)?;
     check_corpus(dir, &data.info.corpus_sha256, opts, log)?;
     cfg.fit_vocab(data.tokenizer.vocab_size(), &data.info.tokenizer)?;
@@ -261,8 +284,8 @@ fn restore(
             data.info.tokenizer
         );
     }
-    let weights = run_dir::checkpoint_weights(ckpt);
-    let model = checkpoint::load_weights(&weights, &cfg.model, &recipe, &state.tokenizer, &ad)?;
+    let weights = layout::checkpoint_weights(ckpt);
+    let model = checkpoint::load_weights(&weights, &cfg.model, cfg.recipe(), &state.tokenizer, &ad)?;
     let optim = checkpoint::load_optimizer(ckpt, optimizer::build(&optimizer::settings(&cfg.optim, &model), &model))?;
     log(&format!("resuming {} at step {}/{} from {}", dir.display(), state.step, state.total_steps, ckpt.display()));
     let writes = lock.is_some();
@@ -270,7 +293,7 @@ fn restore(
     if let (Some(l), true) = (lost, writes) {
         log(&format!(
             "warning: {} lost {} bytes of records before step {}; continuing, the gap recorded",
-            run_dir::metrics(dir).display(),
+            layout::metrics(dir).display(),
             l.bytes,
             l.step
         ));
@@ -282,7 +305,7 @@ fn restore(
 /// The records `metrics.jsonl` lost (shorter than the checkpoint recorded, or missing): refused
 /// unless allowed, then returned to be recorded.
 fn lost_records(dir: &Path, state: &TrainerState, opts: ResumeOptions) -> anyhow::Result<Option<LostRecord>> {
-    let path = run_dir::metrics(dir);
+    let path = layout::metrics(dir);
     let have = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
     if have >= state.metrics_bytes {
         return Ok(None);
@@ -302,7 +325,7 @@ fn lost_records(dir: &Path, state: &TrainerState, opts: ResumeOptions) -> anyhow
 /// Refuses to continue a run on a corpus other than the one it started on (its batches would
 /// come from other text, and the curve would not continue the one recorded), unless allowed.
 fn check_corpus(dir: &Path, now: &str, opts: ResumeOptions, log: &dyn Fn(&str)) -> anyhow::Result<()> {
-    let info: RunInfo = json::read(&run_dir::info(dir))?;
+    let info: RunInfo = json::read(&layout::info(dir))?;
     let was = &info.data.corpus_sha256;
     if was == now {
         return Ok(());
@@ -319,34 +342,7 @@ fn check_corpus(dir: &Path, now: &str, opts: ResumeOptions, log: &dyn Fn(&str)) 
     )
 }
 
-/// A run's config, its resolved recipe and its tokenizer, as saved in its directory.
-pub fn load_run(dir: &Path) -> anyhow::Result<(RunConfig, ResolvedRecipe, Tokenizer)> {
-    let cfg_path = run_dir::config(dir);
-    if !cfg_path.is_file() {
-        bail!("{} is not a normlab run directory (no config.toml)", dir.display());
-    }
-    let cfg = RunConfig::load(Some(&cfg_path), &[])?;
-    let recipe = cfg.validate()?;
-    let tokenizer = match Tokenizer::fixed(cfg.data.tokenizer) {
-        Some(t) => t,
-        None => {
-            let p = run_dir::tokenizer(dir);
-            if !p.is_file() {
-                bail!(
-                    "{} uses a BPE tokenizer but {} is missing; it cannot be evaluated or resumed without it",
-                    dir.display(),
-                    p.display()
-                );
-            }
-            Tokenizer::load_bpe(&p).with_context(|| {
-                format!("{} is damaged; restore the run's tokenizer.json from a backup", dir.display())
-            })?
-        }
-    };
-    Ok((cfg, recipe, tokenizer))
-}
-
-fn run_info(cfg: &RunConfig, data: &Dataset, counts: ParamCounts, total_steps: usize) -> RunInfo {
+fn run_info(cfg: &CheckedConfig, data: &Dataset, counts: ParamCounts, total_steps: usize) -> RunInfo {
     let params = counts.all;
     let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let tokens_per_step = cfg.train.batch_size * cfg.train.seq_len;
@@ -355,7 +351,7 @@ fn run_info(cfg: &RunConfig, data: &Dataset, counts: ParamCounts, total_steps: u
         command: std::env::args().collect(),
         started_unix: started,
         machine: crate::device::machine(),
-        device: cfg.run.device.clone(),
+        device: cfg.run.device.to_string(),
         seed: cfg.train.seed,
         sampler_seed: cfg.train.sampler_seed,
         params,
@@ -373,22 +369,8 @@ fn run_info(cfg: &RunConfig, data: &Dataset, counts: ParamCounts, total_steps: u
 /// report theirs through burn).
 fn check_memory(cfg: &RunConfig, params: f64) -> anyhow::Result<()> {
     let est = super::memory::estimate(cfg, params);
-    let on_cpu = matches!(cfg.run.device.as_str(), "cpu" | "flex");
+    let on_cpu = cfg.run.device.is_cpu();
     super::memory::check(est, on_cpu.then(super::memory::available_cpu).flatten())
-}
-
-/// Refuses a half precision the device cannot compute in (wgpu's WGSL has f16 but no bf16:
-/// burn would run it and produce NaN).
-pub fn check_precision(device: &burn::tensor::Device, name: &str, p: crate::kernels::Precision) -> anyhow::Result<()> {
-    match p.half() {
-        Some(h) if !device.supports_dtype(h) => bail!(
-            "train.precision = \"{}\" is not supported on run.device = \"{}\"{}; use \"f16\" or \"f32\"",
-            format!("{p:?}").to_lowercase(),
-            name,
-            if name == "wgpu" { " (WGSL has no bfloat16; the vulkan device may have it)" } else { "" }
-        ),
-        _ => Ok(()),
-    }
 }
 
 /// The training device: autodiff on `device`, with gradient checkpointing when asked

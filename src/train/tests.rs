@@ -3,16 +3,16 @@
 //! full batch, determinism, resumption, divergence and set-up errors.
 
 use super::clip::clip_global;
-use super::config::RunConfig;
-use super::metrics::{Metrics, MetricsRecord};
 use super::optimizer;
-use super::run_dir::{self, Status};
-use super::schedule::{ScheduleConfig, ScheduleKind};
 use super::{Outcome, Resumed, Trainer, resume, start};
 use crate::init::ParamSource;
 use crate::model::params::{named_grads, named_values, param_table};
 use crate::model::{ModelConfig, Transformer};
 use crate::recipe::RecipeConfig;
+use crate::run::config::RunConfig;
+use crate::run::layout::{self, Status};
+use crate::run::metrics::{Metrics, MetricsRecord};
+use crate::run::schedule::{ScheduleConfig, ScheduleKind};
 use crate::testutil::temp_dir;
 use burn::optim::GradientsParams;
 use burn::tensor::{Int, Tensor, TensorData};
@@ -44,7 +44,7 @@ pub(crate) fn tiny_cfg(root: &std::path::Path, steps: usize) -> RunConfig {
 }
 
 pub(super) fn train_losses(dir: &Path) -> Vec<f64> {
-    Metrics::read(&run_dir::metrics(dir)).unwrap().train.iter().map(|r| r.loss).collect()
+    Metrics::read(&layout::metrics(dir)).unwrap().train.iter().map(|r| r.loss).collect()
 }
 
 pub(super) fn run(cfg: RunConfig) -> (Trainer, Outcome) {
@@ -126,7 +126,7 @@ fn weight_decay_reaches_matrices_only() {
                 _ => grads.register(p.id, Tensor::<2>::zeros([p.shape[0], p.shape[1]], &crate::testutil::cpu())),
             }
         }
-        let oc = super::OptimConfig { weight_decay: 0.1, ..Default::default() };
+        let oc = crate::run::OptimConfig { weight_decay: 0.1, ..Default::default() };
         let mut optim = optimizer::build(&oc, &model);
         let model = optim.step(0.5, model, grads);
         let mut n_decayed = 0;
@@ -163,7 +163,7 @@ fn ngpt_weights_stay_on_the_sphere_without_weight_decay() {
     };
     let device = crate::testutil::cpu().autodiff();
     let model = Transformer::new(&cfg, ParamSource::Seeded(1), &device).unwrap();
-    let oc = super::OptimConfig { weight_decay: 0.1, ..Default::default() };
+    let oc = crate::run::OptimConfig { weight_decay: 0.1, ..Default::default() };
     assert_eq!(optimizer::settings(&oc, &model).weight_decay, 0.0);
     let unit_norms = |m: &Transformer| {
         let mut worst: f64 = 0.0;
@@ -295,9 +295,9 @@ fn an_interrupted_run_resumes_to_the_identical_curve() {
     assert!(matches!(t.run(&mut p).unwrap(), Outcome::Finished { .. }));
     let read = |d: &str| records_without_timings(&root.join(d));
     assert_eq!(read("whole"), read("cut"), "every train and eval record, bit for bit");
-    let w = |d: &str| crate::io::tensors::read(&run_dir::final_weights(&root.join(d))).unwrap().tensors;
+    let w = |d: &str| crate::io::tensors::read(&layout::final_weights(&root.join(d))).unwrap().tensors;
     assert_eq!(w("whole"), w("cut"), "identical final weights");
-    let probes = |d: &str| std::fs::read_to_string(run_dir::probes(&root.join(d))).unwrap();
+    let probes = |d: &str| std::fs::read_to_string(layout::probes(&root.join(d))).unwrap();
     assert_eq!(probes("whole"), probes("cut"), "the probes (gradient CV, spikes included) continue exactly");
     assert!(matches!(resume(&root.join("cut"), &quiet).unwrap(), Resumed::AlreadyFinished(_)));
 }
@@ -319,7 +319,7 @@ fn training_lowers_the_validation_loss() {
     let n = text.len() as f64;
     let unigram: f64 = counts.iter().filter(|&&c| c > 0.0).map(|&c| -(c / n) * (c / n).ln()).sum();
     assert!(val_loss < unigram - 0.3, "val loss {val_loss} vs unigram entropy {unigram}");
-    assert!(run_dir::final_weights(&t.dir).is_file());
+    assert!(layout::final_weights(&t.dir).is_file());
 }
 
 #[test]
@@ -333,7 +333,7 @@ fn divergence_is_recorded_with_its_step() {
     let (t, o) = run(cfg);
     let Outcome::Diverged { step, reason } = o else { panic!("lr 50 must diverge: {o:?}") };
     assert!(step > 1 && step <= 30, "{step}");
-    assert_eq!(run_dir::read_status(&t.dir).unwrap(), Some(Status::Diverged { step, reason }));
+    assert_eq!(layout::read_status(&t.dir).unwrap(), Some(Status::Diverged { step, reason }));
     assert_eq!(train_losses(&t.dir).len(), step - 1, "the diverged step is not logged as a training step");
 }
 
@@ -377,7 +377,7 @@ fn config_errors_name_the_key_and_the_fix() {
     };
     let err = |p: &Path, sets: &[&str]| {
         let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-        match RunConfig::load(Some(p), &sets).and_then(|c| c.validate().map(|_| c)) {
+        match RunConfig::load(Some(p), &sets).and_then(|c| c.clone().check().map(|_| c)) {
             Ok(_) => panic!("accepted"),
             Err(e) => format!("{e:#}"),
         }
@@ -405,7 +405,7 @@ fn config_errors_name_the_key_and_the_fix() {
     assert_eq!(c.optim.lr, 2e-3);
     assert_eq!(c.model.validate().unwrap().0.name, "peri*");
     let c = RunConfig::load(None, &["train.tokens_per_param=20".into()]).unwrap();
-    c.validate().unwrap();
+    c.clone().check().unwrap();
     assert_eq!(c.train.steps, None, "a ratio replaces the default step count");
     // 20 tokens/param for a 1000-parameter model at 4 × 32 tokens per step: ⌈20000 / 128⌉.
     let mut c2 = c.clone();
@@ -416,7 +416,7 @@ fn config_errors_name_the_key_and_the_fix() {
     // `train.param_count = "non_embedding"`: ⌈20 · 400 / 128⌉.
     let c3 =
         RunConfig::load(None, &["train.tokens_per_param=20".into(), "train.param_count=non_embedding".into()]).unwrap();
-    let c3 = RunConfig { train: crate::train::TrainSection { batch_size: 4, seq_len: 32, ..c3.train }, ..c3 };
+    let c3 = RunConfig { train: crate::run::TrainSection { batch_size: 4, seq_len: 32, ..c3.train }, ..c3 };
     assert_eq!(c3.total_steps(n).unwrap(), 63);
 }
 
@@ -426,7 +426,7 @@ fn the_regulariser_is_logged_apart_from_the_cross_entropy() {
     let mut cfg = tiny_cfg(&root, 3);
     cfg.model.recipe = RecipeConfig::Preset("kitenorm".into()); // λ = 1 (KiteNorm Table 2)
     let (t, _) = run(cfg);
-    let recs = Metrics::read(&run_dir::metrics(&t.dir)).unwrap().train;
+    let recs = Metrics::read(&layout::metrics(&t.dir)).unwrap().train;
     for r in &recs {
         let (loss, ce, reg) = (r.loss, r.ce, r.reg.unwrap());
         assert!(reg >= 0.0);
@@ -434,7 +434,7 @@ fn the_regulariser_is_logged_apart_from_the_cross_entropy() {
     }
     let root = temp_dir("noreg");
     let (t, _) = run(tiny_cfg(&root, 2));
-    let r = &Metrics::read(&run_dir::metrics(&t.dir)).unwrap().train[0];
+    let r = &Metrics::read(&layout::metrics(&t.dir)).unwrap().train[0];
     assert!(r.reg.is_none() && r.loss == r.ce, "pre-norm has no regulariser: {r:?}");
 }
 
@@ -450,7 +450,7 @@ fn probes_never_change_training() {
         c.probe.tensorboard = every > 0;
         let mut t = start(c, false, &|_| {}).unwrap();
         t.run(&mut super::progress::Progress::new(6, 0, true)).unwrap();
-        crate::io::jsonl::read::<MetricsRecord>(&run_dir::metrics(&root.join(dir)))
+        crate::io::jsonl::read::<MetricsRecord>(&layout::metrics(&root.join(dir)))
             .unwrap()
             .into_iter()
             .map(|r| match r {
@@ -490,7 +490,7 @@ fn after_training_at_a_high_learning_rate_pre_norm_variance_escalates_beyond_per
         c.probe.tensorboard = false;
         let mut t = start(c, false, &|_| {}).unwrap();
         t.run(&mut super::progress::Progress::new(30, 0, true)).unwrap();
-        let probes = crate::io::jsonl::read::<crate::probe::ProbeRecord>(&run_dir::probes(&root.join(recipe))).unwrap();
+        let probes = crate::io::jsonl::read::<crate::probe::ProbeRecord>(&layout::probes(&root.join(recipe))).unwrap();
         probes.last().unwrap().forward.sublayers[31].x.var
     };
     let (pre, peri) = (deep_var("pre"), deep_var("peri"));
@@ -524,14 +524,14 @@ fn entry_names(dir: &Path) -> Vec<String> {
 
 /// metrics.jsonl without its timings (they differ between sessions; no other field may).
 pub(super) fn records_without_timings(dir: &Path) -> Vec<MetricsRecord> {
-    crate::io::jsonl::read::<MetricsRecord>(&run_dir::metrics(dir))
+    crate::io::jsonl::read::<MetricsRecord>(&layout::metrics(dir))
         .unwrap()
         .into_iter()
         .map(|r| match r {
             MetricsRecord::Train(t) => {
-                MetricsRecord::Train(super::metrics::TrainRecord { tokens_per_s: 0.0, wall_s: 0.0, ..t })
+                MetricsRecord::Train(crate::run::metrics::TrainRecord { tokens_per_s: 0.0, wall_s: 0.0, ..t })
             }
-            MetricsRecord::Eval(e) => MetricsRecord::Eval(super::metrics::EvalRecord { wall_s: 0.0, ..e }),
+            MetricsRecord::Eval(e) => MetricsRecord::Eval(crate::run::metrics::EvalRecord { wall_s: 0.0, ..e }),
             other => other,
         })
         .collect()
@@ -548,7 +548,7 @@ fn a_lost_latest_json_or_a_damaged_checkpoint_still_resumes_to_the_same_curve() 
 
     // latest.json deleted: the newest checkpoint (step 10) is found by scanning.
     run_until(cfg.clone(), "lost", &root, 12);
-    std::fs::remove_file(run_dir::latest_checkpoint(&root.join("lost"))).unwrap();
+    std::fs::remove_file(layout::latest_checkpoint(&root.join("lost"))).unwrap();
     let used = std::cell::RefCell::new(Vec::new());
     finish(&root.join("lost"), &|m| used.borrow_mut().push(m.to_string()));
     assert!(used.borrow().iter().any(|m| m.contains("step-000010")), "{:?}", used.borrow());
@@ -556,7 +556,7 @@ fn a_lost_latest_json_or_a_damaged_checkpoint_still_resumes_to_the_same_curve() 
 
     // The newest checkpoint truncated: the one before it is used, and the log says so.
     run_until(cfg.clone(), "torn", &root, 12);
-    let w = run_dir::checkpoint_weights(&run_dir::checkpoints(&root.join("torn")).join("step-000010"));
+    let w = layout::checkpoint_weights(&layout::checkpoints(&root.join("torn")).join("step-000010"));
     let bytes = std::fs::read(&w).unwrap();
     std::fs::write(&w, &bytes[..bytes.len() / 2]).unwrap();
     let used = std::cell::RefCell::new(Vec::new());
@@ -569,12 +569,12 @@ fn a_lost_latest_json_or_a_damaged_checkpoint_still_resumes_to_the_same_curve() 
     // Every checkpoint damaged: a clear error, and nothing is deleted.
     run_until(cfg, "gone", &root, 12);
     for step in ["step-000005", "step-000010"] {
-        std::fs::remove_file(run_dir::checkpoint_optimizer(&run_dir::checkpoints(&root.join("gone")).join(step)))
+        std::fs::remove_file(layout::checkpoint_optimizer(&layout::checkpoints(&root.join("gone")).join(step)))
             .unwrap();
     }
     let e = format!("{:#}", resume(&root.join("gone"), &quiet).err().unwrap());
     assert!(e.contains("every checkpoint") && e.contains("nothing was deleted"), "{e}");
-    assert!(run_dir::checkpoint_state(&run_dir::checkpoints(&root.join("gone")).join("step-000010")).is_file());
+    assert!(layout::checkpoint_state(&layout::checkpoints(&root.join("gone")).join("step-000010")).is_file());
 }
 
 #[test]
@@ -588,7 +588,7 @@ fn a_second_writer_is_refused_while_the_first_trains() {
     assert!(e.contains("being trained right now"), "--force does not take a run from its writer: {e}");
     drop(first);
     finish(&cfg.run.dir, &quiet);
-    assert!(matches!(run_dir::read_status(&cfg.run.dir).unwrap(), Some(Status::Finished { .. })));
+    assert!(matches!(layout::read_status(&cfg.run.dir).unwrap(), Some(Status::Finished { .. })));
 }
 
 #[test]
@@ -597,21 +597,21 @@ fn an_unwritable_checkpoint_names_the_file_stops_cleanly_and_stays_resumable() {
     let cfg = tiny_cfg(&root, 8);
     let mut t = start(cfg.clone(), false, &quiet).unwrap();
     // A file where the checkpoints directory must go: creating it fails, as on a full disk.
-    let blocker = run_dir::checkpoints(&t.dir);
+    let blocker = layout::checkpoints(&t.dir);
     std::fs::write(&blocker, b"not a directory").unwrap();
     let e = format!("{:#}", t.run(&mut super::progress::Progress::new(8, 0, true)).err().unwrap());
     assert!(e.contains("cannot create") && e.contains(&blocker.display().to_string()), "{e}");
     drop(t);
-    assert_eq!(run_dir::read_status(&cfg.run.dir).unwrap(), Some(Status::Running { step: 0, total_steps: 8 }));
+    assert_eq!(layout::read_status(&cfg.run.dir).unwrap(), Some(Status::Running { step: 0, total_steps: 8 }));
     std::fs::remove_file(&blocker).unwrap();
     // What a killed writer leaves behind is cleared at the next start.
-    std::fs::create_dir_all(run_dir::checkpoints(&cfg.run.dir).join(".step-000099.tmp")).unwrap();
-    std::fs::write(run_dir::checkpoints(&cfg.run.dir).join(".latest.json.4242.0.tmp"), b"{").unwrap();
+    std::fs::create_dir_all(layout::checkpoints(&cfg.run.dir).join(".step-000099.tmp")).unwrap();
+    std::fs::write(layout::checkpoints(&cfg.run.dir).join(".latest.json.4242.0.tmp"), b"{").unwrap();
     finish(&cfg.run.dir, &quiet);
     let left: Vec<String> =
-        entry_names(&run_dir::checkpoints(&cfg.run.dir)).into_iter().filter(|n| n.ends_with(".tmp")).collect();
+        entry_names(&layout::checkpoints(&cfg.run.dir)).into_iter().filter(|n| n.ends_with(".tmp")).collect();
     assert!(left.is_empty(), "{left:?}");
-    assert!(matches!(run_dir::read_status(&cfg.run.dir).unwrap(), Some(Status::Finished { .. })));
+    assert!(matches!(layout::read_status(&cfg.run.dir).unwrap(), Some(Status::Finished { .. })));
 }
 
 #[test]
@@ -622,10 +622,10 @@ fn eval_every_zero_means_only_at_the_end_and_keep_checkpoints_is_honoured() {
     cfg.run.checkpoint_every = 2;
     cfg.run.keep_checkpoints = 3;
     let (t, _) = run(cfg);
-    let m = Metrics::read(&run_dir::metrics(&t.dir)).unwrap();
+    let m = Metrics::read(&layout::metrics(&t.dir)).unwrap();
     assert_eq!(m.eval.iter().map(|e| e.step).collect::<Vec<_>>(), [12]);
     let kept: Vec<String> =
-        entry_names(&run_dir::checkpoints(&t.dir)).into_iter().filter(|n| n.starts_with("step-")).collect();
+        entry_names(&layout::checkpoints(&t.dir)).into_iter().filter(|n| n.starts_with("step-")).collect();
     assert_eq!(kept, ["step-000008", "step-000010", "step-000012"]);
 }
 
@@ -643,7 +643,7 @@ fn a_corrupted_batch_is_skipped_recorded_and_left_out_of_the_statistics() {
     cfg.train.skip_step_min_history = 8;
     let (t, o) = run_corrupting(cfg.clone(), Some(16));
     assert!(matches!(o, Outcome::Finished { .. }), "{o:?}");
-    let train = Metrics::read(&run_dir::metrics(&cfg.run.dir)).unwrap().train;
+    let train = Metrics::read(&layout::metrics(&cfg.run.dir)).unwrap().train;
     let skipped: Vec<usize> = train.iter().filter(|r| r.skipped.is_some()).map(|r| r.step).collect();
     assert_eq!(skipped, [16], "only the corrupted step: {:?}", train.iter().map(|r| r.loss).collect::<Vec<_>>());
     let spike = &train[15];
@@ -656,7 +656,7 @@ fn a_corrupted_batch_is_skipped_recorded_and_left_out_of_the_statistics() {
     plain.run.dir = root.join("no-skip");
     plain.train.skip_step_sigma = 0.0;
     run_corrupting(plain.clone(), Some(16));
-    let applied = Metrics::read(&run_dir::metrics(&plain.run.dir)).unwrap().train;
+    let applied = Metrics::read(&layout::metrics(&plain.run.dir)).unwrap().train;
     assert!(applied.iter().all(|r| r.skipped.is_none()));
     assert_eq!(
         &applied[..16].iter().map(|r| r.loss).collect::<Vec<_>>(),
@@ -680,8 +680,8 @@ fn a_gradient_norm_alert_is_recorded_and_sent_to_the_command() {
     cfg.probe.alert_command = Some(format!("cat >> '{}'", got.display()));
     run_corrupting(cfg.clone(), Some(18));
     let norms: Vec<f64> =
-        Metrics::read(&run_dir::metrics(&cfg.run.dir)).unwrap().train.iter().map(|r| r.grad_norm).collect();
-    let alerts: Vec<crate::probe::alert::AlertRecord> = crate::io::jsonl::read(&run_dir::alerts(&cfg.run.dir)).unwrap();
+        Metrics::read(&layout::metrics(&cfg.run.dir)).unwrap().train.iter().map(|r| r.grad_norm).collect();
+    let alerts: Vec<crate::probe::alert::AlertRecord> = crate::io::jsonl::read(&layout::alerts(&cfg.run.dir)).unwrap();
     assert!(alerts.iter().any(|a| a.step == 18), "{alerts:?} {norms:?}");
     // Warm-up: round(0.25 · 24) = 6 steps; the bar is 1.5 × the mean of their norms.
     let warmup_mean = norms[..6].iter().sum::<f64>() / 6.0;
@@ -722,7 +722,7 @@ fn a_pairs_run_trains_resumes_identically_and_scores_its_held_out_pairs() {
     assert!(matches!(o, Outcome::Finished { .. }), "{o:?}");
     assert!(t.data.pairs.as_ref().unwrap().train.len() == 54, "every 10th of 60 pairs is held out");
     drop(t);
-    let e: super::pairs_eval::PairsEval = crate::io::json::read(&run_dir::pairs_eval(&root.join("whole"))).unwrap();
+    let e: crate::run::pairs_eval::PairsEval = crate::io::json::read(&layout::pairs_eval(&root.join("whole"))).unwrap();
     assert_eq!(e.sets.len(), 1);
     assert_eq!((e.sets[0].name.as_str(), e.sets[0].overall.n, e.predictions.len()), ("held-out", 6, 6));
     assert_eq!(e.predictions[0].source, "0 9", "the 10th pair, in file order");
@@ -733,7 +733,7 @@ fn a_pairs_run_trains_resumes_identically_and_scores_its_held_out_pairs() {
     let read = |d: &str| records_without_timings(&root.join(d));
     assert_eq!(read("whole"), read("cut"), "every train and eval record, bit for bit");
     let scores = |d: &str| {
-        let e: super::pairs_eval::PairsEval = crate::io::json::read(&run_dir::pairs_eval(&root.join(d))).unwrap();
+        let e: crate::run::pairs_eval::PairsEval = crate::io::json::read(&layout::pairs_eval(&root.join(d))).unwrap();
         e.predictions
     };
     assert_eq!(scores("whole"), scores("cut"), "the same predictions");

@@ -2,17 +2,11 @@
 //! gradient norm, check for divergence and outliers (skip-step), step AdamW with the scheduled
 //! learning rate; validate and checkpoint on their intervals.
 
-use super::checkpoint::{self, TrainerState};
-use super::config::RunConfig;
 use super::engine;
 use super::eval::Evaluated;
-use super::loss_scale::ScaleDecision;
-use super::metrics::{DivergedRecord, EvalRecord, MetricsRecord, TrainRecord};
 use super::pairs_eval;
 use super::progress::Progress;
 use super::qk_clip::{self, ClipEvent};
-use super::run_dir::{self, Status};
-use super::skip::SkipDecision;
 use super::step;
 use super::step::{Share, StepGradients};
 use crate::data::sampler::Batch;
@@ -23,6 +17,13 @@ use crate::io::jsonl::JsonlWriter;
 use crate::kernels::Precision;
 use crate::model::Transformer;
 use crate::probe::{LiveProbe, ProbePaths};
+use crate::run::CheckedConfig;
+use crate::run::checkpoint::{self, TrainerState};
+use crate::run::config::RunConfig;
+use crate::run::layout::{self, Status};
+use crate::run::loss_scale::ScaleDecision;
+use crate::run::metrics::{DivergedRecord, EvalRecord, MetricsRecord, TrainRecord};
+use crate::run::skip::SkipDecision;
 use burn::module::Module;
 use burn::optim::ModuleOptimizer;
 use burn::tensor::{Device, Int, Tensor, TensorData};
@@ -54,7 +55,7 @@ pub enum Outcome {
 }
 
 pub struct Trainer {
-    pub cfg: RunConfig,
+    pub cfg: CheckedConfig,
     pub dir: PathBuf,
     pub data: Dataset,
     pub model: Transformer,
@@ -85,7 +86,7 @@ pub(super) struct Outputs {
     pub(super) metrics: JsonlWriter,
     pub(super) probe: LiveProbe,
     /// Held for the trainer's life: no second process (or job) writes this run.
-    _lock: run_dir::RunLock,
+    _lock: layout::RunLock,
 }
 
 /// See [`Trainer::batch_hook`].
@@ -105,7 +106,7 @@ impl Trainer {
     /// continues from `state` (a new run's state is its seed).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn assemble(
-        cfg: RunConfig,
+        cfg: CheckedConfig,
         dir: PathBuf,
         data: Dataset,
         mut model: Transformer,
@@ -113,7 +114,7 @@ impl Trainer {
         state: TrainerState,
         device: Device,
         ad: Device,
-        lock: Option<run_dir::RunLock>,
+        lock: Option<layout::RunLock>,
         tasks: Vec<crate::tasks::Task>,
     ) -> anyhow::Result<Self> {
         model.set_precision(cfg.train.precision);
@@ -248,12 +249,12 @@ impl Trainer {
         if self.out.is_some() {
             self.score_pairs(progress)?;
             let (step, tokenizer) = (self.state.step, &self.state.tokenizer);
-            let weights = run_dir::final_weights(&self.dir);
+            let weights = layout::final_weights(&self.dir);
             checkpoint::save_weights(&weights, &self.model, step, tokenizer)?;
             let weights_sha256 = Some(checkpoint::file_sha256(&weights)?);
             let status =
                 Status::Finished { step, val_loss: e.val_loss, val_ppl: e.val_ppl, wall_s: wall, weights_sha256 };
-            run_dir::write_status(&self.dir, &status)?;
+            layout::write_status(&self.dir, &status)?;
         }
         progress.finish();
         Ok(Outcome::Finished { val_loss: e.val_loss, val_ppl: e.val_ppl })
@@ -271,7 +272,7 @@ impl Trainer {
         self.checkpoint(wall_s)?;
         if self.out.is_some() {
             let status = Status::Stopped { step, total_steps: self.state.total_steps, signal: signal.name().into() };
-            run_dir::write_status(&self.dir, &status)?;
+            layout::write_status(&self.dir, &status)?;
         }
         progress.finish();
         Ok(Outcome::Interrupted { step, signal })
@@ -281,7 +282,7 @@ impl Trainer {
         let step = self.state.step + 1;
         self.record(&MetricsRecord::Diverged(DivergedRecord { step, reason: reason.clone() }))?;
         if self.out.is_some() {
-            run_dir::write_status(&self.dir, &Status::Diverged { step, reason: reason.clone() })?;
+            layout::write_status(&self.dir, &Status::Diverged { step, reason: reason.clone() })?;
         }
         progress.println(&format!("diverged at step {step}: {reason}"));
         progress.finish();
@@ -498,7 +499,7 @@ impl Trainer {
             let named: Vec<(&str, f32)> = scalars.iter().map(|(k, v)| (k.as_str(), *v)).collect();
             out.probe.scalars(step, &named)?;
         }
-        let record = crate::train::metrics::TasksRecord { step, results, seconds: t0.elapsed().as_secs_f64() };
+        let record = crate::run::metrics::TasksRecord { step, results, seconds: t0.elapsed().as_secs_f64() };
         self.record(&MetricsRecord::Tasks(record))
     }
 
@@ -508,8 +509,8 @@ impl Trainer {
         let plain = self.model.valid();
         let tok = &self.data.tokenizer;
         let e = pairs_eval::score_sets(&plain, tok, &p.tests, self.cfg.train.seq_len, self.state.step, &self.device)?;
-        progress.println(&pairs_eval::summary(&e));
-        crate::io::json::write(&run_dir::pairs_eval(&self.dir), &e)
+        progress.println(&crate::run::pairs_eval::summary(&e));
+        crate::io::json::write(&layout::pairs_eval(&self.dir), &e)
     }
 
     /// Writes a checkpoint now (an imported run's step 0, so that `eval`, `generate`, `probe`
@@ -526,7 +527,7 @@ impl Trainer {
             self.state.probe = Some(out.probe.checkpoint_state()?);
             checkpoint::save(&self.dir, &self.model, &self.optim, &self.state, self.cfg.run.keep_checkpoints)?;
             let status = Status::Running { step: self.state.step, total_steps: self.state.total_steps };
-            run_dir::write_status(&self.dir, &status)?;
+            layout::write_status(&self.dir, &status)?;
         }
         if self.ranks.size() > 1 {
             self.ranks.set_resume_hint(self.resume_hint());
@@ -536,7 +537,7 @@ impl Trainer {
 
     /// Appends a record to `metrics.jsonl` (on the writing rank).
     /// Records that `metrics.jsonl` lost records before this resume.
-    pub fn record_lost(&mut self, l: crate::train::metrics::LostRecord) -> anyhow::Result<()> {
+    pub fn record_lost(&mut self, l: crate::run::metrics::LostRecord) -> anyhow::Result<()> {
         self.record(&MetricsRecord::Lost(l))
     }
 
@@ -560,12 +561,12 @@ impl Outputs {
         cfg: &RunConfig,
         dir: &std::path::Path,
         state: &TrainerState,
-        lock: run_dir::RunLock,
+        lock: layout::RunLock,
     ) -> anyhow::Result<Self> {
-        let metrics = JsonlWriter::open(&run_dir::metrics(dir), state.metrics_bytes)?;
-        let records = run_dir::probes(dir);
-        let alerts = run_dir::alerts(dir);
-        let tb = run_dir::tensorboard(dir);
+        let metrics = JsonlWriter::open(&layout::metrics(dir), state.metrics_bytes)?;
+        let records = layout::probes(dir);
+        let alerts = layout::alerts(dir);
+        let tb = layout::tensorboard(dir);
         let paths = ProbePaths { records: &records, alerts: &alerts, tensorboard: &tb };
         let warmup = cfg.schedule.warmup_steps(state.total_steps);
         let probe = LiveProbe::open(&paths, &cfg.probe, 2 * cfg.model.n_layers, warmup, state.probe.clone())?;
@@ -647,13 +648,11 @@ fn tensorboard_scalars(r: &TrainRecord) -> Vec<(&'static str, f32)> {
 /// The `[eval]` tasks of `cfg`, loaded (built-in ones made from the corpus in its cache) and
 /// each request checked to fit the run's context with `tok`: a task that cannot be scored is
 /// refused before training, not after it.
-pub(super) fn load_tasks(cfg: &RunConfig, tok: &crate::data::Tokenizer) -> anyhow::Result<Vec<crate::tasks::Task>> {
+pub(super) fn load_tasks(cfg: &CheckedConfig, tok: &crate::data::Tokenizer) -> anyhow::Result<Vec<crate::tasks::Task>> {
     let (cache, context) = (cfg.data.cache_dir(), cfg.train.seq_len);
     let prefix = crate::data::boundary::boundary(tok, cfg.data.task)?.id;
-    let tasks: Vec<crate::tasks::Task> = crate::tasks::spec::expand(&cfg.eval.tasks, &cfg.eval.dir)
-        .iter()
-        .map(|s| crate::tasks::spec::load(s, &cache, context))
-        .collect::<anyhow::Result<_>>()?;
+    let tasks: Vec<crate::tasks::Task> =
+        cfg.tasks().iter().map(|s| crate::tasks::spec::load(s, &cache, context)).collect::<anyhow::Result<_>>()?;
     for t in &tasks {
         crate::tasks::encode::check_fits(t, tok, prefix, context)?;
     }

@@ -38,7 +38,7 @@ pub fn measure(dir: &Path, trainer_steps: usize) -> anyhow::Result<LoaderResult>
         0 => None,
         n => {
             let corpus = dir.display().to_string();
-            let t = crate::bench::bench_trainer_on("pre", "cpu", 3, n, 0, Some(&corpus))?;
+            let t = crate::bench::bench_trainer_on("pre", crate::device::DeviceName::Cpu, 3, n, 0, Some(&corpus))?;
             Some((Dims::REFERENCE.batch * Dims::REFERENCE.seq) as f64 / t.train_tok_s * 1e3)
         }
     };

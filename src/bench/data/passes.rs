@@ -1,12 +1,32 @@
 //! One tokenizing pass of each tool over a corpus file: normlab's (`normlab data prepare` as a
 //! child process, its peak memory from `wait4`) and the `tokenizers` package's.
 
-use super::{DataBenchOptions, FormatResult};
+use super::options::DataBenchOptions;
 use crate::data::prepare::{Manifest, manifest::Split};
 use anyhow::{Context, bail, ensure};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// One format's passes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FormatResult {
+    /// `parquet` or `jsonl.zst`.
+    pub format: String,
+    pub file_bytes: u64,
+    /// The medians over rounds.
+    pub normlab: Pass,
+    pub tokenizers: Pass,
+    /// normlab's tokens/s (reading, decompressing, tokenizing, writing shards) over
+    /// `tokenizers`' (reading and `encode_batch`).
+    pub ratio: f64,
+    /// normlab's tokens/s over `tokenizers`' `encode_batch` alone (its reading not counted).
+    pub ratio_vs_encode_only: f64,
+    /// Both tools counted the same tokens (normlab's without its document separators).
+    pub same_tokens: bool,
+    /// (normlab, tokenizers) tokens/s of every round.
+    pub rounds: Vec<(f64, f64)>,
+}
 
 /// One pass's measurements.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

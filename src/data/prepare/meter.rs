@@ -1,7 +1,14 @@
 //! The progress of a preparation: documents, text bytes and tokens so far and their rates.
 
-use super::Step;
 use std::time::Instant;
+
+/// Progress of one document.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Step {
+    pub documents: u64,
+    pub text_bytes: u64,
+    pub tokens: u64,
+}
 
 pub struct Meter {
     total: Step,

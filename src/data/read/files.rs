@@ -4,7 +4,11 @@
 //! the compression suffix (`.gz`, `.zst`) removed.
 
 use anyhow::{Context, bail, ensure};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
+
+/// The callback the readers call with each document's text.
+pub type OnText<'a> = dyn FnMut(&str) -> anyhow::Result<ControlFlow<()>> + 'a;
 
 /// How a file's documents are stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

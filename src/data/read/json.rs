@@ -1,9 +1,9 @@
 //! JSON lines (one object per line) and JSON arrays of objects, streamed: the string field
 //! `field` of each record is one document.
 
-use super::OnText;
 use super::decompress::{self, failed};
 use super::files::CorpusFile;
+use super::files::OnText;
 use anyhow::{Context, anyhow, bail};
 use serde_json::Value;
 use std::io::BufRead;

@@ -1,8 +1,8 @@
 //! One string column of a parquet file, streamed row group by row group through the record
 //! API (only that column is decoded).
 
-use super::OnText;
 use super::files::CorpusFile;
+use super::files::OnText;
 use anyhow::{Context, anyhow, bail};
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::record::Field;

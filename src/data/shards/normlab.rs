@@ -18,7 +18,7 @@ impl TokenFile {
         crate::io::write_atomic(path, &encode(tokens))
     }
 
-    /// An in-memory token stream (e.g. `normlab eval --data` on text that is not cached).
+    /// An in-memory token stream (e.g. `normlab perplexity --data` on text that is not cached).
     pub fn from_tokens(tokens: &[u32]) -> Self {
         let bytes = encode(tokens);
         let width = u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize;

@@ -1,56 +1,14 @@
-//! Every named recipe, as data. KiteNorm Table 2 (Appendix D.2) is the exact spec for the
-//! baselines it lists; the Peri-LN paper and the BHyT paper (DyT, BHyT) for theirs.
+//! Presets that differ in where the norms go (and which base norm): post-, pre- and Peri-LN
+//! and their RMSNorm forms, GPT-2's, LayerNorm-Scaling, Mix-LN, KEEL, KiteNorm and its
+//! ablations (KiteNorm Table 2, Appendix D.2, the exact spec for the baselines it lists; the
+//! Peri-LN and BHyT papers for theirs), OLMo 2, Sandwich-LN, LayerNorm-1p and HybridNorm.
 //!
-//! Notation (see [`super::spec`]): `X_{l+1} = N_outer(a·X_l + c·N_out(F_l(s·N_in(X_l))))`,
+//! Notation (see [`crate::recipe::spec`]): `X_{l+1} = N_outer(a·X_l + c·N_out(F_l(s·N_in(X_l))))`,
 //! `k` the 1-based Transformer layer, `L` the number of Transformer layers. `LN` is the
 //! recipe's base norm (LayerNorm unless `norm = "rmsnorm"`).
 
-use super::spec::{BaseNorm, NormName, NormSpec, NormTable, QkNorm, RecipeSpec, Scale, SublayerSpec, Which};
-use std::collections::BTreeMap;
-
-/// A recipe with no norms and every scale 1: the start of every preset and of a config-file
-/// recipe written from scratch.
-pub fn blank(name: &str, about: &str) -> RecipeSpec {
-    RecipeSpec {
-        name: name.into(),
-        about: about.into(),
-        norm: BaseNorm::Layernorm,
-        embedding_scale: None,
-        embedding_norm: NormSpec::none(),
-        final_norm: NormSpec::none(),
-        qk_norm: QkNorm::None,
-        v_norm: QkNorm::None,
-        attn_softcap: None,
-        final_softcap: None,
-        x0_mix: None,
-        qk_clip: None,
-        hypersphere: None,
-        moment_control: None,
-        regularizer: 0.0,
-        params: BTreeMap::new(),
-        sublayer: SublayerSpec::default(),
-        layers: Vec::new(),
-        notes: Vec::new(),
-    }
-}
-
-fn ln() -> Option<NormSpec> {
-    Some(NormSpec::Kind(NormName::Ln))
-}
-
-fn norm_with(kind: NormName, f: impl FnOnce(&mut NormTable)) -> NormSpec {
-    let mut t = NormTable::of(kind);
-    f(&mut t);
-    NormSpec::Table(t)
-}
-
-fn expr(s: &str) -> Option<Scale> {
-    Some(Scale::expr(s))
-}
-
-fn layers(range: &str, which: Which) -> SublayerSpec {
-    SublayerSpec { range: Some(range.into()), sublayers: Some(which), ..Default::default() }
-}
+use super::parts::{blank, expr, layers, ln, norm, norm_with, rms_form};
+use crate::recipe::spec::{BaseNorm, NormName, NormSpec, QkNorm, RecipeSpec, SublayerSpec, Which};
 
 /// Post-norm (Vaswani et al.): `X_{l+1} = LN(X_l + F_l(X_l))`, no final norm (Table 2).
 pub fn post() -> RecipeSpec {
@@ -64,15 +22,6 @@ pub fn pre() -> RecipeSpec {
     let mut r = blank("pre", "pre-norm, X = X + F(LN(X)); final LN; no init scaling (KiteNorm E.1)");
     r.sublayer.input = ln();
     r.final_norm = NormSpec::Kind(NormName::Ln);
-    r
-}
-
-/// `recipe` with RMSNorm as its base norm, renamed: the form the Peri-LN paper ("primarily
-/// RMSNorm") and the BHyT paper (Llama-3.2's RMSNorm, §4.1 and C.3) train their baselines in.
-fn rms_form(mut r: RecipeSpec, name: &str, about: &str) -> RecipeSpec {
-    r.name = name.into();
-    r.about = about.into();
-    r.norm = BaseNorm::Rmsnorm;
     r
 }
 
@@ -243,96 +192,6 @@ pub fn kitenorm_no_reg() -> RecipeSpec {
     r
 }
 
-/// DyT's α₀ before attention by width `d`, from the DyT authors' LLaMA table (Zhu et al. 2025:
-/// 7B, d = 4096: 0.8; 13B, d = 5120: 0.6; 34B and 70B, d = 8192: 0.2). Widths below the
-/// table's smallest take its first row.
-pub const DYT_ATTN_ALPHA: &str = "0.8*(d <= 4096) + 0.6*(d > 4096)*(d <= 5120) + 0.2*(d > 5120)";
-
-/// DyT's α₀ before the FFN and in the final DyT by width (same table: 0.2, 0.15, 0.05).
-pub const DYT_OTHER_ALPHA: &str = "0.2*(d <= 4096) + 0.15*(d > 4096)*(d <= 5120) + 0.05*(d > 5120)";
-
-/// DyT as its authors train LLaMA (Zhu et al. 2025): pre-norm with every RMSNorm replaced by
-/// `γ tanh(α x) + β`, α₀ set per position by width ([`DYT_ATTN_ALPHA`], [`DYT_OTHER_ALPHA`]),
-/// and a learnable scalar on the token embeddings initialised to √d.
-pub fn dyt() -> RecipeSpec {
-    let mut r = blank(
-        "dyt",
-        "DyT, the authors' LLaMA recipe: X = X + F(DyT(X)), DyT(x) = γ·tanh(αx) + β, α₀ by width (0.8 before \
-            attention, 0.2 before the FFN and final for d ≤ 4096); embeddings × learnable e₀ = √d (Zhu et al. 2025)",
-    );
-    r.embedding_scale = expr("sqrt(d)");
-    r.sublayer.input = Some(norm_with(NormName::Dyt, |t| t.alpha = expr(DYT_OTHER_ALPHA)));
-    let mut attn = layers("1..=L", Which::Attn);
-    attn.input = Some(norm_with(NormName::Dyt, |t| t.alpha = expr(DYT_ATTN_ALPHA)));
-    r.layers = vec![attn];
-    r.final_norm = norm_with(NormName::Dyt, |t| t.alpha = expr(DYT_OTHER_ALPHA));
-    r
-}
-
-/// DyT in its plain form: every norm of pre-norm replaced by `γ tanh(α x) + β` with α₀ = 0.5
-/// everywhere (the DyT repository's default) and no embedding scale. At `compare`'s scale it
-/// stalls at the unigram loss: the residual stream outgrows tanh's range (docs/recipes.md).
-pub fn dyt_plain() -> RecipeSpec {
-    let mut r = blank(
-        "dyt-plain",
-        "DyT, plain: X = X + F(DyT(X)), DyT(x) = γ·tanh(αx) + β, α₀ = 0.5 everywhere; final DyT; no embedding \
-            scale (DyT repository default; the BHyT paper)",
-    );
-    r.sublayer.input = Some(norm_with(NormName::Dyt, |t| t.alpha = Some(Scale::Number(0.5))));
-    r.final_norm = norm_with(NormName::Dyt, |t| t.alpha = Some(Scale::Number(0.5)));
-    r
-}
-
-fn bhyt_family(name: &str, kind: NormName, about: &str) -> RecipeSpec {
-    let mut r = blank(name, about);
-    r.sublayer.input = Some(norm_with(kind, |t| t.lambda = Some(1.0)));
-    let mut attn = layers("1..=L", Which::Attn);
-    attn.input = Some(norm_with(kind, |t| t.lambda = Some(2.0)));
-    r.layers = vec![attn];
-    r.final_norm = norm_with(kind, |t| t.lambda = Some(1.0));
-    r
-}
-
-/// BHyT* (the BHyT paper's eq. 1): pre-norm with `γ tanh(λ x / (κ s_x + |μ_x|))`, exact statistics in
-/// every norm; λ₀ = 2.0 before attention, 1.0 before the FFN (C.3) and 1.0 for the final norm
-/// (our choice: the paper gives no final-norm λ).
-pub fn bhyt_star() -> RecipeSpec {
-    bhyt_family(
-        "bhyt-star",
-        NormName::BhytStar,
-        "BHyT*: X = X + F(γ·tanh(λx/(κ s_x + |μ_x|))), κ = 10, λ₀ = 2 (attn) / 1 (FFN, final) (the BHyT paper's eq. 1)",
-    )
-}
-
-/// BHyT (the BHyT paper's Algorithm 1): the attention-input norm computes `s_x² = mean(x²)` exactly,
-/// the FFN-input norm uses `ŝ² = s_x² + ‖W_V W_O‖²_F/(T d)·(λ_attn/κ)²`. Final norm: exact
-/// second moment, λ₀ = 1.0 (our choice).
-pub fn bhyt() -> RecipeSpec {
-    bhyt_family(
-        "bhyt",
-        NormName::Bhyt,
-        "BHyT: BHyT* with one exact statistic per block and the Theorem 3.5 variance approximation before the FFN \
-            (the BHyT paper's Alg. 1)",
-    )
-}
-
-/// RMSNorm-Approx (the BHyT paper's Table 5): pre-norm RMSNorm computing one statistic per block, as
-/// BHyT does: the attention-input RMSNorm measures `s_x² = mean(x²)`, the FFN-input RMSNorm
-/// divides by `√(ŝ² + ε)` with `ŝ² = s_x² + ‖W_V W_O‖²_F/(T d)` (Theorem 3.5 with the
-/// normalised input's unit variance in place of (λ/κ)²); final RMSNorm.
-pub fn rmsnorm_approx() -> RecipeSpec {
-    let mut r = blank(
-        "rmsnorm-approx",
-        "RMSNorm-Approx: X = X + F(RMS(X)), the FFN-input RMSNorm divides by √(ŝ² + ε) with ŝ² = s_x² + \
-            ‖W_V W_O‖²_F/(T d), the block input's statistic plus Theorem 3.5's attention term; final RMSNorm (the BHyT \
-            paper's Table 5)",
-    );
-    r.norm = BaseNorm::Rmsnorm;
-    r.sublayer.input = Some(NormSpec::Kind(NormName::RmsnormApprox));
-    r.final_norm = NormSpec::Kind(NormName::Ln);
-    r
-}
-
 /// OLMo 2: norm on sublayer outputs only, `X_{l+1} = X_l + RMS(F_l(X_l))`, QK-norm over the
 /// full width (before the head split, as OLMo 2 does), final RMSNorm.
 pub fn olmo2() -> RecipeSpec {
@@ -347,16 +206,65 @@ pub fn olmo2() -> RecipeSpec {
     r
 }
 
-/// DeepNorm (DeepNet, decoder-only): `X_{l+1} = LN(α X_l + F_l(X_l))`, α = (2L)^{1/4};
-/// `W_V`, `W_O`, `W_1`, `W_2`, `W_3` × β = (8L)^{−1/4} at init.
-pub fn deepnorm() -> RecipeSpec {
+/// Sandwich-LN: LN before and after every module, `X_{l+1} = X_l + LN(F_l(LN(X_l)))` — the
+/// placement of CogView's Sandwich-LN and Gemma 2's pre- and post-norms, which the Peri-LN
+/// paper names Peri-LN; the same recipe as `peri` under the name the field also uses.
+pub fn sandwich() -> RecipeSpec {
+    let mut r = peri();
+    r.name = "sandwich".into();
+    r.about =
+        "Sandwich-LN: X = X + LN(F(LN(X))), embedding and final LN — CogView's Sandwich-LN and Gemma 2's pre+post \
+        norms; the same recipe as peri (the Peri-LN paper's name for this placement)"
+            .into();
+    r
+}
+
+/// Megatron-LM's `apply_layernorm_1p`: pre-norm whose LayerNorms store their gain centred on
+/// zero, `(1 + γ) ⊙ LN(x) + β`, γ₀ = 0.
+pub fn pre_1p() -> RecipeSpec {
+    let mut r = pre();
+    r.name = "pre-1p".into();
+    r.about = "pre-norm with LayerNorm-1p, (1 + γ)·LN(x) + β, γ₀ = 0 (Megatron-LM's apply_layernorm_1p): decay on γ \
+        pulls the gain towards 1"
+        .into();
+    r.sublayer.input = Some(norm(NormName::Layernorm1p));
+    r.final_norm = norm(NormName::Layernorm1p);
+    r
+}
+
+/// HybridNorm (Zhuo et al., 2025), as its OLMo 2 configuration sets it: QKV-norm (RMSNorm of
+/// queries, keys and values over their full width) and no norm before attention; the FFN
+/// normalises the attention sum and adds to the normalised stream,
+/// `Y = X + Attn_QKV(X)`, `X' = RMS(Y) + FFN(RMS(Y))` — in sublayer form the attention
+/// sublayer's outer norm followed by an un-normed FFN sublayer. Final RMSNorm.
+pub fn hybridnorm() -> RecipeSpec {
     let mut r = blank(
-        "deepnorm",
-        "DeepNorm: X = LN((2L)^¼·X + F(X)); W_V, W_O and FFN weights × (8L)^-¼ at init (Wang et al. 2024)",
+        "hybridnorm",
+        "HybridNorm: Y = X + Attn(X) with RMS-normed q, k, v; X' = RMS(Y) + FFN(RMS(Y)); final RMSNorm (Zhuo et al. \
+            2025)",
     );
-    r.sublayer.outer = ln();
-    r.sublayer.skip = expr("(2*L)^0.25");
-    r.sublayer.init_in = expr("(8*L)^-0.25");
-    r.sublayer.init_out = expr("(8*L)^-0.25");
+    r.norm = BaseNorm::Rmsnorm;
+    r.qk_norm = QkNorm::Full;
+    r.v_norm = QkNorm::Full;
+    let mut attn = SublayerSpec { range: Some("1..=L".into()), sublayers: Some(Which::Attn), ..Default::default() };
+    attn.outer = Some(norm(NormName::Ln));
+    r.layers = vec![attn];
+    r.final_norm = norm(NormName::Ln);
+    r
+}
+
+/// HybridNorm* (Zhuo et al., 2025): HybridNorm with the first block in pre-norm (its
+/// `norm_pos_special_config` for block 0: `attn_norm = True`, `ffn_residual = False`):
+/// `X_2 = Y + FFN(RMS(Y))`, `Y = X_1 + Attn_QKV(RMS(X_1))`.
+pub fn hybridnorm_star() -> RecipeSpec {
+    let mut r = hybridnorm();
+    r.name = "hybridnorm-star".into();
+    r.about =
+        "HybridNorm*: HybridNorm with the first block pre-norm, X = X + F(RMS(X)) in both its sublayers (Zhuo et al. \
+        2025)"
+            .into();
+    r.layers[0].range = Some("2..=L".into());
+    let first = SublayerSpec { range: Some("1".into()), input: Some(norm(NormName::Ln)), ..Default::default() };
+    r.layers.push(first);
     r
 }

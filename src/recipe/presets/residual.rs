@@ -1,11 +1,84 @@
-//! Presets that change the residual update itself: Admin's rescaled skip and nGPT's step on the
-//! hypersphere. Notation as in [`super::presets`]; `g` a learnable gate (see
-//! [`super::spec::GateOn`]).
+//! Presets that scale, gate or reshape the residual update itself: DeepNorm, ReZero, SkipInit,
+//! LayerScale, x0 mixing, Admin's rescaled skip (closed form and profiled), nGPT's step on the
+//! hypersphere and DeepScaleLM. Notation as in [`super::placement`]; `g` a learnable residual
+//! gate (see [`crate::recipe::spec::GateOn`]).
 
-use super::presets::{blank, post, pre};
-use super::spec::{
-    GateOn, GateOwner, GateShape, GateSpec, HypersphereSpec, MomentControlSpec, NormName, NormSpec, RecipeSpec, Scale,
+use super::parts::{blank, expr, gate, ln, weightless_rms};
+use super::placement::{post, pre};
+use crate::recipe::spec::{
+    BaseNorm, GateOn, GateOwner, GateShape, GateSpec, HypersphereSpec, MomentControlSpec, NormName, NormSpec,
+    RecipeSpec, Scale, X0Mix,
 };
+
+/// DeepNorm (DeepNet, decoder-only): `X_{l+1} = LN(α X_l + F_l(X_l))`, α = (2L)^{1/4};
+/// `W_V`, `W_O`, `W_1`, `W_2`, `W_3` × β = (8L)^{−1/4} at init.
+pub fn deepnorm() -> RecipeSpec {
+    let mut r = blank(
+        "deepnorm",
+        "DeepNorm: X = LN((2L)^¼·X + F(X)); W_V, W_O and FFN weights × (8L)^-¼ at init (Wang et al. 2024)",
+    );
+    r.sublayer.outer = ln();
+    r.sublayer.skip = expr("(2*L)^0.25");
+    r.sublayer.init_in = expr("(8*L)^-0.25");
+    r.sublayer.init_out = expr("(8*L)^-0.25");
+    r
+}
+
+/// ReZero (Bachlechner et al., 2020): no norm at all, `X_{l+1} = X_l + α_k·F_l(X_l)` with one
+/// scalar α per Transformer layer shared by its attention and FFN (the authors'
+/// `RZTXEncoderLayer.resweight`), α₀ = 0: every layer starts as the identity.
+pub fn rezero() -> RecipeSpec {
+    let mut r = blank(
+        "rezero",
+        "ReZero: X = X + α·F(X), no norms, one learnable α per layer (shared by attention and FFN), α₀ = 0 \
+            (Bachlechner et al. 2020)",
+    );
+    r.sublayer.gate = gate(GateShape::Scalar, Scale::Number(0.0), GateOwner::Layer);
+    r
+}
+
+/// SkipInit (De & Smith, 2020): no norm, a learnable scalar at the end of every residual
+/// branch, `X_{l+1} = X_l + α_l·F_l(X_l)`, α₀ = 0.
+pub fn skipinit() -> RecipeSpec {
+    let mut r =
+        blank("skipinit", "SkipInit: X = X + α·F(X), no norms, one learnable α per sublayer, α₀ = 0 (De & Smith 2020)");
+    r.sublayer.gate = gate(GateShape::Scalar, Scale::Number(0.0), GateOwner::Sublayer);
+    r
+}
+
+/// CaiT's LayerScale λ₀ by depth (Touvron et al., 2021, §2): 0.1 up to 18 blocks, 10⁻⁵ up to
+/// 24, 10⁻⁶ beyond.
+pub const LAYERSCALE_INIT: &str = "0.1*(L <= 18) + 1e-5*(L > 18)*(L <= 24) + 1e-6*(L > 24)";
+
+/// LayerScale (CaiT, Touvron et al., 2021): pre-norm with a learnable per-channel scale on
+/// every branch, `X_{l+1} = X_l + diag(λ_l)·F_l(LN(X_l))`, λ₀ by depth ([`LAYERSCALE_INIT`]).
+pub fn layerscale() -> RecipeSpec {
+    let mut r = pre();
+    r.name = "layerscale".into();
+    r.about =
+        "LayerScale: X = X + diag(λ)·F(LN(X)), λ ∈ ℝ^d learnable per sublayer, λ₀ = 0.1 (L ≤ 18), 1e-5 (L ≤ 24), \
+        1e-6 beyond; final LN (CaiT, Touvron et al. 2021)"
+            .into();
+    r.sublayer.gate = gate(GateShape::Channel, Scale::expr(LAYERSCALE_INIT), GateOwner::Sublayer);
+    r
+}
+
+/// x0 mixing (modded-nanogpt's block `lambdas`, nanochat's `resid_lambdas` / `x0_lambdas`) on
+/// nanochat's norms: `X_1 = RMS(Embed(x))`, before layer k `X ← λ_r,k·X + λ₀,k·X_1` (λ_r₀ = 1,
+/// λ₀₀ = 0), pre-norm with weightless RMSNorm everywhere (`F.rms_norm` without a weight).
+pub fn x0_mix() -> RecipeSpec {
+    let mut r = blank(
+        "x0-mix",
+        "x0 mixing: X_1 = RMS(Embed(x)); before layer k, X ← λ_r·X + λ₀·X_1 (learnable, 1 and 0 at init); X = X + \
+            F(RMS(X)); weightless RMSNorms (modded-nanogpt, nanochat)",
+    );
+    r.norm = BaseNorm::Rmsnorm;
+    r.embedding_norm = weightless_rms();
+    r.sublayer.input = Some(weightless_rms());
+    r.final_norm = weightless_rms();
+    r.x0_mix = Some(X0Mix { residual: 1.0, x0: 0.0 });
+    r
+}
 
 /// Admin's initial ω for `N = 2L` residual branches at admin-torch's default output change
 /// `O(log N)`: `ω₀ = √((N + 1)/ln(N + 1) − 1)` (`admin_torch.calculate_init`).

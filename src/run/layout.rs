@@ -26,6 +26,10 @@ use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+/// Exit status of `normlab train` when the run diverged (errors exit with 2), which a sweep
+/// reads as [`Status::Diverged`].
+pub const EXIT_DIVERGED: i32 = 3;
+
 /// Weights, in a run's root (final) and in each checkpoint.
 const WEIGHTS: &str = "model.safetensors";
 

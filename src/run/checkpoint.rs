@@ -7,7 +7,7 @@
 //! `latest.json`: it verifies the checkpoints newest first and takes the first intact one.
 
 use super::divergence::DivergenceMonitor;
-use super::run_dir;
+use super::layout;
 use crate::init::ParamSource;
 use crate::io::json;
 use crate::io::tensors;
@@ -90,8 +90,8 @@ pub fn save(
     state: &TrainerState,
     keep: usize,
 ) -> anyhow::Result<()> {
-    let root = run_dir::checkpoints(run);
-    let name = run_dir::checkpoint_name(state.step);
+    let root = layout::checkpoints(run);
+    let name = layout::checkpoint_name(state.step);
     let tmp = root.join(format!(".{name}.tmp"));
     let _ = std::fs::remove_dir_all(&tmp);
     let written = write_checkpoint(&tmp, model, optim, state);
@@ -106,7 +106,7 @@ pub fn save(
     std::fs::rename(&tmp, &dest).with_context(|| format!("cannot rename {} to {}", tmp.display(), dest.display()))?;
     crate::io::atomic::sync_dir(&root)?;
     let latest = Latest { step: state.step, dir: name };
-    write_atomic(&run_dir::latest_checkpoint(run), serde_json::to_string(&latest)?.as_bytes())?;
+    write_atomic(&layout::latest_checkpoint(run), serde_json::to_string(&latest)?.as_bytes())?;
     for (_, old) in checkpoint_dirs(run)?.into_iter().skip(keep.max(1)) {
         let _ = std::fs::remove_dir_all(old);
     }
@@ -120,13 +120,13 @@ fn write_checkpoint(
     state: &TrainerState,
 ) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let weights = run_dir::checkpoint_weights(dir);
+    let weights = layout::checkpoint_weights(dir);
     save_weights(&weights, model, state.step, &state.tokenizer)?;
     let optim_bytes = optim.into_bytes().map_err(|e| anyhow::anyhow!("cannot serialise the optimizer state: {e:?}"))?;
     let optim_bytes = in_name_order(optim_bytes)?;
-    write_atomic(&run_dir::checkpoint_optimizer(dir), &optim_bytes)?;
+    write_atomic(&layout::checkpoint_optimizer(dir), &optim_bytes)?;
     let sha256 = Checksums { weights: file_sha256(&weights)?, optimizer: crate::data::cache::sha256_hex(&optim_bytes) };
-    json::write(&run_dir::checkpoint_state(dir), &StateFile { state: state.clone(), sha256: Some(sha256) })
+    json::write(&layout::checkpoint_state(dir), &StateFile { state: state.clone(), sha256: Some(sha256) })
 }
 
 /// The optimizer state with its tensors in name order: burn writes them in the order of a hash
@@ -149,7 +149,7 @@ fn in_name_order(bytes: burn::tensor::Bytes) -> anyhow::Result<Vec<u8>> {
 
 /// The run's checkpoint directories, newest first.
 fn checkpoint_dirs(run: &Path) -> anyhow::Result<Vec<(usize, PathBuf)>> {
-    let root = run_dir::checkpoints(run);
+    let root = layout::checkpoints(run);
     if !root.is_dir() {
         return Ok(Vec::new());
     }
@@ -167,11 +167,11 @@ fn checkpoint_dirs(run: &Path) -> anyhow::Result<Vec<(usize, PathBuf)>> {
 
 /// Why a checkpoint cannot be used, or `None` when it is intact.
 pub fn damage(ckpt: &Path) -> Option<String> {
-    let state: StateFile = match json::read(&run_dir::checkpoint_state(ckpt)) {
+    let state: StateFile = match json::read(&layout::checkpoint_state(ckpt)) {
         Ok(s) => s,
         Err(e) => return Some(format!("{e:#}")),
     };
-    let files = [(run_dir::checkpoint_weights(ckpt), "weights"), (run_dir::checkpoint_optimizer(ckpt), "optimizer")];
+    let files = [(layout::checkpoint_weights(ckpt), "weights"), (layout::checkpoint_optimizer(ckpt), "optimizer")];
     let want = state.sha256.map(|c| [c.weights, c.optimizer]);
     for (i, (path, what)) in files.iter().enumerate() {
         let have = match file_sha256(path) {
@@ -229,11 +229,11 @@ pub fn parse_latest(bytes: &[u8]) -> anyhow::Result<(usize, String)> {
 }
 
 pub fn load_state(ckpt: &Path) -> anyhow::Result<TrainerState> {
-    json::read::<StateFile>(&run_dir::checkpoint_state(ckpt)).map(|f| f.state)
+    json::read::<StateFile>(&layout::checkpoint_state(ckpt)).map(|f| f.state)
 }
 
 pub fn load_optimizer(ckpt: &Path, optim: ModuleOptimizer) -> anyhow::Result<ModuleOptimizer> {
-    let p = run_dir::checkpoint_optimizer(ckpt);
+    let p = layout::checkpoint_optimizer(ckpt);
     let bytes = std::fs::read(&p).with_context(|| format!("cannot read {}", p.display()))?;
     optim
         .from_bytes(burn::tensor::Bytes::from_bytes_vec(bytes))

@@ -1,0 +1,92 @@
+//! `normlab evaluate`: a saved run's downstream tasks ([`crate::tasks`]), with the weights,
+//! tokenizer and context it was trained with, printed as a table and written as JSON
+//! (`RUN/evaluation.json` unless `--out` names another file).
+
+use super::log;
+use crate::decode::Decoder;
+use crate::run::{SavedRun, checkpoint};
+use crate::tasks::evaluate::Evaluation;
+use crate::tasks::spec::{TaskSpec, expand, load};
+use std::path::Path;
+use std::time::Instant;
+
+/// `normlab evaluate`: a saved run's downstream tasks, printed as a table and written as JSON
+/// (`RUN/evaluation.json` unless `out` names another file).
+pub fn evaluate(path: &Path, o: &EvaluateOptions, out: Option<std::path::PathBuf>) -> anyhow::Result<()> {
+    let e = measure(path, o, &log)?;
+    outln!("{}", evaluation_table(&e.results));
+    let run_dir = std::path::PathBuf::from(&e.run);
+    let out = out.unwrap_or_else(|| run_dir.join("evaluation.json"));
+    crate::io::json::write(&out, &e)?;
+    errln!("{} tasks in {:.1} s; wrote {}", e.results.len(), e.seconds, out.display());
+    Ok(())
+}
+
+/// One row per task and metric: value ± standard error.
+fn evaluation_table(results: &[crate::tasks::TaskResult]) -> String {
+    let mut t = String::from("| task | n | metric | value | ± |\n|---|---|---|---|---|\n");
+    for r in results {
+        for (m, v) in &r.metrics {
+            let se = v.stderr.map_or("–".into(), |s| format!("{s:.4}"));
+            t += &format!("| {} | {} | {m} | {:.4} | {se} |\n", r.task, r.n, v.value);
+        }
+        for (c, v) in &r.categories {
+            let se = v.stderr.map_or("–".into(), |s| format!("{s:.4}"));
+            t += &format!("| {} / {c} | | acc | {:.4} | {se} |\n", r.task, v.value);
+        }
+    }
+    t
+}
+
+/// How a saved run is evaluated.
+pub struct EvaluateOptions {
+    /// The tasks; empty: the run's `[eval]` tasks, else the built-in suite.
+    pub tasks: Vec<TaskSpec>,
+    /// Where the papers' suites are (`eval.dir`); none: the run's.
+    pub dir: Option<std::path::PathBuf>,
+    /// At most this many items a task (overrides each task's own limit).
+    pub limit: Option<usize>,
+    /// Keep every item's log-likelihoods in the result.
+    pub samples: bool,
+}
+
+/// The tasks to evaluate: those given (expanded against `--config`'s directory or the run's),
+/// else the run's `[eval]` tasks as its checked config expanded them, else the built-in suite.
+fn task_specs(saved: &SavedRun, o: &EvaluateOptions) -> Vec<TaskSpec> {
+    let dir = o.dir.as_ref().unwrap_or(&saved.cfg.eval.dir);
+    match (o.tasks.is_empty(), saved.cfg.tasks().is_empty()) {
+        (false, _) => expand(&o.tasks, dir),
+        (true, false) if o.dir.is_none() => saved.cfg.tasks().to_vec(),
+        (true, false) => expand(&saved.cfg.eval.tasks, dir),
+        (true, true) => expand(&[TaskSpec::named("builtin")], dir),
+    }
+}
+
+/// Evaluates the run at `path` (or one of its checkpoints).
+pub fn measure(path: &Path, o: &EvaluateOptions, log: &dyn Fn(&str)) -> anyhow::Result<Evaluation> {
+    let saved = SavedRun::open(path)?;
+    let device = saved.cfg.open_device()?;
+    let model = saved.model(&device)?;
+    let d = Decoder { model: &model, device: &device, context: saved.cfg.train.seq_len, cache: true };
+    let prefix = crate::data::boundary::boundary(&saved.tokenizer, saved.cfg.data.task)?.id;
+    let cache = saved.cfg.data.cache_dir();
+    let t0 = Instant::now();
+    let mut results = Vec::new();
+    for mut spec in task_specs(&saved, o) {
+        spec.limit = o.limit.or(spec.limit);
+        let task = load(&spec, &cache, d.context)?;
+        log(&format!("{}: {} items", task.name, task.items.len()));
+        let mut r = crate::tasks::evaluate(&d, &saved.tokenizer, prefix, &task)?;
+        if !o.samples {
+            r.items.clear();
+        }
+        results.push(r);
+    }
+    Ok(Evaluation {
+        run: saved.run.display().to_string(),
+        weights: saved.weights.display().to_string(),
+        step: checkpoint::weights_step(&saved.weights),
+        seconds: t0.elapsed().as_secs_f64(),
+        results,
+    })
+}

@@ -1,0 +1,144 @@
+//! The sweep report's ranked table (one row per method: LR*, mean ± sd over seeds, best and
+//! worst, steps to target, each task's score), the notes under it, and the setup line above
+//! it.
+
+use super::data::RunData;
+use crate::sweep::aggregate::MethodSummary;
+use crate::sweep::results::RunResult;
+
+/// The per-method results table in markdown, ranked by the mean over seeds at LR*; a column
+/// per downstream task where the runs were evaluated.
+pub fn summary_table(ms: &[MethodSummary]) -> String {
+    let o = |v: Option<f64>| v.map(|x| format!("{x:.4}")).unwrap_or_else(|| "–".into());
+    let tasks = task_keys(ms);
+    let mut t = String::from(
+        "| rank | recipe | LR* | mean | sd | n | best | worst | best ppl | diverged / runs | steps to target |",
+    );
+    tasks.iter().for_each(|(task, metric)| t += &format!(" {task} {metric} |"));
+    t += &format!("\n|---|---|---|---|---|---|---|---|---|---|---|{}\n", "---|".repeat(tasks.len()));
+    for (i, m) in ms.iter().enumerate() {
+        let edge = if m.lr_edge.is_some() { " †" } else { "" };
+        t += &format!(
+            "| {} | {} | {}{edge} | {} | {} | {} | {} | {} | {} | {} / {} | {} |",
+            i + 1,
+            m.method,
+            m.lr_star.map(|l| format!("{l:e}")).unwrap_or_else(|| "–".into()),
+            o(m.mean),
+            o(m.std),
+            m.seeds_at_lr_star,
+            o(m.best),
+            o(m.worst),
+            m.best.map(|b| format!("{:.2}", b.exp())).unwrap_or_else(|| "–".into()),
+            m.diverged,
+            m.runs,
+            m.steps_to_target.map(|s| s.to_string()).unwrap_or_else(|| "–".into()),
+        );
+        for (task, metric) in &tasks {
+            let s = crate::tasks::evaluate::find_score(&m.tasks, task, metric);
+            t += &format!(" {} |", s.map(score_cell).unwrap_or_else(|| "–".into()));
+        }
+        t += "\n";
+    }
+    t
+}
+
+/// `0.463 ± 0.029`.
+pub fn score_cell(s: &crate::tasks::TaskScore) -> String {
+    match s.stderr {
+        Some(se) => format!("{:.3} ± {se:.3}", s.value),
+        None => format!("{:.3}", s.value),
+    }
+}
+
+/// Every (task, metric) of the summaries, in order of first appearance.
+pub fn task_keys(ms: &[MethodSummary]) -> Vec<(String, String)> {
+    crate::tasks::evaluate::score_keys(ms.iter().flat_map(|m| &m.tasks))
+}
+
+/// What the table's columns mean, and its marks.
+pub fn table_notes(ms: &[MethodSummary]) -> Vec<String> {
+    let mut n = vec![
+        "Ranked by the mean final validation loss over the n seeds at LR* (the grid's best rate); sd is the sample \
+            standard deviation (n − 1), – with one seed; best and worst are the extreme seeds. Diverged runs are \
+            excluded from every value and counted."
+            .to_string(),
+    ];
+    if ms.iter().any(|m| m.seeds_at_lr_star == 2) {
+        n.push("With n = 2, sd = |a − b| / √2: read it as the spread of two runs, not as an error bar.".into());
+    }
+    if ms.iter().any(|m| m.lr_edge.is_some()) {
+        n.push("† LR* is the lowest or highest rate tried: the recipe's optimum may lie outside the grid.".into());
+    }
+    if !task_keys(ms).is_empty() {
+        n.push(
+            "Downstream tasks (after the loss columns): each task's headline at the end of training, averaged over the \
+                seeds at LR*, ± its standard error over the task's items (docs/evaluation.md)."
+                .into(),
+        );
+    }
+    n
+}
+
+/// ` (d = 64, 16 layers = 32 sublayers, 4 heads, SiLU-GLU FFN); batch 16 × 64 tokens`.
+fn shape_text(c: &crate::run::RunConfig) -> String {
+    let m = &c.model;
+    let ffn = match m.ffn {
+        crate::model::FfnKind::Glu => "SiLU-GLU",
+        crate::model::FfnKind::Mlp => "GELU-MLP",
+    };
+    let layers = m.n_layers;
+    let heads = m.n_heads;
+    let batch = c.train.batch_size;
+    let seq = c.train.seq_len;
+    format!(
+        " (d = {}, {layers} layers = {} sublayers, {heads} heads, {ffn} FFN); batch {batch} × {seq} tokens",
+        m.d_model,
+        2 * layers
+    )
+}
+
+/// The study's setup in one paragraph: model, budget, data, grid, seeds, target and the
+/// unigram loss, read from a best run's config and `run.json`.
+pub fn setup_text(
+    best_runs: &[RunData],
+    ms: &[MethodSummary],
+    rows: &[RunResult],
+    target: Option<f64>,
+) -> Option<String> {
+    let r = best_runs.iter().find(|r| r.info.is_some())?;
+    let info = r.info.as_ref()?;
+    let tokens = info.total_steps * info.tokens_per_step;
+    let mut lrs: Vec<f64> = ms.iter().flat_map(|m| m.curve.iter().map(|p| p.lr)).collect();
+    lrs.sort_by(f64::total_cmp);
+    lrs.dedup();
+    let lrs: Vec<String> = lrs.iter().map(|l| format!("{l:e}")).collect();
+    let mut seeds: Vec<u64> = best_runs.iter().filter_map(|r| r.info.as_ref().map(|i| i.seed)).collect();
+    seeds.extend(rows.iter().filter_map(|r| r.axes.get("train.seed").and_then(|v| v.as_u64())));
+    seeds.sort();
+    seeds.dedup();
+    let seeds: Vec<String> = seeds.iter().map(|s| s.to_string()).collect();
+    // The model's shape and the batch come from the config, when the run kept one.
+    let shape = r.config.as_ref().map(shape_text);
+    let mut s = format!(
+        "Setup: {} parameters{}; {} steps × {} tokens = {tokens} training tokens ({:.1} per parameter); corpus {} \
+            ({} tokenizer, {} training / {} validation tokens); learning rates {}; seeds {}",
+        info.params,
+        shape.unwrap_or_default(),
+        info.total_steps,
+        info.tokens_per_step,
+        info.tokens_per_param,
+        info.data.corpus,
+        info.data.tokenizer,
+        info.data.train_tokens,
+        info.data.val_tokens,
+        lrs.join(", "),
+        seeds.join(", "),
+    );
+    if let Some(t) = target {
+        s += &format!("; target loss {t} (steps to target in the table)");
+    }
+    if let Some(u) = info.unigram_loss {
+        s += &format!("; the unigram loss (token frequencies alone) is {u:.3}");
+    }
+    Some(s + ".")
+}

@@ -1,0 +1,37 @@
+//! The run on disk: what a run is before, during and after training, read and written through
+//! one type each. Training (`crate::train`) writes runs; the server, the reports, sweeps,
+//! Hugging Face export and the benchmarks read them through this room alone.
+//!
+//! - [`config`]: `config.toml`'s type, [`RunConfig`], its sections and their defaults
+//! - [`edit`]: `--set key=value` edits and where in the file a config error is
+//! - [`checked`]: [`CheckedConfig`], a config checked once (every section, the recipe resolved,
+//!   the tasks expanded) and the only form commands compute from
+//! - [`budget`]: the training budget (steps, tokens, tokens per parameter)
+//! - [`schedule`]: learning-rate schedules as pure functions of the step
+//! - [`layout`]: the run directory (where each file is, its lock, creating and claiming it),
+//!   `run.json` ([`layout::RunInfo`]) and `status.json` ([`layout::Status`])
+//! - [`metrics`]: `metrics.jsonl`'s records
+//! - [`pairs_eval`]: `pairs_eval.json`'s record
+//! - [`checkpoint`]: checkpoints (weights, optimizer, `state.json`'s [`checkpoint::TrainerState`])
+//! - [`divergence`], [`skip`], [`loss_scale`]: the rules whose state a checkpoint keeps
+//! - [`saved`]: opening a saved run and verifying its weights ([`SavedRun`])
+
+pub mod budget;
+pub mod checked;
+pub mod checkpoint;
+pub mod config;
+pub mod divergence;
+pub mod edit;
+pub mod layout;
+pub mod loss_scale;
+pub mod metrics;
+pub mod pairs_eval;
+pub mod saved;
+pub mod schedule;
+pub mod skip;
+
+pub use checked::CheckedConfig;
+pub use config::{OptimConfig, RunConfig, RunSection, TrainSection};
+pub use layout::EXIT_DIVERGED;
+pub use saved::{SavedRun, load_run};
+pub use schedule::{ScheduleConfig, ScheduleKind};
