@@ -13,9 +13,12 @@
 //! - [`decode`]: the one decoding path (generate, pairs evaluation, serve), sampling, scoring
 //! - [`tasks`]: downstream evaluation (multiple choice, cloze, bits per byte) as lm-eval scores it
 //! - [`probe`]: stability probes (hidden-state statistics, gradient norms, spikes)
-//! - [`train`]: the training loop, run directories, checkpoints, evaluation, a job's start-up
+//! - [`run`]: the run on disk: its checked config, directory, records, checkpoints, opening a
+//!   saved run
+//! - [`train`]: the training loop, starting and resuming runs, validation, a job's start-up
 //!   over several ranks
 //! - [`sweep`]: grids of runs, their results and aggregation
+//! - [`hf`]: Hugging Face checkpoints: import as a run, export for `transformers`
 //! - [`serve`]: a trained run behind an OpenAI-compatible HTTP server
 //! - [`report`]: figures, findings and the HTML/markdown report
 //! - [`bench`]: throughput against the PyTorch reference
@@ -23,6 +26,7 @@
 //! - [`kernels`]: fused CPU operations (norms, SwiGLU, RoPE, causal softmax) with hand-written
 //!   backward passes, and the `model.kernels` switch
 //! - [`dist`]: one run over several processes (MPI data parallelism, `mpirun`/`srun`)
+//! - [`fuzzing`]: the fuzz targets' entry points
 //! - bottom: [`init`] (named, seeded parameters), [`io`] (file formats, locks, printing),
 //!   [`rng`], [`stats`], [`device`] (backends, GPU failures as errors, MFU, the machine),
 //!   [`guard`] (third-party panics as errors), [`stop`] (SIGINT and SIGTERM

@@ -1,4 +1,6 @@
 //! Helpers shared by the unit tests: f64 tensors and central finite differences.
+//!
+//! - [`scratch`]: a test's scratch directory, removed when the test passes
 
 use burn::tensor::{DType, Device, Tensor, TensorData};
 

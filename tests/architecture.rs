@@ -474,10 +474,8 @@ fn declared_modules(src: &Source) -> Vec<String> {
             .strip_prefix("pub mod ")
             .or_else(|| line.strip_prefix("mod "))
             .or_else(|| line.strip_prefix("pub(crate) mod ").or_else(|| line.strip_prefix("pub(super) mod ")));
-        if let Some(name) = decl.filter(|d| d.ends_with(';')) {
-            if !test_only {
-                out.push(ident(name).to_string());
-            }
+        if let Some(name) = decl.filter(|d| d.ends_with(';') && !test_only) {
+            out.push(ident(name).to_string());
         }
         if !line.starts_with('#') {
             test_only = false;
@@ -562,25 +560,4 @@ fn the_checker_sees_a_loop_through_a_mod_rs() {
 fn the_checker_sees_a_contents_list_that_falls_behind() {
     let src = Source::new("room/mod.rs", "//! - [`a`]: the first\nmod a;\nmod b;\n#[cfg(test)]\nmod tests;\n");
     assert_eq!(unlisted(&src), ["b"]);
-}
-
-#[test]
-fn debug_edges() {
-    let Ok(room) = std::env::var("ARCH_DEBUG") else { return };
-    let all = sources();
-    let rooms = rooms(&all);
-    let r = &rooms[room.as_str()];
-    for (module, src) in &r.files {
-        let children = r.children(module);
-        let inline = inline_modules(&src.code);
-        let starts = |id: &str| id == "crate" || id == "super" || id == "self" || children.contains(id);
-        for (at, p) in located_paths(&src.code, starts) {
-            let mut from = module.clone();
-            from.extend(inline.iter().filter(|(_, span)| span.contains(&at)).map(|(n, _)| n.clone()));
-            let target = r.resolve(&room, &from, &p, 0).map(|t| r.file_of(t));
-            if target.as_ref().is_some_and(|t| t != module) {
-                eprintln!("{module:?} {at} {p:?} from {from:?} -> {target:?}");
-            }
-        }
-    }
 }

@@ -77,7 +77,7 @@ fn every_relative_link_leads_somewhere() {
 }
 
 /// Sources are cited by title; the specification's file numbers appear nowhere in what a user or
-/// contributor reads but `docs/references.md`'s table of former names.
+/// contributor reads.
 #[test]
 fn papers_are_cited_by_name() {
     let mut files = pages();
@@ -87,8 +87,8 @@ fn papers_are_cited_by_name() {
     let pattern = ["seed 00", "seeds 00", "seed00", "Seed 00", "Seeds 00", "shared/seeds"];
     let found: Vec<String> = files
         .iter()
-        // The table of former names, and this test's own patterns.
-        .filter(|f| !f.ends_with("docs/references.md") && !f.ends_with("tests/docs.rs"))
+        // This test's own patterns.
+        .filter(|f| !f.ends_with("tests/docs.rs"))
         .filter_map(|f| {
             let text = std::fs::read_to_string(f).ok()?;
             pattern.iter().find(|p| text.contains(*p)).map(|p| format!("{}: `{p}`", f.display()))
@@ -113,30 +113,4 @@ fn anchors_are_githubs() {
     assert_eq!(anchor(" Three readings of Peri-LN"), "three-readings-of-peri-ln");
     assert_eq!(anchor("Mixed precision (bf16, f16)"), "mixed-precision-bf16-f16");
     assert_eq!(relative_links("[a](b.md#c) [d](https://e.f) [g](h)"), ["b.md#c", "h"]);
-}
-
-/// Every former name in `docs/references.md` resolves to what it names now: a study, the
-/// published table, or a config file that exists.
-#[test]
-fn every_former_name_leads_to_its_new_one() {
-    let md = std::fs::read_to_string(root().join("docs/references.md")).unwrap();
-    let table = &md[md.find("## Former names").expect("a table of former names")..];
-    let rows: Vec<(String, String)> = table
-        .lines()
-        .filter_map(|l| {
-            let c: Vec<&str> = l.split('|').map(|c| c.trim().trim_matches('`')).collect();
-            (c.len() == 4 && !c[1].starts_with("former") && !c[1].starts_with("---"))
-                .then(|| (c[1].into(), c[2].into()))
-        })
-        .collect();
-    assert!(rows.len() >= 12, "{rows:?}");
-    for (old, new) in rows {
-        if new.ends_with(".toml") {
-            assert!(root().join(&new).is_file(), "{new}");
-        } else {
-            assert_eq!(normlab::sweep::names::renamed(&old), Some(new.as_str()));
-            let known = normlab::sweep::studies::find(&old).is_ok() || new == "kitenorm-fig1b";
-            assert!(known, "{old} → {new} is no study");
-        }
-    }
 }

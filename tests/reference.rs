@@ -16,7 +16,7 @@ use normlab::kernels::Kernels;
 use normlab::model::params::{named_grads, named_values};
 use normlab::model::{ModelConfig, Transformer};
 use normlab::run::{OptimConfig, ScheduleConfig};
-use normlab::train::{optimizer, qk_clip, step};
+use normlab::train::{optimizer, step};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -254,11 +254,8 @@ fn replay(c: &Case, t: &TrainSettings, problems: &mut Vec<String>) -> Result<(Tr
                 want_norm[s]
             ));
         }
-        model = optim.step(schedule.lr(s, t.steps, t.lr), model, g.grads);
-        if let Some(clip) = model.meta.qk_clip {
-            model = qk_clip::apply(model, &g.logit_maxima, clip).0;
-        }
-        model = model.project_to_sphere();
+        // The recipe's after-step hooks (QK-clip, nGPT's projection), as the trainer applies them.
+        model = optim.step(schedule.lr(s, t.steps, t.lr), model, g.grads).after_step(&g.logit_maxima).0;
     }
     Ok((model, worst_loss))
 }

@@ -3,7 +3,7 @@
 
 A short, independent re-implementation of the decoder-only Transformer and of each placement
 recipe, written from KiteNorm Table 2 (and the Peri-LN and BHyT papers for Peri-LN, DyT, BHyT;
-for the schemes beyond them, their papers and reference code: ReZero's RZTXEncoderLayer,
+for the other schemes, their papers and reference code: ReZero's RZTXEncoderLayer,
 SkipInit, CaiT's LayerScale, nanochat's x0 lambdas, HybridNorm's OLMo 2 configuration, Gemma 2's
 soft-caps, Megatron-LM's layernorm-1p and qk_l2_norm, the Derf repository's nanoGPT patch, Kimi
 K2's MuonClip), not from the Rust code. It runs in float64 and, for each case, writes

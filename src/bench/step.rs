@@ -181,7 +181,8 @@ pub fn bench_trainer_on(
     cfg.run.device = device;
     cfg.run.eval_every = 0;
     cfg.run.checkpoint_every = 0;
-    (cfg.train.batch_size, cfg.train.seq_len) = (Dims::REFERENCE.batch, Dims::REFERENCE.seq);
+    cfg.train.batch_size = Dims::REFERENCE.batch;
+    cfg.train.seq_len = Dims::REFERENCE.seq;
     cfg.train.steps = Some(warmup + steps);
     cfg.optim.lr = 1e-3;
     cfg.probe.every = probe_every;

@@ -1,6 +1,11 @@
 //! What each `normlab` command does and prints: the binary (`src/main.rs`) parses the command
 //! line and calls one of these. Every line goes through [`crate::io::term`], so a closed pipe
 //! ends the output and never the work.
+//!
+//! - [`train`], [`sweep`] (with `report`, `compare`, `studies`, `scaling`, `textnorm`),
+//!   [`recipes`], [`data`], [`hf`] (`import`, `export`), [`serve`], [`bench`]
+//! - on a saved run: [`perplexity`], [`evaluate`], [`generate`], [`probe`]; [`windows`]: the
+//!   token windows they read
 
 /// `println!` that a closed pipe cannot turn into a panic.
 macro_rules! outln {

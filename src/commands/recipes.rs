@@ -33,8 +33,30 @@ pub fn recipes(
             preset(&n).with_context(|| format!("unknown recipe `{n}`; presets are: {}", PRESET_NAMES.join(", ")))?;
         vec![(spec, None)]
     } else {
-        PRESET_NAMES.iter().filter_map(|n| preset(n)).map(|s| (s, None)).collect()
+        let all: Vec<_> = PRESET_NAMES.iter().filter_map(|n| preset(n)).map(|s| (s, None)).collect();
+        print_specs(all, layers, d_model)?;
+        print_norm_kinds();
+        return Ok(());
     };
+    print_specs(specs, layers, d_model)
+}
+
+/// Every norm kind a slot may name, with its formula and options (from [`crate::norm::KINDS`]).
+fn print_norm_kinds() {
+    outln!("norm kinds (any slot; `ln` is the recipe's base norm, `none` an empty slot):");
+    for k in crate::norm::KINDS {
+        let options: Vec<&str> = k.options.iter().map(|o| o.name()).collect();
+        let options = if options.is_empty() { "no options".to_string() } else { options.join(", ") };
+        outln!("    {:<15} {} ({options})", k.name, k.formula);
+    }
+}
+
+/// Each spec's equations and, with a depth, its resolved plan.
+fn print_specs(
+    specs: Vec<(crate::recipe::RecipeSpec, Option<(usize, usize)>)>,
+    layers: Option<usize>,
+    d_model: Option<usize>,
+) -> anyhow::Result<()> {
     for (spec, cfg_dims) in specs {
         outln!("{} — {}", spec.name, spec.about);
         for line in equation::describe(&spec) {

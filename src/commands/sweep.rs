@@ -168,9 +168,6 @@ pub fn studies(name: Option<&str>, a: &StudyArgs) -> anyhow::Result<i32> {
         outln!("{}", studies_list());
         return Ok(0);
     };
-    if let Some(new) = crate::sweep::names::renamed(name) {
-        errln!("note: study `{name}` is now called `{new}`");
-    }
     let mut s = Sweep::study(name, a.full, &a.sets)?;
     s.rerun_changed = a.rerun_changed;
     study(s, a.jobs)

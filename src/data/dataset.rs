@@ -182,7 +182,8 @@ impl Dataset {
             ));
         }
         if let Some(info) = self.info.pairs.as_mut() {
-            (info.train_pairs, info.val_pairs) = (p.train.len(), p.val.len());
+            info.train_pairs = p.train.len();
+            info.val_pairs = p.val.len();
         }
         Ok(())
     }

@@ -12,6 +12,15 @@
 //! - [`sampler`]: seeded random windows for training
 //! - [`windows`]: the windows evaluation reads (validation, tiles of a file)
 //! - [`pairs`]: `source → target` pairs (text normalisation): file formats, exact match, F1
+//! - [`config`]: the `[data]` section of a run config
+//! - [`source`]: what a corpus path names, decided before anything is read
+//! - [`read`]: corpora streamed one document at a time (text, JSON lines, parquet, compressed)
+//! - [`load`]: loading a run's data by what `data.corpus` names
+//! - [`dataset`]: a corpus, its tokenizer and both splits as token files
+//! - [`prepare`]: `normlab data prepare`, a corpus tokenized once into shards
+//! - [`prepared`]: datasets whose tokens live in shards
+//! - [`mixture`]: several corpora read as one
+//! - [`cache`]: where corpora, tokenizers and token files are cached
 
 pub mod batch;
 pub mod boundary;

@@ -127,7 +127,10 @@ impl Rows {
                 self.pads.extend(pads.into_iter().map(|p| p + grow_row));
                 self.cache = Some(KvCache { slots, len, value_output: batch.value_output });
             }
-            (None, row) if self.is_empty() => (self.cache, self.pads) = (row, pads),
+            (None, row) if self.is_empty() => {
+                self.cache = row;
+                self.pads = pads;
+            }
             _ => self.pads.extend(pads),
         }
     }
@@ -146,11 +149,13 @@ fn similar_runs(windows: &[Vec<u32>]) -> Vec<Range<usize>> {
         match runs.last_mut() {
             Some(r) if l * (r.len() + 1) - t <= (t / 4).max(32) => {
                 r.end = i + 1;
-                (longest, tokens) = (l, t);
+                longest = l;
+                tokens = t;
             }
             _ => {
                 runs.push(i..i + 1);
-                (longest, tokens) = (w.len(), w.len());
+                longest = w.len();
+                tokens = w.len();
             }
         }
     }

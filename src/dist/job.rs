@@ -37,7 +37,7 @@ impl Job {
 impl Drop for Job {
     fn drop(&mut self) {
         #[cfg(feature = "mpi")]
-        if self.ranks.size > 1 {
+        if self.ranks.size() > 1 {
             super::mpi::finalize();
         }
     }

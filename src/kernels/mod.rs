@@ -7,6 +7,18 @@
 //! "composite"` uses them everywhere, and on backends other than `Flex` (wgpu, cuda) and for
 //! element types other than f32/f64 they are used whatever the setting ([`fusable`]). The tests
 //! check every fused op against the composite one and against finite differences in f64.
+//!
+//! - [`extension`]: the backend extension: the ops on `Flex` and their backward on `Autodiff<Flex>`
+//! - [`norm`]: LayerNorm, RMSNorm and their scalarised forms in one pass
+//! - [`given_rms`]: RMSNorm with a given second moment (RMSNorm-Approx)
+//! - [`tanh_norm`]: DyT and BHyT in one pass
+//! - [`swiglu`]: SwiGLU's gate
+//! - [`softmax`]: scaled causal softmax without a mask tensor
+//! - [`attention`]: causal attention blocked over query rows (flash-style)
+//! - [`rope`]: rotary embeddings in one pass
+//! - [`sgemm`], [`strided`]: f32 matmuls (packed AVX2 + FMA; strided operands)
+//! - [`simd`]: the element type and the loops the kernels share
+//! - [`precision`]: mixed precision (`train.precision`)
 
 pub mod attention;
 mod extension;

@@ -132,14 +132,14 @@ impl AttnContext {
     }
 }
 
-/// `[1, 1, new, offset + new]`: 0 where the query at cache position `offset + i` may look
-/// (keys at or before it), −∞ above the diagonal.
 /// Whether `q` is on a GPU device and no gradient flows through it (burn's fused attention
 /// serves these; see the module's doc).
 fn gpu_forward_only(q: &Tensor<4>) -> bool {
     !q.is_require_grad() && !matches!(q.device().inner().as_dispatch(), DispatchDevice::Flex(_))
 }
 
+/// `[1, 1, new, offset + new]`: 0 where the query at cache position `offset + i` may look
+/// (keys at or before it), −∞ above the diagonal.
 fn causal_mask(new: usize, offset: usize, device: &burn::tensor::Device) -> Tensor<4> {
     let total = offset + new;
     let mut m = vec![0f32; new * total];
@@ -344,7 +344,8 @@ impl Attention {
         let v = self.values(v, kern);
         let qk_norms = self.q_norm.as_ref().zip(self.k_norm.as_ref());
         if let (Some((qn, kn)), true) = (qk_norms, self.qk_full) {
-            (q, k) = (qn.forward(q, kern), kn.forward(k, kern));
+            q = qn.forward(q, kern);
+            k = kn.forward(k, kern);
         }
         let [b, t, _] = q.dims();
         if fused && (ctx.shared_positions() || t == 1) {

@@ -11,9 +11,7 @@
 
 use super::attention::Attention;
 use super::ffn::FeedForward;
-use super::sublayer::{Sublayer, maybe_norm};
-use crate::kernels::Kernels;
-use crate::norm::Norm;
+use super::sublayer::Sublayer;
 use burn::tensor::Tensor;
 
 /// The exact `s_x²` `[B, T, 1]` of the block input `x` `[B, T, d]` when the attention input
@@ -42,14 +40,4 @@ pub fn ffn_variance(
         None => gain,
     };
     Some(exact + added.unsqueeze::<3>())
-}
-
-/// An input norm slot: with the supplied statistic when there is one, else exact.
-pub fn input_norm(norm: &Option<Norm>, x: Tensor<3>, variance: Option<Tensor<3>>, k: Kernels) -> Tensor<3> {
-    if let (Some(n), Some(v)) = (norm, variance)
-        && let Some(y) = n.forward_with_variance(x.clone(), v, k)
-    {
-        return y;
-    }
-    maybe_norm(norm, x, k)
 }

@@ -36,9 +36,10 @@ impl Layer {
         }
     }
 
-    /// `kv`: this layer's KV cache when decoding incrementally; `value_output`: its
-    /// `‖W_V W_O‖²_F` when computed once for a decode; `keep_sums`: return each sublayer's
-    /// `z_l` (see [`Sublayer::forward`]).
+    /// The block: an attention sublayer, then a feed-forward sublayer, each
+    /// `N_outer(a·X + c·N_out(F(s·N_in(X))))` (or its recipe's own step). `kv`: this layer's KV
+    /// cache when decoding incrementally; `value_output`: its `‖W_V W_O‖²_F` when computed once
+    /// for a decode; `keep_sums`: return each sublayer's `z_l` (see [`Sublayer::forward`]).
     pub fn forward(
         &self,
         x: Tensor<3>,
@@ -47,16 +48,17 @@ impl Layer {
         value_output: Option<Tensor<1>>,
         keep_sums: bool,
     ) -> LayerOut {
-        let (d, c) = (x.dims()[2], &ctx.compute);
-        let exact = bhyt::block_statistic(&self.attn, &x);
-        let (e, k) = (exact.clone(), c.kernels);
-        let attn_in = |n: &_, h| bhyt::input_norm(n, h, e, k);
+        let (k, d) = (ctx.compute.kernels, x.dims()[2]);
         let shared = self.gate.as_ref().map(Param::val);
-        let attn = self.attn.forward(x, k, attn_in, |f, h| f.forward(h, ctx, kv), shared.clone(), keep_sums);
+        // BHyT (Algorithm 1): the block input's exact s_x², for the attention input norm…
+        let exact = bhyt::block_statistic(&self.attn, &x);
+        // X_{l+1} = N_outer(a·X_l + c·N_out(Attn(s·N_in(X_l))))
+        let attn = self.attn.forward(x, exact.clone(), |f, h| f.forward(h, ctx, kv), shared.clone(), keep_sums, k);
+        // …and its approximation ŝ² (Theorem 3.5) for the FFN input norm.
         let ffn_variance = bhyt::ffn_variance(&self.attn, &self.ffn, exact, value_output, [ctx.bhyt_len, d]);
-        let v = ffn_variance.clone();
-        let ffn_in = |n: &_, h| bhyt::input_norm(n, h, v, k);
-        let ffn = self.ffn.forward(attn.next.clone(), k, ffn_in, |f, h| f.forward(h, c), shared, keep_sums);
+        // X_{l+2} = N_outer(a·X_{l+1} + c·N_out(FFN(s·N_in(X_{l+1}))))
+        let next = attn.next.clone();
+        let ffn = self.ffn.forward(next, ffn_variance.clone(), |f, h| f.forward(h, &ctx.compute), shared, keep_sums, k);
         LayerOut { attn, ffn, ffn_variance }
     }
 }

@@ -16,7 +16,14 @@
 //! - [`decode`]: the KV cache for incremental decoding, with left padding
 //! - [`params`]: parameters by name (checkpoints, fixtures, gradient tests)
 //! - [`regularizer`]: KiteNorm's variance regulariser (KiteNorm eq. 24)
+//! - [`softcap`]: soft-capping `c·tanh(x/c)` of attention and output logits (Gemma 2)
+//! - [`normalized_step`]: nGPT's normalized update, the rule that replaces the residual step
+//! - [`hypersphere`]: nGPT's projection of the weights onto the unit sphere
+//! - [`qk_clip`]: QK-clip's per-head rescaling of `W_q`, `W_k` (Kimi K2)
+//! - [`after_step`]: the recipe's after-step hooks (QK-clip, nGPT's projection) applied in order
+//! - [`profile`]: Admin's profiling pass, setting the skip gates before step 1
 
+pub mod after_step;
 pub mod attention;
 pub mod bhyt;
 pub mod chunked_loss;
@@ -29,8 +36,10 @@ pub mod layer;
 pub mod linear;
 pub mod moment_control;
 pub mod names;
+pub mod normalized_step;
 pub mod params;
 pub mod profile;
+pub mod qk_clip;
 pub mod regularizer;
 pub mod rope;
 pub mod softcap;

@@ -15,7 +15,6 @@ use super::attention::AttnContext;
 use super::sublayer::Sublayer;
 use super::transformer::Transformer;
 use crate::kernels::Kernels;
-use crate::norm::Norm;
 use burn::tensor::{Int, Tensor};
 
 impl Transformer {
@@ -53,13 +52,8 @@ fn profile_one<F>(
         s.gate = s.gate.take().map(|p| p.map(|g| g.zeros_like().add_scalar(r)));
         set.push(r);
     }
-    let k = kernels;
-    let n_in = |n: &Option<Norm>, h: Tensor<3>| match n {
-        Some(n) => n.forward(h, k),
-        None => h,
-    };
     let input = x.clone();
-    let out = s.forward(x, k, n_in, f, None, false);
+    let out = s.forward(x, None, f, None, false, kernels);
     if profiled {
         let skip = input * *ratio;
         *ratio = (variance(skip) + variance(out.branch.clone())).sqrt();

@@ -13,17 +13,17 @@
 //! - on the residual branch (ReZero, SkipInit: a scalar α; LayerScale: `diag(λ)`),
 //!   `z_l = a·X_l + c·(g ⊙ N_out(F_l(s·N_in(X_l))))`;
 //! - on the skip (Admin's ω), `z_l = a·(g ⊙ X_l) + c·N_out(F_l(s·N_in(X_l)))`;
-//! - as the step of a normalised update (nGPT's eigen learning rate α), with `X̂ = N_outer(X_l)`:
-//!   `z_l = X̂ + |g| ⊙ (N_out(F_l(s·N_in(X_l))) − X̂)`, i.e. `a = 1 − |g|`, `c = |g|` on the
-//!   renormalised stream.
+//! - as the step of nGPT's normalized update (its eigen learning rate α): a rule of its own,
+//!   [`super::normalized_step`], on the same branch output.
 //!
 //! Without a gate `g = 1` and the equation is the one above.
 
 use super::names::child;
+use super::normalized_step::normalized_step;
 use crate::init::Init;
 use crate::init::ParamBuilder;
 use crate::kernels::{Kernels, widen};
-use crate::norm::{Norm, NormKind};
+use crate::norm::{Norm, NormKind, input_norm, maybe_norm};
 use crate::recipe::SublayerPlan;
 use crate::recipe::{Gate, GateOn, GateOwner, GateShape};
 use burn::module::{Module, Param};
@@ -71,14 +71,6 @@ fn scaled(x: Tensor<3>, s: f64) -> Tensor<3> {
     if s == 1.0 { x } else { x * s }
 }
 
-/// A norm slot applied exactly: the norm when the slot has one, the identity when it is empty.
-pub fn maybe_norm(norm: &Option<Norm>, x: Tensor<3>, k: Kernels) -> Tensor<3> {
-    match norm {
-        Some(n) => n.forward(x, k),
-        None => x,
-    }
-}
-
 impl<F> Sublayer<F> {
     pub fn new(plan: &SublayerPlan, d: usize, f: F, b: &mut ParamBuilder<'_>, prefix: &str) -> anyhow::Result<Self> {
         let norm = |b: &mut ParamBuilder<'_>, kind: &Option<NormKind>, name: &str| -> anyhow::Result<Option<Norm>> {
@@ -95,34 +87,60 @@ impl<F> Sublayer<F> {
         })
     }
 
-    /// `X_{l+1} = N_outer(a·X_l + c·N_out(F_l(s·N_in(X_l))))`.
+    /// `X_{l+1} = N_outer(a·X_l + c·N_out(F_l(s·N_in(X_l))))`, or the recipe's own update
+    /// rule (nGPT's normalized step, [`super::normalized_step`]) on the same branch output.
     ///
-    /// `n_in` applies the input norm slot: [`maybe_norm`] computes its statistics exactly;
-    /// BHyT's FFN norm supplies an approximated one instead (see [`super::bhyt`]). `keep_sum`:
-    /// return `z_l` (the probes or the regulariser read it). `k`: the output and outer norms'
+    /// `variance`: the block's statistic for an input norm that takes one (BHyT's and
+    /// RMSNorm-Approx's, see [`super::bhyt`]); other input norms measure their own. `f`: the
+    /// branch `F_l`. `shared_gate`: the layer's gate when the layer owns it (ReZero).
+    /// `keep_sum`: return `z_l` (the probes or the regulariser read it). `k`: the norms'
     /// kernels.
-    /// `shared_gate`: the layer's gate when the layer owns it (ReZero).
     pub fn forward(
         &self,
-        mut x: Tensor<3>,
-        k: Kernels,
-        n_in: impl FnOnce(&Option<Norm>, Tensor<3>) -> Tensor<3>,
+        x: Tensor<3>,
+        variance: Option<Tensor<3>>,
         f: impl FnOnce(&F, Tensor<3>) -> Tensor<3>,
         shared_gate: Option<Tensor<1>>,
         keep_sum: bool,
+        k: Kernels,
     ) -> SublayerOut {
+        let normed = input_norm(&self.input_norm, x.clone(), variance, k);
         // A half-precision branch output joins the f32 residual stream here (and N_out, if any,
         // normalises it in f32).
-        let f_out = widen(f(&self.f, scaled(n_in(&self.input_norm, x.clone()), self.scales.input)));
-        let mut branch = maybe_norm(&self.output_norm, f_out, k);
-        let gate = self.gate.as_ref().map(Param::val).or(shared_gate);
-        if let (Some(plan), Some(g)) = (self.gating, gate) {
-            let g = if plan.factor == 1.0 { g } else { g * plan.factor }.unsqueeze::<3>();
-            match plan.on {
-                GateOn::Branch => branch = branch * g,
-                GateOn::Skip => x = x * g,
-                GateOn::Interpolate => return self.interpolate(x, branch, g.abs(), k),
+        let f_out = widen(f(&self.f, scaled(normed, self.scales.input)));
+        let branch = maybe_norm(&self.output_norm, f_out, k);
+        let gate = self.gate_value(shared_gate);
+        match (self.gating.map(|g| g.on), gate) {
+            (Some(GateOn::Interpolate), Some(alpha)) => {
+                let (next, sum) = normalized_step(&self.outer_norm, x, branch.clone(), alpha.abs(), k);
+                SublayerOut { next, sum: Some(sum), branch }
             }
+            (on, gate) => self.residual_step(x, branch, on.zip(gate), k, keep_sum),
+        }
+    }
+
+    /// The gate `g` `[1, 1, 1]` or `[1, 1, d]` at its used value (`stored · factor`): this
+    /// sublayer's, else the layer's shared one.
+    fn gate_value(&self, shared_gate: Option<Tensor<1>>) -> Option<Tensor<3>> {
+        let g = self.gate.as_ref().map(Param::val).or(shared_gate)?;
+        let factor = self.gating.map_or(1.0, |plan| plan.factor);
+        Some(if factor == 1.0 { g } else { g * factor }.unsqueeze::<3>())
+    }
+
+    /// The residual step `z_l = a·(g ⊙ X_l) + c·(g ⊙ branch)` (the gate on the skip or on the
+    /// branch, when there is one), `X_{l+1} = N_outer(z_l)`.
+    fn residual_step(
+        &self,
+        mut x: Tensor<3>,
+        mut branch: Tensor<3>,
+        gate: Option<(GateOn, Tensor<3>)>,
+        k: Kernels,
+        keep_sum: bool,
+    ) -> SublayerOut {
+        match gate {
+            Some((GateOn::Skip, g)) => x = x * g,
+            Some((_, g)) => branch = branch * g,
+            None => {}
         }
         let Scales { skip, residual, .. } = self.scales;
         // The outer norm forms the sum itself, in the same pass, when nobody reads the sum.
@@ -135,16 +153,6 @@ impl<F> Sublayer<F> {
             return SublayerOut { next, sum: None, branch };
         }
         let sum = scaled(x, skip) + scaled(branch.clone(), residual);
-        let next = maybe_norm(&self.outer_norm, sum.clone(), k);
-        SublayerOut { next, sum: Some(sum), branch }
-    }
-
-    /// nGPT's update: `X̂ = N_outer(x)`, `z = X̂ + α ⊙ (branch − X̂)`, `X_{l+1} = N_outer(z)`.
-    fn interpolate(&self, x: Tensor<3>, branch: Tensor<3>, alpha: Tensor<3>, k: Kernels) -> SublayerOut {
-        // The stream is already unit-norm when N_outer is; nGPT's reference renormalises it
-        // anyway, which also fixes the gradient's radial part.
-        let x_hat = maybe_norm(&self.outer_norm, x, k);
-        let sum = x_hat.clone() + (branch.clone() - x_hat) * alpha;
         let next = maybe_norm(&self.outer_norm, sum.clone(), k);
         SublayerOut { next, sum: Some(sum), branch }
     }

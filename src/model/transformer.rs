@@ -48,8 +48,11 @@ pub struct ModelMeta {
     pub final_softcap: Option<f64>,
     /// QK-clip's settings: a training forward then records every head's largest logit.
     pub qk_clip: Option<crate::recipe::QkClip>,
-    /// nGPT's settings: its weights are projected onto the sphere after every optimizer step.
+    /// nGPT's settings (its unit-norm weights and scaling factors).
     pub hypersphere: Option<crate::recipe::Hypersphere>,
+    /// What the recipe does to the weights after every optimizer step
+    /// ([`Transformer::after_step`]).
+    pub after_step: Vec<crate::recipe::AfterStep>,
     /// Kernels, precision and memory limits, handed to every module each forward.
     pub compute: Compute,
 }
@@ -169,7 +172,8 @@ impl Transformer {
     /// The largest logits and attention-score tensors one forward materialises whole (values);
     /// beyond them the loss runs over chunks of tokens and attention over blocks of query rows.
     pub fn set_memory_limits(&mut self, logits: usize, scores: usize) {
-        (self.meta.compute.logits_limit, self.meta.compute.scores_limit) = (logits, scores);
+        self.meta.compute.logits_limit = logits;
+        self.meta.compute.scores_limit = scores;
     }
 
     /// Computes the matmuls and the activations between them in `p` (`train.precision`); the
@@ -219,6 +223,7 @@ impl Transformer {
             final_softcap: recipe.final_softcap,
             qk_clip: recipe.qk_clip,
             hypersphere: recipe.hypersphere,
+            after_step: recipe.after_step(),
             compute,
         };
         Ok(Self { tok_emb, emb_scale, emb_norm, layers, final_norm, lm_head, sz, meta })

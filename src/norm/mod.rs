@@ -19,11 +19,19 @@
 //! | Derf ("Stronger Normalization-Free Transformers") | `γ ⊙ erf(α x + s) + β` | `α, s ∈ ℝ`, `γ, β ∈ ℝ^d` |
 //! | L2 (nGPT's `justnorm`) | `x/‖x‖` | none |
 //! | SeeDNorm | `[tanh(x·βᵀ)·α + γ] ⊙ x/√(mean(x²) + ε)` | `γ, α, β ∈ ℝ^d` |
+//!
+//! - [`kinds`]: the one table of kinds (names, formulas, options, how options build a kind)
+//! - [`kind`]: [`NormKind`], a slot's resolved description
+//! - [`module`]: [`Norm`], the module, one variant per kind
+//! - [`layer_norm`], [`rms_norm`], [`dyt`], [`bhyt`], [`derf`], [`seednorm`]: each kind's
+//!   functional forward and its parameters
+//! - [`param`]: reading a slot's parameters (optional values, broadcasting)
 
 mod bhyt;
 mod derf;
 mod dyt;
 mod kind;
+pub mod kinds;
 mod layer_norm;
 mod module;
 mod param;
@@ -34,8 +42,9 @@ pub use bhyt::{Bhyt, bhyt_rms_denominator, bhyt_star, bhyt_std_denominator, bhyt
 pub use derf::{Derf, derf};
 pub use dyt::{Dyt, dyt};
 pub use kind::{BhytDenominator, NormKind};
+pub use kinds::{KINDS, KindInfo, NormOption, SlotOptions};
 pub use layer_norm::{LayerNorm, layer_norm};
-pub use module::Norm;
+pub use module::{Norm, input_norm, maybe_norm};
 use param::{broadcast, value};
 pub use rms_norm::{RmsNorm, rms_norm, rms_with_variance};
 pub use seednorm::{SeeDNorm, seednorm};

@@ -48,6 +48,30 @@ fn unit_l2<const D: usize>(rms_normed: Tensor<D>) -> Tensor<D> {
     rms_normed / (d as f64).sqrt()
 }
 
+/// A norm slot applied exactly: the norm when the slot has one, the identity when it is empty.
+pub fn maybe_norm<const D: usize>(norm: &Option<Norm>, x: Tensor<D>, k: Kernels) -> Tensor<D> {
+    match norm {
+        Some(n) => n.forward(x, k),
+        None => x,
+    }
+}
+
+/// An input norm slot given the block's statistic (BHyT, RMSNorm-Approx): the kinds that take
+/// one use it, every other slot computes its own exactly.
+pub fn input_norm<const D: usize>(
+    norm: &Option<Norm>,
+    x: Tensor<D>,
+    variance: Option<Tensor<D>>,
+    k: Kernels,
+) -> Tensor<D> {
+    if let (Some(n), Some(v)) = (norm, variance)
+        && let Some(y) = n.forward_with_variance(x.clone(), v, k)
+    {
+        return y;
+    }
+    maybe_norm(norm, x, k)
+}
+
 impl Norm {
     /// Creates the slot `kind` of width `d`, its parameters named `{prefix}.gain` and so on.
     pub fn new(kind: NormKind, d: usize, b: &mut ParamBuilder<'_>, prefix: &str) -> anyhow::Result<Self> {

@@ -8,6 +8,7 @@
 //! - [`live`]: probes during training (`probes.jsonl`, TensorBoard, warnings)
 //! - [`alert`]: the Normalization chapter's gradient-norm alert against the warm-up average
 //! - [`offline`]: `normlab probe` on a checkpoint (`probes/*.json`)
+//! - [`config`]: the `[probe]` section of a run config
 
 pub mod alert;
 pub mod config;

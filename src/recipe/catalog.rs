@@ -5,8 +5,11 @@
 use super::presets::{logits, norm_functions, placement, residual};
 use super::spec::RecipeSpec;
 
-/// Every preset: its name and its spec.
-pub const PRESETS: &[(&str, fn() -> RecipeSpec)] = &[
+/// A preset's name and the function that builds its spec.
+pub type Preset = (&'static str, fn() -> RecipeSpec);
+
+/// Every preset.
+pub const PRESETS: &[Preset] = &[
     ("post", placement::post),
     ("pre", placement::pre),
     ("pre-rms", placement::pre_rms),

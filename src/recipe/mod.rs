@@ -1,12 +1,19 @@
 //! Placement recipes: which norm sits where, with which skip, residual and init scales.
 //!
-//! - [`spec`]: the data structure (what a preset is, what a config file spells)
-//! - [`presets`]: every named recipe (post, pre, gpt2-pre, lns, peri, mix, keel, kitenorm and
-//!   ablations, dyt, bhyt-star, bhyt, olmo2, deepnorm)
+//! - [`spec`]: the data structure (what a preset is, what a config file spells); norm kinds are
+//!   named from the one table in [`crate::norm::kinds`]
+//! - [`presets`]: every named recipe as data, grouped by what it changes
+//! - [`catalog`]: the one table of presets, name → spec
 //! - [`resolve`]: evaluation for a given depth, with validation
+//! - [`expr`]: scale expressions (`1/sqrt(2*L)`, `k^-0.5`, …)
 //! - [`config`]: a recipe as written in a config file (preset name, or preset + overrides)
 //! - [`equation`]: the printed sublayer equations
+//! - [`placement`]: which of the papers' canonical placements a resolved recipe is
+//! - [`hypersphere`]: nGPT's factors; [`moment_control`]: DeepScaleLM's initialisation option
+//! - [`after_step`]: what a recipe does to the weights after every optimizer step
+//! - [`theorem`]: the BHyT paper's Theorem 3.6 condition
 
+pub mod after_step;
 pub mod catalog;
 pub mod config;
 pub mod equation;
@@ -19,6 +26,7 @@ pub mod resolve;
 pub mod spec;
 pub mod theorem;
 
+pub use after_step::AfterStep;
 pub use catalog::{PRESET_NAMES, preset};
 pub use config::{RecipeConfig, RecipeOverlay};
 pub use hypersphere::{Hypersphere, Scaled};

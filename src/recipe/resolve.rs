@@ -9,7 +9,7 @@ use super::spec::{
     BaseNorm, GateOn, GateOwner, GateShape, GateSpec, NormName, NormSpec, NormTable, QkClip, QkNorm, RecipeSpec, Scale,
     SublayerSpec, Which, X0Mix,
 };
-use crate::norm::{BhytDenominator, NormKind};
+use crate::norm::{KindInfo, NormKind, SlotOptions};
 use anyhow::{Context, bail, ensure};
 use std::collections::BTreeMap;
 
@@ -97,12 +97,12 @@ pub struct Dims {
     pub d_model: usize,
 }
 
-/// Resolves `spec` for a model of `dims` with norm epsilon `eps`.
 /// The deepest model normlab builds (DeepNet trained 1000 layers; KiteNorm's stress test 96).
 pub const MAX_LAYERS: usize = 10_000;
 /// The widest hidden state normlab builds.
 pub const MAX_WIDTH: usize = 1 << 16;
 
+/// Resolves `spec` for a model of `dims` with norm epsilon `eps`.
 pub fn resolve(spec: &RecipeSpec, dims: Dims, eps: f64) -> anyhow::Result<ResolvedRecipe> {
     Resolver(spec).resolve(dims, eps)
 }
@@ -301,51 +301,47 @@ impl Resolver<'_> {
 
     fn norm(&self, spec: &NormSpec, vars: &BTreeMap<String, f64>, eps: f64) -> anyhow::Result<Option<NormKind>> {
         let t = spec.table();
-        check_options(&t)?;
-        let gain = t.gain.unwrap_or(true);
-        let positive = |name: &str, v: f64| -> anyhow::Result<f64> {
-            ensure!(v.is_finite() && v > 0.0, "`{name}` = {v} must be > 0");
-            Ok(v)
+        for o in t.set_options() {
+            ensure!(t.kind.options().contains(&o), "norm kind `{}` has no option `{}`", t.kind, o.name());
+        }
+        let Some(kind) = self.kind_meant(&t)? else { return Ok(None) };
+        let alpha = t.alpha.as_ref().map(|a| scale_value(a, vars)).transpose().context("`alpha`")?;
+        let options = SlotOptions {
+            gain: t.gain,
+            shift: t.shift,
+            alpha,
+            lambda: t.lambda,
+            p: t.p,
+            denominator: t.denominator,
+            offset: t.offset,
+            beta: t.beta,
+            eps,
         };
-        let p = t.p.unwrap_or(0.99);
-        ensure!(p > 0.0 && p < 1.0, "`p` = {p} must lie in (0, 1)");
+        (kind.build)(&options).map(Some)
+    }
+
+    /// The kind a slot's written name means under the recipe's base norm: `ln` is LayerNorm or
+    /// RMSNorm, `scalar-ln` under RMSNorm the scalarised RMSNorm; `None` for an empty slot.
+    fn kind_meant(&self, t: &NormTable) -> anyhow::Result<Option<&'static KindInfo>> {
         let rms_base = self.norm == BaseNorm::Rmsnorm;
-        let kind = match t.kind {
-            NormName::None => return Ok(None),
-            NormName::Ln if rms_base => rms(t.shift, gain, eps)?,
-            NormName::Ln | NormName::Layernorm => NormKind::LayerNorm { gain, shift: t.shift.unwrap_or(true), eps },
-            NormName::Rmsnorm => rms(t.shift, gain, eps)?,
-            NormName::ScalarLn if rms_base => scalar_rms(t.shift, eps)?,
-            NormName::ScalarLn => NormKind::ScalarLayerNorm { shift: t.shift.unwrap_or(true), eps },
-            NormName::ScalarRms => NormKind::ScalarRmsNorm { eps },
-            NormName::Dyt => {
-                let alpha = t.alpha.as_ref().map_or(Ok(0.5), |a| scale_value(a, vars)).context("`alpha`")?;
-                NormKind::Dyt { alpha }
+        let name = match t.kind.as_str() {
+            "none" => return Ok(None),
+            "ln" if rms_base => "rmsnorm",
+            "ln" => "layernorm",
+            "scalar-ln" if rms_base => {
+                ensure!(
+                    t.shift != Some(true),
+                    "scalar-ln under norm = \"rmsnorm\" is the scalarised RMSNorm, which has no shift; remove `shift = \
+                        true` or use norm = \"layernorm\""
+                );
+                "scalar-rms"
             }
-            NormName::BhytStar => NormKind::BhytStar {
-                lambda: positive("lambda", t.lambda.unwrap_or(1.0))?,
-                p,
-                denominator: t.denominator.unwrap_or(BhytDenominator::Std),
-                eps,
-            },
-            NormName::Bhyt => NormKind::Bhyt { lambda: positive("lambda", t.lambda.unwrap_or(1.0))?, p, eps },
-            NormName::RmsnormApprox => NormKind::RmsNormApprox { gain, eps },
-            NormName::Layernorm1p => NormKind::LayerNorm1p { shift: t.shift.unwrap_or(true), eps },
-            NormName::L2 => NormKind::L2,
-            NormName::Seednorm => {
-                let alpha = t.alpha.as_ref().map_or(Ok(1.0), |a| scale_value(a, vars)).context("`alpha`")?;
-                let beta = t.beta.unwrap_or(0.0);
-                ensure!(alpha.is_finite() && beta.is_finite(), "SeeDNorm's `alpha` and `beta` must be finite numbers");
-                NormKind::SeeDNorm { alpha, beta, eps }
-            }
-            NormName::Derf => {
-                let alpha = t.alpha.as_ref().map_or(Ok(0.5), |a| scale_value(a, vars)).context("`alpha`")?;
-                let offset = t.offset.unwrap_or(0.0);
-                ensure!(offset.is_finite(), "`offset` = {offset} must be a finite number");
-                NormKind::Derf { alpha, offset }
-            }
+            other => other,
         };
-        Ok(Some(kind))
+        let known = || NormName::known().join(", ");
+        crate::norm::kinds::find(name)
+            .map(Some)
+            .with_context(|| format!("unknown norm kind `{name}` (known: {})", known()))
     }
 }
 
@@ -391,24 +387,6 @@ fn check_moment_control(plans: &[SublayerPlan]) -> anyhow::Result<()> {
                 remove one of them",
             p.index
         );
-    }
-    Ok(())
-}
-
-/// Refuses a table option its kind does not take (`dyt` has no `lambda`).
-fn check_options(t: &NormTable) -> anyhow::Result<()> {
-    let set = [
-        ("gain", t.gain.is_some()),
-        ("shift", t.shift.is_some()),
-        ("alpha", t.alpha.is_some()),
-        ("lambda", t.lambda.is_some()),
-        ("p", t.p.is_some()),
-        ("denominator", t.denominator.is_some()),
-        ("offset", t.offset.is_some()),
-        ("beta", t.beta.is_some()),
-    ];
-    for (field, is_set) in set {
-        ensure!(!is_set || t.kind.options().contains(&field), "norm kind `{}` has no option `{field}`", t.kind);
     }
     Ok(())
 }
@@ -479,20 +457,6 @@ fn check_layer_gates(plans: &[SublayerPlan]) -> anyhow::Result<()> {
 
 /// `"scalar-ln"` under `norm = "rmsnorm"`: the scalarised RMSNorm, which has no shift (there is
 /// no centring for a shift to undo).
-fn scalar_rms(shift: Option<bool>, eps: f64) -> anyhow::Result<NormKind> {
-    ensure!(
-        shift != Some(true),
-        "scalar-ln under norm = \"rmsnorm\" is the scalarised RMSNorm, which has no shift; remove `shift = true` \
-            or use norm = \"layernorm\""
-    );
-    Ok(NormKind::ScalarRmsNorm { eps })
-}
-
-fn rms(shift: Option<bool>, gain: bool, eps: f64) -> anyhow::Result<NormKind> {
-    ensure!(shift != Some(true), "RMSNorm has no shift; remove `shift = true` or use layernorm");
-    Ok(NormKind::RmsNorm { gain, eps })
-}
-
 /// BHyT's approximated FFN-input norm needs the same layer's attention-input norm to be BHyT:
 /// it reuses that norm's input variance and λ (Algorithm 1).
 fn check_bhyt_pairs(plans: &[SublayerPlan]) -> anyhow::Result<()> {

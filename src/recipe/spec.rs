@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use crate::norm::BhytDenominator;
+use crate::norm::kinds::NormOption;
 
 /// A norm slot as written: a kind name (`"none"`, `"ln"`, `"layernorm"`, `"rmsnorm"`,
 /// `"scalar-ln"`, `"dyt"`, `"bhyt-star"`, `"bhyt"`, `"rmsnorm-approx"`) or a table with options.
@@ -32,71 +33,47 @@ pub enum NormSpec {
     Table(NormTable),
 }
 
-/// A norm kind as a recipe names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "&'static str")]
-pub enum NormName {
-    /// An empty slot.
-    None,
-    /// The recipe's base norm ([`RecipeSpec::norm`]): LayerNorm or RMSNorm.
-    Ln,
-    Layernorm,
-    Rmsnorm,
-    /// KiteNorm eq. 4's scalarised LayerNorm (the scalarised RMSNorm under `norm = "rmsnorm"`).
-    ScalarLn,
-    ScalarRms,
-    Dyt,
-    BhytStar,
-    Bhyt,
-    /// RMSNorm whose FFN-input slot takes the block's approximated variance (the BHyT paper's Table 5).
-    RmsnormApprox,
-    /// LayerNorm with a zero-centred gain, `(1 + γ)` (Megatron-LM's `apply_layernorm_1p`).
-    Layernorm1p,
-    /// Dynamic erf (Chen et al., 2025, "Stronger Normalization-Free Transformers").
-    Derf,
-    /// Unit L2 norm `x/‖x‖`, no parameters (nGPT's `justnorm`).
-    L2,
-    /// SeeDNorm (Cai et al., 2025, "SeeDNorm: Self-Rescaled Dynamic Normalization").
-    Seednorm,
+/// A norm kind as a recipe names it: `"none"` (an empty slot), `"ln"` (the recipe's base norm,
+/// [`RecipeSpec::norm`]) or a kind of [`crate::norm::KINDS`], the one table of kinds their names
+/// and options come from. `"scalar-ln"` under `norm = "rmsnorm"` is the scalarised RMSNorm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(into = "&'static str")]
+pub struct NormName(&'static str);
+
+impl<'de> Deserialize<'de> for NormName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        NormName::try_from(String::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
 }
 
 impl NormName {
-    /// Every kind with its written name.
-    pub const ALL: [(NormName, &'static str); 14] = [
-        (NormName::None, "none"),
-        (NormName::Ln, "ln"),
-        (NormName::Layernorm, "layernorm"),
-        (NormName::Rmsnorm, "rmsnorm"),
-        (NormName::ScalarLn, "scalar-ln"),
-        (NormName::ScalarRms, "scalar-rms"),
-        (NormName::Dyt, "dyt"),
-        (NormName::BhytStar, "bhyt-star"),
-        (NormName::Bhyt, "bhyt"),
-        (NormName::RmsnormApprox, "rmsnorm-approx"),
-        (NormName::Layernorm1p, "layernorm-1p"),
-        (NormName::Derf, "derf"),
-        (NormName::L2, "l2"),
-        (NormName::Seednorm, "seednorm"),
-    ];
+    /// An empty slot.
+    pub const NONE: NormName = NormName("none");
+    /// The recipe's base norm: LayerNorm or RMSNorm.
+    pub const LN: NormName = NormName("ln");
 
-    pub fn as_str(self) -> &'static str {
-        Self::ALL.iter().find(|(n, _)| *n == self).map_or("none", |(_, s)| s)
+    /// A kind of [`crate::norm::KINDS`] by its name, for the presets (a name the table lacks is
+    /// refused when the recipe resolves; every preset resolves in the tests).
+    pub const fn kind(name: &'static str) -> NormName {
+        NormName(name)
     }
 
-    /// The table options this kind takes (any other set option is an error).
-    pub fn options(self) -> &'static [&'static str] {
-        match self {
-            NormName::None | NormName::ScalarRms | NormName::L2 => &[],
-            NormName::Ln | NormName::Layernorm | NormName::Rmsnorm => &["gain", "shift"],
-            NormName::ScalarLn => &["shift"],
-            NormName::Dyt => &["alpha"],
-            NormName::BhytStar => &["lambda", "p", "denominator"],
-            NormName::Bhyt => &["lambda", "p"],
-            NormName::RmsnormApprox => &["gain"],
-            NormName::Layernorm1p => &["shift"],
-            NormName::Derf => &["alpha", "offset"],
-            NormName::Seednorm => &["alpha", "beta"],
-        }
+    pub fn as_str(self) -> &'static str {
+        self.0
+    }
+
+    /// Every name a recipe may write.
+    pub fn known() -> Vec<&'static str> {
+        let mut all = vec![Self::NONE.0, Self::LN.0];
+        all.extend(crate::norm::KINDS.iter().map(|k| k.name));
+        all
+    }
+
+    /// The options a slot of this kind takes (any other set option is an error): `ln` takes
+    /// LayerNorm's.
+    pub fn options(self) -> &'static [NormOption] {
+        let name = if self == Self::LN { "layernorm" } else { self.0 };
+        crate::norm::kinds::find(name).map_or(&[], |k| k.options)
     }
 }
 
@@ -104,10 +81,11 @@ impl TryFrom<String> for NormName {
     type Error = String;
 
     fn try_from(s: String) -> Result<Self, String> {
-        Self::ALL.iter().find(|(_, name)| *name == s).map(|(n, _)| *n).ok_or_else(|| {
-            let known: Vec<&str> = Self::ALL.iter().map(|(_, s)| *s).collect();
-            format!("unknown norm kind `{s}` (known: {})", known.join(", "))
-        })
+        Self::known()
+            .into_iter()
+            .find(|n| *n == s)
+            .map(NormName)
+            .ok_or_else(|| format!("unknown norm kind `{s}` (known: {})", Self::known().join(", ")))
     }
 }
 
@@ -172,7 +150,7 @@ impl TryFrom<toml::Value> for NormSpec {
 
 impl NormSpec {
     pub fn none() -> Self {
-        NormSpec::Kind(NormName::None)
+        NormSpec::Kind(NormName::NONE)
     }
 
     pub fn table(&self) -> NormTable {
@@ -183,11 +161,26 @@ impl NormSpec {
     }
 
     pub fn is_none(&self) -> bool {
-        self.table().kind == NormName::None
+        self.table().kind == NormName::NONE
     }
 }
 
 impl NormTable {
+    /// The options this table sets.
+    pub fn set_options(&self) -> Vec<NormOption> {
+        let set = [
+            (NormOption::Gain, self.gain.is_some()),
+            (NormOption::Shift, self.shift.is_some()),
+            (NormOption::Alpha, self.alpha.is_some()),
+            (NormOption::Lambda, self.lambda.is_some()),
+            (NormOption::P, self.p.is_some()),
+            (NormOption::Denominator, self.denominator.is_some()),
+            (NormOption::Offset, self.offset.is_some()),
+            (NormOption::Beta, self.beta.is_some()),
+        ];
+        set.into_iter().filter(|(_, is_set)| *is_set).map(|(o, _)| o).collect()
+    }
+
     /// `kind` with every option at its default.
     pub fn of(kind: NormName) -> Self {
         Self {

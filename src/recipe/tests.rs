@@ -363,7 +363,7 @@ fn malformed_recipes_are_rejected_naming_the_field() {
     assert!(e.contains("`p` = 1 must lie in (0, 1)"), "{e}");
 }
 
-/// The schemes beyond the seeds, by hand from their papers and code.
+/// The schemes of the field's training stacks, by hand from their papers and code.
 #[test]
 fn gated_recipes_by_hand() {
     use super::{Gate, GateOn, GateOwner, GateShape};

@@ -58,7 +58,8 @@ impl Chart {
     }
 
     pub fn log(mut self, x: bool, y: bool) -> Self {
-        (self.log_x, self.log_y) = (x, y);
+        self.log_x = x;
+        self.log_y = y;
         self
     }
 }

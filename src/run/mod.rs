@@ -12,7 +12,7 @@
 //!   `run.json` ([`layout::RunInfo`]) and `status.json` ([`layout::Status`])
 //! - [`metrics`]: `metrics.jsonl`'s records
 //! - [`pairs_eval`]: `pairs_eval.json`'s record
-//! - [`checkpoint`]: checkpoints (weights, optimizer, `state.json`'s [`checkpoint::TrainerState`])
+//! - [`checkpoint`]: a checkpoint's weights, optimizer state and `state.json` (the trainer state)
 //! - [`divergence`], [`skip`], [`loss_scale`]: the rules whose state a checkpoint keeps
 //! - [`saved`]: opening a saved run and verifying its weights ([`SavedRun`])
 

@@ -135,7 +135,9 @@ async fn collect(mut rx: UnboundedReceiver<Event>) -> Result<Answer, ApiError> {
             Event::Prompt(s) => a.prompt_scores = Some(s),
             Event::Text(t) => a.text.push_str(&t),
             Event::Done { finish, tokens, scores } => {
-                (a.finish, a.tokens, a.scores) = (Some(finish), tokens, scores);
+                a.finish = Some(finish);
+                a.tokens = tokens;
+                a.scores = scores;
                 return Ok(a);
             }
             Event::Failed(m) => return Err(ApiError { status: 500, message: m, param: None }),

@@ -59,8 +59,7 @@ pub struct SweepSection {
     pub slurm: SlurmSection,
 }
 
-/// A published results table (see `report::paper`); a former name of one is read as it
-/// (`docs/references.md`).
+/// A published results table (see `report::paper`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String")]
 pub enum Paper {
@@ -97,8 +96,7 @@ impl TryFrom<String> for Paper {
     type Error = String;
 
     fn try_from(name: String) -> Result<Self, String> {
-        let wanted = super::names::renamed(&name).unwrap_or(&name);
-        Paper::ALL.iter().find(|(n, _)| *n == wanted).map(|(_, p)| *p).ok_or_else(|| {
+        Paper::ALL.iter().find(|(n, _)| *n == name).map(|(_, p)| *p).ok_or_else(|| {
             let known: Vec<&str> = Paper::ALL.iter().map(|(n, _)| *n).collect();
             format!("unknown published table `{name}`; normlab has {}", known.join(", "))
         })

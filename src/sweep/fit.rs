@@ -48,7 +48,8 @@ pub fn fit(points: &[(f64, f64)]) -> Option<PowerLaw> {
         let e = e_min + (e_max - e_min) * i as f64 / grid as f64;
         let s = sse(e);
         if s < best_sse {
-            (best, best_sse) = (e, s);
+            best = e;
+            best_sse = s;
         }
     }
     let step = (e_max - e_min) / grid as f64;

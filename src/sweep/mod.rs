@@ -13,7 +13,6 @@
 //! - [`fit`]: the law `L = E + A·x^(−α)` and a bootstrap interval for α
 //! - [`scaling`]: a scaling study's answer, `scaling.json`
 //! - [`studies`]: the papers' experiments as named studies
-//! - [`names`]: former names of studies and tables, read from `docs/references.md`
 
 pub mod aggregate;
 pub mod config;
@@ -21,7 +20,6 @@ pub mod fit;
 pub mod group;
 pub mod ladder;
 pub mod layout;
-pub mod names;
 pub mod results;
 pub mod runner;
 pub mod scaling;

@@ -42,13 +42,13 @@ const MINUTES_KITENORM_E3: Option<f64> = Some(1.0);
 const MINUTES_BHYT_LLAMA: Option<f64> = Some(9.3);
 const MINUTES_BHYT_LAMBDA: Option<f64> = Some(9.7);
 const MINUTES_PERILN_SPIKES: Option<f64> = Some(1.2);
-const MINUTES_BEYOND_GATES: Option<f64> = Some(4.2);
-const MINUTES_BEYOND_HYBRIDNORM: Option<f64> = Some(1.1);
-const MINUTES_BEYOND_LOGITS: Option<f64> = Some(1.9);
-const MINUTES_BEYOND_NORMS: Option<f64> = Some(1.5);
-const MINUTES_BEYOND_NGPT: Option<f64> = Some(0.9);
-const MINUTES_BEYOND_DEEPSCALELM: Option<f64> = Some(6.4);
-const MINUTES_BEYOND_SEEDNORM: Option<f64> = Some(1.1);
+const MINUTES_RESIDUAL_GATES: Option<f64> = Some(4.2);
+const MINUTES_HYBRIDNORM: Option<f64> = Some(1.1);
+const MINUTES_LOGIT_CONTROLS: Option<f64> = Some(1.9);
+const MINUTES_NORM_FUNCTIONS: Option<f64> = Some(1.5);
+const MINUTES_NGPT: Option<f64> = Some(0.9);
+const MINUTES_DEEPSCALELM: Option<f64> = Some(6.4);
+const MINUTES_SEEDNORM: Option<f64> = Some(1.1);
 
 /// Every study, in the order `normlab studies` lists them.
 pub const STUDIES: &[Study] = &[
@@ -251,85 +251,76 @@ pub const STUDIES: &[Study] = &[
         minutes: MINUTES_BHYT_LAMBDA,
     },
     Study {
-        name: "beyond-gates",
+        name: "residual-gates",
         figure: "ReZero (Bachlechner et al. 2020), SkipInit (De & Smith 2020), LayerScale (CaiT), Admin (Liu et al. 2020)",
         claim: "learnable residual gates train deep stacks (no norm at all for ReZero and SkipInit; Admin's ω on post-norm's skip) where post-norm fails",
-        mini: ("configs/studies/beyond-gates.toml", include_str!("../../configs/studies/beyond-gates.toml")),
+        mini: ("configs/studies/residual-gates.toml", include_str!("../../configs/studies/residual-gates.toml")),
         full: Some((
-            "configs/studies/beyond-gates-full.toml",
-            include_str!("../../configs/studies/beyond-gates-full.toml"),
+            "configs/studies/residual-gates-full.toml",
+            include_str!("../../configs/studies/residual-gates-full.toml"),
         )),
-        minutes: MINUTES_BEYOND_GATES,
+        minutes: MINUTES_RESIDUAL_GATES,
     },
     Study {
-        name: "beyond-hybridnorm",
+        name: "hybridnorm",
         figure: "HybridNorm (Zhuo et al. 2025)",
         claim: "HybridNorm reaches a lower loss than pre-norm and post-norm; HybridNorm* (first block pre-norm) lower still",
-        mini: ("configs/studies/beyond-hybridnorm.toml", include_str!("../../configs/studies/beyond-hybridnorm.toml")),
+        mini: ("configs/studies/hybridnorm.toml", include_str!("../../configs/studies/hybridnorm.toml")),
         full: Some((
-            "configs/studies/beyond-hybridnorm-full.toml",
-            include_str!("../../configs/studies/beyond-hybridnorm-full.toml"),
+            "configs/studies/hybridnorm-full.toml",
+            include_str!("../../configs/studies/hybridnorm-full.toml"),
         )),
-        minutes: MINUTES_BEYOND_HYBRIDNORM,
+        minutes: MINUTES_HYBRIDNORM,
     },
     Study {
-        name: "beyond-logits",
+        name: "logit-controls",
         figure: "Gemma 2 soft-capping, Megatron-LM QK L2-norm, Kimi K2 QK-clip, OLMo 2 QK-norm",
         claim: "each control keeps the largest attention logit bounded at learning rates where pre-norm's grows, without a worse loss",
-        mini: ("configs/studies/beyond-logits.toml", include_str!("../../configs/studies/beyond-logits.toml")),
+        mini: ("configs/studies/logit-controls.toml", include_str!("../../configs/studies/logit-controls.toml")),
         full: Some((
-            "configs/studies/beyond-logits-full.toml",
-            include_str!("../../configs/studies/beyond-logits-full.toml"),
+            "configs/studies/logit-controls-full.toml",
+            include_str!("../../configs/studies/logit-controls-full.toml"),
         )),
-        minutes: MINUTES_BEYOND_LOGITS,
+        minutes: MINUTES_LOGIT_CONTROLS,
     },
     Study {
-        name: "beyond-norms",
+        name: "norm-functions",
         figure: "Derf (Stronger Normalization-Free Transformers), Megatron-LM LayerNorm-1p, nanochat x0 mixing",
         claim: "Derf reaches a lower loss than LayerNorm and DyT; LayerNorm-1p equals LayerNorm without weight decay on gains",
-        mini: ("configs/studies/beyond-norms.toml", include_str!("../../configs/studies/beyond-norms.toml")),
+        mini: ("configs/studies/norm-functions.toml", include_str!("../../configs/studies/norm-functions.toml")),
         full: Some((
-            "configs/studies/beyond-norms-full.toml",
-            include_str!("../../configs/studies/beyond-norms-full.toml"),
+            "configs/studies/norm-functions-full.toml",
+            include_str!("../../configs/studies/norm-functions-full.toml"),
         )),
-        minutes: MINUTES_BEYOND_NORMS,
+        minutes: MINUTES_NORM_FUNCTIONS,
     },
     Study {
-        name: "beyond-ngpt",
+        name: "ngpt",
         figure: "nGPT (Loshchilov et al. 2024): the steps to reach a loss",
         claim: "nGPT reaches the pre-norm baseline's loss in fewer steps (4 to 20 times fewer in the paper)",
-        mini: ("configs/studies/beyond-ngpt.toml", include_str!("../../configs/studies/beyond-ngpt.toml")),
-        full: Some((
-            "configs/studies/beyond-ngpt-full.toml",
-            include_str!("../../configs/studies/beyond-ngpt-full.toml"),
-        )),
-        minutes: MINUTES_BEYOND_NGPT,
+        mini: ("configs/studies/ngpt.toml", include_str!("../../configs/studies/ngpt.toml")),
+        full: Some(("configs/studies/ngpt-full.toml", include_str!("../../configs/studies/ngpt-full.toml"))),
+        minutes: MINUTES_NGPT,
     },
     Study {
-        name: "beyond-deepscalelm",
+        name: "deepscalelm",
         figure: "DeepScaleLM (Kedia et al. 2024): hidden-state variance by depth and the loss of a deep stack",
         claim: "DeepScaleLM keeps unit hidden-state variance through depth where pre-LN's grows, and its deep model \
             trains to a lower loss",
-        mini: (
-            "configs/studies/beyond-deepscalelm.toml",
-            include_str!("../../configs/studies/beyond-deepscalelm.toml"),
-        ),
+        mini: ("configs/studies/deepscalelm.toml", include_str!("../../configs/studies/deepscalelm.toml")),
         full: Some((
-            "configs/studies/beyond-deepscalelm-full.toml",
-            include_str!("../../configs/studies/beyond-deepscalelm-full.toml"),
+            "configs/studies/deepscalelm-full.toml",
+            include_str!("../../configs/studies/deepscalelm-full.toml"),
         )),
-        minutes: MINUTES_BEYOND_DEEPSCALELM,
+        minutes: MINUTES_DEEPSCALELM,
     },
     Study {
-        name: "beyond-seednorm",
+        name: "seednorm",
         figure: "SeeDNorm (Cai et al. 2025)",
         claim: "SeeDNorm reaches a lower loss than the RMSNorm it replaces",
-        mini: ("configs/studies/beyond-seednorm.toml", include_str!("../../configs/studies/beyond-seednorm.toml")),
-        full: Some((
-            "configs/studies/beyond-seednorm-full.toml",
-            include_str!("../../configs/studies/beyond-seednorm-full.toml"),
-        )),
-        minutes: MINUTES_BEYOND_SEEDNORM,
+        mini: ("configs/studies/seednorm.toml", include_str!("../../configs/studies/seednorm.toml")),
+        full: Some(("configs/studies/seednorm-full.toml", include_str!("../../configs/studies/seednorm-full.toml"))),
+        minutes: MINUTES_SEEDNORM,
     },
 ];
 
@@ -361,9 +352,8 @@ pub const COMMANDS: &[(&str, &str, &str, &str)] = &[
     ),
 ];
 
-/// The study named `name` (or formerly so named).
+/// The study named `name`.
 pub fn find(name: &str) -> anyhow::Result<&'static Study> {
-    let name = super::names::renamed(name).unwrap_or(name);
     STUDIES.iter().find(|s| s.name == name).with_context(|| {
         let known: Vec<&str> = STUDIES.iter().map(|s| s.name).collect();
         format!("unknown study `{name}`; `normlab studies` lists them: {}", known.join(", "))

@@ -228,7 +228,7 @@ fn the_textnorm_study_and_its_recipes_option() {
     assert!(Sweep::textnorm(true, &[], &[]).is_ok());
 }
 
-/// `normlab compare --recipes`: the schemes beyond the seeds over compare's grid.
+/// `normlab compare --recipes`: presets outside compare's default set over its grid.
 #[test]
 fn compare_takes_its_recipes_from_the_command_line() {
     let new = ["rezero", "layerscale", "hybridnorm", "softcap", "qk-clip", "derf"].map(String::from);

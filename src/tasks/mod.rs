@@ -11,6 +11,9 @@
 //! - [`files`]: task files (parquet, JSON lines, JSON, text)
 //! - [`builtin`]: the built-in suite from the built-in corpus and rules
 //! - [`spec`]: which tasks to evaluate (`[eval]`, `--tasks`), loading, few-shot
+//! - [`fewshot`]: few-shot contexts as lm-evaluation-harness 0.4 draws them
+//! - [`pyrandom`]: CPython's `random.Random`, which lm-eval's few-shot sampling draws with
+//! - [`papers`]: the papers' downstream task sets as named suites
 
 pub mod builtin;
 pub mod encode;

@@ -87,7 +87,9 @@ mod tests {
     fn the_estimate_counts_parameters_and_activations_by_hand() {
         let mut cfg = RunConfig::default();
         cfg.model = ModelConfig { d_model: 8, n_layers: 2, n_heads: 2, d_glu: Some(16), vocab_size: 10, ..cfg.model };
-        (cfg.train.batch_size, cfg.train.micro_batch_size, cfg.train.seq_len) = (4, Some(2), 3);
+        cfg.train.batch_size = 4;
+        cfg.train.micro_batch_size = Some(2);
+        cfg.train.seq_len = 3;
         let e = estimate(&cfg, 1000.0);
         assert_eq!(e.parameters, 16_000.0);
         // 6 tokens; per layer and token 7·8 + 3·16 + 2·3 = 110 values; logits 3 · 6 · 10.

@@ -1,6 +1,19 @@
-//! Training: config, AdamW with decay groups, LR schedules, global-norm clipping, gradient
-//! accumulation, the variance regulariser's logging, divergence detection, skip-step, checkpoints and
-//! resumption, evaluation, sampling and probing saved runs.
+//! Training: the loop that turns a checked config into a run on disk ([`crate::run`] holds
+//! what a run is; this room computes it).
+//!
+//! - [`setup`]: starting a run (the config checked once, the run directory created in one step)
+//!   and resuming one from its newest intact checkpoint
+//! - [`trainer`]: the training loop: sample, forward, backward, clip, step, the recipe's
+//!   after-step hooks, validate, probe, checkpoint
+//! - [`step`]: one optimizer step's gradients over the micro-batches; [`allreduce`]: summed over
+//!   the ranks; [`clip`]: global-norm clipping
+//! - [`optimizer`]: AdamW with two decay groups
+//! - [`eval`]: validation loss and perplexity over fixed windows
+//! - [`pairs_eval`]: a pairs run's test sets decoded and scored
+//! - [`memory`]: the memory a step needs, refused before step 1 when it cannot fit
+//! - [`engine`]: engine failures as errors
+//! - [`ranks`]: a job's start-up over several processes
+//! - [`progress`]: the progress line; [`mfu`]: what it needs for MFU
 
 pub mod allreduce;
 pub mod clip;
@@ -11,7 +24,6 @@ pub mod mfu;
 pub mod optimizer;
 pub mod pairs_eval;
 pub mod progress;
-pub mod qk_clip;
 pub mod ranks;
 pub mod setup;
 pub mod step;

@@ -16,7 +16,8 @@ fn half_precision_runs_track_the_f32_loss_curve() {
     let steps = 40;
     let curve = |p: Precision, name: &str| {
         let mut cfg = tiny_cfg(&root, steps);
-        (cfg.run.dir, cfg.train.precision) = (root.join(name), p);
+        cfg.run.dir = root.join(name);
+        cfg.train.precision = p;
         let (_, outcome) = run(cfg);
         let Outcome::Finished { val_loss, .. } = outcome else { panic!("{name}: {outcome:?}") };
         (train_losses(&root.join(name)), val_loss)

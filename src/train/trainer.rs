@@ -6,7 +6,6 @@ use super::engine;
 use super::eval::Evaluated;
 use super::pairs_eval;
 use super::progress::Progress;
-use super::qk_clip::{self, ClipEvent};
 use super::step;
 use super::step::{Share, StepGradients};
 use crate::data::sampler::Batch;
@@ -16,6 +15,7 @@ use crate::dist::Ranks;
 use crate::io::jsonl::JsonlWriter;
 use crate::kernels::Precision;
 use crate::model::Transformer;
+use crate::model::qk_clip::ClipEvent;
 use crate::probe::{LiveProbe, ProbePaths};
 use crate::run::CheckedConfig;
 use crate::run::checkpoint::{self, TrainerState};
@@ -320,13 +320,10 @@ impl Trainer {
         };
         let mut facts = StepFacts::new(&g, lr, skipped, f16.then_some(loss_scale), tokens);
         if facts.skipped.is_none() {
-            self.model = self.optim.step(lr, self.model.clone(), g.grads);
-            if let Some(clip) = self.model.meta.qk_clip {
-                let (model, event) = qk_clip::apply(self.model.clone(), &g.logit_maxima, clip);
-                (self.model, facts.clip_event) = (model, Some(event));
-            }
-            // nGPT: back onto the sphere (a no-op for every other recipe).
-            self.model = self.model.clone().project_to_sphere();
+            let stepped = self.optim.step(lr, self.model.clone(), g.grads);
+            let (model, events) = stepped.after_step(&g.logit_maxima);
+            self.model = model;
+            facts.clip_event = events.qk_clip;
         }
         let record = self.advance(facts, tokens as f64 / t0.elapsed().as_secs_f64(), clock);
         let warnings = self.observe(&record, &g.norms, probe, warnings)?;

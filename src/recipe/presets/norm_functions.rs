@@ -23,11 +23,11 @@ pub fn dyt() -> RecipeSpec {
             attention, 0.2 before the FFN and final for d ≤ 4096); embeddings × learnable e₀ = √d (Zhu et al. 2025)",
     );
     r.embedding_scale = expr("sqrt(d)");
-    r.sublayer.input = Some(norm_with(NormName::Dyt, |t| t.alpha = expr(DYT_OTHER_ALPHA)));
+    r.sublayer.input = Some(norm_with(NormName::kind("dyt"), |t| t.alpha = expr(DYT_OTHER_ALPHA)));
     let mut attn = layers("1..=L", Which::Attn);
-    attn.input = Some(norm_with(NormName::Dyt, |t| t.alpha = expr(DYT_ATTN_ALPHA)));
+    attn.input = Some(norm_with(NormName::kind("dyt"), |t| t.alpha = expr(DYT_ATTN_ALPHA)));
     r.layers = vec![attn];
-    r.final_norm = norm_with(NormName::Dyt, |t| t.alpha = expr(DYT_OTHER_ALPHA));
+    r.final_norm = norm_with(NormName::kind("dyt"), |t| t.alpha = expr(DYT_OTHER_ALPHA));
     r
 }
 
@@ -40,8 +40,8 @@ pub fn dyt_plain() -> RecipeSpec {
         "DyT, plain: X = X + F(DyT(X)), DyT(x) = γ·tanh(αx) + β, α₀ = 0.5 everywhere; final DyT; no embedding \
             scale (DyT repository default; the BHyT paper)",
     );
-    r.sublayer.input = Some(norm_with(NormName::Dyt, |t| t.alpha = Some(Scale::Number(0.5))));
-    r.final_norm = norm_with(NormName::Dyt, |t| t.alpha = Some(Scale::Number(0.5)));
+    r.sublayer.input = Some(norm_with(NormName::kind("dyt"), |t| t.alpha = Some(Scale::Number(0.5))));
+    r.final_norm = norm_with(NormName::kind("dyt"), |t| t.alpha = Some(Scale::Number(0.5)));
     r
 }
 
@@ -61,7 +61,7 @@ fn bhyt_family(name: &str, kind: NormName, about: &str) -> RecipeSpec {
 pub fn bhyt_star() -> RecipeSpec {
     bhyt_family(
         "bhyt-star",
-        NormName::BhytStar,
+        NormName::kind("bhyt-star"),
         "BHyT*: X = X + F(γ·tanh(λx/(κ s_x + |μ_x|))), κ = 10, λ₀ = 2 (attn) / 1 (FFN, final) (the BHyT paper's eq. 1)",
     )
 }
@@ -72,7 +72,7 @@ pub fn bhyt_star() -> RecipeSpec {
 pub fn bhyt() -> RecipeSpec {
     bhyt_family(
         "bhyt",
-        NormName::Bhyt,
+        NormName::kind("bhyt"),
         "BHyT: BHyT* with one exact statistic per block and the Theorem 3.5 variance approximation before the FFN \
             (the BHyT paper's Alg. 1)",
     )
@@ -90,8 +90,8 @@ pub fn rmsnorm_approx() -> RecipeSpec {
             paper's Table 5)",
     );
     r.norm = BaseNorm::Rmsnorm;
-    r.sublayer.input = Some(NormSpec::Kind(NormName::RmsnormApprox));
-    r.final_norm = NormSpec::Kind(NormName::Ln);
+    r.sublayer.input = Some(NormSpec::Kind(NormName::kind("rmsnorm-approx")));
+    r.final_norm = NormSpec::Kind(NormName::LN);
     r
 }
 
@@ -105,7 +105,8 @@ pub fn derf() -> RecipeSpec {
         "Derf: X = X + F(Derf(X)), Derf(x) = γ·erf(αx + s) + β, α₀ = 1, s₀ = 0; final Derf; embeddings × learnable \
             e₀ = √d (Chen et al. 2025, Stronger Normalization-Free Transformers)",
     );
-    let slot = || NormSpec::Table(NormTable { alpha: Some(Scale::Number(1.0)), ..NormTable::of(NormName::Derf) });
+    let slot =
+        || NormSpec::Table(NormTable { alpha: Some(Scale::Number(1.0)), ..NormTable::of(NormName::kind("derf")) });
     r.embedding_scale = Some(Scale::expr("sqrt(d)"));
     r.sublayer.input = Some(slot());
     r.final_norm = slot();
@@ -122,7 +123,7 @@ pub fn seednorm() -> RecipeSpec {
         "SeeDNorm: X = X + F(SeeD(X)), SeeD(x) = [tanh(x·βᵀ)·α + γ] ⊙ x/RMS(x), γ₀ = α₀ = 1, β₀ = 0; final SeeDNorm \
             (Cai et al. 2025)",
     );
-    r.sublayer.input = Some(norm(NormName::Seednorm));
-    r.final_norm = norm(NormName::Seednorm);
+    r.sublayer.input = Some(norm(NormName::kind("seednorm")));
+    r.final_norm = norm(NormName::kind("seednorm"));
     r
 }

@@ -34,7 +34,7 @@ pub fn blank(name: &str, about: &str) -> RecipeSpec {
 }
 
 pub(super) fn ln() -> Option<NormSpec> {
-    Some(NormSpec::Kind(NormName::Ln))
+    Some(NormSpec::Kind(NormName::LN))
 }
 
 pub(super) fn norm_with(kind: NormName, f: impl FnOnce(&mut NormTable)) -> NormSpec {
@@ -60,7 +60,7 @@ pub(super) fn gate(shape: GateShape, init: Scale, per: GateOwner) -> Option<Gate
 }
 
 pub(super) fn weightless_rms() -> NormSpec {
-    NormSpec::Table(NormTable { gain: Some(false), ..NormTable::of(NormName::Rmsnorm) })
+    NormSpec::Table(NormTable { gain: Some(false), ..NormTable::of(NormName::kind("rmsnorm")) })
 }
 
 /// `recipe` with RMSNorm as its base norm, renamed: the form the Peri-LN paper ("primarily

@@ -21,7 +21,7 @@ pub fn post() -> RecipeSpec {
 pub fn pre() -> RecipeSpec {
     let mut r = blank("pre", "pre-norm, X = X + F(LN(X)); final LN; no init scaling (KiteNorm E.1)");
     r.sublayer.input = ln();
-    r.final_norm = NormSpec::Kind(NormName::Ln);
+    r.final_norm = NormSpec::Kind(NormName::LN);
     r
 }
 
@@ -73,8 +73,8 @@ pub fn peri() -> RecipeSpec {
     let mut r = blank("peri", "Peri-LN: X = X + LN(F(LN(X))); embedding LN and final LN (the Peri-LN paper)");
     r.sublayer.input = ln();
     r.sublayer.output = ln();
-    r.embedding_norm = NormSpec::Kind(NormName::Ln);
-    r.final_norm = NormSpec::Kind(NormName::Ln);
+    r.embedding_norm = NormSpec::Kind(NormName::LN);
+    r.final_norm = NormSpec::Kind(NormName::LN);
     r
 }
 
@@ -116,7 +116,7 @@ pub fn mix() -> RecipeSpec {
     pre.input = ln();
     pre.init_out = expr("1/sqrt(2*(L-floor(mix_ratio*L)))");
     r.layers = vec![post, pre];
-    r.final_norm = NormSpec::Kind(NormName::Ln);
+    r.final_norm = NormSpec::Kind(NormName::LN);
     r
 }
 
@@ -128,7 +128,7 @@ pub fn keel() -> RecipeSpec {
         "KEEL: X = LN(a·X + F(LN(X))), a = 1 in layer 1 and 2L after, no outer LN after sublayer 1, LN without shift \
             (KiteNorm Table 2)",
     );
-    let ln0 = || Some(norm_with(NormName::Ln, |t| t.shift = Some(false)));
+    let ln0 = || Some(norm_with(NormName::LN, |t| t.shift = Some(false)));
     r.sublayer.input = ln0();
     r.sublayer.outer = ln0();
     r.sublayer.skip = expr("2*L");
@@ -148,8 +148,8 @@ pub fn kitenorm() -> RecipeSpec {
         "KiteNorm: X = sLN(X + 1/(2L)·F(sLN(X))), scalar γ′, β′; no final norm; variance regulariser λ = 1 (KiteNorm \
             Table 2)",
     );
-    r.sublayer.input = Some(NormSpec::Kind(NormName::ScalarLn));
-    r.sublayer.outer = Some(NormSpec::Kind(NormName::ScalarLn));
+    r.sublayer.input = Some(NormSpec::Kind(NormName::kind("scalar-ln")));
+    r.sublayer.outer = Some(NormSpec::Kind(NormName::kind("scalar-ln")));
     r.sublayer.residual = expr("1/(2*L)");
     r.regularizer = 1.0;
     r.notes.push(
@@ -202,7 +202,7 @@ pub fn olmo2() -> RecipeSpec {
     r.norm = BaseNorm::Rmsnorm;
     r.sublayer.output = ln();
     r.qk_norm = QkNorm::Full;
-    r.final_norm = NormSpec::Kind(NormName::Ln);
+    r.final_norm = NormSpec::Kind(NormName::LN);
     r
 }
 
@@ -227,8 +227,8 @@ pub fn pre_1p() -> RecipeSpec {
     r.about = "pre-norm with LayerNorm-1p, (1 + γ)·LN(x) + β, γ₀ = 0 (Megatron-LM's apply_layernorm_1p): decay on γ \
         pulls the gain towards 1"
         .into();
-    r.sublayer.input = Some(norm(NormName::Layernorm1p));
-    r.final_norm = norm(NormName::Layernorm1p);
+    r.sublayer.input = Some(norm(NormName::kind("layernorm-1p")));
+    r.final_norm = norm(NormName::kind("layernorm-1p"));
     r
 }
 
@@ -247,9 +247,9 @@ pub fn hybridnorm() -> RecipeSpec {
     r.qk_norm = QkNorm::Full;
     r.v_norm = QkNorm::Full;
     let mut attn = SublayerSpec { range: Some("1..=L".into()), sublayers: Some(Which::Attn), ..Default::default() };
-    attn.outer = Some(norm(NormName::Ln));
+    attn.outer = Some(norm(NormName::LN));
     r.layers = vec![attn];
-    r.final_norm = norm(NormName::Ln);
+    r.final_norm = norm(NormName::LN);
     r
 }
 
@@ -264,7 +264,7 @@ pub fn hybridnorm_star() -> RecipeSpec {
         2025)"
             .into();
     r.layers[0].range = Some("2..=L".into());
-    let first = SublayerSpec { range: Some("1".into()), input: Some(norm(NormName::Ln)), ..Default::default() };
+    let first = SublayerSpec { range: Some("1".into()), input: Some(norm(NormName::LN)), ..Default::default() };
     r.layers.push(first);
     r
 }

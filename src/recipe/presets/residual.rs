@@ -130,7 +130,7 @@ pub fn ngpt() -> RecipeSpec {
         "nGPT: h ← Norm(h + α ⊙ (Norm(F(h)) − h)), unit-norm embeddings and weights (projected after every step), \
             s_qk, s_uv, s_z, softmax scale √d_h, no weight decay (Loshchilov et al. 2024)",
     );
-    let l2 = || Some(NormSpec::Kind(NormName::L2));
+    let l2 = || Some(NormSpec::Kind(NormName::kind("l2")));
     r.sublayer.output = l2();
     r.sublayer.outer = l2();
     r.sublayer.gate = Some(GateSpec {

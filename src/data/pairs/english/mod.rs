@@ -7,7 +7,8 @@
 //! Roman numerals, ranges, abbreviations (`whitelist`) and text left as it is (`word`). Half of the pairs are bare, half
 //! embedded in a short carrier sentence that is copied unchanged.
 //!
-//! The spoken forms follow the held-out set's conventions ([`words`]); every category is
+//! The spoken forms follow the held-out set's conventions ([`words`]); each category's generator
+//! is in [`categories`]; every category is
 //! checked by an independent reader (the `text2num` crate parsing the words back to digits, in
 //! `tests.rs`).
 

@@ -11,7 +11,7 @@
 //! each query head takes the whole factor, `W_q[:, h] ← W_q[:, h]·γ_h` (Kimi K2's rule for its
 //! shared rotary key).
 
-use crate::model::Transformer;
+use super::transformer::Transformer;
 use crate::recipe::QkClip;
 use burn::module::Param;
 use burn::tensor::{Tensor, TensorData};
