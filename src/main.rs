@@ -72,9 +72,9 @@ enum Cmd {
         /// may give `num_fewshot`, `fewshot_path`, `layout`, `limit`, `seed`), after --tasks.
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
-        /// At most this many items a task.
-        #[arg(long)]
-        limit: Option<usize>,
+        /// At most this many items a task (≥ 1).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        limit: Option<u64>,
         /// Solved examples before every item of every task file (lm-eval's --num_fewshot; the
         /// built-in tasks are zero-shot, a paper's suite keeps its paper's shots).
         #[arg(long)]
@@ -350,7 +350,8 @@ fn main() {
     // Tokenizing on every core allocates small blocks on every thread at once: on the one
     // shared malloc arena they wait on its lock (2.1× slower on 2 cores), so `data prepare`
     // keeps glibc's per-thread arenas.
-    if !matches!(cli.cmd, Cmd::Data { cmd: DataCmd::Prepare { .. } }) {
+    // The server hands freed memory back (a large request's buffers must not stay resident).
+    if !matches!(cli.cmd, Cmd::Data { cmd: DataCmd::Prepare { .. } } | Cmd::Serve { .. }) {
         normlab::device::keep_freed_memory();
     }
     // Denormals are flushed to zero unless NORMLAB_DENORMALS=keep (IEEE gradual underflow):
@@ -453,6 +454,7 @@ fn one_run(cmd: Cmd) -> anyhow::Result<i32> {
                 t.num_fewshot = num_fewshot.unwrap_or(t.num_fewshot);
                 t.seed = fewshot_seed.unwrap_or(t.seed);
             }
+            let limit = limit.map(|n| n as usize);
             let o = commands::evaluate::EvaluateOptions { tasks, dir, limit, samples };
             commands::evaluate::evaluate(&checkpoint, &o, out).map(|()| 0)
         }

@@ -463,7 +463,8 @@ fn echo_scores_the_prompt(url: &str, prompt: &str) {
     assert!(lp["token_logprobs"][0].is_null() && lp["top_logprobs"][0].is_null());
     let max_of = |i: usize| {
         let top = lp["top_logprobs"][i].as_object().unwrap();
-        assert!(!top.is_empty() && top.len() <= 3, "{top:?}");
+        // The 3 most likely tokens and always the chosen one (OpenAI: up to logprobs + 1).
+        assert!(!top.is_empty() && top.len() <= 4, "{top:?}");
         top.iter()
             .map(|(t, v)| (v.as_f64().unwrap(), t.clone()))
             .fold((f64::NEG_INFINITY, String::new()), |a, b| if b.0 > a.0 { b } else { a })
@@ -477,6 +478,12 @@ fn echo_scores_the_prompt(url: &str, prompt: &str) {
     assert_eq!(lp["text_offset"][1], 1);
     let only = completion(url, &json!({"prompt": prompt, "echo": true, "logprobs": 0, "max_tokens": 0}));
     assert_eq!((text_of(&only, 0).as_str(), only["usage"]["completion_tokens"].as_u64()), (prompt, Some(0)));
+    // `logprobs: 0`: each position's entry holds the chosen token alone, with its log-probability.
+    let zero = &only["choices"][0]["logprobs"];
+    for i in 1..prompt.len() {
+        let want = json!({ zero["tokens"][i].as_str().unwrap(): zero["token_logprobs"][i] });
+        assert_eq!(zero["top_logprobs"][i], want, "position {i}");
+    }
     let prompt_scores = json!(lp["token_logprobs"].as_array().unwrap()[..n - 1]);
     assert_eq!(only["choices"][0]["logprobs"]["token_logprobs"], prompt_scores);
 }

@@ -4,10 +4,11 @@
 A short, independent re-implementation of the decoder-only Transformer and of each placement
 recipe, written from KiteNorm Table 2 (and the Peri-LN and BHyT papers for Peri-LN, DyT, BHyT;
 for the other schemes, their papers and reference code: ReZero's RZTXEncoderLayer,
-SkipInit, CaiT's LayerScale, nanochat's x0 lambdas, HybridNorm's OLMo 2 configuration, Gemma 2's
-soft-caps, Megatron-LM's layernorm-1p and qk_l2_norm, the Derf repository's nanoGPT patch, Kimi
-K2's MuonClip), not from the Rust code. It runs in float64 and, for each case, writes
-tests/fixtures/reference/<case>.safetensors with
+SkipInit, CaiT's LayerScale, nanochat's x0 lambdas, HybridNorm's OLMo 2 code (per-head q, k, v
+RMSNorm), CogView's Sandwich-LN (no embedding norm), Gemma 2's soft-caps, Megatron-LM's
+layernorm-1p and qk_l2_norm (Llama 4's L2Norm: unit mean square per head), the Derf repository's
+nanoGPT patch, Kimi K2's MuonClip), not from the Rust code. It runs in float64 and, for each
+case, writes tests/fixtures/reference/<case>.safetensors with
 
     param/<name>   the weights (values exactly representable in f32, so both sides use the same)
     input/tokens   int64 [B, T];   input/targets int64 [B, T]
@@ -162,9 +163,10 @@ def sub(inp=None, out=None, outer=None, a=1.0, c=1.0, s=1.0, init_out=1.0, init_
 
 def recipe(name):
     """Returns (sublayers [2L], embedding norm, final norm, qk_norm, regulariser lambda,
-    embedding scale e0 or None, extras). qk_norm: None, "head" (per head, Qwen3), "full"
-    (OLMo 2) or "l2" (unit L2 norm per head, Megatron-LM). extras: v_norm ("full" or None),
-    attention and final soft-caps, x0 mixing (initial lambda_r, lambda_0) and QK-clip (tau, alpha)."""
+    embedding scale e0 or None, extras). qk_norm: None, "head" (per head, Qwen3, HybridNorm), "full"
+    (OLMo 2) or "l2" (unit mean square per head, no weight: Megatron-LM's L2Norm). extras: v_norm
+    ("head" or None), attention and final soft-caps, x0 mixing (initial lambda_r, lambda_0) and
+    QK-clip (tau, alpha)."""
     subs, emb, fin, qk, reg, escale = [], None, None, None, 0.0, None
     ex = dict(v=None, attn_cap=None, final_cap=None, x0=None, clip=None, ngpt=False)
     for l in range(1, 2 * L + 1):
@@ -219,8 +221,10 @@ def recipe(name):
         elif name == "deepnorm":
             beta = (8 * L) ** -0.25
             subs.append(sub(outer=LN, a=(2 * L) ** 0.25, init_out=beta, init_in=beta))
-        elif name == "sandwich":  # CogView's Sandwich-LN / Gemma 2: LN before and after each module
-            subs.append(sub(inp=LN, out=LN)); emb = fin = LN
+        elif name == "sandwich":  # CogView's Sandwich-LN / Gemma 2: LN before and after each module,
+            # final LN; the embeddings go straight into the first block (CogView's
+            # GPT2ParallelTransformer, Gemma2Model): no embedding norm, unlike peri
+            subs.append(sub(inp=LN, out=LN)); fin = LN
         elif name == "pre-1p":
             subs.append(sub(inp=LN1P)); fin = LN1P
         elif name == "derf":  # the Derf repository's GPT-2 patch: alpha0 = 1 everywhere, shared_scale sqrt(d)
@@ -241,10 +245,12 @@ def recipe(name):
                 subs.append(sub(outer=RMS))
             else:
                 subs.append(sub())
-            fin = RMS; qk = "full"; ex["v"] = "full"
+            # The authors' OLMo attention(): q, k, v RMS-normalised per head (size d/H, one gain
+            # shared by the heads) after the head split, q and k before RoPE
+            fin = RMS; qk = "head"; ex["v"] = "head"
         elif name == "softcap":  # Gemma 2's soft-caps, here at 2 and 3 so that they bite
             subs.append(sub(inp=RMS)); fin = RMS; ex["attn_cap"], ex["final_cap"] = 2.0, 3.0
-        elif name == "qk-l2":
+        elif name == "qk-l2":  # Megatron-LM's qk_l2_norm: q, k per head to unit mean square
             subs.append(sub(inp=RMS)); fin = RMS; qk = "l2"
         elif name == "qk-clip":  # MuonClip with tau = 1.5 so that it clips at this size
             subs.append(sub(inp=RMS)); fin = RMS; ex["clip"] = (1.5, 0.5)
@@ -283,17 +289,16 @@ def attention(P, pre, x, qk, ex):
     b, t, _ = x.shape
     heads = lambda y: y.view(b, t, H, HD).transpose(1, 2)
     q, k, v = x @ P[f"{pre}.wq"], x @ P[f"{pre}.wk"], x @ P[f"{pre}.wv"]
-    if ex["v"] == "full":  # HybridNorm's QKV-norm: values RMS-normalised over their full width
-        v = apply_norm(RMS, P, f"{pre}.v_norm", v)
-    v = heads(v)
     if qk == "full":
         q, k = apply_norm(RMS, P, f"{pre}.q_norm", q), apply_norm(RMS, P, f"{pre}.k_norm", k)
-    q, k = heads(q), heads(k)
-    if qk == "head":
+    q, k, v = heads(q), heads(k), heads(v)
+    if qk == "head":  # gains of size d/H, shared by the heads
         q, k = apply_norm(RMS, P, f"{pre}.q_norm", q), apply_norm(RMS, P, f"{pre}.k_norm", k)
-    if qk == "l2":  # Transformer Engine's L2Norm: x / sqrt(sum x^2 + eps)
-        q = q / torch.sqrt((q ** 2).sum(-1, keepdim=True) + EPS)
-        k = k / torch.sqrt((k ** 2).sum(-1, keepdim=True) + EPS)
+    if ex["v"] == "head":  # HybridNorm's QKV-norm: the values per head too (the authors' v_norm)
+        v = apply_norm(RMS, P, f"{pre}.v_norm", v)
+    if qk == "l2":  # Megatron-LM's L2Norm: x * rsqrt(mean(x^2) + eps) per head, no weight, before
+        # RoPE (Llama 4 applies it after; a rotation keeps mean(x^2), so the two orders agree)
+        q, k = apply_norm(RMS0, P, f"{pre}.q_norm", q), apply_norm(RMS0, P, f"{pre}.k_norm", k)
     q, k = rope(q), rope(k)
     scale = 1 / math.sqrt(HD)
     if ex["ngpt"]:  # after RoPE: sqk * justnorm per head; softmax scale sqrt(head_dim)
@@ -415,8 +420,8 @@ def make_params(rec, mlp, gen):
                 if qk in ("full", "head"):
                     w = D if qk == "full" else HD
                     P[f"{pre}.f.q_norm.gain"], P[f"{pre}.f.k_norm.gain"] = 1 + 0.2 * n(w, std=1), 1 + 0.2 * n(w, std=1)
-                if ex["v"] == "full":
-                    P[f"{pre}.f.v_norm.gain"] = 1 + 0.2 * n(D, std=1)
+                if ex["v"] == "head":
+                    P[f"{pre}.f.v_norm.gain"] = 1 + 0.2 * n(HD, std=1)
                 if ex["ngpt"]:  # sqk stored from 1/sqrt(d), perturbed
                     P[f"{pre}.f.sqk"] = D ** -0.5 * (1 + 0.3 * n(D, std=1))
             else:

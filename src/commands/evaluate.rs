@@ -4,21 +4,57 @@
 
 use super::log;
 use crate::decode::Decoder;
-use crate::run::{SavedRun, checkpoint};
+use crate::run::{SavedRun, checkpoint, layout};
 use crate::tasks::evaluate::Evaluation;
 use crate::tasks::spec::{TaskSpec, expand, load};
-use std::path::Path;
+use anyhow::{Context, ensure};
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// `normlab evaluate`: a saved run's downstream tasks, printed as a table and written as JSON
 /// (`RUN/evaluation.json` unless `out` names another file).
-pub fn evaluate(path: &Path, o: &EvaluateOptions, out: Option<std::path::PathBuf>) -> anyhow::Result<()> {
+pub fn evaluate(path: &Path, o: &EvaluateOptions, out: Option<PathBuf>) -> anyhow::Result<()> {
+    if let Some(out) = &out {
+        check_out(out)?;
+    }
     let e = measure(path, o, &log)?;
     outln!("{}", evaluation_table(&e.results));
-    let run_dir = std::path::PathBuf::from(&e.run);
-    let out = out.unwrap_or_else(|| run_dir.join("evaluation.json"));
+    let out = out.unwrap_or_else(|| layout::evaluation(Path::new(&e.run)));
+    check_out(&out)?;
     crate::io::json::write(&out, &e)?;
     errln!("{} tasks in {:.1} s; wrote {}", e.results.len(), e.seconds, out.display());
+    Ok(())
+}
+
+/// Where `evaluate` may write its JSON: a new file in a directory that exists, or a file an
+/// earlier `normlab evaluate` wrote; inside a run directory only that run's `evaluation.json`.
+fn check_out(out: &Path) -> anyhow::Result<()> {
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    ensure!(
+        parent.is_dir(),
+        "--out {}: the directory {} does not exist; create it first or choose another path",
+        out.display(),
+        parent.display()
+    );
+    let parent = parent.canonicalize().with_context(|| format!("cannot read {}", parent.display()))?;
+    let named = parent.join(out.file_name().unwrap_or_default());
+    if let Some(run) = parent.ancestors().find(|a| layout::holds_run(a)) {
+        ensure!(
+            named == layout::evaluation(run),
+            "--out {} lies inside the run directory {}, which holds only its own files; write elsewhere, or leave \
+             out --out for {}",
+            out.display(),
+            run.display(),
+            layout::evaluation(run).display()
+        );
+    }
+    if out.exists() {
+        ensure!(
+            out.is_file() && crate::io::json::read::<Evaluation>(out).is_ok(),
+            "--out {} exists and is not an evaluation normlab wrote; choose another path (nothing was changed)",
+            out.display()
+        );
+    }
     Ok(())
 }
 

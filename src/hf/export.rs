@@ -160,7 +160,7 @@ pub fn export(run: &Path, out: &Path, force: bool) -> anyhow::Result<Layout> {
     let layout = match family_of(m)? {
         Some(f) => {
             let hf = to_hf(&ours, &mappings(f, m.n_layers, m.attn_bias, m.tie_embeddings))?;
-            let mut cfg = config_json(m, f, seq_len.max(2048), ids)?;
+            let mut cfg = config_json(m, f, seq_len, ids)?;
             // normlab's own description, from which the model is rebuilt exactly.
             cfg["normlab"] = serde_json::json!({"model": m, "seq_len": seq_len});
             let cfg = serde_json::to_string_pretty(&cfg)?;

@@ -45,8 +45,8 @@ s^2 + ||W_V W_O||_F^2 / (T d) * sigma^2, with T the training sequence length
 
 Attention: causal, rotary position embedding (rotate-half, base `rope_theta`) on queries and
 keys, grouped-query heads, optional query/key/value biases, optional QK-norm (RMSNorm over the
-full width before the head split, "full", or per head, "head"; unit L2 norm per head without a
-gain, "l2"), optional V-norm (`v_norm`, RMSNorm of the values), optional soft-capping of the
+full width before the head split, "full", or per head, "head"; without a gain, per head, unit
+mean square, "l2", or unit L2 norm, "unit-l2"), optional V-norm (`v_norm`, RMSNorm of the values), optional soft-capping of the
 attention logits (`attn_softcap`: c tanh(s / c) before the mask) and of the output logits
 (`final_softcap`). Feed-forward: SiLU-gated GLU
 (w1, w3, w2) or a GELU MLP (w1, w2).
@@ -245,7 +245,10 @@ class Attention(nn.Module):
         q, k, v = heads(q, self.h), heads(k, self.kv), heads(v, self.kv)
         if self.qk == "head":
             q, k = self.q_norm(q), self.k_norm(k)
-        if self.qk == "l2":
+        if self.qk == "l2":  # Megatron-LM's qk_l2_norm, Llama 4's L2Norm: unit mean square
+            q = q * torch.rsqrt(q.pow(2).mean(-1, keepdim=True) + self.eps)
+            k = k * torch.rsqrt(k.pow(2).mean(-1, keepdim=True) + self.eps)
+        if self.qk == "unit-l2":  # unit L2 norm (Transformer Engine)
             q = q / torch.sqrt(q.pow(2).sum(-1, keepdim=True) + self.eps)
             k = k / torch.sqrt(k.pow(2).sum(-1, keepdim=True) + self.eps)
         if self.vn == "head":

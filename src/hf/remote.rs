@@ -112,12 +112,7 @@ fn gate_json(g: Gate) -> Value {
 }
 
 fn place(q: QkNorm) -> &'static str {
-    match q {
-        QkNorm::None => "none",
-        QkNorm::Head => "head",
-        QkNorm::Full => "full",
-        QkNorm::L2 => "l2",
-    }
+    q.as_str()
 }
 
 /// `config.json` for model `m` (recipe `r`) trained on sequences of `seq_len`; `eos`: the
@@ -142,7 +137,8 @@ pub fn config_json(m: &ModelConfig, r: &ResolvedRecipe, seq_len: usize, ids: Con
         "tie_word_embeddings": m.tie_embeddings,
         "rope_theta": m.rope_base,
         "bhyt_seq_len": seq_len,
-        "max_position_embeddings": seq_len.max(2048),
+        // The context it was trained for: lm-eval's `hf` model reads its limit from here.
+        "max_position_embeddings": seq_len,
         "torch_dtype": "float32",
         "bos_token_id": ids.bos,
         "eos_token_id": ids.eos,

@@ -5,7 +5,8 @@
 //! `repeat_kv`) and query/key/value biases (Qwen2) are options for imported checkpoints; the
 //! KV cache holds the `n_kv_heads` heads.
 //!
-//! Recipe options: QK L2-norm (Megatron-LM's `qk_l2_norm`: `q/√(‖q‖² + ε)` per head, no gain),
+//! Recipe options: QK L2-norm (Megatron-LM's `qk_l2_norm` and Llama 4's `L2Norm`:
+//! `q/√(mean(q²) + ε)` per head, no gain; or unit L2 norm, `q/√(‖q‖² + ε)`),
 //! V-norm (RMSNorm of the values, per head or over the full width: HybridNorm's QKV-norm) and
 //! soft-capping of the logits, `c·tanh((q·k/√h)/c)` before the mask (Gemma 2). A soft-capped
 //! attention runs the composite path. nGPT (the recipe's `hypersphere`): after RoPE, each
@@ -194,9 +195,10 @@ pub struct Attention {
     pub qk_full: bool,
     #[module(skip)]
     pub v_full: bool,
-    /// QK L2-norm's ε, when queries and keys are scaled to unit L2 norm.
+    /// QK L2-norm's form (unit mean square or unit L2 norm) and ε, when queries and keys are
+    /// scaled so.
     #[module(skip)]
-    pub qk_l2: Option<f64>,
+    pub qk_l2: Option<(QkNorm, f64)>,
     /// Soft-cap `c` of the logits.
     #[module(skip)]
     pub softcap: Option<f64>,
@@ -262,7 +264,7 @@ impl Attention {
             head_dim: s.head_dim,
             qk_full: matches!(s.qk_norm, Some((QkNorm::Full, _))),
             v_full: matches!(s.v_norm, Some((QkNorm::Full, _))),
-            qk_l2: s.qk_norm.filter(|(p, _)| *p == QkNorm::L2).map(|(_, eps)| eps),
+            qk_l2: s.qk_norm.filter(|(p, _)| p.is_l2()),
             softcap: s.softcap,
             sqk: s.sqk.map(|q| b.vector(&child(prefix, "sqk"), dq, Init::Constant(q.stored))).transpose()?,
             sqk_factor: s.sqk.map_or(1.0, |q| q.factor),
@@ -280,7 +282,7 @@ impl Attention {
         let Some(sqk) = &self.sqk else { return (q, k) };
         let s = (sqk.val() * self.sqk_factor).reshape([1, self.n_heads, 1, self.head_dim]);
         // Normalised in f32 (half-precision projections widened), then back in the compute type.
-        let unit = |x: Tensor<4>| p.compute(l2_normalize(widen(x), 0.0) * s.clone());
+        let unit = |x: Tensor<4>| p.compute(l2_normalize(widen(x), QkNorm::UnitL2, 0.0) * s.clone());
         (unit(q), unit(k))
     }
 
@@ -379,7 +381,7 @@ impl Attention {
     fn per_head_norms<const D: usize>(&self, q: Tensor<D>, k: Tensor<D>, kern: Kernels) -> (Tensor<D>, Tensor<D>) {
         match (&self.q_norm, &self.k_norm, self.qk_l2) {
             (Some(qn), Some(kn), _) if !self.qk_full => (qn.forward(q, kern), kn.forward(k, kern)),
-            (_, _, Some(eps)) => (l2_normalize(q, eps), l2_normalize(k, eps)),
+            (_, _, Some((form, eps))) => (l2_normalize(q, form, eps), l2_normalize(k, form, eps)),
             _ => (q, k),
         }
     }
@@ -509,9 +511,11 @@ pub fn attn_stats(scores: Tensor<4>) -> AttnStats {
     AttnStats { max_logit, head_max_logit: per_head, entropy }
 }
 
-/// `x/√(‖x‖² + ε)` over the last axis: unit L2 norm (Transformer Engine's `L2Norm`, which
-/// Megatron-LM's `qk_l2_norm` applies to each head's query and key).
-pub fn l2_normalize<const D: usize>(x: Tensor<D>, eps: f64) -> Tensor<D> {
-    let norm = (x.clone().square().sum_dim(D - 1) + eps).sqrt();
-    x / norm
+/// QK L2-norm over the last axis, no gain: `x/√(mean(x²) + ε)` (unit mean square; Megatron-LM's
+/// `qk_l2_norm` and Llama 4's `L2Norm`) or, for [`QkNorm::UnitL2`], `x/√(‖x‖² + ε)` (unit L2
+/// norm; Transformer Engine's).
+pub fn l2_normalize<const D: usize>(x: Tensor<D>, form: QkNorm, eps: f64) -> Tensor<D> {
+    let square = x.clone().square();
+    let stat = if form == QkNorm::UnitL2 { square.sum_dim(D - 1) } else { square.mean_dim(D - 1) };
+    x / (stat + eps).sqrt()
 }

@@ -529,7 +529,8 @@ fn new_parameters_start_at_their_papers_values() {
         ("x0-mix", &[("layers.1.resid_lambda", 1, 1.0), ("layers.1.x0_lambda", 1, 0.0)]),
         ("pre-1p", &[("layers.0.attn.input_norm.gain", 16, 0.0), ("final_norm.gain", 16, 0.0)]),
         ("derf", &[("layers.0.ffn.input_norm.alpha", 1, 1.0), ("layers.0.ffn.input_norm.offset", 1, 0.0)]),
-        ("hybridnorm", &[("layers.0.attn.f.v_norm.gain", 16, 1.0)]),
+        // HybridNorm's value norm lies per head: one gain of d_head = 16 / 2 shared by the heads.
+        ("hybridnorm", &[("layers.0.attn.f.v_norm.gain", 8, 1.0), ("layers.0.attn.f.q_norm.gain", 8, 1.0)]),
     ];
     for (recipe, params) in expect {
         let cfg = tiny(RecipeConfig::Preset(recipe.to_string()), 3);

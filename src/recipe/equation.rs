@@ -108,9 +108,14 @@ fn attention_notes(spec: &RecipeSpec) -> Vec<String> {
         QkNorm::Full => lines.push(
             "attention: q, k RMS-normalised over the full width d, before the head split (QK-norm, OLMo 2)".into(),
         ),
-        QkNorm::L2 => {
-            lines.push("attention: q, k scaled to unit L2 norm per head, no gain (QK L2-norm, Megatron-LM)".into())
-        }
+        QkNorm::L2 => lines.push(
+            "attention: q, k scaled to unit mean square per head, q/√(mean(q²) + ε), no gain (QK L2-norm: \
+                Megatron-LM's qk_l2_norm, Llama 4)"
+                .into(),
+        ),
+        QkNorm::UnitL2 => lines.push(
+            "attention: q, k scaled to unit L2 norm per head, q/√(‖q‖² + ε), no gain (Transformer Engine)".into(),
+        ),
     }
     match spec.v_norm {
         QkNorm::Head => lines.push("attention: v RMS-normalised per head (V-norm)".into()),

@@ -198,8 +198,9 @@ impl Resolver<'_> {
             }
         }
         ensure!(
-            self.v_norm != QkNorm::L2,
-            "v_norm = \"l2\" is not a value norm normlab builds; use \"head\" or \"full\" (RMSNorm)"
+            !self.v_norm.is_l2(),
+            "v_norm = \"{}\" is not a value norm normlab builds; use \"head\" or \"full\" (RMSNorm)",
+            self.v_norm.as_str()
         );
         if let Some(X0Mix { residual, x0 }) = self.x0_mix {
             ensure!(residual.is_finite() && x0.is_finite(), "`x0_mix` values must be finite numbers");
@@ -210,11 +211,7 @@ impl Resolver<'_> {
             ensure!(
                 !self.qk_norm.is_on(),
                 "qk_clip rescales W_q and W_k, which QK-norm (qk_norm = \"{}\") undoes; use one or the other",
-                match self.qk_norm {
-                    QkNorm::Head => "head",
-                    QkNorm::Full => "full",
-                    _ => "l2",
-                }
+                self.qk_norm.as_str()
             );
         }
         Ok(())

@@ -358,8 +358,30 @@ pub enum QkNorm {
     Head,
     /// Over the full width `d` before the head split (OLMo 2), gains in `ℝ^d`.
     Full,
-    /// Per head, to unit L2 norm, `q/√(‖q‖² + ε)`, no gain (Megatron-LM's `qk_l2_norm`, Llama 4).
+    /// Per head, to unit mean square, `q/√(mean(q²) + ε)`, no gain: Megatron-LM's
+    /// `qk_l2_norm` (its `L2Norm`) and Llama 4's `L2Norm`.
     L2,
+    /// Per head, to unit L2 norm, `q/√(‖q‖² + ε)`, no gain (Transformer Engine's
+    /// `l2normalization`): [`QkNorm::L2`] divided by `√d_head`.
+    UnitL2,
+}
+
+impl QkNorm {
+    /// The name a recipe writes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QkNorm::None => "none",
+            QkNorm::Head => "head",
+            QkNorm::Full => "full",
+            QkNorm::L2 => "l2",
+            QkNorm::UnitL2 => "unit-l2",
+        }
+    }
+
+    /// Whether the norm has no gain and lies per head (the L2 forms).
+    pub fn is_l2(self) -> bool {
+        matches!(self, QkNorm::L2 | QkNorm::UnitL2)
+    }
 }
 
 /// Accepts the names and, for configs written before the choice existed, a boolean.
@@ -374,9 +396,12 @@ impl TryFrom<toml::Value> for QkNorm {
                 "head" => Ok(QkNorm::Head),
                 "full" => Ok(QkNorm::Full),
                 "l2" => Ok(QkNorm::L2),
-                other => Err(format!("qk_norm = \"{other}\": expected \"none\", \"head\", \"full\" or \"l2\"")),
+                "unit-l2" => Ok(QkNorm::UnitL2),
+                other => {
+                    Err(format!("qk_norm = \"{other}\": expected \"none\", \"head\", \"full\", \"l2\" or \"unit-l2\""))
+                }
             },
-            other => Err(format!("qk_norm is \"none\", \"head\", \"full\" or \"l2\", not `{other}`")),
+            other => Err(format!("qk_norm is \"none\", \"head\", \"full\", \"l2\" or \"unit-l2\", not `{other}`")),
         }
     }
 }

@@ -246,7 +246,8 @@ fn qk_norm_is_per_head_or_full_width() {
     assert_eq!(from_toml("[recipe]\npreset = \"pre\"\nqk_norm = \"head\"\n").unwrap().qk_norm, QkNorm::Head);
     assert_eq!(from_toml("[recipe]\npreset = \"pre\"\nqk_norm = true\n").unwrap().qk_norm, QkNorm::Head);
     assert_eq!(from_toml("[recipe]\npreset = \"olmo2\"\nqk_norm = false\n").unwrap().qk_norm, QkNorm::None);
-    assert!(err("[recipe]\npreset = \"pre\"\nqk_norm = \"both\"\n").contains("\"none\", \"head\", \"full\" or \"l2\""));
+    let e = err("[recipe]\npreset = \"pre\"\nqk_norm = \"both\"\n");
+    assert!(e.contains("\"none\", \"head\", \"full\", \"l2\" or \"unit-l2\""), "{e}");
 }
 
 #[test]
@@ -473,13 +474,14 @@ fn deepscalelm_by_hand() {
 fn hybridnorm_places_its_norms_as_its_configuration_does() {
     let rms = || Some(NormKind::RmsNorm { gain: true, eps: EPS });
     // HybridNorm: no norm before attention, the attention sum normalised (which the FFN both
-    // reads and adds to), q, k, v normalised over their full width; final RMSNorm.
+    // reads and adds to), q, k, v normalised per head; final RMSNorm.
     let r = resolve("hybridnorm", 4);
     for s in &r.sublayers {
         let (outer, input) = if s.branch == Branch::Attn { (rms(), None) } else { (None, None) };
         assert_eq!((&s.input, &s.output, &s.outer), (&input, &None, &outer), "sublayer {}", s.index);
     }
-    assert_eq!((r.qk_norm, r.v_norm, r.final_norm.clone()), (QkNorm::Full, QkNorm::Full, rms()));
+    // The authors' code normalises q, k and v per head (one d_head gain shared by the heads).
+    assert_eq!((r.qk_norm, r.v_norm, r.final_norm.clone()), (QkNorm::Head, QkNorm::Head, rms()));
     // HybridNorm*: the first block pre-norm in both sublayers, the rest as HybridNorm.
     let r = resolve("hybridnorm-star", 4);
     assert_eq!((&r.sublayers[0].input, &r.sublayers[0].outer), (&rms(), &None));
@@ -508,7 +510,7 @@ fn logit_controls_and_new_norm_kinds_by_hand() {
     all_sublayers(&d, Some(NormKind::Derf { alpha: 1.0, offset: 0.0 }), None, None, 1.0, 1.0);
     assert!(close(d.embedding_scale.unwrap(), 128f64.sqrt()), "the Derf patch's shared_scale √d");
     assert!(err("[recipe]\nsublayer = { input = { kind = \"derf\", lambda = 1.0 } }\n").contains("no option `lambda`"));
-    // sandwich is peri under its other name.
+    // Sandwich-LN (CogView, Gemma 2) is peri's sublayers and final norm without its embedding norm.
     let (s, p) = (resolve("sandwich", 4), resolve("peri", 4));
-    assert_eq!((s.sublayers, s.embedding_norm, s.final_norm), (p.sublayers, p.embedding_norm, p.final_norm));
+    assert_eq!((s.sublayers, s.embedding_norm, s.final_norm), (p.sublayers, None, p.final_norm));
 }

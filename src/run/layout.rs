@@ -12,6 +12,7 @@
 //! RUN/model.safetensors    the final weights
 //! RUN/probes/{init,step-N}.json   `normlab probe` results
 //! RUN/report/              `normlab report RUN`
+//! RUN/evaluation.json      `normlab evaluate RUN`
 //! RUN/.lock                the pid of the process training the run (the lock itself is
 //!                          flock(2) on RUN; see crate::io::lock)
 //! ```
@@ -71,6 +72,11 @@ pub fn probe_snapshot(run: &Path, at: &str) -> PathBuf {
 pub fn final_weights(run: &Path) -> PathBuf {
     run.join(WEIGHTS)
 }
+/// `normlab evaluate`'s result ([`crate::tasks::evaluate::Evaluation`]).
+pub fn evaluation(run: &Path) -> PathBuf {
+    run.join("evaluation.json")
+}
+
 pub fn report(run: &Path) -> PathBuf {
     run.join("report")
 }

@@ -124,6 +124,15 @@ pub fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|e| ApiError::bad(format!("invalid request body: {e}"), None))
 }
 
+/// How many prompts `prompt` holds (1 for a string or one list of token ids), read without
+/// copying any of them.
+pub fn prompt_count(prompt: &Value) -> usize {
+    match prompt {
+        Value::Array(items) if !items.is_empty() && !items.iter().all(Value::is_number) => items.len(),
+        _ => 1,
+    }
+}
+
 /// The prompts of `prompt`: a string, a list of strings, a list of token ids, or a list of
 /// token-id lists (OpenAI's four forms), each non-empty.
 pub fn prompts(prompt: &Value) -> Result<Vec<PromptIn>, ApiError> {
@@ -224,9 +233,24 @@ impl CompletionRequest {
                 _ => {}
             }
         }
-        if room == 0 {
+        if room == 0 && self.echo && prompt_len <= context + 1 {
             return Err(ApiError::bad(
-                format!("the prompt is {prompt_len} tokens; the model's context is {context}: shorten the prompt"),
+                format!(
+                    "max_tokens = {} after a {prompt_len}-token prompt that fills the model's context of {context}; \
+                     with echo ask for at most 1",
+                    self.max_tokens.unwrap_or_default()
+                ),
+                Some("max_tokens"),
+            ));
+        }
+        if room == 0 {
+            let most = if self.echo { context + 1 } else { context - 1 };
+            let how = if self.echo { "with echo, scored whole" } else { "leaving room for a completion" };
+            return Err(ApiError::bad(
+                format!(
+                    "the prompt is {prompt_len} tokens; the model's context is {context}, so a prompt holds at most \
+                     {most} ({how}): shorten the prompt"
+                ),
                 Some("prompt"),
             ));
         }
@@ -284,6 +308,16 @@ mod tests {
         assert!(zero.max_new(3, 64).unwrap_err().message.contains("only with echo"));
         let echo: CompletionRequest = parse(br#"{"prompt": "a", "max_tokens": 0, "echo": true}"#).unwrap();
         assert_eq!(echo.max_new(64, 64).unwrap(), 0, "a whole context scored, nothing generated");
+        // The limits the messages state are the ones applied: 65 tokens scored with echo, 63
+        // prompt tokens with room for one more without.
+        assert_eq!(echo.max_new(65, 64).unwrap(), 0);
+        let e = echo.max_new(66, 64).unwrap_err().message;
+        assert!(e.contains("holds at most 65 (with echo"), "{e}");
+        let e = d.max_new(64, 64).unwrap_err().message;
+        assert!(e.contains("holds at most 63") && d.max_new(63, 64).is_ok(), "{e}");
+        let five: CompletionRequest = parse(br#"{"prompt": "a", "max_tokens": 5, "echo": true}"#).unwrap();
+        let e = five.max_new(64, 64).unwrap_err().message;
+        assert!(e.contains("with echo ask for at most 1") && e.contains("max_tokens = 5"), "{e}");
     }
 
     #[test]

@@ -52,16 +52,23 @@ pub fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
-/// Queues a request's jobs, all or none: 503 when the queue has no room for them, 400 when
-/// it never could.
-pub fn enqueue(app: &App, jobs: Vec<Job>) -> Result<(), ApiError> {
-    let n = jobs.len();
+/// Refuses a request asking for more completions (prompts × `n`) than the queue could ever
+/// hold.
+pub fn check_count(app: &App, n: usize) -> Result<(), ApiError> {
     if n > app.queue_limit {
         return Err(ApiError::bad(
             format!("the request asks for {n} completions; the server queues at most {} (--queue)", app.queue_limit),
             Some("n"),
         ));
     }
+    Ok(())
+}
+
+/// Queues a request's jobs, all or none: 503 when the queue has no room for them, 400 when
+/// it never could.
+pub fn enqueue(app: &App, jobs: Vec<Job>) -> Result<(), ApiError> {
+    let n = jobs.len();
+    check_count(app, n)?;
     if app.metrics.queued.fetch_add(n, Ordering::AcqRel) + n > app.queue_limit {
         app.metrics.queued.fetch_sub(n, Ordering::AcqRel);
         app.metrics.rejected.fetch_add(1, Ordering::Relaxed);

@@ -5,8 +5,8 @@
 //! `usage`. Streamed, the choices' chunks interleave as they come, and `stream_options.
 //! include_usage` adds a last chunk with the usage.
 
-use super::api::{ApiError, CompletionRequest, PromptIn, parse, prompts};
-use super::app::{App, encode, enqueue, json_response, now, sse_response};
+use super::api::{ApiError, CompletionRequest, PromptIn, parse, prompt_count, prompts};
+use super::app::{App, check_count, encode, enqueue, json_response, now, sse_response};
 use super::engine::{Event, Finish, Job};
 use crate::decode::score::TokenScore;
 use futures_util::StreamExt;
@@ -95,6 +95,9 @@ fn start(app: &App, req: &CompletionRequest) -> Result<Started, ApiError> {
     let stops = req.stops()?;
     let n = req.n()?;
     let logprobs = req.logprobs()?;
+    // Counted before any prompt is copied or tokenized: a request that could never be queued
+    // costs nothing more than its parsed body.
+    check_count(app, prompt_count(&req.prompt) * n)?;
     let prompts: Vec<Vec<u32>> = prompts(&req.prompt)?.iter().map(|p| tokens_of(app, p)).collect::<Result<_, _>>()?;
     let lengths: Vec<usize> = prompts.iter().map(|p| req.max_new(p.len(), app.context)).collect::<Result<_, _>>()?;
     let count = app.counter.fetch_add(1, Ordering::Relaxed);
@@ -192,18 +195,21 @@ fn logprobs_json(app: &App, entries: &[Entry]) -> Value {
     let tok = &app.tokenizer;
     let ids: Vec<u32> = entries.iter().map(|e| e.token).collect();
     let text = |id: u32| tok.decode(&[id]).unwrap_or_default();
-    let top = |s: &TokenScore| {
+    // OpenAI's rule: the `logprobs` most likely tokens and always the chosen one (so
+    // `logprobs: 0` gives the chosen token alone).
+    let top = |token: u32, s: &TokenScore| {
         let mut m = Map::new();
         // Tokens that decode alike (partial characters) keep the likelier entry, listed first.
         for &(id, lp) in &s.top {
             m.entry(text(id)).or_insert(json!(lp));
         }
+        m.entry(text(token)).or_insert(json!(s.logprob));
         Value::Object(m)
     };
     json!({
         "tokens": ids.iter().map(|&i| text(i)).collect::<Vec<_>>(),
         "token_logprobs": entries.iter().map(|e| e.score.map(|s| s.logprob)).collect::<Vec<_>>(),
-        "top_logprobs": entries.iter().map(|e| e.score.map(top)).collect::<Vec<_>>(),
+        "top_logprobs": entries.iter().map(|e| e.score.map(|s| top(e.token, s))).collect::<Vec<_>>(),
         "text_offset": (0..ids.len()).map(|i| offset(app, &ids[..i])).collect::<Vec<_>>(),
     })
 }

@@ -20,7 +20,7 @@
 //! reported where lm-eval reports it (ARC, HellaSwag, PIQA, OpenBookQA, the generic form).
 
 use super::item::{Item, Request, Scoring, choice};
-use anyhow::{Context, bail};
+use anyhow::{Context, bail, ensure};
 use serde_json::Value;
 
 /// A record's field, or an error naming it.
@@ -45,8 +45,9 @@ fn texts(rec: &Value, path: &str) -> anyhow::Result<Vec<String>> {
     a.iter().map(|x| x.as_str().map(String::from).with_context(|| format!("`{path}` holds {x}, not text"))).collect()
 }
 
-/// An index field given as a number or a numeral (`"3"`), less `base`.
-fn index(rec: &Value, path: &str, base: usize) -> anyhow::Result<usize> {
+/// The answer field `path` of an item of `count` choices, given as a number or a numeral
+/// (`"3"`) counting from `base`; refused when it is no index or names no choice.
+fn answer(rec: &Value, path: &str, base: usize, count: usize) -> anyhow::Result<usize> {
     let v = field(rec, path)?;
     let n = match v {
         Value::Number(n) => n.as_u64(),
@@ -54,8 +55,36 @@ fn index(rec: &Value, path: &str, base: usize) -> anyhow::Result<usize> {
         Value::Bool(b) => Some(u64::from(*b)),
         _ => None,
     };
-    n.and_then(|n| usize::try_from(n).ok()?.checked_sub(base))
-        .with_context(|| format!("field `{path}` is {v}, not an index"))
+    let i = n.and_then(|n| usize::try_from(n).ok()?.checked_sub(base));
+    let i = i.with_context(|| format!("field `{path}` is {v}, not an index"))?;
+    ensure!(
+        i < count,
+        "field `{path}` is {v}, which names no choice: there are {count} ({base} to {}); correct the answer or \
+         remove the item",
+        count - 1 + base
+    );
+    Ok(i)
+}
+
+/// An item its scoring can score: a multiple-choice item has two choices or more, none of them
+/// empty (an empty choice's log-likelihood beats every real one); a text has something in it.
+fn checked(item: Item) -> anyhow::Result<Item> {
+    match &item {
+        Item::Choice { requests, lengths, answer, .. } => {
+            ensure!(
+                requests.len() >= 2,
+                "the item has {} choice(s); a multiple-choice item needs at least two",
+                requests.len()
+            );
+            ensure!(*answer < requests.len(), "the answer names choice {answer} of {} (from 0)", requests.len());
+            if let Some(i) = lengths.iter().position(|c| c.trim().is_empty()) {
+                bail!("choice {i} is empty; an empty choice would always be the most likely");
+            }
+        }
+        Item::Text { text } => ensure!(!text.trim().is_empty(), "the text is empty: there is nothing to score"),
+        Item::Cloze { .. } => {}
+    }
+    Ok(item)
 }
 
 /// The position of `key` among the labels at `labels` (ARC's and OpenBookQA's answerKey).
@@ -131,8 +160,13 @@ pub fn scoring(layout: &str) -> Option<Scoring> {
     })
 }
 
-/// One record of layout `layout` as an item.
+/// One record of layout `layout` as an item, refused when it cannot be scored right
+/// ([`checked`]).
 pub fn item(layout: &str, rec: &Value) -> anyhow::Result<Item> {
+    checked(record_item(layout, rec)?)
+}
+
+fn record_item(layout: &str, rec: &Value) -> anyhow::Result<Item> {
     Ok(match layout {
         "arc_easy" | "arc_challenge" => {
             let ctx = format!("Question: {}\nAnswer:", text(rec, "question")?);
@@ -145,17 +179,17 @@ pub fn item(layout: &str, rec: &Value) -> anyhow::Result<Item> {
         "hellaswag" => hellaswag(rec)?,
         "piqa" => {
             let ctx = format!("Question: {}\nAnswer:", text(rec, "goal")?);
-            choice(&ctx, &[text(rec, "sol1")?, text(rec, "sol2")?], index(rec, "label", 0)?, None)
+            choice(&ctx, &[text(rec, "sol1")?, text(rec, "sol2")?], answer(rec, "label", 0, 2)?, None)
         }
         "social_iqa" => {
             let ctx = format!("Q: {} {}\nA:", text(rec, "context")?, text(rec, "question")?);
             let choices = [text(rec, "answerA")?, text(rec, "answerB")?, text(rec, "answerC")?];
-            choice(&ctx, &choices, index(rec, "label", 1)?, None)
+            choice(&ctx, &choices, answer(rec, "label", 1, 3)?, None)
         }
         "winogrande" => winogrande(rec)?,
         "boolq" => {
             let ctx = format!("{}\nQuestion: {}?\nAnswer:", text(rec, "passage")?, text(rec, "question")?);
-            choice(&ctx, &["no".into(), "yes".into()], index(rec, "label", 0)?, None)
+            choice(&ctx, &["no".into(), "yes".into()], answer(rec, "label", 0, 2)?, None)
         }
         "lambada_openai" => {
             let t = text(rec, "text")?;
@@ -165,7 +199,8 @@ pub fn item(layout: &str, rec: &Value) -> anyhow::Result<Item> {
         "mmlu" => mmlu(rec)?,
         "multiple_choice" => {
             let category = field(rec, "category").ok().and_then(|c| c.as_str().map(String::from));
-            choice(&text(rec, "context")?, &texts(rec, "choices")?, index(rec, "answer", 0)?, category)
+            let choices = texts(rec, "choices")?;
+            choice(&text(rec, "context")?, &choices, answer(rec, "answer", 0, choices.len().max(1))?, category)
         }
         "text" => Item::Text { text: text(rec, "text")? },
         other => bail!("unknown task layout `{other}`"),
@@ -176,7 +211,7 @@ fn hellaswag(rec: &Value) -> anyhow::Result<Item> {
     let ctx = format!("{} {}", text(rec, "ctx_a")?, capitalize(&text(rec, "ctx_b")?));
     let query = hellaswag_preprocess(&format!("{}: {ctx}", text(rec, "activity_label")?));
     let choices: Vec<String> = texts(rec, "endings")?.iter().map(|e| hellaswag_preprocess(e)).collect();
-    Ok(choice(&query, &choices, index(rec, "label", 0)?, None))
+    Ok(choice(&query, &choices, answer(rec, "label", 0, choices.len().max(1))?, None))
 }
 
 /// Partial scoring: each option completes the sentence up to `_` as a context, and the rest of
@@ -188,7 +223,7 @@ fn winogrande(rec: &Value) -> anyhow::Result<Item> {
     let contexts: Vec<String> =
         [text(rec, "option1")?, text(rec, "option2")?].iter().map(|o| format!("{}{o}", &s[..at])).collect();
     let requests = contexts.iter().map(|c| Request { context: c.clone(), continuation: rest.clone() }).collect();
-    Ok(Item::Choice { requests, lengths: contexts, answer: index(rec, "answer", 1)?, category: None })
+    Ok(Item::Choice { requests, lengths: contexts, answer: answer(rec, "answer", 1, 2)?, category: None })
 }
 
 fn mmlu(rec: &Value) -> anyhow::Result<Item> {
@@ -204,7 +239,7 @@ fn mmlu(rec: &Value) -> anyhow::Result<Item> {
         c[2],
         c[3]
     );
-    Ok(choice(&ctx, &["A", "B", "C", "D"].map(String::from), index(rec, "answer", 0)?, Some(subject)))
+    Ok(choice(&ctx, &["A", "B", "C", "D"].map(String::from), answer(rec, "answer", 0, 4)?, Some(subject)))
 }
 
 #[cfg(test)]

@@ -55,6 +55,10 @@ pub fn run(input: &Input<'_>, each: &mut dyn FnMut(Tokenized) -> anyhow::Result<
             let (rx, tx) = (Arc::clone(&work_rx), done_tx.clone());
             s.spawn(move || tokenize_blocks(input.tokenizer, input.separator, &rx, &tx));
         }
+        // Only the tokenizer threads hold the two channels' other ends: when they stop, the
+        // reader's next send fails and it stops too (an error or a signal in `each` ends the
+        // whole pipeline, never leaves the reader waiting on a full queue).
+        drop(work_rx);
         drop(done_tx);
         let ordered = in_order(&done_rx, each);
         drop(done_rx); // stops the tokenizer threads, and through them the reader

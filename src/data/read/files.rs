@@ -75,16 +75,44 @@ fn glob_paths(spec: &str) -> anyhow::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// Every regular, non-hidden file under `dir`, recursively (unsorted).
+/// Every regular, non-hidden file under `dir`, recursively (unsorted), each once: a directory
+/// or file reached again through a symbolic link (a loop, or a second name for the same one)
+/// is skipped, so no document is read twice and none is held out in one copy and trained on
+/// in another.
 pub fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+    let mut seen = std::collections::HashSet::new();
+    seen.insert(identity(dir)?);
+    walk_from(dir, out, &mut seen)
+}
+
+/// A file's or directory's (device, inode): the same for every path that reaches it.
+fn identity(p: &Path) -> anyhow::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(p).with_context(|| format!("cannot read {}", p.display()))?;
+    Ok((m.dev(), m.ino()))
+}
+
+fn walk_from(
+    dir: &Path,
+    out: &mut Vec<PathBuf>,
+    seen: &mut std::collections::HashSet<(u64, u64)>,
+) -> anyhow::Result<()> {
+    let mut entries: Vec<PathBuf> = Vec::new();
     for e in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
-        let p = e?.path();
+        entries.push(e?.path());
+    }
+    // In name order, so that of two names for one file the first is the one kept.
+    entries.sort();
+    for p in entries {
         if p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.')) {
             continue;
         }
+        if !(p.is_dir() || p.is_file()) || !seen.insert(identity(&p)?) {
+            continue;
+        }
         if p.is_dir() {
-            walk(&p, out)?;
-        } else if p.is_file() {
+            walk_from(&p, out, seen)?;
+        } else {
             out.push(p);
         }
     }

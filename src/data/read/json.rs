@@ -4,7 +4,7 @@
 use super::decompress::{self, failed};
 use super::files::CorpusFile;
 use super::files::OnText;
-use anyhow::{Context, anyhow, bail};
+use anyhow::{anyhow, bail};
 use serde_json::Value;
 use std::io::BufRead;
 use std::ops::ControlFlow;
@@ -50,9 +50,15 @@ pub fn lines(file: &CorpusFile, field: &str, f: &mut OnText<'_>) -> anyhow::Resu
         if line.trim().is_empty() {
             continue;
         }
-        let v: Value = serde_json::from_str(&line).with_context(|| {
-            format!("{} line {n}: not valid JSON; each line must be one JSON object", file.path.display())
-        })?;
+        let v: Value = match serde_json::from_str(&line) {
+            Ok(v) => v,
+            Err(e) => match decompress::damage_after(file, r, n) {
+                Some(damage) => return Err(damage),
+                None => {
+                    bail!("{} line {n}: not valid JSON ({e}); each line must be one JSON object", file.path.display())
+                }
+            },
+        };
         if f(text_of(&v, field, file, &format!("line {n}"))?)?.is_break() {
             return Ok(ControlFlow::Break(()));
         }

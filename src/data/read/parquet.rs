@@ -24,14 +24,32 @@ pub fn rows(file: &CorpusFile, field: &str, f: &mut OnText<'_>) -> anyhow::Resul
         let row = row.map_err(|e| anyhow!("{name} row {}: cannot decode it ({e}); the file is damaged", i + 1))?;
         let text = match row.get_column_iter().next().map(|(_, v)| v) {
             Some(Field::Str(s)) => s.as_str(),
-            Some(Field::Null) | None => "",
-            Some(other) => bail!("{name} row {}: column `{field}` holds {other}, not a string", i + 1),
+            // As a JSON-lines record without its text is: an error, not a document skipped.
+            Some(Field::Null) | None => bail!("{name} row {}: column `{field}` is null, not a string", i + 1),
+            Some(other) => bail!("{name} row {}: column `{field}` holds {}, not a string", i + 1, preview(other)),
         };
         if f(text)?.is_break() {
             return Ok(ControlFlow::Break(()));
         }
     }
     Ok(ControlFlow::Continue(()))
+}
+
+/// A cell's kind and the start of its value, at most 60 characters (a binary or list cell may
+/// be megabytes).
+fn preview(cell: &Field) -> String {
+    let kind = match cell {
+        Field::Bytes(_) => "binary data",
+        Field::ListInternal(_) => "a list",
+        Field::MapInternal(_) => "a map",
+        Field::Group(_) => "a struct",
+        _ => "a value",
+    };
+    let text = cell.to_string();
+    match text.char_indices().nth(60) {
+        Some((end, _)) => format!("{kind} ({}…, {} characters)", &text[..end], text.chars().count()),
+        None => format!("{kind} ({text})"),
+    }
 }
 
 /// The schema of the file's top-level column `field` alone.

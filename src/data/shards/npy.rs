@@ -30,7 +30,20 @@ pub fn shard(bytes: Store, name: &str) -> anyhow::Result<Shard> {
         "{name} is truncated or corrupt: its header gives {count} tokens but the file has {} bytes of data",
         bytes.len().saturating_sub(offset)
     );
+    if field(&header, "descr").as_deref() == Some("'<i4'") {
+        check_non_negative(&bytes[offset..], name)?;
+    }
     Ok(Shard::new(bytes, offset, width, count))
+}
+
+/// Refuses an `<i4` array holding a negative value (read as unsigned it would pass for a huge
+/// token id), naming the first one and where it is.
+fn check_non_negative(data: &[u8], name: &str) -> anyhow::Result<()> {
+    let values = data.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+    match values.enumerate().find(|(_, v)| *v < 0) {
+        Some((i, v)) => bail!("{name}: token {i} is {v}; token ids are never negative (a padding or masking value?)"),
+        None => Ok(()),
+    }
 }
 
 /// The header-less memmap: the whole file is `width`-byte tokens.

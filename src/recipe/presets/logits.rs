@@ -22,8 +22,8 @@ pub fn softcap() -> RecipeSpec {
 pub fn qk_l2() -> RecipeSpec {
     let mut r = pre_rms();
     r.name = "qk-l2".into();
-    r.about = "RMSNorm pre-norm with QK L2-norm: q/‖q‖, k/‖k‖ per head, no gain, so |logit| ≤ 1/√h (Megatron-LM \
-        qk_l2_norm, Llama 4)"
+    r.about = "RMSNorm pre-norm with QK L2-norm: q/√(mean(q²) + ε), k/√(mean(k²) + ε) per head, no gain, so \
+        |logit| ≤ √h (Megatron-LM qk_l2_norm, Llama 4 L2Norm)"
         .into();
     r.qk_norm = QkNorm::L2;
     r

@@ -212,10 +212,10 @@ pub fn olmo2() -> RecipeSpec {
 pub fn sandwich() -> RecipeSpec {
     let mut r = peri();
     r.name = "sandwich".into();
-    r.about =
-        "Sandwich-LN: X = X + LN(F(LN(X))), embedding and final LN — CogView's Sandwich-LN and Gemma 2's pre+post \
-        norms; the same recipe as peri (the Peri-LN paper's name for this placement)"
-            .into();
+    r.about = "Sandwich-LN: X = X + LN(F(LN(X))), final LN, no embedding norm — CogView's Sandwich-LN and Gemma \
+        2's pre+post norms (Peri-LN is this placement with an embedding norm)"
+        .into();
+    r.embedding_norm = NormSpec::none();
     r
 }
 
@@ -244,8 +244,8 @@ pub fn hybridnorm() -> RecipeSpec {
             2025)",
     );
     r.norm = BaseNorm::Rmsnorm;
-    r.qk_norm = QkNorm::Full;
-    r.v_norm = QkNorm::Full;
+    r.qk_norm = QkNorm::Head;
+    r.v_norm = QkNorm::Head;
     let mut attn = SublayerSpec { range: Some("1..=L".into()), sublayers: Some(Which::Attn), ..Default::default() };
     attn.outer = Some(norm(NormName::LN));
     r.layers = vec![attn];
