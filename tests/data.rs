@@ -4,8 +4,8 @@
 //! a preparation killed mid-way resumes to byte-identical shards.
 //!
 //! The Python side is `tools/write_corpora.py` and `tools/check_token_shards.py` (numpy,
-//! pyarrow, zstandard: `.ci/run` installs them). Without them the tests say so and pass,
-//! unless NORMLAB_REQUIRE_PY=1 (set by CI).
+//! pyarrow, zstandard: the README's setup and `.ci/run` install them). Without them the tests
+//! fail, naming the packages: they never pass without having run.
 
 mod common;
 
@@ -21,25 +21,23 @@ fn tool(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tools").join(name)
 }
 
-/// The corpora of `tools/write_corpora.py` (with `docs` documents) in `dir`, or `None` when
-/// Python lacks its packages.
-fn corpora(dir: &Path, docs: usize) -> Option<()> {
+/// The corpora of `tools/write_corpora.py` (with `docs` documents) in `dir`.
+fn corpora(dir: &Path, docs: usize) {
     let ok = Command::new("python3")
         .args(["-c", "import numpy, pyarrow, zstandard"])
         .output()
         .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(std::env::var("NORMLAB_REQUIRE_PY").is_err(), "numpy, pyarrow and zstandard are required");
-        eprintln!("skipped: python3 lacks numpy, pyarrow or zstandard (pip install numpy pyarrow zstandard)");
-        return None;
-    }
+    assert!(
+        ok,
+        "python3 lacks numpy, pyarrow or zstandard, which this test's corpora are written with: python3 -m pip \
+         install numpy pyarrow zstandard (README, setup)"
+    );
     let o = Command::new("python3")
         .arg(tool("write_corpora.py"))
         .args([dir.as_os_str(), docs.to_string().as_ref()])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    Some(())
 }
 
 fn prepare(corpus: &Path, out: &Path, extra: &[&str]) -> Output {
@@ -61,7 +59,7 @@ fn check_with_numpy(out: &Path, expected: &Path, format: &str) {
 #[test]
 fn every_format_prepares_to_the_tokens_python_computes() {
     let dir = Scratch::new("data-formats");
-    let Some(()) = corpora(&dir, 400) else { return };
+    corpora(&dir, 400);
     let expected = dir.join("expected.json");
     for corpus in ["docs.parquet", "docs.jsonl.gz", "docs.jsonl.zst", "docs.json"] {
         let out = dir.join(format!("npy-{corpus}"));
@@ -130,7 +128,7 @@ fn losses(dir: &Path, name: &str, corpus: &Path, sets: &[String]) -> Vec<f64> {
 #[test]
 fn shards_of_other_tools_train_as_the_same_tokens() {
     let dir = Scratch::new("data-shards");
-    let Some(()) = corpora(&dir, 400) else { return };
+    corpora(&dir, 400);
     // The streamed parquet (prepared into the cache on first use) is the reference.
     let reference = losses(&dir, "parquet", &dir.join("docs.parquet"), &[]);
     assert_eq!(reference.len(), 3);
@@ -152,10 +150,28 @@ fn shards_of_other_tools_train_as_the_same_tokens() {
     assert_eq!(memmap, reference, "np.memmap uint32 shards");
 }
 
+/// A parquet text column whose cell is null, or binary data (megabytes of it), is refused in
+/// one short line naming the row, as the same JSON-lines record is: not skipped, not printed.
+#[test]
+fn parquet_cells_that_are_not_text_are_refused_briefly() {
+    let dir = Scratch::new("data-parquet-cells");
+    corpora(&dir, 10);
+    let script = "import sys, pyarrow as pa, pyarrow.parquet as pq\n\
+        texts = ['a document'] * 30\n\
+        pq.write_table(pa.table({'text': texts[:5] + [None] + texts[5:]}), sys.argv[1] + '/null.parquet')\n\
+        pq.write_table(pa.table({'text': pa.array([b'x' * (4 << 20)] * 12, pa.binary())}), sys.argv[1] + '/bin.parquet')\n";
+    let o = Command::new("python3").args(["-c", script]).arg(&*dir).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let line = error_line(&prepare(&dir.join("null.parquet"), &dir.join("out-null"), &[]));
+    assert!(line.contains("null.parquet row 6: column `text` is null"), "{line}");
+    let line = error_line(&prepare(&dir.join("bin.parquet"), &dir.join("out-bin"), &[]));
+    assert!(line.contains("bin.parquet row 1: column `text` holds binary data") && line.len() < 400, "{line}");
+}
+
 #[test]
 fn damaged_files_are_one_error_line_naming_file_and_place() {
     let dir = Scratch::new("data-damaged");
-    let Some(()) = corpora(&dir, 400) else { return };
+    corpora(&dir, 400);
     let cases = [
         ("truncated.parquet", "not a readable parquet file"),
         ("corrupt.jsonl.zst", "zstd data is damaged"),
@@ -186,7 +202,7 @@ fn damaged_files_are_one_error_line_naming_file_and_place() {
 #[test]
 fn a_killed_preparation_resumes_to_identical_shards() {
     let dir = Scratch::new("data-resume");
-    let Some(()) = corpora(&dir, 30000) else { return };
+    corpora(&dir, 30000);
     let corpus = dir.join("docs.jsonl.zst");
     let args = ["--tokenizer", "gpt2", "--shard-tokens", "20000"];
     let whole = dir.join("whole");
@@ -236,7 +252,7 @@ fn mixture_config(dir: &Path, run: &Path, steps: usize) -> PathBuf {
 #[test]
 fn a_killed_mixture_resumes_to_the_identical_curve_and_reports_each_source() {
     let dir = Scratch::new("data-mixture");
-    let Some(()) = corpora(&dir, 400) else { return };
+    corpora(&dir, 400);
     let whole = dir.join("whole");
     let o = normlab(&["train", "--quiet", "--config", mixture_config(&dir, &whole, 40).to_str().unwrap()]);
     assert!(o.status.success(), "{}", common::stderr(&o));

@@ -114,3 +114,25 @@ fn anchors_are_githubs() {
     assert_eq!(anchor("Mixed precision (bf16, f16)"), "mixed-precision-bf16-f16");
     assert_eq!(relative_links("[a](b.md#c) [d](https://e.f) [g](h)"), ["b.md#c", "h"]);
 }
+
+/// A test that cannot run on a machine fails saying what it needs, or is an ignored test
+/// naming how to run it: none prints that it skipped and passes.
+#[test]
+fn no_test_passes_by_skipping() {
+    let mut files = Vec::new();
+    collect(&root().join("tests"), &mut files);
+    let skipping: Vec<String> = files
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "rs") && !f.ends_with("tests/docs.rs"))
+        .filter(|f| std::fs::read_to_string(f).is_ok_and(|t| t.contains("eprintln!(\"skipped")))
+        .map(|f| f.display().to_string())
+        .collect();
+    assert!(skipping.is_empty(), "tests that pass by skipping: {}", skipping.join(", "));
+}
+
+/// The README is the front door: at most 200 lines; the rest lives in `docs/`.
+#[test]
+fn the_readme_is_a_front_door() {
+    let n = std::fs::read_to_string(root().join("README.md")).unwrap().lines().count();
+    assert!(n <= 200, "README.md has {n} lines; move detail into docs/");
+}

@@ -76,11 +76,12 @@ fn cancel_a_running_task(dir: &Path) -> String {
 }
 
 #[test]
+#[ignore = "needs a Slurm: eval \"$(tools/slurm-local.sh start)\", then cargo test --release --test slurm -- --ignored (.ci/run does)"]
 fn a_sweep_through_slurm_survives_scancel_and_equals_the_local_runner() {
-    if std::env::var("NORMLAB_SLURM_TEST").is_err() {
-        eprintln!("skipped: no Slurm here (start one with `eval \"$(tools/slurm-local.sh start)\"`)");
-        return;
-    }
+    assert!(
+        std::env::var("NORMLAB_SLURM_TEST").is_ok(),
+        "no Slurm here: start one with `eval \"$(tools/slurm-local.sh start)\"`, which sets NORMLAB_SLURM_TEST"
+    );
     let root = common::Scratch::new("slurm-test");
     ok(bin().args(["sweep", "--config"]).arg(sweep_file(&root, "local")).output().unwrap());
 

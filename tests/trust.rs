@@ -290,12 +290,11 @@ impl Drop for SmallDisk {
 /// failed run, on the terminal and in its last line, whether or not the runs' logs could be
 /// written.
 #[test]
+#[ignore = "mounts a small tmpfs (needs root): cargo test --release --test trust -- --ignored (.ci/run does)"]
 fn a_full_disk_is_named_for_every_failed_run_of_a_sweep() {
     let root = common::Scratch::new("trust-full-disk");
-    let Some(_disk) = SmallDisk::mount(&root.join("disk"), 1500) else {
-        eprintln!("cannot mount a tmpfs here (needs root): the full-disk check is skipped");
-        return;
-    };
+    let disk = SmallDisk::mount(&root.join("disk"), 1500);
+    let _disk = disk.expect("cannot mount a tmpfs here: run this test as root");
     std::fs::write(root.join("corpus.txt"), common::numbered_corpus(3000)).unwrap();
     let sweep = format!(
         "[sweep]\ndir = \"{dir}\"\njobs = 1\n[sweep.axes]\n\"optim.lr\" = [1e-3, 2e-3, 3e-3]\n[model]\nd_model = 64\n\

@@ -7,6 +7,7 @@
 //! - [`term`]: printing that a closed pipe cannot turn into a crash
 //! - [`tensors`]: named tensors as safetensors
 //! - [`tensorboard`]: TensorBoard scalar event files
+//! - [`text`]: a user's text file read whole, refused when it cannot be one
 
 pub mod atomic;
 pub mod json;
@@ -15,5 +16,7 @@ pub mod lock;
 pub mod tensorboard;
 pub mod tensors;
 pub mod term;
+pub mod text;
 
 pub use atomic::write_atomic;
+pub use text::read_text;

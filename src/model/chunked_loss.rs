@@ -97,22 +97,29 @@ impl Whole {
         let mask = hc.zeros_like().narrow(1, 0, 1).mask_fill(counted, 1.0);
         let tc = tc.clamp_min(0).unsqueeze_dim::<2>(1);
         let raw = widen(p.matmul(hc.clone(), self.wc.clone()));
-        let logits = match self.softcap {
-            Some(c) => super::softcap::softcap(raw, c),
-            None => raw,
+        // Each `[len, V]` buffer is consumed by the next operation (computed in place when it
+        // is the only owner): at most two live at once, the capped logits a third under a
+        // soft-cap (its gradient needs them).
+        let (logits, capped) = match self.softcap {
+            Some(c) => {
+                let l = super::softcap::softcap(raw, c);
+                (l.clone(), Some(l))
+            }
+            None => (raw, None),
         };
         let max = logits.clone().max_dim(1);
-        let shifted = logits.clone() - max;
+        let shifted = logits - max;
         let lse = shifted.clone().exp().sum_dim(1).log();
         let nll = (lse.clone() - shifted.clone().gather(1, tc.clone())) * mask.clone();
         let loss = nll.sum();
         if !grads {
             return Chunk { loss, grads: None };
         }
-        let onehot = shifted.zeros_like().scatter(1, tc, mask.clone(), IndexingUpdateOp::Add);
-        let mut dlogits = ((shifted - lse).exp() * mask - onehot) / self.count.clone().unsqueeze_dim(1);
-        if let Some(c) = self.softcap {
-            dlogits = dlogits * (-(logits / c).square() + 1.0);
+        // (p − onehot(t)) ⊙ mask / n: the probabilities, then −1 at each counted target.
+        let probs = (shifted - lse).exp() * mask.clone();
+        let mut dlogits = probs.scatter(1, tc, -mask, IndexingUpdateOp::Add) / self.count.clone().unsqueeze_dim(1);
+        if let (Some(c), Some(l)) = (self.softcap, capped) {
+            dlogits = dlogits * (-(l / c).square() + 1.0);
         }
         let h_rows = widen(p.matmul(dlogits.clone(), self.wt.clone()));
         let w_share = widen(p.matmul(hc.transpose(), dlogits));

@@ -49,7 +49,7 @@ pub mod transformer;
 pub use compute::{Compute, GPU_LIMIT, LOGITS_LIMIT, SCORES_LIMIT};
 pub use config::{FfnKind, ModelConfig};
 pub use decode::KvCache;
-pub use transformer::{ForwardOutput, Keep, SublayerTrace, Transformer};
+pub use transformer::{ForwardOutput, Keep, SublayerTrace, Traced, Transformer};
 
 #[cfg(test)]
 mod precision_tests;

@@ -110,6 +110,15 @@ pub struct ForwardOutput {
     pub head_max: Vec<Tensor<1>>,
 }
 
+/// What the probes read of a forward: every sublayer's trace and attention diagnostics and the
+/// last hidden state, without the logits (see [`Transformer::trace`]).
+pub struct Traced {
+    pub traces: Vec<SublayerTrace>,
+    pub attention: Vec<super::attention::AttnStats>,
+    /// `X_{2L+1}`, the hidden state after the last sublayer (before any final norm).
+    pub last_hidden: Tensor<3>,
+}
+
 /// A loss forward's results: the loss terms `[1]` and, for QK-clip, each attention sublayer's
 /// per-head largest logit `[H]`.
 pub struct LossParts {
@@ -294,6 +303,16 @@ impl Transformer {
         let t = tokens.dims()[1];
         let ctx = AttnContext::new(t, self.meta.rope, self.meta.compute, &tokens.device());
         self.run(tokens, ctx, None, keep)
+    }
+
+    /// The forward's traces up to the last hidden state, without the output projection: the
+    /// probes never read the logits, the largest tensor of a step at a GPT-2 vocabulary
+    /// (`[B, T, 50257]`).
+    pub fn trace(&self, tokens: Tensor<2, Int>) -> Traced {
+        let t = tokens.dims()[1];
+        let ctx = AttnContext::new(t, self.meta.rope, self.meta.compute, &tokens.device());
+        let h = self.run_hidden(tokens, ctx, None, Keep::TRACES);
+        Traced { traces: h.traces, attention: h.attention, last_hidden: h.last_hidden }
     }
 
     /// `X_1 = N_emb(e · Embed(tokens))`, `[B, T, d]`.

@@ -12,7 +12,7 @@ use crate::io::json::{nan, nan_pairs, nan_vec};
 use crate::io::tensorboard::Histogram;
 use crate::model::names::{is_residual_scale, is_stream_norm};
 use crate::model::params::named_tensors;
-use crate::model::{ForwardOutput, SublayerTrace, Transformer};
+use crate::model::{SublayerTrace, Traced, Transformer};
 use crate::norm::Norm;
 use crate::recipe::Branch;
 use crate::stats::{mean, min_max};
@@ -157,7 +157,7 @@ pub fn forward_probe_with_histograms(
     top_k: usize,
     histograms: bool,
 ) -> (ForwardProbe, Vec<(String, Histogram)>) {
-    let out = model.forward(tokens, crate::model::Keep::TRACES);
+    let out = model.trace(tokens);
     let hists = if histograms { input_histograms(&out.traces) } else { Vec::new() };
     let mut g = Gather::default();
     let pending = pend(model, &out, top_k, &mut g);
@@ -205,7 +205,7 @@ fn input_histograms(traces: &[SublayerTrace]) -> Vec<(String, Histogram)> {
 }
 
 /// Every sublayer's device reductions, pushed to `g` for the one transfer.
-fn pend(model: &Transformer, out: &ForwardOutput, top_k: usize, g: &mut Gather) -> Vec<Pending> {
+fn pend(model: &Transformer, out: &Traced, top_k: usize, g: &mut Gather) -> Vec<Pending> {
     let traces = &out.traces;
     let mut pending = Vec::with_capacity(traces.len());
     for (i, tr) in traces.iter().enumerate() {

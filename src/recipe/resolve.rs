@@ -99,6 +99,9 @@ pub struct Dims {
 
 /// The deepest model normlab builds (DeepNet trained 1000 layers; KiteNorm's stress test 96).
 pub const MAX_LAYERS: usize = 10_000;
+/// The largest soft-cap: `x/c` stays a normal f32 for logits from 10⁻⁷ on (f32's smallest
+/// normal is 1.2·10⁻³⁸).
+pub const MAX_SOFTCAP: f64 = 1e30;
 /// The widest hidden state normlab builds.
 pub const MAX_WIDTH: usize = 1 << 16;
 
@@ -195,6 +198,12 @@ impl Resolver<'_> {
         for (name, cap) in [("attn_softcap", self.attn_softcap), ("final_softcap", self.final_softcap)] {
             if let Some(c) = cap {
                 ensure!(c.is_finite() && c > 0.0, "`{name}` = {c} must be a positive number (Gemma 2: 50 and 30)");
+                // Past this, `x/c` underflows f32 for every logit and `c` itself may not be one.
+                ensure!(
+                    c <= MAX_SOFTCAP,
+                    "`{name}` = {c} is beyond what f32 computes c·tanh(x/c) with (at most {MAX_SOFTCAP:e}); a cap \
+                     that large changes nothing: remove it"
+                );
             }
         }
         ensure!(

@@ -164,11 +164,7 @@ impl RunConfig {
     /// Reads `path` (or the defaults when `None`) and applies `--set key=value` edits.
     pub fn load(path: Option<&Path>, sets: &[String]) -> anyhow::Result<Self> {
         let (text, origin) = match path {
-            Some(p) => (
-                std::fs::read_to_string(p)
-                    .with_context(|| format!("cannot read config {}; check the path", p.display()))?,
-                p.display().to_string(),
-            ),
+            Some(p) => (crate::io::read_text(p, "config")?, p.display().to_string()),
             None => (String::new(), "the defaults".to_string()),
         };
         Self::from_text(&text, &origin, sets)

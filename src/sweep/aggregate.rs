@@ -95,9 +95,11 @@ fn summarize_method(rows: &[RunResult], method: &str, group_by: &GroupBy, tuned:
         .filter(|r| !r.state.is_diverged() && (lr_star.is_none() || lr_of(r) == lr_star))
         .filter_map(|r| Some((r.final_val_loss?, *r)))
         .collect();
-    let vals: Vec<f64> = if lr_star.is_some() { at_star.iter().map(|(v, _)| *v).collect() } else { Vec::new() };
+    // A sweep without a rate axis summarises every finished run of the method at the one rate.
+    let summarised = lr_star.is_some() || curve.is_empty();
+    let vals: Vec<f64> = if summarised { at_star.iter().map(|(v, _)| *v).collect() } else { Vec::new() };
     let n = vals.len();
-    let best_run = at_star.iter().filter(|_| lr_star.is_some()).min_by(|a, b| a.0.total_cmp(&b.0)).map(|p| p.1);
+    let best_run = at_star.iter().filter(|_| summarised).min_by(|a, b| a.0.total_cmp(&b.0)).map(|p| p.1);
     let diverged: Vec<&&RunResult> = mine.iter().filter(|r| r.state.is_diverged()).collect();
     MethodSummary {
         method: method.to_string(),
@@ -115,7 +117,7 @@ fn summarize_method(rows: &[RunResult], method: &str, group_by: &GroupBy, tuned:
         curve,
         steps_to_target: best_run.and_then(|r| r.steps_to_target),
         time_to_target_s: best_run.and_then(|r| r.time_to_target_s),
-        tasks: if lr_star.is_some() { seed_mean(&at_star.iter().map(|p| p.1).collect::<Vec<_>>()) } else { Vec::new() },
+        tasks: if summarised { seed_mean(&at_star.iter().map(|p| p.1).collect::<Vec<_>>()) } else { Vec::new() },
     }
 }
 

@@ -254,8 +254,7 @@ fn is_config_key(key: &str) -> bool {
 impl Sweep {
     /// Reads a sweep file; `sets` edit it first.
     pub fn load(path: &Path, sets: &[String]) -> anyhow::Result<Self> {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("cannot read sweep config {}", path.display()))?;
+        let text = crate::io::read_text(path, "sweep config")?;
         Self::parse(&text, path, sets)
     }
 
@@ -316,10 +315,7 @@ impl Sweep {
         crate::run::RunConfig::from_parts(&file_base, &origin, Some(text), &run_sets)?;
         let s = Self { section, base: table, rerun_changed: false };
         let grid = s.grid();
-        let mut names = std::collections::BTreeSet::new();
-        if let Some(dup) = grid.iter().find(|r| !names.insert(r.name.as_str())) {
-            bail!("two runs of the grid are both named {}: an axis lists the same value twice", dup.name);
-        }
+        check_names(&grid)?;
         for run in grid {
             let check = |c: crate::run::RunConfig| c.check().map(|_| ());
             s.run_config(&run).and_then(check).with_context(|| format!("sweep run {}", run.name))?;
@@ -392,6 +388,28 @@ fn value_label(v: &toml::Value) -> String {
         cut -= 1;
     }
     format!("{}-{}", &label[..cut], &crate::data::cache::sha256_hex(v.to_string().as_bytes())[..8])
+}
+
+/// Refuses a grid two of whose runs get one name: the same value listed twice, or two values
+/// a run name cannot tell apart (characters other than letters, digits and `=,.-_+` become
+/// `_`, so `a/b` and `a_b` meet).
+fn check_names(grid: &[PlannedRun]) -> anyhow::Result<()> {
+    let mut names: std::collections::BTreeMap<&str, &PlannedRun> = std::collections::BTreeMap::new();
+    for r in grid {
+        let Some(first) = names.insert(r.name.as_str(), r) else { continue };
+        if first.axes == r.axes {
+            bail!("two runs of the grid are both named {}: an axis lists the same value twice", r.name);
+        }
+        let values = |p: &PlannedRun| p.axes.iter().map(|(k, v)| format!("{k} = {v}")).collect::<Vec<_>>().join(", ");
+        bail!(
+            "two runs of the grid would share the directory name {} ({} and {}): their values differ only in \
+             characters a run name replaces by `_`; rename one (e.g. its file) so that they differ in letters or digits",
+            r.name,
+            values(first),
+            values(r)
+        );
+    }
+    Ok(())
 }
 
 /// The longest axis label in a run name (file names are limited to 255 bytes).

@@ -156,7 +156,7 @@ pub fn read_eval_file(path: &Path) -> anyhow::Result<EvalSection> {
     struct File {
         eval: Option<EvalSection>,
     }
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = crate::io::read_text(path, "task list")?;
     let f: File = toml::from_str(&text).with_context(|| format!("{} is not a valid TOML task list", path.display()))?;
     let eval =
         f.eval.with_context(|| format!("{} has no [eval] table; give one with tasks = [...]", path.display()))?;

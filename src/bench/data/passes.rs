@@ -78,13 +78,46 @@ pub fn corpus(o: &DataBenchOptions) -> anyhow::Result<Corpus> {
         o.gb,
         o.dir.display()
     ));
-    let status = Command::new(&o.python)
-        .arg("tools/make_data_bench_corpus.py")
+    let out = Command::new(&o.python)
+        .arg(script("make_data_bench_corpus.py")?)
         .args([sotu.as_os_str(), o.dir.as_os_str(), o.gb.to_string().as_ref()])
-        .status()
+        .stderr(std::process::Stdio::piped())
+        .output()
         .with_context(|| format!("cannot run {}", o.python))?;
-    ensure!(status.success(), "tools/make_data_bench_corpus.py failed; it needs `pip install pyarrow zstandard`");
+    ensure!(out.status.success(), "{}", python_failed("make_data_bench_corpus.py", &out, "pyarrow zstandard"));
     crate::io::json::read(&sizes)
+}
+
+/// `tools/NAME`, which the benchmark runs from the repository's root.
+fn script(name: &str) -> anyhow::Result<PathBuf> {
+    let p = Path::new("tools").join(name);
+    ensure!(
+        p.is_file(),
+        "cannot find {}: run `normlab bench data` from the root of the normlab repository, whose tools/ scripts \
+         generate the corpus and run the `tokenizers` package",
+        p.display()
+    );
+    Ok(p)
+}
+
+/// Why a Python script failed, in one line: its last error line, and the packages to install
+/// when one is missing.
+fn python_failed(name: &str, out: &std::process::Output, packages: &str) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no output").trim().to_string();
+    let missing =
+        if stderr.contains("ModuleNotFoundError") { format!("; pip install {packages}") } else { String::new() };
+    format!("tools/{name} failed ({}: {last}){missing}", describe_exit(out.status))
+}
+
+/// An exit status in words: its code, or the signal that ended the process.
+fn describe_exit(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exit status {c}"),
+        (None, Some(s)) => format!("killed by signal {s}"),
+        _ => "ended".into(),
+    }
 }
 
 /// A byte-level BPE of 32768 entries trained on the built-in corpus, as `tokenizer.json`.
@@ -165,7 +198,9 @@ fn run_measured(mut cmd: Command) -> anyhow::Result<f64> {
     std::mem::forget(child);
     ensure!(r == pid, "waiting for normlab data prepare failed");
     if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
-        bail!("normlab data prepare failed (status {status}); run it by hand to see why");
+        use std::os::unix::process::ExitStatusExt;
+        let how = describe_exit(std::process::ExitStatus::from_raw(status));
+        bail!("normlab data prepare failed ({how}); run it by hand to see why");
     }
     Ok(usage.ru_maxrss as f64 / 1024.0)
 }
@@ -182,16 +217,12 @@ struct TokenizersRun {
 
 fn tokenizers(o: &DataBenchOptions, file: &Path, tokenizer: &Path) -> anyhow::Result<Pass> {
     let out = Command::new(&o.python)
-        .arg("tools/bench_tokenizers.py")
+        .arg(script("bench_tokenizers.py")?)
         .args([file, tokenizer])
         .env("RAYON_RS_NUM_THREADS", crate::device::available_threads().to_string())
         .output()
         .with_context(|| format!("cannot run {}", o.python))?;
-    ensure!(
-        out.status.success(),
-        "tools/bench_tokenizers.py failed ({}); it needs `pip install tokenizers pyarrow zstandard`",
-        String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or_default()
-    );
+    ensure!(out.status.success(), "{}", python_failed("bench_tokenizers.py", &out, "tokenizers pyarrow zstandard"));
     let r: TokenizersRun = serde_json::from_slice(&out.stdout).context("reading tools/bench_tokenizers.py's output")?;
     let rss_mib = r.max_rss_bytes as f64 / (1u64 << 20) as f64;
     Ok(Pass::new(r.total_s, r.tokens, r.text_bytes, rss_mib, Some(r.encode_s)))

@@ -6,6 +6,7 @@ use super::chunk;
 use super::manifest::{self, InputFile, Manifest, Settings, Split};
 use super::meter::Step;
 use super::pipeline;
+use super::replaced;
 use crate::data::Tokenizer;
 use crate::data::read::CorpusFile;
 use crate::data::shards::{self, ShardFormat, TokenFile};
@@ -52,8 +53,7 @@ fn input_file(f: &CorpusFile) -> anyhow::Result<InputFile> {
 /// Prepares `job` into `dir` (created if missing), continuing a preparation of the same
 /// settings found there; `progress` is told documents, text bytes and tokens as they pass.
 pub fn run(dir: &Path, job: &Job<'_>, progress: &mut dyn FnMut(Step)) -> anyhow::Result<Manifest> {
-    let settings = job.settings()?;
-    let mut m = open_dir(dir, job.corpus, settings)?;
+    let mut m = open_dir(dir, job)?;
     if m.complete {
         return Ok(m);
     }
@@ -100,9 +100,11 @@ pub fn run(dir: &Path, job: &Job<'_>, progress: &mut dyn FnMut(Step)) -> anyhow:
 }
 
 /// The manifest to continue from: a new one in an empty or missing directory; the one there
-/// when its settings are these (stray shards of an interrupted pair removed); else refused,
-/// as is a directory normlab did not make.
-fn open_dir(dir: &Path, corpus: &str, settings: Settings) -> anyhow::Result<Manifest> {
+/// when its settings are `job`'s, or when only input files were replaced and still hold the
+/// documents of its shards (stray shards of an interrupted pair removed); else refused, as is
+/// a directory normlab did not make.
+fn open_dir(dir: &Path, job: &Job<'_>) -> anyhow::Result<Manifest> {
+    let (corpus, settings) = (job.corpus, job.settings()?);
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     if !dir.join(manifest::FILE).is_file() {
         let names = entries(dir)?;
@@ -115,15 +117,26 @@ fn open_dir(dir: &Path, corpus: &str, settings: Settings) -> anyhow::Result<Mani
         m.save(dir)?;
         return Ok(m);
     }
-    let m = Manifest::load(dir)?;
+    let mut m = Manifest::load(dir)?;
     if m.settings != settings {
-        bail!(
-            "{} holds a preparation with other settings (input files, tokenizer, text field, split or shard \
-             size); give another directory, or delete it to prepare again",
+        let replaced = replaced::only_files_changed(&m.settings, &settings);
+        if !replaced {
+            bail!(
+                "{} holds a preparation with other settings (input files, tokenizer, text field, split or shard \
+                 size); give another directory, or delete it to prepare again",
+                dir.display()
+            );
+        }
+        ensure!(
+            replaced::same_documents(&m, &job.files, job.text_field)?,
+            "{} holds a preparation whose prepared documents the input files no longer hold (a file was replaced by \
+             other text); give another directory, or delete it to prepare again",
             dir.display()
         );
+        m.settings = settings;
     }
     remove_stray(dir, &m)?;
+    m.save(dir)?;
     Ok(m)
 }
 

@@ -9,12 +9,15 @@
 //! - [`pipeline`]: the reader thread and the parallel tokenizer
 //! - [`meter`]: the progress line (documents, MB and tokens per second)
 //! - [`job`]: one preparation run, resumed where a manifest says, and opening its result
+//! - [`replaced`]: continuing after input files were replaced, when they still hold the
+//!   prepared documents
 
 pub mod chunk;
 pub mod job;
 pub mod manifest;
 pub mod meter;
 pub mod pipeline;
+pub mod replaced;
 
 pub use job::{Job, open, run};
 pub use manifest::Manifest;

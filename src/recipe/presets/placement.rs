@@ -232,16 +232,17 @@ pub fn pre_1p() -> RecipeSpec {
     r
 }
 
-/// HybridNorm (Zhuo et al., 2025), as its OLMo 2 configuration sets it: QKV-norm (RMSNorm of
-/// queries, keys and values over their full width) and no norm before attention; the FFN
+/// HybridNorm (Zhuo et al., 2025), as the authors' OLMo code sets it: QKV-norm (RMSNorm of
+/// queries, keys and values per head, over d/H after the head split with one gain shared by
+/// the heads, q and k before RoPE) and no norm before attention; the FFN
 /// normalises the attention sum and adds to the normalised stream,
 /// `Y = X + Attn_QKV(X)`, `X' = RMS(Y) + FFN(RMS(Y))` — in sublayer form the attention
 /// sublayer's outer norm followed by an un-normed FFN sublayer. Final RMSNorm.
 pub fn hybridnorm() -> RecipeSpec {
     let mut r = blank(
         "hybridnorm",
-        "HybridNorm: Y = X + Attn(X) with RMS-normed q, k, v; X' = RMS(Y) + FFN(RMS(Y)); final RMSNorm (Zhuo et al. \
-            2025)",
+        "HybridNorm: Y = X + Attn(X) with q, k, v RMS-normed per head; X' = RMS(Y) + FFN(RMS(Y)); final RMSNorm \
+            (Zhuo et al. 2025)",
     );
     r.norm = BaseNorm::Rmsnorm;
     r.qk_norm = QkNorm::Head;
