@@ -241,7 +241,7 @@ enum Cmd {
     },
     /// Import a Hugging Face checkpoint directory (Llama, Qwen2, Qwen3, OLMo-2: config.json,
     /// model.safetensors or shards, tokenizer.json) as a run at step 0 that `train --resume`
-    /// fine-tunes and `eval`/`generate`/`probe` read; `--recipe` changes the norm placement.
+    /// fine-tunes and `perplexity`/`generate`/`probe` read; `--recipe` changes the norm placement.
     Import {
         /// The checkpoint directory.
         hf_dir: PathBuf,

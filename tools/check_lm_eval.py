@@ -221,7 +221,8 @@ def main():
         for bs in (1, 8):
             out = os.path.join(work, f"hf-bs{bs}")
             times[f"hf-bs{bs}"] = lm_eval(["--model", "hf", "--model_args",
-                f"pretrained={hf},trust_remote_code=True,max_length={context},dtype=float32",
+                # No max_length: lm-eval reads the limit from the export's max_position_embeddings.
+                f"pretrained={hf},trust_remote_code=True,dtype=float32",
                 "--batch_size", str(bs), "--device", "cpu"], out, names, tasks_dir, a.reuse)
             # max_length = context + 2: lm-eval's API models keep max_length − 1 tokens of a long
             # request, its hf model max_length + 1 (the last only predicted); so both cut alike.

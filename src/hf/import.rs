@@ -1,6 +1,6 @@
 //! `normlab import HF_DIR --out RUN_DIR [--recipe NAME]`: a Hugging Face checkpoint as a
 //! normlab run at step 0 (config, tokenizer, a step-0 checkpoint with fresh AdamW state), which
-//! `train --resume` fine-tunes and `eval`, `generate`, `probe` read like any run.
+//! `train --resume` fine-tunes and `perplexity`, `generate`, `probe` read like any run.
 //!
 //! Under the family's own recipe every weight keeps its meaning. Under another recipe the
 //! projections, embeddings and QK-norms are kept; norm slots the source had and the recipe

@@ -510,7 +510,7 @@ impl Trainer {
         crate::io::json::write(&layout::pairs_eval(&self.dir), &e)
     }
 
-    /// Writes a checkpoint now (an imported run's step 0, so that `eval`, `generate`, `probe`
+    /// Writes a checkpoint now (an imported run's step 0, so that `perplexity`, `generate`, `probe`
     /// and `train --resume` find its weights).
     pub fn save_checkpoint(&mut self) -> anyhow::Result<()> {
         self.checkpoint(self.state.wall_s)
