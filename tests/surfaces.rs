@@ -436,17 +436,8 @@ fn settings_that_would_mislead_are_refused() {
 #[test]
 fn a_sweep_without_a_rate_axis_ranks_its_runs() {
     let root = Scratch::new("surfaces-no-lr-axis");
-    std::fs::write(root.join("corpus.txt"), common::numbered_corpus(3000)).unwrap();
-    let text = format!(
-        "[sweep]\ndir = \"{dir}\"\njobs = 1\n[sweep.axes]\n\"train.seed\" = [1, 2]\n[model]\nd_model = 32\n\
-         n_layers = 1\nn_heads = 2\n[data]\ncorpus = \"{corpus}\"\ncache_dir = \"{cache}\"\n[train]\nsteps = 5\n\
-         batch_size = 4\nseq_len = 32\n",
-        dir = root.join("sweep").display(),
-        corpus = root.join("corpus.txt").display(),
-        cache = root.join("cache").display()
-    );
-    std::fs::write(root.join("sweep.toml"), text).unwrap();
-    let o = bin().args(["sweep", "--config"]).arg(root.join("sweep.toml")).output().unwrap();
+    let sweep = common::tiny_sweep(&root, "\"train.seed\" = [1, 2]", 1, 5);
+    let o = bin().args(["sweep", "--config"]).arg(&sweep).output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let table = String::from_utf8_lossy(&o.stdout).into_owned();
     let row: Vec<&str> = table.lines().find(|l| l.starts_with("| 1 |")).unwrap().split('|').map(str::trim).collect();

@@ -263,7 +263,7 @@ fn sweeps_refuse_settings_that_would_mislead() {
         let o = bin().args(["sweep", "--config"]).arg(root.join("sweep.toml")).args(["--set", set]).output().unwrap();
         let line = error_line(&o);
         assert!(line.contains(says), "{set}: {line}");
-        assert!(!root.join("sw/runs").exists(), "{set}: no run was started");
+        assert!(!root.join("sweep/runs").exists(), "{set}: no run was started");
     }
 }
 
@@ -411,24 +411,15 @@ fn messages_name_what_is_wrong() {
 #[test]
 fn a_sweep_says_it_stopped_and_report_waits_for_a_running_one() {
     let root = common::Scratch::new("trust-sweep-stop");
-    std::fs::write(root.join("corpus.txt"), common::numbered_corpus(3000)).unwrap();
-    let sweep = format!(
-        "[sweep]\ndir = \"{dir}\"\njobs = 1\n[sweep.axes]\n\"optim.lr\" = [1e-3, 3e-3]\n[model]\nd_model = 32\n\
-         n_layers = 2\nn_heads = 2\n[data]\ncorpus = \"{corpus}\"\ncache_dir = \"{cache}\"\n[train]\nsteps = 100000\n\
-         batch_size = 4\nseq_len = 32\n",
-        dir = root.join("sw").display(),
-        corpus = root.join("corpus.txt").display(),
-        cache = root.join("cache").display()
-    );
-    std::fs::write(root.join("sweep.toml"), sweep).unwrap();
-    let mut s = bin().args(["sweep", "--config"]).arg(root.join("sweep.toml")).stderr(Stdio::piped()).spawn().unwrap();
+    let sweep = common::tiny_sweep(&root, "\"optim.lr\" = [1e-3, 3e-3]", 2, 100_000);
+    let mut s = bin().args(["sweep", "--config"]).arg(&sweep).stderr(Stdio::piped()).spawn().unwrap();
     let t0 = Instant::now();
-    while !root.join("sw/runs").read_dir().is_ok_and(|mut d| d.next().is_some()) {
+    while !root.join("sweep/runs").read_dir().is_ok_and(|mut d| d.next().is_some()) {
         assert!(t0.elapsed() < Duration::from_secs(60), "no run started");
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(500));
-    let line = error_line(&bin().arg("report").arg(root.join("sw")).output().unwrap());
+    let line = error_line(&bin().arg("report").arg(root.join("sweep")).output().unwrap());
     assert!(line.contains("whose results are not written yet"), "{line}");
     signal(&s, libc::SIGINT);
     let mut e = String::new();

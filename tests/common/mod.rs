@@ -67,6 +67,24 @@ pub fn tiny_run(root: &Path, steps: usize, model: &str, train: &str) -> PathBuf 
     p
 }
 
+/// In `root`: a corpus of numbered sentences and a sweep file (`sweep.toml`) over `axes` (TOML
+/// lines of `[sweep.axes]`) for a `n_layers`-layer d=32 byte model training `steps` steps, the
+/// sweep in `root/sweep`. Returns the sweep file.
+pub fn tiny_sweep(root: &Path, axes: &str, n_layers: usize, steps: usize) -> PathBuf {
+    std::fs::write(root.join("corpus.txt"), numbered_corpus(3000)).unwrap();
+    let text = format!(
+        "[sweep]\ndir = \"{dir}\"\njobs = 1\n[sweep.axes]\n{axes}\n[model]\nd_model = 32\nn_layers = {n_layers}\n\
+         n_heads = 2\n[data]\ncorpus = \"{corpus}\"\ncache_dir = \"{cache}\"\n[train]\nsteps = {steps}\n\
+         batch_size = 4\nseq_len = 32\n",
+        dir = root.join("sweep").display(),
+        corpus = root.join("corpus.txt").display(),
+        cache = root.join("cache").display()
+    );
+    let p = root.join("sweep.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
 /// A command's standard error as text.
 pub fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
