@@ -15,6 +15,7 @@
 //! - [`probe`]: stability probes (hidden-state statistics, gradient norms, spikes)
 //! - [`run`]: the run on disk: its checked config, directory, records, checkpoints, opening a
 //!   saved run
+//! - [`track`]: runs and sweeps in an MLflow tracking server (its REST API)
 //! - [`train`]: the training loop, starting and resuming runs, validation, a job's start-up
 //!   over several ranks
 //! - [`sweep`]: grids of runs, their results and aggregation
@@ -57,6 +58,7 @@ pub mod stats;
 pub mod stop;
 pub mod sweep;
 pub mod tasks;
+pub mod track;
 pub mod train;
 
 #[cfg(test)]

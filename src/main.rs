@@ -182,10 +182,20 @@ enum Cmd {
         #[arg(long)]
         rerun_changed: bool,
     },
-    /// Write the HTML/markdown report (and PNG/SVG figures) of a sweep or run directory.
+    /// Write the HTML/markdown report (and PNG/SVG figures) of a sweep or run directory; one
+    /// on a tracking server (`run.track`) also sends the report there.
     Report { dir: PathBuf },
+    /// Send a run or sweep directory to a tracking server (an MLflow server's REST API): what
+    /// it does not have yet — a whole run trained without `run.track`, or the rest of one whose
+    /// server went away. A sweep becomes a parent run with its runs as children.
+    Track {
+        dir: PathBuf,
+        /// The server, e.g. `mlflow:http://127.0.0.1:5000` (default: the run's `run.track`).
+        #[arg(long)]
+        to: Option<String>,
+    },
     /// The built-in study: 8 recipes × 5 learning rates on a small deep model on the built-in
-    /// corpus, reseeded at each recipe's best rate, then the report (≈6 min on 2 cores);
+    /// corpus, reseeded at each recipe's best rate, then the report (≈9 min on 2 cores);
     /// `--full`: configs/sweeps/compare-full.toml, KiteNorm Fig. 1's protocol.
     Compare {
         /// Recipes to compare instead of the study's (presets or names), e.g.
@@ -410,6 +420,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         | Cmd::Scaling(_)
         | Cmd::Studies { .. }) => many_runs(c),
         Cmd::Data { cmd } => data(cmd).map(|()| 0),
+        Cmd::Track { dir, to } => commands::track::track(&dir, to.as_deref()),
         Cmd::Import { hf_dir, out, recipe, sets, force } => {
             commands::hf::import(&hf_dir, &out, recipe.as_deref(), &sets, force).map(|()| 0)
         }
@@ -483,7 +494,7 @@ fn many_runs(cmd: Cmd) -> anyhow::Result<i32> {
             let how = commands::sweep::SweepHow { jobs, report, executor, submit, rerun_changed };
             commands::sweep::sweep(&config.unwrap_or_default(), &sets, how)
         }
-        Cmd::Report { dir } => commands::sweep::report(&dir).map(|()| 0),
+        Cmd::Report { dir } => commands::sweep::report_command(&dir),
         Cmd::Compare { recipes, study } => commands::sweep::compare(&recipes, &study),
         Cmd::Textnorm { recipes, study } => commands::sweep::textnorm(&recipes, &study),
         Cmd::Scaling(args) => commands::sweep::scaling(args),

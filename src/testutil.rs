@@ -1,6 +1,7 @@
 //! Helpers shared by the unit tests: f64 tensors and central finite differences.
 //!
 //! - [`scratch`]: a test's scratch directory, removed when the test passes
+//! - [`planted`]: a corpus with a planted loss spike
 
 use burn::tensor::{DType, Device, Tensor, TensorData};
 
@@ -68,7 +69,9 @@ pub fn write_tiny_corpus(path: &std::path::Path, n_sentences: usize) {
     std::fs::write(path, text).unwrap();
 }
 
+mod planted;
 mod scratch;
+pub use planted::write_planted_corpus;
 pub use scratch::Scratch;
 
 /// A fresh empty directory for one test, removed when the test passes.

@@ -262,3 +262,62 @@ fn check_points(points: &[serde_json::Value]) {
         assert_eq!(lead, 1, "one leader at depth {depth}");
     }
 }
+
+/// `sweep.reseed.until_separated`: each round gives one fresh seed (one above every seed the
+/// sweep used) at LR* to the methods of adjacent pairs not yet separated, best-ranked first,
+/// until the budget of runs is spent; every added run is in the plan and in
+/// `separation.json`. Run again, the sweep replays its rounds from the finished runs and
+/// trains nothing. A Slurm sweep, which cannot wait for a round's results, is refused.
+#[test]
+fn seeds_are_added_until_adjacent_ranks_separate_or_the_budget_is_spent() {
+    let root = temp("separate");
+    let cfg =
+        common::tiny_sweep(&root, "\"model.recipe\" = [\"pre\", \"post\", \"peri\"]\n\"optim.lr\" = [3e-3]", 2, 60);
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text += "[sweep.reseed]\nuntil_separated = 5\n";
+    std::fs::write(&cfg, text).unwrap();
+    let o = bin().args(["sweep", "--config"]).arg(&cfg).output().unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let dir = root.join("sweep");
+    let read = |p: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(dir.join(p)).unwrap()).unwrap()
+    };
+    let plan = read("plan.json");
+    let added: Vec<&str> = plan["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["stage"] == "separate")
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    let sep = read("separation.json");
+    let rounds = sep["rounds"].as_array().unwrap();
+    let in_rounds: Vec<&str> =
+        rounds.iter().flat_map(|r| r["runs"].as_array().unwrap().iter().map(|n| n.as_str().unwrap())).collect();
+    assert_eq!(added, in_rounds, "every added run is recorded in its round");
+    // One seed each: no pair can be tested, so both adjacent pairs tie and all three methods
+    // get seed 8 (the grid trains with seed 7).
+    assert_eq!(rounds[0]["seed"], 8);
+    assert_eq!(rounds[0]["ties"].as_array().unwrap().len(), 2);
+    assert!(rounds[0]["ties"].as_array().unwrap().iter().all(|t| t["p"].is_null()));
+    assert_eq!(rounds[0]["runs"].as_array().unwrap().len(), 3);
+    assert!(added.len() <= 5 && added.iter().all(|n| n.starts_with("separate-")));
+    if rounds.len() > 1 {
+        assert_eq!(rounds[1]["seed"], 9);
+        assert!(rounds[1]["runs"].as_array().unwrap().len() <= 2, "the budget's remaining 2 runs");
+    }
+    let outcome = sep["outcome"].as_str().unwrap();
+    assert!(outcome.contains("budget of 5 runs is spent") || outcome.contains("separated"), "{outcome}");
+    let before = common::results_without_timings(&dir);
+    let o = bin().args(["sweep", "--config"]).arg(&cfg).output().unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert!(!common::stderr(&o).contains("] separate-"), "nothing retrained: {}", common::stderr(&o));
+    assert_eq!(common::results_without_timings(&dir), before);
+    assert_eq!(read("separation.json"), sep);
+    let o = bin().arg("report").arg(&dir).output().unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let md = std::fs::read_to_string(dir.join("report/report.md")).unwrap();
+    assert!(md.contains("Seeds added until adjacent ranks separate") && md.contains("vs next"), "{md}");
+    let o = bin().args(["sweep", "--executor", "slurm", "--config"]).arg(&cfg).output().unwrap();
+    assert!(common::error_line(&o).contains("executor = \"local\""), "{}", common::stderr(&o));
+}

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The GPU table of docs/gpu.md on one NVIDIA machine, within a time budget, each step bounded:
-#   1. KiteNorm Table-1 dims, `pre`, f32/f16/bf16 on `vulkan` beside tools/torch_gpu.py f32 and
-#      bf16 autocast (PyTorch eager), in one `normlab bench` invocation;
-#   2. `generate` tokens/s of the Table-1 model on `vulkan` and `cuda`;
-#   3. `pre` and `kitenorm` in f32/bf16 on `cuda` beside PyTorch eager;
+#   1. KiteNorm Table-1 dims, `pre` and `kitenorm` in f32/bf16 on `cuda` beside
+#      tools/torch_gpu.py f32 and bf16 autocast (PyTorch eager), in one `normlab bench`
+#      invocation (first: bf16 on `cuda` is the number PyTorch users compare with);
+#   2. `pre` in f32/f16/bf16 on `vulkan` beside PyTorch eager;
+#   3. `generate` tokens/s of the Table-1 model on `vulkan` and `cuda`;
 #   4. 200 steps of the Table-1 model (micro-batch 8 x 512) on `cuda` (bf16, f32) and `vulkan`
 #      (f32): the loss curves, for agreement;
 #   5. PyTorch `--compile` in bf16 and f32 at the bench's sizes;
 #   6. `pre` in bf16 on `cuda` with `--kernels composite` (no fused attention in forwards).
-# Steps run in this order; one that the budget no longer fits is skipped and logged so.
+# Steps run in this order; one that the budget no longer fits is skipped and logged so, as is
+# one not named in GPU_TABLE_STEPS when that is set (e.g. GPU_TABLE_STEPS="cuda-table curve-cuda-bf16").
 # GPU memory: the most `nvidia-smi` reports in use while each step runs (sampled every 200 ms).
 #   tools/gpu-table.sh BIN OUT_DIR [SECONDS]     # BIN built with --features vulkan,cuda
 # `vulkan` needs the Vulkan loader and glvnd beside NVIDIA's driver (Debian: libvulkan1
@@ -29,6 +31,10 @@ step() {
     local name=$1 limit=$2
     shift 2
     local l
+    if [ -n "${GPU_TABLE_STEPS:-}" ] && [[ " $GPU_TABLE_STEPS " != *" $name "* ]]; then
+        echo "== $name: skipped, not in GPU_TABLE_STEPS" >>"$log"
+        return
+    fi
     l=$(left)
     if [ "$l" -lt 30 ]; then
         echo "== $name: skipped, ${l}s of the budget left" >>"$log"
@@ -50,6 +56,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >>"$log" 2>
 wheels=$(python3 -c 'import nvidia, os; print(":".join(os.path.join(p, d, "lib") for p in nvidia.__path__ for d in sorted(os.listdir(p))))' 2>/dev/null)
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${wheels}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 table1=(--dims table1 --kernels fused --warmup 5 --steps 10 --fwd-steps 5 --torch-python python3)
+step cuda-table 300 "$bin" bench model --device cuda --recipes pre,kitenorm --precision f32,bf16 "${table1[@]}" --out "$out/cuda.json"
 step vulkan-table 220 "$bin" bench model --device vulkan --recipes pre --precision f32,f16,bf16 "${table1[@]}" --out "$out/vulkan.json"
 work=$(mktemp -d)
 run=(--config configs/kitenorm-table1.toml --force --quiet --set 'model.recipe="pre"' --set train.batch_size=8
@@ -59,7 +66,6 @@ for dev in vulkan cuda; do
     step "train-$dev-for-generate" 60 "$bin" train "${run[@]}" --set train.steps=2 --set "run.dir=\"$work/gen-$dev\"" --set "run.device=\"$dev\""
     step "generate-$dev" 40 "$bin" generate --checkpoint "$work/gen-$dev" "${gen[@]}"
 done
-step cuda-table 200 "$bin" bench model --device cuda --recipes pre,kitenorm --precision f32,bf16 "${table1[@]}" --out "$out/cuda.json"
 curve=(--set 'model.recipe="kitenorm"' --set train.steps=200 --set run.eval_every=100 --set run.eval_windows=8 --set run.checkpoint_every=1000)
 for c in cuda:bf16 vulkan:f32 cuda:f32; do
     dev=${c%%:*} p=${c##*:}

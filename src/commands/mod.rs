@@ -3,7 +3,7 @@
 //! ends the output and never the work.
 //!
 //! - [`train`], [`sweep`] (with `report`, `compare`, `studies`, `scaling`, `textnorm`),
-//!   [`recipes`], [`data`], [`hf`] (`import`, `export`), [`serve`], [`bench`]
+//!   [`recipes`], [`data`], [`hf`] (`import`, `export`), [`serve`], [`bench`], [`track`]
 //! - on a saved run: [`perplexity`], [`evaluate`], [`generate`], [`probe`]; [`windows`]: the
 //!   token windows they read
 
@@ -41,6 +41,7 @@ pub mod probe;
 pub mod recipes;
 pub mod serve;
 pub mod sweep;
+pub mod track;
 pub mod train;
 mod windows;
 

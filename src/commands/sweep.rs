@@ -79,6 +79,7 @@ pub fn sweep(config: &Path, sets: &[String], how: SweepHow) -> anyhow::Result<i3
     if how.report {
         self::report(&s.section.dir)?;
     }
+    sweep::tracking::finish(&s, &log)?;
     sweep_exit(&s, &rows)
 }
 
@@ -109,6 +110,17 @@ pub fn report(dir: &Path) -> anyhow::Result<()> {
         r.markdown.display()
     );
     Ok(())
+}
+
+/// `normlab report DIR`: the report, then, for a run or sweep already on a tracking server
+/// (`DIR/tracking.json` names its run), the report's files sent there with anything the server
+/// still lacks.
+pub fn report_command(dir: &Path) -> anyhow::Result<i32> {
+    report(dir)?;
+    match crate::track::TrackState::read(dir)? {
+        Some(state) if state.run_id.is_some() => super::track::track(dir, Some(&state.target)),
+        _ => Ok(0),
+    }
 }
 
 /// The flags every built-in study takes (`compare`, `textnorm`, `studies`).
@@ -205,6 +217,7 @@ fn study(mut s: Sweep, jobs: Option<usize>) -> anyhow::Result<i32> {
         }
         errln!("{} runs; report: {}", rows.len(), r.html.display());
     }
+    sweep::tracking::finish(&s, &log)?;
     sweep_exit(&s, &rows)
 }
 
@@ -256,5 +269,6 @@ pub fn scaling(a: ScalingArgs) -> anyhow::Result<i32> {
         }
         errln!("{} points; {}; report: {}", sc.points.len(), sweep::scaling::path(dir).display(), r.html.display());
     }
+    sweep::tracking::finish(&s, &log)?;
     sweep_exit(&s, &rows)
 }

@@ -41,6 +41,12 @@ impl JsonlWriter {
         self.file.write_all(&line).with_context(|| format!("cannot write {}", self.path.display()))
     }
 
+    /// The length in bytes written so far (not yet necessarily on disk).
+    pub fn position(&mut self) -> anyhow::Result<u64> {
+        use std::io::Seek;
+        self.file.stream_position().with_context(|| format!("cannot read the length of {}", self.path.display()))
+    }
+
     /// The length in bytes, once everything written is on disk (fsync); saved in checkpoints.
     pub fn durable_len(&mut self) -> anyhow::Result<u64> {
         self.file.flush().with_context(|| format!("cannot write {}", self.path.display()))?;

@@ -5,9 +5,10 @@ use super::data::RunData;
 use super::figures::{self, Figure};
 use super::page::Page;
 use super::table::{setup_text, summary_table, table_notes};
-use super::{findings, gates, paper, scaling, sources, spikes, tasks, textnorm};
+use super::{findings, gates, paper, scaling, separation, sources, spikes, tasks, textnorm};
 use crate::io::json;
 use crate::run::layout::{self as run_dir, RunInfo};
+use crate::run::rollback::RollbackRecord;
 use crate::sweep::aggregate::{MethodSummary, summarize};
 use crate::sweep::group::GroupBy;
 use crate::sweep::results::{self, RunResult};
@@ -75,6 +76,11 @@ fn sweep_report(dir: &Path) -> anyhow::Result<Report> {
     }
     sections.extend(sources::section(&best_runs));
     sections.extend(spikes::section(&rows, group, tuned));
+    sections.extend(spikes::rollbacks(&rollbacks_of(dir, &rows)?));
+    if let Some((heading, t, finding)) = separation::section(dir)? {
+        sections.push((heading, t));
+        notes.push(finding);
+    }
     if let Some((heading, t, finding)) = plan.paper.and_then(|p| paper::side_by_side(p, &ms)) {
         sections.insert(0, (heading, t));
         notes.insert(0, finding);
@@ -124,6 +130,17 @@ fn sweep_findings(ms: &[MethodSummary], best_runs: &[RunData], rows: &[RunResult
     notes
 }
 
+/// The rollbacks of the sweep's runs that made any.
+fn rollbacks_of(dir: &Path, rows: &[RunResult]) -> anyhow::Result<Vec<(String, Vec<RollbackRecord>)>> {
+    rows.iter()
+        .filter(|r| r.rollbacks > 0)
+        .map(|r| {
+            let m = crate::run::metrics::Metrics::read(&run_dir::metrics(&layout::run(dir, &r.name)))?;
+            Ok((r.name.clone(), m.rollbacks))
+        })
+        .collect()
+}
+
 fn best_run<'a>(rows: &'a [RunResult], m: &MethodSummary, group: &GroupBy, tuned: &str) -> Option<&'a RunResult> {
     rows.iter()
         .filter(|r| group.label(&r.axes) == m.method && !r.state.is_diverged())
@@ -157,8 +174,10 @@ fn run_report(dir: &Path) -> anyhow::Result<Report> {
         figs.push(f);
     }
     let status = runs[0].status.as_ref().map(run_dir::describe).unwrap_or_else(|| "no status".into());
-    let table = format!("| run | status |\n|---|---|\n| {label} | {status} |\n");
+    let score = runs[0].train.last().and_then(|t| t.spike_score).map_or("–".into(), |s| format!("{s:.4}"));
+    let table = format!("| run | status | SpikeScore |\n|---|---|---|\n| {label} | {status} | {score} |\n");
     let mut sections: Vec<(String, String)> = tasks::last_evaluation(&runs[0]).into_iter().collect();
+    sections.extend(spikes::rollbacks(&[(label.clone(), runs[0].rollbacks.clone())]));
     sections.extend(sources::section(&runs));
     let mut notes = runs[0].gaps();
     if let Some(t) = textnorm::section(&out, &runs)? {

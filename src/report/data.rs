@@ -20,6 +20,8 @@ pub struct RunData {
     pub tasks: Vec<TasksRecord>,
     /// Where records were lost before a resume (`--allow-lost-records`).
     pub lost: Vec<LostRecord>,
+    /// Where the run went back to a checkpoint after repeated spikes.
+    pub rollbacks: Vec<crate::run::rollback::RollbackRecord>,
     pub probes: Vec<ProbeRecord>,
     pub status: Option<Status>,
     /// The run's recipe as one of the papers' plain placements, if it is one.
@@ -45,6 +47,7 @@ impl RunData {
             eval: m.eval,
             tasks: m.tasks,
             lost: m.lost,
+            rollbacks: m.rollbacks,
             probes: jsonl::read_if_exists(&layout::probes(dir))?,
             status: layout::read_status(dir).ok().flatten(),
             placement: recipe.as_ref().and_then(Placement::of),

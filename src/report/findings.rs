@@ -8,6 +8,7 @@
 use super::data::RunData;
 use crate::recipe::Placement;
 use crate::sweep::aggregate::{LrEdge, MethodSummary};
+use crate::sweep::significance::{ALPHA, AdjacentPair, PairTest, adjacent_pairs, p_is};
 
 /// A recipe "never learns" when every finished run ends within this many nats of the unigram
 /// loss (or above it).
@@ -46,6 +47,7 @@ pub fn findings(ms: &[MethodSummary], best_runs: &[RunData]) -> Vec<String> {
     let never = never_learns(ms, unigram);
     let mut f = Vec::new();
     f.extend(winner(ms));
+    f.extend(adjacent_verdicts(ms));
     f.extend(why_winner(ms, best_runs));
     f.extend(edges(ms));
     f.extend(post_vs_pre(ms, best_runs));
@@ -82,18 +84,79 @@ fn winner(ms: &[MethodSummary]) -> Option<String> {
     if let Some((second, second_mean)) = ms.get(1).and_then(|m| Some((m, m.mean?))) {
         let gap = second_mean - mean;
         s += &format!(", ahead of {} (mean {second_mean:.4}) by {gap:.4}", second.method);
-        // Overlapping seed ranges: the order is not settled by these seeds.
-        if let Some(b) = second.best.filter(|&b| b <= w.worst.unwrap_or(mean)) {
-            s += &format!(
-                ". The two overlap: {}'s best seed ({b:.4}) beats {}'s worst, so more seeds are needed to call it",
-                second.method, w.method
-            );
-        }
+        s += &lead_verdict(w, second);
     }
     if w.seeds_at_lr_star == 2 {
         s += ". With n = 2 seeds the sample standard deviation is the range / √2: a spread, not a distribution";
     }
     Some(s + ".")
+}
+
+/// Whether the winner's lead over the runner-up is beyond its seeds' noise (Welch's t); where
+/// it cannot be tested (a single seed), whether their seed ranges overlap.
+fn lead_verdict(w: &MethodSummary, second: &MethodSummary) -> String {
+    let pair = adjacent_pairs(&[w.clone(), second.clone()]).pop();
+    match pair.map(|p| p.loss) {
+        Some(PairTest { p: Some(p), .. }) if p < ALPHA => format!(": beyond noise (Welch {})", p_is(p)),
+        Some(PairTest { p: Some(p), .. }) => format!(
+            ": not beyond noise (Welch {}), so these seeds do not settle which is better; more seeds may",
+            p_is(p)
+        ),
+        _ => match second.best.filter(|&b| b <= w.worst.unwrap_or(f64::INFINITY)) {
+            Some(b) => format!(
+                ". The two overlap: {}'s best seed ({b:.4}) beats {}'s worst, so more seeds are needed to call it",
+                second.method, w.method
+            ),
+            None => String::new(),
+        },
+    }
+}
+
+/// Each adjacent pair of the ranking beyond noise or within it, on the loss and each task.
+fn adjacent_verdicts(ms: &[MethodSummary]) -> Option<String> {
+    let pairs = adjacent_pairs(ms);
+    let tested: Vec<&AdjacentPair> = pairs.iter().filter(|p| p.loss.p.is_some()).collect();
+    if tested.is_empty() {
+        return None;
+    }
+    let say = |p: &&AdjacentPair| format!("{} over {} ({})", p.ahead, p.behind, p_is(p.loss.p.unwrap_or(1.0)));
+    let (apart, ties): (Vec<&&AdjacentPair>, Vec<&&AdjacentPair>) = tested.iter().partition(|p| p.loss.separated());
+    let list = |v: &[&&AdjacentPair]| {
+        if v.is_empty() { "none".into() } else { v.iter().map(|p| say(p)).collect::<Vec<_>>().join("; ") }
+    };
+    let mut s = format!(
+        "Adjacent ranks by final loss (Welch's t over seeds, p < {ALPHA}): separated — {}; ties within noise — {}.",
+        list(&apart),
+        list(&ties)
+    );
+    if let Some(tasks) = task_verdicts(&pairs) {
+        s += &format!(" {tasks}");
+    }
+    Some(s)
+}
+
+/// The adjacent pairs' downstream tests: those beyond noise by name (with which side scores
+/// higher), the ties counted.
+fn task_verdicts(pairs: &[AdjacentPair]) -> Option<String> {
+    let tests: Vec<(&AdjacentPair, &PairTest)> =
+        pairs.iter().flat_map(|p| p.tasks.iter().filter(|t| t.p.is_some()).map(move |t| (p, t))).collect();
+    if tests.is_empty() {
+        return None;
+    }
+    let apart: Vec<String> = tests
+        .iter()
+        .filter(|(_, t)| t.separated())
+        .map(|(p, t)| {
+            let (hi, lo) = if t.diff > 0.0 { (&p.ahead, &p.behind) } else { (&p.behind, &p.ahead) };
+            format!("{hi} above {lo} on {} ({})", t.measure, p_is(t.p.unwrap_or(1.0)))
+        })
+        .collect();
+    let ties = tests.len() - apart.len();
+    Some(if apart.is_empty() {
+        format!("Downstream, all {ties} adjacent comparisons on the tasks are within noise.")
+    } else {
+        format!("Downstream, beyond noise: {}; the other {ties} adjacent comparisons are within it.", apart.join("; "))
+    })
 }
 
 /// The winner against the runner-up in the probes' terms: stream variance at depth, gradient
@@ -373,6 +436,10 @@ mod tests {
             steps_to_target: None,
             time_to_target_s: None,
             tasks: Vec::new(),
+            finals: seeds.to_vec(),
+            task_finals: Vec::new(),
+            spike_score: None,
+            rollbacks: 0,
         }
     }
 
@@ -386,7 +453,8 @@ mod tests {
         ];
         let w = winner(&ms).unwrap();
         assert!(w.contains("**bhyt**") && w.contains("mean final validation loss 2.5600"), "{w}");
-        assert!(w.contains("overlap") && w.contains("n = 2"), "pre's best seed 2.50 beats bhyt's worst 2.57: {w}");
+        // scipy.stats.ttest_ind([2.55, 2.57], [2.50, 2.84], equal_var=False): p = 0.634.
+        assert!(w.contains("not beyond noise (Welch p = 0.634)") && w.contains("n = 2"), "{w}");
         let e = edges(&ms).unwrap();
         assert!(e.contains("dyt at 1e-1 (the highest tried)"), "{e}");
         // Unigram loss 3.12: every dyt rate ends within 0.05 of it (or above); pre and bhyt learn.

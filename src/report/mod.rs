@@ -13,6 +13,7 @@
 //! - [`assemble`]: which sections a directory's report has, and writing it
 //! - [`gates`]: learned residual gates and attention-logit maxima
 //! - [`spikes`]: gradient-norm spikes against the learning rate
+//! - [`separation`]: the rounds of seeds added until adjacent ranks separate
 //! - [`sources`]: a mixture's validation loss per source
 //! - [`paper`], [`paper_tasks`]: published tables beside the sweep's results
 
@@ -26,6 +27,7 @@ pub mod paper;
 pub mod paper_tasks;
 pub mod plot;
 pub mod scaling;
+pub mod separation;
 pub mod sources;
 pub mod spikes;
 pub mod table;

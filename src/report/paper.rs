@@ -136,6 +136,10 @@ mod tests {
             steps_to_target: None,
             time_to_target_s: None,
             tasks: Vec::new(),
+            finals: vec![l - 0.01, l, l + 0.01],
+            task_finals: Vec::new(),
+            spike_score: None,
+            rollbacks: 0,
         }
     }
 

@@ -10,6 +10,7 @@ use super::plot::{Chart, Series, draw};
 use crate::sweep::aggregate::LrEdge;
 use crate::sweep::layout;
 use crate::sweep::scaling::{Scaling, ScalingPoint};
+use crate::sweep::significance::{ALPHA, p_is};
 use std::path::Path;
 
 /// The page's text and its figures.
@@ -246,6 +247,7 @@ fn findings(s: &Scaling) -> Vec<String> {
     let mut out = vec![leaders(s)];
     out.extend(trend(s));
     out.extend(exponents(s));
+    out.extend(exponent_pairs(s));
     out.extend(lr_moves(s));
     let edges: Vec<String> = s
         .points
@@ -272,11 +274,45 @@ fn leaders(s: &Scaling) -> String {
     let lead: Vec<String> = ends_all(s)
         .iter()
         .filter_map(|&v| {
-            let best = s.points.iter().find(|p| p.axis_value == v && p.gap_to_best == Some(0.0))?;
-            Some(format!("{} = {}: **{}** ({:.4})", s.axis.name(), fmt_value(v), best.recipe, best.mean?))
+            let mut here: Vec<&ScalingPoint> =
+                s.points.iter().filter(|p| p.axis_value == v && p.mean.is_some()).collect();
+            here.sort_by(|a, b| a.mean.unwrap_or(f64::INFINITY).total_cmp(&b.mean.unwrap_or(f64::INFINITY)));
+            let best = here.first()?;
+            let verdict = here.get(1).map(|second| lead_verdict(best, second)).unwrap_or_default();
+            Some(format!("{} = {}: **{}** ({:.4}{verdict})", s.axis.name(), fmt_value(v), best.recipe, best.mean?))
         })
         .collect();
     format!("Who leads at each point: {}.", lead.join("; "))
+}
+
+/// The leader of a point against its runner-up, by Welch's t over their seeds.
+fn lead_verdict(best: &ScalingPoint, second: &ScalingPoint) -> String {
+    match crate::stats::welch(&best.seed_losses, &second.seed_losses) {
+        Some(w) if w.p < ALPHA => format!("; beyond noise over {}, Welch {}", second.recipe, p_is(w.p)),
+        Some(w) => format!("; within noise of {}, Welch {}", second.recipe, p_is(w.p)),
+        None => format!("; untested against {} (fewer than 2 seeds)", second.recipe),
+    }
+}
+
+/// Recipes ranked by their fitted α (largest first), each adjacent pair called apart only when
+/// their 95 % bootstrap intervals do not overlap (a conservative test: two intervals that
+/// just touch, of equal width and normal, already differ at p ≈ 0.006).
+fn exponent_pairs(s: &Scaling) -> Option<String> {
+    let mut fits: Vec<(&str, f64, (f64, f64))> =
+        s.fits.iter().filter_map(|f| Some((f.recipe.as_str(), f.law?.alpha, f.alpha_interval?))).collect();
+    if fits.len() < 2 {
+        return None;
+    }
+    fits.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let pairs: Vec<String> = fits
+        .windows(2)
+        .map(|w| {
+            let ((a, aa, (alo, _)), (b, ba, (_, bhi))) = (w[0], w[1]);
+            let verdict = if alo > bhi { "apart beyond noise" } else { "within noise: the intervals overlap" };
+            format!("{a} (α {aa:.3}) over {b} (α {ba:.3}): {verdict}")
+        })
+        .collect();
+    Some(format!("Exponents, adjacent by α with their bootstrap intervals: {}.", pairs.join("; ")))
 }
 
 /// For each recipe that trails somewhere: its gap at the smallest and the largest point.

@@ -1,7 +1,9 @@
 //! Gradient-norm spikes against the learning rate (the Peri-LN paper's Fig. 3 and C.3: Pre-LN
 //! spikes at every rate, Peri-LN rarely): each method's spike count (6σ rule, `probe` settings)
-//! in each run of the tuned axis, summed over its seeds.
+//! in each run of the tuned axis, summed over its seeds; and the runs' rollbacks after repeated
+//! SpikeScore spikes (`[train.rollback]`).
 
+use crate::run::rollback::RollbackRecord;
 use crate::sweep::group::GroupBy;
 use crate::sweep::results::RunResult;
 
@@ -54,6 +56,41 @@ fn cell(runs: &[&RunResult]) -> String {
     s
 }
 
+/// The rollbacks of `runs` (label, records), one row each, when any run rolled back.
+pub fn rollbacks(runs: &[(String, Vec<RollbackRecord>)]) -> Option<(String, String)> {
+    let mut t = String::from(
+        "| run | at step | back to step | spikes in the window (step: loss / grad norm) | batches skipped (steps) | \
+            lr × |\n|---|---|---|---|---|---|\n",
+    );
+    let mut any = false;
+    for (label, rs) in runs {
+        for r in rs {
+            any = true;
+            let spikes: Vec<String> = r
+                .spikes
+                .iter()
+                .map(|s| {
+                    let what = match (s.loss_spike, s.grad_spike) {
+                        (true, true) => "both",
+                        (true, false) => "loss",
+                        _ => "grad",
+                    };
+                    format!("{}: {:.3} / {:.3} ({what})", s.step, s.loss, s.grad_norm)
+                })
+                .collect();
+            t += &format!(
+                "| {label} | {} | {} | {} | {} | {} |\n",
+                r.step,
+                r.to_step,
+                spikes.join("; "),
+                r.skipped_steps,
+                r.lr_scale
+            );
+        }
+    }
+    any.then(|| ("Rollbacks after repeated spikes".into(), t))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,6 +121,8 @@ mod tests {
             time_to_target_s: None,
             max_abs_last_layer: None,
             grad_spikes: Some(spikes),
+            spike_score: None,
+            rollbacks: 0,
             grad_cv: None,
             final_tau: None,
             failure: None,

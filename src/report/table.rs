@@ -5,34 +5,45 @@
 use super::data::RunData;
 use crate::sweep::aggregate::MethodSummary;
 use crate::sweep::results::RunResult;
+use crate::sweep::significance::{ALPHA, AdjacentPair, adjacent_pairs, p_text};
 
 /// The per-method results table in markdown, ranked by the mean over seeds at LR*; a column
 /// per downstream task where the runs were evaluated.
 pub fn summary_table(ms: &[MethodSummary]) -> String {
     let o = |v: Option<f64>| v.map(|x| format!("{x:.4}")).unwrap_or_else(|| "–".into());
     let tasks = task_keys(ms);
+    let pairs = adjacent_pairs(ms);
+    let rollbacks = ms.iter().any(|m| m.rollbacks > 0);
     let mut t = String::from(
-        "| rank | recipe | LR* | mean | sd | n | best | worst | best ppl | diverged / runs | steps to target |",
+        "| rank | recipe | LR* | mean | sd | n | vs next | best | worst | best ppl | diverged / runs | SpikeScore | \
+            steps to target |",
     );
+    t += if rollbacks { " rollbacks |" } else { "" };
     tasks.iter().for_each(|(task, metric)| t += &format!(" {task} {metric} |"));
-    t += &format!("\n|---|---|---|---|---|---|---|---|---|---|---|{}\n", "---|".repeat(tasks.len()));
+    let columns = 13 + usize::from(rollbacks) + tasks.len();
+    t += &format!("\n|{}\n", "---|".repeat(columns));
     for (i, m) in ms.iter().enumerate() {
         let edge = if m.lr_edge.is_some() { " †" } else { "" };
         t += &format!(
-            "| {} | {} | {}{edge} | {} | {} | {} | {} | {} | {} | {} / {} | {} |",
+            "| {} | {} | {}{edge} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} | {} |",
             i + 1,
             m.method,
             m.lr_star.map(|l| format!("{l:e}")).unwrap_or_else(|| "–".into()),
             o(m.mean),
             o(m.std),
             m.seeds_at_lr_star,
+            versus_next(&pairs, &m.method),
             o(m.best),
             o(m.worst),
             m.best.map(|b| format!("{:.2}", b.exp())).unwrap_or_else(|| "–".into()),
             m.diverged,
             m.runs,
+            o(m.spike_score),
             m.steps_to_target.map(|s| s.to_string()).unwrap_or_else(|| "–".into()),
         );
+        if rollbacks {
+            t += &format!(" {} |", m.rollbacks);
+        }
         for (task, metric) in &tasks {
             let s = crate::tasks::evaluate::find_score(&m.tasks, task, metric);
             t += &format!(" {} |", s.map(score_cell).unwrap_or_else(|| "–".into()));
@@ -40,6 +51,17 @@ pub fn summary_table(ms: &[MethodSummary]) -> String {
         t += "\n";
     }
     t
+}
+
+/// The "vs next" cell of `method`: Welch's p against the recipe ranked below it, `✓` when the
+/// two are separated beyond noise, `tie` when they are within it.
+fn versus_next(pairs: &[AdjacentPair], method: &str) -> String {
+    match pairs.iter().find(|p| p.ahead == method).map(|p| (&p.loss, p.loss.p)) {
+        Some((l, Some(p))) if l.separated() => format!("{} ✓", p_text(p)),
+        Some((_, Some(p))) => format!("{} tie", p_text(p)),
+        Some((_, None)) => "n < 2".into(),
+        None => "–".into(),
+    }
 }
 
 /// `0.463 ± 0.029`.
@@ -63,6 +85,20 @@ pub fn table_notes(ms: &[MethodSummary]) -> Vec<String> {
             excluded from every value and counted."
             .to_string(),
     ];
+    n.push(format!(
+        "vs next: Welch's t-test of this recipe's seeds against the next one's (two-sided p): ✓ beyond noise (p < \
+            {ALPHA}), tie within it; n < 2 where a recipe has a single seed. With 2 seeds a gap must be large \
+            against the seeds' spread to separate (the t quantile for one degree of freedom is 12.7)."
+    ));
+    n.push(
+        "SpikeScore: OLMo-core's share of steps whose training loss or gradient norm exceeds the mean of the previous \
+            128 steps by 6 standard deviations, at the end of each run (from step 128 on; – before), averaged over \
+            the seeds at LR*."
+            .into(),
+    );
+    if ms.iter().any(|m| m.rollbacks > 0) {
+        n.push("rollbacks: the times the method's runs went back to a checkpoint after repeated spikes ([train.rollback]).".into());
+    }
     if ms.iter().any(|m| m.seeds_at_lr_star == 2) {
         n.push("With n = 2, sd = |a − b| / √2: read it as the spread of two runs, not as an error bar.".into());
     }

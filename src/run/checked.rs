@@ -64,6 +64,9 @@ impl RunConfig {
             t.skip_step_window >= 2 && t.skip_step_min_history >= 2 && t.skip_step_min_history <= t.skip_step_window,
             "train.skip_step_min_history must be ≥ 2 and ≤ train.skip_step_window"
         );
+        if let Some(r) = &t.rollback {
+            r.check(self.run.checkpoint_every)?;
+        }
         Ok(())
     }
 

@@ -49,6 +49,19 @@ pub struct TrainerState {
     /// finishes with it instead of validating, and recording, a second time.
     #[serde(default)]
     pub last_eval: Option<super::metrics::EvalRecord>,
+    /// SpikeScore's window and counts.
+    #[serde(default)]
+    pub spikes: super::spike_score::SpikeMonitor,
+    /// The learning-rate factor rollbacks have set (1 without any).
+    #[serde(default = "one")]
+    pub lr_scale: f64,
+    /// Every rollback of the run, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rollbacks: Vec<super::rollback::RollbackRecord>,
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 /// `checkpoints/latest.json`: the newest checkpoint, for people and tools (resuming scans).
@@ -163,6 +176,19 @@ fn checkpoint_dirs(run: &Path) -> anyhow::Result<Vec<(usize, PathBuf)>> {
         .collect();
     dirs.sort_by_key(|d| std::cmp::Reverse(d.0));
     Ok(dirs)
+}
+
+/// The newest intact checkpoint of a run written before `step` (a rollback's target).
+pub fn newest_before(run: &Path, step: usize) -> anyhow::Result<Option<PathBuf>> {
+    Ok(checkpoint_dirs(run)?.into_iter().find(|(s, dir)| *s < step && damage(dir).is_none()).map(|(_, dir)| dir))
+}
+
+/// Removes the checkpoints written after `step` (the stretch a rollback abandons).
+pub fn remove_after(run: &Path, step: usize) -> anyhow::Result<()> {
+    for (_, dir) in checkpoint_dirs(run)?.into_iter().filter(|(s, _)| *s > step) {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("cannot remove {}", dir.display()))?;
+    }
+    Ok(())
 }
 
 /// Why a checkpoint cannot be used, or `None` when it is intact.

@@ -48,6 +48,13 @@ pub struct RunSection {
     /// How many of the newest checkpoints to keep (≥ 1): a damaged newest one falls back to
     /// the one before.
     pub keep_checkpoints: usize,
+    /// A tracking server the run is also sent to (`"mlflow:http://host:5000"`); see
+    /// [`super::track_target`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub track: Option<super::track_target::TrackTarget>,
+    /// The tracking server's experiment (default `normlab`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub experiment: Option<String>,
 }
 
 impl Default for RunSection {
@@ -59,6 +66,8 @@ impl Default for RunSection {
             eval_windows: 64,
             checkpoint_every: 100,
             keep_checkpoints: 2,
+            track: None,
+            experiment: None,
         }
     }
 }
@@ -102,6 +111,9 @@ pub struct TrainSection {
     pub skip_step_min_history: usize,
     /// Skips in a row after which an outlier is applied anyway (and said so).
     pub skip_step_max_consecutive: usize,
+    /// `[train.rollback]`: go back to a checkpoint after repeated spikes (off without it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollback: Option<super::rollback::RollbackRule>,
     /// Gradient checkpointing (burn's balanced strategy): activations of memory-bound
     /// operations are recomputed in the backward pass instead of kept, trading compute for
     /// memory on deep or long-context configurations. Gradients are unchanged.
@@ -130,6 +142,7 @@ impl Default for TrainSection {
             skip_step_window: 128,
             skip_step_min_history: 20,
             skip_step_max_consecutive: 3,
+            rollback: None,
             checkpoint_activations: false,
             precision: crate::kernels::Precision::F32,
         }

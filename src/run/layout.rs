@@ -13,6 +13,7 @@
 //! RUN/probes/{init,step-N}.json   `normlab probe` results
 //! RUN/report/              `normlab report RUN`
 //! RUN/evaluation.json      `normlab evaluate RUN`
+//! RUN/tracking.json        the tracking server's run and what of metrics.jsonl it has
 //! RUN/.lock                the pid of the process training the run (the lock itself is
 //!                          flock(2) on RUN; see crate::io::lock)
 //! ```
@@ -45,6 +46,10 @@ pub fn tokenizer(run: &Path) -> PathBuf {
 }
 pub fn metrics(run: &Path) -> PathBuf {
     run.join("metrics.jsonl")
+}
+/// `tracking.json` of a run or a sweep directory (`crate::track`).
+pub fn tracking(dir: &Path) -> PathBuf {
+    dir.join("tracking.json")
 }
 pub fn status(run: &Path) -> PathBuf {
     run.join("status.json")

@@ -1,6 +1,7 @@
 //! `metrics.jsonl`: one [`MetricsRecord`] per line — `"type": "train"` for each step,
 //! `"type": "eval"` for each validation pass, `"type": "diverged"` when a run stops on
-//! divergence. A resumed run truncates the file to the length recorded in its checkpoint, so
+//! divergence, `"type": "rollback"` when it goes back to a checkpoint (`[train.rollback]`; the
+//! records after that checkpoint are replaced by this one). A resumed run truncates the file to the length recorded in its checkpoint, so
 //! the file always matches the checkpointed state.
 
 use crate::io::json::nan;
@@ -44,6 +45,14 @@ pub struct TrainRecord {
     /// QK-clip recipes: how many heads the clip rescaled after this step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qk_clipped: Option<usize>,
+    /// SpikeScore so far (spikes per step, [`super::spike_score`]), from the 128th step on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spike_score: Option<f64>,
+    /// This step's loss, or gradient norm, is a SpikeScore spike.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub loss_spike: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub grad_spike: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -109,6 +118,7 @@ pub enum MetricsRecord {
     Diverged(DivergedRecord),
     Lost(LostRecord),
     Tasks(TasksRecord),
+    Rollback(super::rollback::RollbackRecord),
 }
 
 /// A run's metrics, split by kind.
@@ -121,6 +131,7 @@ pub struct Metrics {
     pub lost: Vec<LostRecord>,
     /// Downstream evaluations, in order.
     pub tasks: Vec<TasksRecord>,
+    pub rollbacks: Vec<super::rollback::RollbackRecord>,
 }
 
 impl Metrics {
@@ -140,6 +151,7 @@ impl Metrics {
                 MetricsRecord::Diverged(d) => m.diverged = Some(d),
                 MetricsRecord::Lost(l) => m.lost.push(l),
                 MetricsRecord::Tasks(t) => m.tasks.push(t),
+                MetricsRecord::Rollback(r) => m.rollbacks.push(r),
             }
         }
         m

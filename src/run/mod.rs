@@ -14,6 +14,8 @@
 //! - [`pairs_eval`]: `pairs_eval.json`'s record
 //! - [`checkpoint`]: a checkpoint's weights, optimizer state and `state.json` (the trainer state)
 //! - [`divergence`], [`skip`], [`loss_scale`]: the rules whose state a checkpoint keeps
+//! - [`spike_score`]: OLMo-core's SpikeScore; [`rollback`]: going back to a checkpoint on spikes
+//! - [`track_target`]: `run.track`, the tracking server a run is also sent to
 //! - [`saved`]: opening a saved run and verifying its weights ([`SavedRun`])
 
 pub mod budget;
@@ -26,9 +28,12 @@ pub mod layout;
 pub mod loss_scale;
 pub mod metrics;
 pub mod pairs_eval;
+pub mod rollback;
 pub mod saved;
 pub mod schedule;
 pub mod skip;
+pub mod spike_score;
+pub mod track_target;
 
 pub use checked::CheckedConfig;
 pub use config::{OptimConfig, RunConfig, RunSection, TrainSection};

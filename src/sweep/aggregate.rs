@@ -60,6 +60,14 @@ pub struct MethodSummary {
     pub time_to_target_s: Option<f64>,
     /// Each downstream task's headline over the seeds at LR* (see the module's note).
     pub tasks: Vec<TaskScore>,
+    /// Every finished seed's final validation loss at LR* (what the mean is over).
+    pub finals: Vec<f64>,
+    /// Every finished seed's headline of each task at LR*, in the order of `tasks`.
+    pub task_finals: Vec<Vec<f64>>,
+    /// SpikeScore averaged over the seeds at LR* that report one (runs of 128 steps or more).
+    pub spike_score: Option<f64>,
+    /// Rollbacks over every run of the method.
+    pub rollbacks: usize,
 }
 
 /// Summaries sorted by the mean over seeds at LR*, ties by `best` (methods without a finished
@@ -118,7 +126,27 @@ fn summarize_method(rows: &[RunResult], method: &str, group_by: &GroupBy, tuned:
         steps_to_target: best_run.and_then(|r| r.steps_to_target),
         time_to_target_s: best_run.and_then(|r| r.time_to_target_s),
         tasks: if summarised { seed_mean(&at_star.iter().map(|p| p.1).collect::<Vec<_>>()) } else { Vec::new() },
+        finals: vals.clone(),
+        spike_score: crate::stats::mean_of(at_star.iter().filter(|_| summarised).filter_map(|p| p.1.spike_score)),
+        rollbacks: mine.iter().map(|r| r.rollbacks).sum(),
+        task_finals: if summarised {
+            seed_values(&at_star.iter().map(|p| p.1).collect::<Vec<_>>())
+        } else {
+            Vec::new()
+        },
     }
+}
+
+/// Each task's headline in every run, in the order [`seed_mean`] gives the tasks.
+fn seed_values(runs: &[&RunResult]) -> Vec<Vec<f64>> {
+    seed_mean(runs)
+        .iter()
+        .map(|t| {
+            runs.iter()
+                .filter_map(|r| r.tasks.iter().find(|s| s.task == t.task && s.metric == t.metric).map(|s| s.value))
+                .collect()
+        })
+        .collect()
 }
 
 /// Each task's headline averaged over `runs`, its standard error the runs' average.
@@ -201,6 +229,10 @@ impl MethodSummary {
             steps_to_target: None,
             time_to_target_s: None,
             tasks,
+            finals: vec![loss],
+            task_finals: Vec::new(),
+            spike_score: None,
+            rollbacks: 0,
         }
     }
 }

@@ -15,6 +15,8 @@
 //! "model.recipe+schedule.warmup_fraction" = [["pre-rms", 0.1], ["lns-rms", 0.05]]
 //! [sweep.reseed]
 //! seeds = [8, 9]                       # sets train.seed and train.sampler_seed
+//! until_separated = 12                 # then up to 12 more runs, a seed at a time, while
+//!                                      # adjacent ranks are within noise (sweep::separate)
 //! [model]                              # … the base run config …
 //! n_layers = 8
 //! ```
@@ -159,7 +161,32 @@ impl Default for SlurmSection {
 pub struct Reseed {
     /// Extra seeds run at each method's best `tuned` value; each sets `train.seed` and
     /// `train.sampler_seed`.
+    #[serde(default)]
     pub seeds: Vec<u64>,
+    /// After them, the most runs [`super::separate`] may add, one fresh seed at a time, to the
+    /// methods of adjacent ranks whose final losses are not yet separated beyond noise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_separated: Option<usize>,
+}
+
+impl Reseed {
+    /// Refuses a reseed stage that would add nothing, and rounds a Slurm sweep cannot run.
+    pub fn check(&self, executor: Executor) -> anyhow::Result<()> {
+        ensure!(
+            !self.seeds.is_empty() || self.until_separated.is_some(),
+            "[sweep.reseed] adds no run: give seeds = [..] or until_separated = N (a budget of runs)"
+        );
+        ensure!(
+            self.until_separated != Some(0),
+            "sweep.reseed.until_separated = 0 allows no run; give a budget of runs ≥ 1, or remove it"
+        );
+        ensure!(
+            self.until_separated.is_none() || executor != Executor::Slurm,
+            "sweep.reseed.until_separated decides each round of seeds from the last round's results, which the \
+                Slurm executor does not wait for; run the sweep with executor = \"local\", or give fixed seeds = [..]"
+        );
+        Ok(())
+    }
 }
 
 fn default_jobs() -> usize {
@@ -189,6 +216,8 @@ pub enum Stage {
     Grid,
     /// The extra seeds at each method's best `tuned` value.
     Reseed,
+    /// Seeds added to tied adjacent methods (`sweep.reseed.until_separated`).
+    Separate,
 }
 
 impl std::fmt::Display for Stage {
@@ -196,6 +225,7 @@ impl std::fmt::Display for Stage {
         f.pad(match self {
             Stage::Grid => "grid",
             Stage::Reseed => "reseed",
+            Stage::Separate => "separate",
         })
     }
 }
@@ -301,6 +331,9 @@ impl Sweep {
             .map_err(|e: toml::de::Error| anyhow::anyhow!("{} [sweep]: {}", path.display(), e.message()))?;
         ensure!(section.jobs > 0, "sweep.jobs must be > 0");
         check_keys(&section, tuned_given)?;
+        if let Some(r) = &section.reseed {
+            r.check(section.executor)?;
+        }
         let runs = section.axes.0.iter().fold(1usize, |n, (_, vs)| n.saturating_mul(vs.len()));
         ensure!(
             runs <= MAX_RUNS,

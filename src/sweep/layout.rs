@@ -7,6 +7,7 @@
 //! DIR/runs/NAME/           each run's directory (see crate::run::layout)
 //! DIR/logs/NAME.log        each run's output
 //! DIR/results.jsonl        one row per run; results.csv the same table for spreadsheets
+//! DIR/separation.json      the rounds of seeds added until adjacent ranks separate
 //! DIR/report/              `normlab report DIR`
 //! DIR/slurm/{grid,reseed,next}.sbatch, DIR/slurm/jobs.json   Slurm scripts and submitted jobs
 //! ```
@@ -46,6 +47,9 @@ pub fn results_jsonl(dir: &Path) -> PathBuf {
 }
 pub fn results_csv(dir: &Path) -> PathBuf {
     dir.join("results.csv")
+}
+pub fn separation(dir: &Path) -> PathBuf {
+    dir.join("separation.json")
 }
 pub fn report(dir: &Path) -> PathBuf {
     dir.join("report")

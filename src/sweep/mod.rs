@@ -4,15 +4,19 @@
 //!
 //! - [`config`]: the sweep file, the grid and the plan
 //! - [`layout`]: the sweep directory
+//! - [`plan`]: `plan.json` and the runs added after the grid (the reseed stage's)
 //! - [`runner`]: processes, `jobs` at a time, skipping finished runs and resuming stopped ones
 //! - [`slurm`]: the same runs as Slurm job arrays on a cluster
 //! - [`results`]: one row per run (`results.jsonl`, `results.csv`)
 //! - [`group`]: the keys a method is named by (`group_by`: one key or several)
 //! - [`aggregate`]: LR*, best/worst over seeds, mean ± std, diverged counts, time to target
+//! - [`significance`]: whether adjacent recipes differ beyond their seeds' noise (Welch's t)
+//! - [`separate`]: seeds added to tied adjacent recipes until they separate or a budget is spent
 //! - [`ladder`]: `normlab scaling`'s ladders over depth, width, budget and batch
 //! - [`fit`]: the law `L = E + A·x^(−α)` and a bootstrap interval for α
 //! - [`scaling`]: a scaling study's answer, `scaling.json`
 //! - [`studies`]: the papers' experiments as named studies
+//! - [`tracking`]: the sweep as a parent run on its runs' tracking server
 
 pub mod aggregate;
 pub mod config;
@@ -20,17 +24,23 @@ pub mod fit;
 pub mod group;
 pub mod ladder;
 pub mod layout;
+pub mod plan;
 pub mod results;
 pub mod runner;
 pub mod scaling;
+pub mod separate;
+pub mod significance;
 pub mod slurm;
 pub mod studies;
+pub mod tracking;
 
 #[cfg(test)]
 mod tests;
 
 pub use config::{Plan, PlannedRun, Stage, Sweep};
 pub use layout::is_sweep;
+pub use plan::{plan_reseed, reseed_runs};
+pub use results::{unfinished, unfinished_with_causes};
 
 use anyhow::Context;
 
@@ -41,6 +51,7 @@ pub fn run(sweep: &Sweep, log: &(dyn Fn(&str) + Sync)) -> anyhow::Result<Vec<res
     let _lock = lock(dir)?;
     let grid = sweep.grid();
     prepare(sweep, &grid)?;
+    tracking::open(sweep, log)?;
     log(&format!("sweep {}: {} runs in the grid, {} at a time", dir.display(), grid.len(), sweep.section.jobs));
     let mut failures = runner::execute(sweep, &grid, log)?;
     let mut all = grid.clone();
@@ -51,6 +62,7 @@ pub fn run(sweep: &Sweep, log: &(dyn Fn(&str) + Sync)) -> anyhow::Result<Vec<res
             failures.extend(runner::execute(sweep, &extra, log)?);
         }
         all.extend(extra);
+        separate::add_seeds(sweep, &mut all, &mut failures, log)?;
     }
     finish(sweep, &all, &failures, log)
 }
@@ -68,41 +80,13 @@ pub fn lock(dir: &std::path::Path) -> anyhow::Result<crate::io::lock::DirLock> {
     }
 }
 
-/// Whether any of `rows` did not end (interrupted, stopped, failed or never started).
-pub fn unfinished(rows: &[results::RunResult]) -> Vec<&str> {
-    rows.iter().filter(|r| !r.state.ended()).map(|r| r.name.as_str()).collect()
-}
-
 /// Before any run: the sweep directory, the sweep file as run, the plan and every run's config.
 pub fn prepare(sweep: &Sweep, runs: &[PlannedRun]) -> anyhow::Result<()> {
     let dir = &sweep.section.dir;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     crate::io::write_atomic(&layout::sweep_file(dir), sweep.to_toml()?.as_bytes())?;
-    write_plan(sweep, runs)?;
+    plan::write_plan(sweep, runs)?;
     runner::write_configs(sweep, runs)
-}
-
-fn write_plan(sweep: &Sweep, runs: &[PlannedRun]) -> anyhow::Result<()> {
-    let s = &sweep.section;
-    let plan = Plan {
-        group_by: s.group_by.clone(),
-        tuned: s.tuned.clone(),
-        target_loss: s.target_loss,
-        paper: s.paper,
-        runs: runs.to_vec(),
-    };
-    crate::io::json::write(&layout::plan(&s.dir), &plan)
-}
-
-/// The reseed runs from the finished grid, added to the plan with their configs.
-pub fn plan_reseed(sweep: &Sweep, grid: &[PlannedRun]) -> anyhow::Result<Vec<PlannedRun>> {
-    let Some(re) = &sweep.section.reseed else { return Ok(Vec::new()) };
-    let rows = results::collect(&sweep.section.dir, grid, sweep.section.target_loss)?;
-    let extra = reseed_runs(sweep, &rows, &re.seeds);
-    let all: Vec<PlannedRun> = grid.iter().chain(&extra).cloned().collect();
-    write_plan(sweep, &all)?;
-    runner::write_configs(sweep, &extra)?;
-    Ok(extra)
 }
 
 /// Collects and writes the results of `runs` (the same for every executor), each run that
@@ -126,47 +110,7 @@ pub fn finish(
             unfinished_with_causes(&rows)
         ));
     }
-    write_plan(sweep, runs)?;
+    plan::write_plan(sweep, runs)?;
     results::write(dir, &rows)?;
     Ok(rows)
-}
-
-/// The unfinished runs, each with how it failed where the sweep saw it.
-pub fn unfinished_with_causes(rows: &[results::RunResult]) -> String {
-    rows.iter()
-        .filter(|r| !r.state.ended())
-        .map(|r| match &r.failure {
-            Some(f) => format!("{} ({f})", r.name),
-            None => r.name.clone(),
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// The reseed runs: for each method's LR* (from the grid), one run per extra seed.
-pub fn reseed_runs(sweep: &Sweep, grid_rows: &[results::RunResult], seeds: &[u64]) -> Vec<PlannedRun> {
-    let s = &sweep.section;
-    let summaries = aggregate::summarize(grid_rows, &s.group_by, &s.tuned);
-    let mut out = Vec::new();
-    for m in summaries {
-        let Some(lr) = m.lr_star else { continue };
-        let Some(base) = grid_rows.iter().find(|r| {
-            s.group_by.covers(&r.axes)
-                && s.group_by.label(&r.axes) == m.method
-                && r.axes.get(&s.tuned).and_then(|v| v.as_f64()) == Some(lr)
-        }) else {
-            continue;
-        };
-        let base_axes: Vec<(String, toml::Value)> =
-            sweep.grid().into_iter().find(|p| p.name == base.name).map(|p| p.axes).unwrap_or_default();
-        for &seed in seeds {
-            let mut axes: Vec<(String, toml::Value)> =
-                base_axes.iter().filter(|(k, _)| k != "train.seed" && k != "train.sampler_seed").cloned().collect();
-            axes.push(("train.seed".into(), toml::Value::Integer(seed as i64)));
-            axes.push(("train.sampler_seed".into(), toml::Value::Integer(seed as i64)));
-            let name = format!("reseed-{}", config::run_name(&axes));
-            out.push(PlannedRun { name, stage: config::Stage::Reseed, axes });
-        }
-    }
-    out
 }

@@ -69,6 +69,12 @@ pub struct RunResult {
     /// max |z| at the last sublayer, from the last probe.
     pub max_abs_last_layer: Option<f64>,
     pub grad_spikes: Option<usize>,
+    /// SpikeScore at the run's last step (OLMo-core's; `crate::run::spike_score`).
+    #[serde(default)]
+    pub spike_score: Option<f64>,
+    /// Rollbacks the run made (`[train.rollback]`).
+    #[serde(default)]
+    pub rollbacks: usize,
     /// Mean over sublayers of the whole-run gradient-norm CV.
     pub grad_cv: Option<f64>,
     /// Token alignment of the last hidden state, from the last probe.
@@ -135,6 +141,8 @@ fn collect_one(dir: &Path, r: &PlannedRun, target: Option<f64>) -> anyhow::Resul
         time_to_target_s: hit.map(|e| e.wall_s),
         max_abs_last_layer: subs.last().and_then(|s| finite_or_none(s.z.max_abs)),
         grad_spikes: probe.as_ref().map(|p| p.spikes_total),
+        spike_score: last.and_then(|x| x.spike_score),
+        rollbacks: m.rollbacks.len(),
         failure: None,
         grad_cv: (!cvs.is_empty()).then(|| cvs.iter().sum::<f64>() / cvs.len() as f64),
         final_tau: probe.as_ref().and_then(|p| finite_or_none(p.forward.final_tau)),
@@ -167,7 +175,7 @@ fn final_tasks(m: &Metrics) -> Vec<crate::tasks::TaskScore> {
 }
 
 /// The columns of `results.csv` after `name`, `stage` and the axes.
-const CSV_COLUMNS: [&str; 16] = [
+const CSV_COLUMNS: [&str; 18] = [
     "state",
     "diverged_step",
     "final_val_loss",
@@ -181,6 +189,8 @@ const CSV_COLUMNS: [&str; 16] = [
     "time_to_target_s",
     "max_abs_last_layer",
     "grad_spikes",
+    "spike_score",
+    "rollbacks",
     "grad_cv",
     "final_tau",
     "failure",
@@ -246,4 +256,21 @@ pub fn read(sweep_dir: &Path) -> anyhow::Result<Vec<RunResult>> {
     let p = layout::results_jsonl(sweep_dir);
     anyhow::ensure!(p.is_file(), "cannot read {}: run the sweep first", p.display());
     jsonl::read(&p)
+}
+
+/// Whether any of `rows` did not end (interrupted, stopped, failed or never started).
+pub fn unfinished(rows: &[RunResult]) -> Vec<&str> {
+    rows.iter().filter(|r| !r.state.ended()).map(|r| r.name.as_str()).collect()
+}
+
+/// The unfinished runs, each with how it failed where the sweep saw it.
+pub fn unfinished_with_causes(rows: &[RunResult]) -> String {
+    rows.iter()
+        .filter(|r| !r.state.ended())
+        .map(|r| match &r.failure {
+            Some(f) => format!("{} ({f})", r.name),
+            None => r.name.clone(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }

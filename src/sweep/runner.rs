@@ -51,7 +51,11 @@ pub fn write_configs(sweep: &Sweep, runs: &[PlannedRun]) -> anyhow::Result<()> {
         texts.push(text);
     }
     if !changed.is_empty() {
-        let names: Vec<String> = changed.iter().map(|(n, _, why)| format!("{n} ({why})")).collect();
+        // The first few name what changed; a sweep file edited for all its runs would list them all.
+        let mut names: Vec<String> = changed.iter().take(3).map(|(n, _, why)| format!("{n} ({why})")).collect();
+        if changed.len() > 3 {
+            names.push(format!("and {} more", changed.len() - 3));
+        }
         anyhow::ensure!(
             sweep.rerun_changed,
             "{} runs in {} were made from another config than the sweep now gives: {}; rerun them with \
@@ -208,6 +212,9 @@ pub fn run_one(exe: &Path, sweep_dir: &Path, r: &PlannedRun, how: Launch<'_>) ->
     // A missing logs directory (a full disk) is reported with the run's outcome, not instead of it.
     let _ = std::fs::create_dir_all(&logs);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).env("RAYON_NUM_THREADS", how.threads.to_string());
+    if let Some(parent) = crate::track::parent::id(sweep_dir) {
+        cmd.env(crate::track::PARENT_ENV, parent);
+    }
     die_with_parent(&mut cmd);
     let mut child = cmd.spawn().with_context(|| format!("cannot start {:?}", cmd.get_program()))?;
     let output = ChildOutput::follow(&mut child, &log_path);

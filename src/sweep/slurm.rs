@@ -59,9 +59,13 @@ pub fn submit(
     // Jobs start elsewhere: every path they read must be absolute.
     sweep.section.dir = std::path::absolute(&sweep.section.dir)?;
     let dir = sweep.section.dir.clone();
+    if let Some(r) = &sweep.section.reseed {
+        r.check(super::config::Executor::Slurm)?;
+    }
     let _lock = super::lock(&dir)?;
     let runs = planned_runs(sweep)?;
     super::prepare(sweep, &runs)?;
+    super::tracking::open(sweep, log)?;
     let pending: Vec<usize> =
         (0..runs.len()).filter(|&i| todo(&layout::run(&dir, &runs[i].name)) != Todo::Done).collect();
     let grid_len = sweep.grid().len();

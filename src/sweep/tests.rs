@@ -30,6 +30,8 @@ fn row(name: &str, stage: &str, recipe: &str, lr: f64, seed: i64, val: Option<f6
         time_to_target_s: val.filter(|v| *v < 2.5).map(|_| 6.0),
         max_abs_last_layer: None,
         grad_spikes: None,
+        spike_score: None,
+        rollbacks: 0,
         grad_cv: None,
         final_tau: None,
         failure: None,

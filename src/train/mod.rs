@@ -10,6 +10,8 @@
 //! - [`optimizer`]: AdamW with two decay groups
 //! - [`eval`]: validation loss and perplexity over fixed windows
 //! - [`pairs_eval`]: a pairs run's test sets decoded and scored
+//! - [`rollback`]: going back to a checkpoint after repeated spikes (`[train.rollback]`)
+//! - [`tracking`]: the run sent to its tracking server (`run.track`)
 //! - [`memory`]: the memory a step needs, refused before step 1 when it cannot fit
 //! - [`engine`]: engine failures as errors
 //! - [`ranks`]: a job's start-up over several processes
@@ -25,8 +27,10 @@ pub mod optimizer;
 pub mod pairs_eval;
 pub mod progress;
 pub mod ranks;
+pub mod rollback;
 pub mod setup;
 pub mod step;
+pub mod tracking;
 pub mod trainer;
 
 pub use setup::{ResumeOptions, Resumed, resume, resume_with, start, start_with};
@@ -36,5 +40,7 @@ pub use trainer::{Outcome, Trainer};
 mod mixture_tests;
 #[cfg(test)]
 mod precision_tests;
+#[cfg(test)]
+mod rollback_tests;
 #[cfg(test)]
 mod tests;

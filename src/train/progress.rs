@@ -129,6 +129,9 @@ mod tests {
             wall_s: 1.0,
             max_logit: None,
             qk_clipped: None,
+            spike_score: None,
+            loss_spike: false,
+            grad_spike: false,
         };
         let p = Progress::silent();
         assert!(!p.message(&r, 50_000.0).contains("MFU"));

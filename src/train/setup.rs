@@ -113,6 +113,9 @@ fn first_state(cfg: &CheckedConfig, data: &Dataset, model: &Transformer, total_s
         probe: None,
         loss_scale: Default::default(),
         last_eval: None,
+        spikes: Default::default(),
+        lr_scale: 1.0,
+        rollbacks: Vec::new(),
     }
 }
 

@@ -459,6 +459,7 @@ fn probes_never_change_training() {
                 MetricsRecord::Diverged(d) => panic!("diverged: {d:?}"),
                 MetricsRecord::Lost(l) => panic!("lost records: {l:?}"),
                 MetricsRecord::Tasks(t) => panic!("tasks: {t:?}"),
+                MetricsRecord::Rollback(r) => panic!("rollback: {r:?}"),
             })
             .collect::<Vec<_>>()
     };

@@ -79,6 +79,8 @@ pub struct Trainer {
     pub batch_hook: Option<BatchHook>,
     /// The `[eval]` tasks, loaded once by the rank that writes (empty on the others).
     pub(super) tasks: Vec<crate::tasks::Task>,
+    /// The tracking server's sender (`run.track`), on the rank that writes.
+    pub(super) tracker: Option<crate::track::Tracker>,
 }
 
 /// The run's outputs, held by the one process that writes them.
@@ -123,8 +125,9 @@ impl Trainer {
             None => None,
         };
         let val_starts = validation_starts(data.val.len(), cfg.train.seq_len, cfg.run.eval_windows);
-        // Only the rank that writes evaluates.
+        // Only the rank that writes evaluates and tracks.
         let tasks = if out.is_some() { tasks } else { Vec::new() };
+        let tracker = out.as_ref().and_then(|_| Self::open_tracker(&cfg, &dir, &state));
         Ok(Trainer {
             tasks,
             sampler: Sampler::from_state(state.sampler_state),
@@ -142,6 +145,7 @@ impl Trainer {
             val_starts,
             stop_after: None,
             batch_hook: None,
+            tracker,
         })
     }
 
@@ -212,6 +216,13 @@ impl Trainer {
             };
             self.record(&MetricsRecord::Train(record.clone()))?;
             progress.step(&record);
+            self.tracking_warnings(progress);
+            if let Some(spikes) = self.rollback_due()
+                && self.roll_back(spikes, clock.now(), progress)?
+            {
+                last_eval = self.state.last_eval.clone().filter(|e| e.step == self.state.step);
+                continue;
+            }
             let step = self.state.step;
             let every = self.cfg.run.eval_every;
             if (every > 0 && step.is_multiple_of(every)) || step == total {
@@ -256,6 +267,7 @@ impl Trainer {
                 Status::Finished { step, val_loss: e.val_loss, val_ppl: e.val_ppl, wall_s: wall, weights_sha256 };
             layout::write_status(&self.dir, &status)?;
         }
+        self.end_tracking("FINISHED", progress);
         progress.finish();
         Ok(Outcome::Finished { val_loss: e.val_loss, val_ppl: e.val_ppl })
     }
@@ -274,6 +286,7 @@ impl Trainer {
             let status = Status::Stopped { step, total_steps: self.state.total_steps, signal: signal.name().into() };
             layout::write_status(&self.dir, &status)?;
         }
+        self.end_tracking("KILLED", progress);
         progress.finish();
         Ok(Outcome::Interrupted { step, signal })
     }
@@ -285,6 +298,7 @@ impl Trainer {
             layout::write_status(&self.dir, &Status::Diverged { step, reason: reason.clone() })?;
         }
         progress.println(&format!("diverged at step {step}: {reason}"));
+        self.end_tracking("FAILED", progress);
         progress.finish();
         Ok(Outcome::Diverged { step, reason })
     }
@@ -294,7 +308,7 @@ impl Trainer {
     /// skip-step rule (recorded; the run goes on).
     fn train_step(&mut self, clock: Clock) -> anyhow::Result<StepResult> {
         let t0 = Instant::now();
-        let lr = self.cfg.schedule.lr(self.state.step, self.state.total_steps, self.cfg.optim.lr);
+        let lr = self.cfg.schedule.lr(self.state.step, self.state.total_steps, self.cfg.optim.lr) * self.state.lr_scale;
         let batches = self.next_batches();
         let tokens = batches.iter().map(|b| b.batch * b.seq_len).sum::<usize>() as u64;
         let probing = self.out.is_some() && self.cfg.probe.is_probe_step(self.state.step + 1, self.state.total_steps);
@@ -326,6 +340,10 @@ impl Trainer {
             facts.clip_event = events.qk_clip;
         }
         let record = self.advance(facts, tokens as f64 / t0.elapsed().as_secs_f64(), clock);
+        if record.loss_spike {
+            // Gradient-norm spikes are the probes' to announce; a loss spike is said here.
+            warnings.push(format!("loss spike: {:.4} is over 6σ above the mean of the previous 128 steps", record.ce));
+        }
         let warnings = self.observe(&record, &g.norms, probe, warnings)?;
         Ok(StepResult::Done(record, warnings))
     }
@@ -368,6 +386,10 @@ impl Trainer {
         self.state.step += 1;
         self.state.sampler_state = self.sampler.state();
         self.state.tokens += f.tokens;
+        let spike = match f.ce.is_finite() && f.grad_norm.is_finite() {
+            true => self.state.spikes.observe(self.state.step, f.ce, f.grad_norm),
+            false => None,
+        };
         TrainRecord {
             step: self.state.step,
             loss: f.loss,
@@ -383,6 +405,9 @@ impl Trainer {
             wall_s: clock.now(),
             max_logit: f.clip_event.map(|e| e.max_logit),
             qk_clipped: f.clip_event.map(|e| e.heads_clipped),
+            spike_score: self.state.spikes.score(),
+            loss_spike: spike.as_ref().is_some_and(|s| s.loss_spike),
+            grad_spike: spike.as_ref().is_some_and(|s| s.grad_spike),
         }
     }
 
@@ -517,7 +542,7 @@ impl Trainer {
     }
 
     /// A checkpoint of this step, written by the rank that writes the run.
-    fn checkpoint(&mut self, wall_s: f64) -> anyhow::Result<()> {
+    pub(super) fn checkpoint(&mut self, wall_s: f64) -> anyhow::Result<()> {
         self.state.wall_s = wall_s;
         if let Some(out) = &mut self.out {
             self.state.metrics_bytes = out.metrics.durable_len()?;
@@ -538,11 +563,26 @@ impl Trainer {
         self.record(&MetricsRecord::Lost(l))
     }
 
-    fn record(&mut self, r: &MetricsRecord) -> anyhow::Result<()> {
-        match &mut self.out {
-            Some(out) => out.metrics.write(r),
-            None => Ok(()),
+    pub(super) fn record(&mut self, r: &MetricsRecord) -> anyhow::Result<()> {
+        let Some(out) = &mut self.out else { return Ok(()) };
+        out.metrics.write(r)?;
+        if let Some(t) = &self.tracker {
+            t.record(r, out.metrics.position()?);
         }
+        Ok(())
+    }
+
+    /// Reopens the outputs truncated to what `self.state` recorded (after a rollback).
+    pub(super) fn reopen_outputs(&mut self) -> anyhow::Result<()> {
+        if let Some(Outputs { metrics, probe, _lock }) = self.out.take() {
+            // The old writers are closed before the files are cut back.
+            drop((metrics, probe));
+            self.out = Some(Outputs::open(&self.cfg, &self.dir, &self.state, _lock)?);
+            if let Some(t) = &self.tracker {
+                t.truncated(self.state.metrics_bytes);
+            }
+        }
+        Ok(())
     }
 
     /// A stop signal, agreed by every rank (any rank's signal stops them all at this step).
@@ -639,6 +679,8 @@ fn tensorboard_scalars(r: &TrainRecord) -> Vec<(&'static str, f32)> {
     ];
     v.extend(r.reg.map(|reg| ("train/reg", reg as f32)));
     v.push(("train/skipped", if r.skipped.is_some() { 1.0 } else { 0.0 }));
+    // OLMo-core's tag, so that its runs and these chart side by side.
+    v.extend(r.spike_score.map(|s| ("spike/SpikeScore (total)", s as f32)));
     v
 }
 

@@ -3,8 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
+#[path = "../../src/testutil/planted.rs"]
+mod planted;
 #[path = "../../src/testutil/scratch.rs"]
 mod scratch;
+#[allow(unused_imports)]
+pub use planted::write_planted_corpus;
 pub use scratch::Scratch;
 
 /// The records of a JSON-lines file as JSON values, without the `keys` (timings, which
@@ -32,6 +36,16 @@ pub fn results_without_timings(dir: &Path) -> Vec<serde_json::Value> {
 /// A run's `metrics.jsonl` records without their timing fields.
 pub fn metrics_without_timings(run: &Path) -> Vec<serde_json::Value> {
     records_without(&run.join("metrics.jsonl"), &["tokens_per_s", "wall_s"])
+}
+
+/// A run's `metrics.jsonl` records of type `kind` (`train`, `eval`, `rollback`, …).
+pub fn records(run: &Path, kind: &str) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(run.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|r| r["type"] == kind)
+        .collect()
 }
 
 /// `n` numbered sentences ("Item 5 of the report concerns the east district. "): the tests'

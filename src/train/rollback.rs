@@ -1,0 +1,93 @@
+//! The rollback itself ([`crate::run::rollback`] holds the rule and its record): the model,
+//! optimizer and trainer state of the newest checkpoint before the spikes, the sampler where
+//! it stood at the spike (so the batches drawn since that checkpoint are skipped), the rate
+//! scaled, the outputs cut back to the checkpoint and the rollback recorded. The result is
+//! written at once as the checkpoint of its step, replacing that checkpoint and removing the
+//! later ones: a run killed after a rollback resumes after it, bit for bit.
+
+use super::optimizer;
+use super::progress::Progress;
+use super::trainer::Trainer;
+use crate::data::Sampler;
+use crate::run::checkpoint::{self, TrainerState};
+use crate::run::layout;
+use crate::run::metrics::MetricsRecord;
+use crate::run::rollback::RollbackRecord;
+use crate::run::spike_score::SpikeAt;
+
+impl Trainer {
+    /// The spikes that call for a rollback after this step, under `[train.rollback]`.
+    pub(super) fn rollback_due(&self) -> Option<Vec<SpikeAt>> {
+        let rule = self.cfg.train.rollback.as_ref()?;
+        let recent: Vec<SpikeAt> = self.state.spikes.recent.iter().cloned().collect();
+        rule.due(self.state.step, &recent, self.state.rollbacks.len())
+    }
+
+    /// Goes back to the newest checkpoint before the first of `spikes`; `false` (with a
+    /// warning) when no checkpoint precedes them.
+    pub(super) fn roll_back(
+        &mut self,
+        spikes: Vec<SpikeAt>,
+        wall_s: f64,
+        progress: &mut Progress,
+    ) -> anyhow::Result<bool> {
+        let first = spikes.first().map_or(self.state.step, |s| s.step);
+        let Some(ckpt) = checkpoint::newest_before(&self.dir, first)? else {
+            progress.warn(&format!(
+                "step {}: {} spikes call for a rollback, but no checkpoint precedes the first (step {first}); \
+                    going on (checkpoint more often with run.checkpoint_every, or keep more with run.keep_checkpoints)",
+                self.state.step,
+                spikes.len()
+            ));
+            return Ok(false);
+        };
+        let (state, model, optim) = self.ranks.all_ok(self.load_checkpoint(&ckpt))?;
+        let factor = self.cfg.train.rollback.as_ref().map_or(1.0, |r| r.lr_factor);
+        let record = RollbackRecord {
+            step: self.state.step,
+            to_step: state.step,
+            spikes,
+            skipped_steps: self.state.step - state.step,
+            lr_scale: self.state.lr_scale * factor,
+        };
+        progress.println(&format!(
+            "step {}: {} spikes within the rollback window; back to the checkpoint of step {}, skipping the batches \
+                of {} steps, learning rate ×{}",
+            record.step,
+            record.spikes.len(),
+            record.to_step,
+            record.skipped_steps,
+            record.lr_scale
+        ));
+        let resumed = TrainerState {
+            sampler_state: self.state.sampler_state,
+            lr_scale: record.lr_scale,
+            rollbacks: [self.state.rollbacks.clone(), vec![record.clone()]].concat(),
+            ..state
+        };
+        self.sampler = Sampler::from_state(resumed.sampler_state);
+        self.model = model;
+        self.optim = optim;
+        self.state = resumed;
+        self.reopen_outputs()?;
+        self.record(&MetricsRecord::Rollback(record))?;
+        if self.out.is_some() {
+            checkpoint::remove_after(&self.dir, self.state.step)?;
+        }
+        self.checkpoint(wall_s)?;
+        Ok(true)
+    }
+
+    /// The trainer state, model and optimizer that checkpoint `ckpt` saved.
+    fn load_checkpoint(
+        &self,
+        ckpt: &std::path::Path,
+    ) -> anyhow::Result<(TrainerState, crate::model::Transformer, burn::optim::ModuleOptimizer)> {
+        let state = checkpoint::load_state(ckpt)?;
+        let weights = layout::checkpoint_weights(ckpt);
+        let model = checkpoint::load_weights(&weights, &self.cfg.model, self.cfg.recipe(), &state.tokenizer, &self.ad)?;
+        let fresh = optimizer::build(&optimizer::settings(&self.cfg.optim, &model), &model);
+        let optim = checkpoint::load_optimizer(ckpt, fresh)?;
+        Ok((state, model, optim))
+    }
+}
