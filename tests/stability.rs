@@ -44,7 +44,6 @@ fn train(cfg: &Path) -> std::process::Output {
     o
 }
 
-
 /// OLMo-core's `StabilityMonitorCallback` with its defaults (window 128, 6σ): `_is_spike`
 /// needs a full window, takes the population deviation and ignores σ < 1e-10; a step with
 /// either spike counts once; `SpikeScore (total)` is spikes / steps once 128 steps are seen.

@@ -91,7 +91,6 @@ fn json(p: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
 
-
 /// A 4-layer d=64 byte model on the built-in corpus, 1000 steps of 8 × 64 tokens (about 20 s
 /// on 2 cores), sent to `url`.
 fn run_config(root: &Path, url: &str) -> PathBuf {
