@@ -170,12 +170,9 @@ pub struct Reseed {
 }
 
 impl Reseed {
-    /// Refuses a reseed stage that would add nothing, and rounds a Slurm sweep cannot run.
+    /// Refuses a budget of no runs and rounds a Slurm sweep cannot run. (`seeds = []` alone
+    /// is a reseed stage of no runs, as a sweep file may say.)
     pub fn check(&self, executor: Executor) -> anyhow::Result<()> {
-        ensure!(
-            !self.seeds.is_empty() || self.until_separated.is_some(),
-            "[sweep.reseed] adds no run: give seeds = [..] or until_separated = N (a budget of runs)"
-        );
         ensure!(
             self.until_separated != Some(0),
             "sweep.reseed.until_separated = 0 allows no run; give a budget of runs ≥ 1, or remove it"

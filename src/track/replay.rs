@@ -24,7 +24,9 @@ pub struct Sent {
 pub fn send_run(dir: &Path, target: Option<&TrackTarget>, parent: Option<String>) -> anyhow::Result<Sent> {
     let text = crate::io::read_text(&layout::config(dir), "config")?;
     let cfg = crate::run::RunConfig::from_text(&text, &layout::config(dir).display().to_string(), &[])?;
-    let target = target.or(cfg.run.track.as_ref()).cloned().with_context(|| {
+    // The server named, else the config's, else the one an earlier `normlab track --to` chose.
+    let earlier = TrackState::read(dir)?.and_then(|st| TrackTarget::try_from(st.target).ok());
+    let target = target.or(cfg.run.track.as_ref()).cloned().or(earlier).with_context(|| {
         format!("{} has no run.track; name the server with --to mlflow:http://HOST:PORT", dir.display())
     })?;
     let recipe = json_recipe(dir).unwrap_or_else(|| "unknown".into());
@@ -41,7 +43,7 @@ pub fn send_run(dir: &Path, target: Option<&TrackTarget>, parent: Option<String>
     let metrics = layout::metrics(dir);
     let bytes = std::fs::read(&metrics).unwrap_or_default();
     let warnings = Arc::new(Mutex::new(Vec::new()));
-    let mut w = Worker::new(opening, warnings.clone(), bytes.len() as u64);
+    let mut w = Worker::new(opening, warnings.clone(), bytes.len() as u64).replaying();
     let records = add_records(&mut w, &bytes, &metrics)?;
     w.end(status_of(dir), &super::run_artifacts(dir));
     let state: &TrackState = w.state();

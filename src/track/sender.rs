@@ -108,6 +108,9 @@ pub struct Worker {
     next_try: Instant,
     pause: Duration,
     gave_up: bool,
+    /// Whether a run is training while this sends (its warning then says what happens next);
+    /// `normlab track`'s replay reports an unreachable server in its own line instead.
+    live: bool,
     warnings: Arc<Mutex<Vec<String>>>,
 }
 
@@ -141,8 +144,15 @@ impl Worker {
             next_try: now,
             pause: Duration::from_secs(1),
             gave_up: false,
+            live: true,
             warnings,
         }
+    }
+
+    /// A worker for `normlab track`: an unreachable server is the caller's to report.
+    pub fn replaying(mut self) -> Self {
+        self.live = false;
+        self
     }
 
     fn serve(mut self, rx: Receiver<Msg>) {
@@ -259,6 +269,9 @@ impl Worker {
             self.gave_up = true;
             self.state.undelivered = Some(why.clone());
             self.save();
+            if !self.live {
+                return;
+            }
             self.warn(format!(
                 "the tracking server stopped answering ({why}); training goes on without it — {} records what it \
                  has; send the rest with `normlab track {}`",
