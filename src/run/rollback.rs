@@ -63,8 +63,13 @@ impl RollbackRule {
     }
 
     /// The spikes that call for a rollback at `step`, when `done` rollbacks have happened.
-    pub fn due(&self, step: usize, recent: &[SpikeAt], done: usize) -> Option<Vec<SpikeAt>> {
-        let window: Vec<SpikeAt> = recent.iter().filter(|s| s.step + self.within > step).cloned().collect();
+    pub fn due<'a>(
+        &self,
+        step: usize,
+        recent: impl IntoIterator<Item = &'a SpikeAt>,
+        done: usize,
+    ) -> Option<Vec<SpikeAt>> {
+        let window: Vec<SpikeAt> = recent.into_iter().filter(|s| s.step + self.within > step).cloned().collect();
         (done < self.max && window.len() >= self.spikes).then_some(window)
     }
 }

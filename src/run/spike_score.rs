@@ -22,10 +22,8 @@ pub const SIGMA: f64 = 6.0;
 pub struct SpikeMonitor {
     losses: VecDeque<f64>,
     grad_norms: VecDeque<f64>,
-    /// Steps seen, and those with a loss spike, a gradient-norm spike, either.
+    /// Steps seen, and those with a spike (of the loss, the gradient norm or both).
     pub steps: usize,
-    pub loss_spikes: usize,
-    pub grad_spikes: usize,
     pub spikes: usize,
     /// The newest spikes (at most [`WINDOW`]), for the rollback rule.
     pub recent: VecDeque<SpikeAt>,
@@ -44,13 +42,11 @@ pub struct SpikeAt {
 impl SpikeMonitor {
     /// Scores one step; returns its spike, if it is one.
     pub fn observe(&mut self, step: usize, loss: f64, grad_norm: f64) -> Option<SpikeAt> {
-        let loss_spike = is_spike(loss, &self.losses);
-        let grad_spike = is_spike(grad_norm, &self.grad_norms);
+        let loss_spike = is_spike(loss, &mut self.losses);
+        let grad_spike = is_spike(grad_norm, &mut self.grad_norms);
         push(&mut self.losses, loss);
         push(&mut self.grad_norms, grad_norm);
         self.steps += 1;
-        self.loss_spikes += usize::from(loss_spike);
-        self.grad_spikes += usize::from(grad_spike);
         if !(loss_spike || grad_spike) {
             return None;
         }
@@ -68,14 +64,6 @@ impl SpikeMonitor {
         (self.steps >= WINDOW).then(|| self.spikes as f64 / self.steps as f64)
     }
 
-    /// The same share for the loss's spikes and for the gradient norm's.
-    pub fn loss_score(&self) -> Option<f64> {
-        (self.steps >= WINDOW).then(|| self.loss_spikes as f64 / self.steps as f64)
-    }
-    pub fn grad_score(&self) -> Option<f64> {
-        (self.steps >= WINDOW).then(|| self.grad_spikes as f64 / self.steps as f64)
-    }
-
     /// The spikes at steps after `after`.
     pub fn since(&self, after: usize) -> Vec<SpikeAt> {
         self.recent.iter().filter(|s| s.step > after).cloned().collect()
@@ -83,13 +71,11 @@ impl SpikeMonitor {
 }
 
 /// Whether `value` is above mean + [`SIGMA`]·σ of a full window (σ the population deviation).
-fn is_spike(value: f64, history: &VecDeque<f64>) -> bool {
+fn is_spike(value: f64, history: &mut VecDeque<f64>) -> bool {
     if history.len() < WINDOW {
         return false;
     }
-    let n = history.len() as f64;
-    let mean = history.iter().sum::<f64>() / n;
-    let std = (history.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt();
+    let (mean, std) = crate::stats::mean_std(history.make_contiguous());
     std >= 1e-10 && value > mean + SIGMA * std
 }
 
@@ -127,7 +113,6 @@ mod tests {
         assert!(s.loss_spike && !s.grad_spike, "a constant gradient norm has σ = 0: never a spike");
         assert_eq!(m.spikes, 1);
         assert!((m.score().unwrap() - 1.0 / 129.0).abs() < 1e-15);
-        assert!((m.loss_score().unwrap() - 1.0 / 129.0).abs() < 1e-15 && m.grad_score() == Some(0.0));
         assert_eq!(m.since(128).len(), 1);
         assert!(m.since(129).is_empty());
     }

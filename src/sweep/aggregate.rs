@@ -108,6 +108,8 @@ fn summarize_method(rows: &[RunResult], method: &str, group_by: &GroupBy, tuned:
     let vals: Vec<f64> = if summarised { at_star.iter().map(|(v, _)| *v).collect() } else { Vec::new() };
     let n = vals.len();
     let best_run = at_star.iter().filter(|_| summarised).min_by(|a, b| a.0.total_cmp(&b.0)).map(|p| p.1);
+    let seeds: Vec<&RunResult> = if summarised { at_star.iter().map(|p| p.1).collect() } else { Vec::new() };
+    let tasks = seed_mean(&seeds);
     let diverged: Vec<&&RunResult> = mine.iter().filter(|r| r.state.is_diverged()).collect();
     MethodSummary {
         method: method.to_string(),
@@ -125,21 +127,17 @@ fn summarize_method(rows: &[RunResult], method: &str, group_by: &GroupBy, tuned:
         curve,
         steps_to_target: best_run.and_then(|r| r.steps_to_target),
         time_to_target_s: best_run.and_then(|r| r.time_to_target_s),
-        tasks: if summarised { seed_mean(&at_star.iter().map(|p| p.1).collect::<Vec<_>>()) } else { Vec::new() },
-        finals: vals.clone(),
-        spike_score: crate::stats::mean_of(at_star.iter().filter(|_| summarised).filter_map(|p| p.1.spike_score)),
+        task_finals: seed_values(&seeds, &tasks),
+        tasks,
+        spike_score: crate::stats::mean_of(seeds.iter().filter_map(|r| r.spike_score)),
         rollbacks: mine.iter().map(|r| r.rollbacks).sum(),
-        task_finals: if summarised {
-            seed_values(&at_star.iter().map(|p| p.1).collect::<Vec<_>>())
-        } else {
-            Vec::new()
-        },
+        finals: vals,
     }
 }
 
-/// Each task's headline in every run, in the order [`seed_mean`] gives the tasks.
-fn seed_values(runs: &[&RunResult]) -> Vec<Vec<f64>> {
-    seed_mean(runs)
+/// Each task of `tasks` (as [`seed_mean`] gives them): its headline in every run.
+fn seed_values(runs: &[&RunResult], tasks: &[TaskScore]) -> Vec<Vec<f64>> {
+    tasks
         .iter()
         .map(|t| {
             runs.iter()

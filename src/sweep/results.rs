@@ -258,7 +258,7 @@ pub fn read(sweep_dir: &Path) -> anyhow::Result<Vec<RunResult>> {
     jsonl::read(&p)
 }
 
-/// Whether any of `rows` did not end (interrupted, stopped, failed or never started).
+/// The names of the `rows` that did not end (interrupted, stopped, failed or never started).
 pub fn unfinished(rows: &[RunResult]) -> Vec<&str> {
     rows.iter().filter(|r| !r.state.ended()).map(|r| r.name.as_str()).collect()
 }

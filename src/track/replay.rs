@@ -25,7 +25,7 @@ pub fn send_run(dir: &Path, target: Option<&TrackTarget>, parent: Option<String>
     let text = crate::io::read_text(&layout::config(dir), "config")?;
     let cfg = crate::run::RunConfig::from_text(&text, &layout::config(dir).display().to_string(), &[])?;
     // The server named, else the config's, else the one an earlier `normlab track --to` chose.
-    let earlier = TrackState::read(dir)?.and_then(|st| TrackTarget::try_from(st.target).ok());
+    let earlier = TrackState::read(dir).ok().flatten().and_then(|st| TrackTarget::try_from(st.target).ok());
     let target = target.or(cfg.run.track.as_ref()).cloned().or(earlier).with_context(|| {
         format!("{} has no run.track; name the server with --to mlflow:http://HOST:PORT", dir.display())
     })?;

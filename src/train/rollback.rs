@@ -19,8 +19,7 @@ impl Trainer {
     /// The spikes that call for a rollback after this step, under `[train.rollback]`.
     pub(super) fn rollback_due(&self) -> Option<Vec<SpikeAt>> {
         let rule = self.cfg.train.rollback.as_ref()?;
-        let recent: Vec<SpikeAt> = self.state.spikes.recent.iter().cloned().collect();
-        rule.due(self.state.step, &recent, self.state.rollbacks.len())
+        rule.due(self.state.step, &self.state.spikes.recent, self.state.rollbacks.len())
     }
 
     /// Goes back to the newest checkpoint before the first of `spikes`; `false` (with a
