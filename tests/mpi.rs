@@ -2,7 +2,8 @@
 //! installs) against the same run in one process: micro-batches of 4, batch 8 (two
 //! micro-batches, one per rank, or accumulated in one process). Every step's loss and
 //! gradient norm, every validation and the final weights agree within 1e-6 relative, for
-//! pre-norm and for KiteNorm with its variance regulariser. A rank killed mid-run ends the job
+//! pre-norm and for KiteNorm with its variance regulariser under AdamW, and for pre-norm under
+//! NorMuon (Muon's orthogonalised step and its per-neuron state on every rank). A rank killed mid-run ends the job
 //! with one error line naming it; resuming with one rank and with two continues the
 //! uninterrupted curve. Built only with the `mpi` feature.
 #![cfg(feature = "mpi")]
@@ -122,12 +123,14 @@ fn same_weights(a: &Path, b: &Path) {
 #[test]
 fn two_ranks_train_the_single_process_run() {
     let s = Scratch::new("mpi-equal");
-    for recipe in ["pre", "kitenorm"] {
+    for (recipe, optim) in [("pre", "adamw"), ("kitenorm", "adamw"), ("pre", "normuon")] {
         let cfg = config(&s, recipe, 20);
         let cfg = cfg.to_str().unwrap();
-        let (one, two) = (s.join(format!("{recipe}-1")), s.join(format!("{recipe}-2")));
-        ok(alone(&["train", "--quiet", "--config", cfg, "--set", &dir_arg(&one)]).output().unwrap());
-        let o = ok(mpirun(2, &["train", "--quiet", "--config", cfg, "--set", &dir_arg(&two)]).output().unwrap());
+        let (one, two) = (s.join(format!("{recipe}-{optim}-1")), s.join(format!("{recipe}-{optim}-2")));
+        let name = format!("optim.name=\"{optim}\"");
+        ok(alone(&["train", "--quiet", "--config", cfg, "--set", &dir_arg(&one), "--set", &name]).output().unwrap());
+        let args = ["train", "--quiet", "--config", cfg, "--set", &dir_arg(&two), "--set", &name];
+        let o = ok(mpirun(2, &args).output().unwrap());
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(err.matches("finished 20 steps").count(), 1, "rank 0 alone reports: {err}");
         assert!(err.contains("2 ranks, each computing 1 of every step's micro-batches"), "{err}");

@@ -14,9 +14,10 @@ use normlab::init::ParamSource;
 use normlab::io::tensors::{self, TensorFile};
 use normlab::kernels::Kernels;
 use normlab::model::params::{named_grads, named_values};
+use normlab::model::transformer::Objective;
 use normlab::model::{ModelConfig, Transformer};
 use normlab::run::{OptimConfig, ScheduleConfig};
-use normlab::train::{optimizer, step};
+use normlab::train::{optim, step};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -187,6 +188,11 @@ struct TrainSettings {
     warmup_fraction: f64,
     warmup_start_lr: f64,
     end_lr: f64,
+    /// The optimizer fixtures (tools/make_optimizer_fixtures.py): `[optim]` as normlab reads it.
+    #[serde(default)]
+    optim: Option<OptimConfig>,
+    #[serde(default)]
+    z_loss: f64,
 }
 
 fn weights(file: &TensorFile, prefix: &str) -> BTreeMap<String, TensorData> {
@@ -217,14 +223,15 @@ fn check_trajectory(path: &Path, kernels: Kernels) -> Result<(), String> {
 /// each step whose loss or gradient norm leaves PyTorch's to `problems`; returns the trained
 /// model and the worst relative loss error.
 fn replay(c: &Case, t: &TrainSettings, problems: &mut Vec<String>) -> Result<(Transformer, f64), String> {
-    let optim_cfg = OptimConfig {
+    let optim_cfg = t.optim.clone().unwrap_or(OptimConfig {
         lr: t.lr,
         beta1: t.beta1,
         beta2: t.beta2,
         eps: t.eps,
         weight_decay: t.weight_decay,
         grad_clip: t.grad_clip,
-    };
+        ..Default::default()
+    });
     let schedule = ScheduleConfig {
         warmup_fraction: t.warmup_fraction,
         warmup_start_lr: t.warmup_start_lr,
@@ -233,7 +240,7 @@ fn replay(c: &Case, t: &TrainSettings, problems: &mut Vec<String>) -> Result<(Tr
     };
     let mut model = Transformer::new(&c.cfg, ParamSource::Loaded(weights(&c.file, "param/")), &c.device)
         .map_err(|e| format!("{}: {e:#}", c.name))?;
-    let mut optim = optimizer::build(&optim_cfg, &model);
+    let mut optim = optim::build(&optim_cfg, &model);
     let (want_loss, want_norm) = (floats(&c.file.tensors["traj/loss"]), floats(&c.file.tensors["traj/grad_norm"]));
     let mut worst_loss: f64 = 0.0;
     for s in 0..t.steps {
@@ -241,8 +248,9 @@ fn replay(c: &Case, t: &TrainSettings, problems: &mut Vec<String>) -> Result<(Tr
         let y = step_batches(&c.file, "traj/targets", s, &c.device);
         assert_eq!(x.len(), t.micro_batches);
         let share = step::Share::all(t.micro_batches);
-        let g =
-            step::gradients(&model, x.into_iter().zip(y), share, t.grad_clip, false, 1.0).map_err(|e| e.to_string())?;
+        let objective = Objective { masked: false, z_loss: t.z_loss };
+        let g = step::gradients(&model, x.into_iter().zip(y), share, t.grad_clip, objective, 1.0)
+            .map_err(|e| e.to_string())?;
         let rel = |a: f64, b: f64| ((a - b) / b).abs();
         worst_loss = worst_loss.max(rel(g.loss, want_loss[s]));
         if rel(g.loss, want_loss[s]) > TRAJ_LOSS_TOL || rel(g.norms.total, want_norm[s]) > TRAJ_LOSS_TOL {
@@ -301,6 +309,65 @@ fn fixture_paths() -> Vec<PathBuf> {
 #[test]
 fn every_recipe_trains_along_the_pytorch_trajectory() {
     check_every_fixture(check_trajectory, "trajectories apart from PyTorch's");
+}
+
+/// The optimizer fixtures (tools/make_optimizer_fixtures.py, float64): the `pre` recipe trained
+/// 12 steps by `torch.optim.Muon` (Newton–Schulz in float64 instead of its bf16), the NorMuon
+/// authors' update, lion-pytorch's rule, the hyperball paper's AdamH and MuonH, AdamW with a
+/// z-loss and AdamW without embedding decay; normlab's own step along the same batches, each
+/// step's loss and gradient norm and the final weights within the trajectory tolerances.
+fn optimizer_fixtures() -> Vec<PathBuf> {
+    let dir = fixture_dir().join("optim");
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("optimizer fixtures present")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "safetensors"))
+        .collect();
+    paths.sort();
+    paths
+}
+
+#[test]
+fn every_optimizer_trains_along_the_pytorch_trajectory() {
+    let paths = optimizer_fixtures();
+    let names: Vec<String> = paths.iter().map(|p| p.file_stem().unwrap().to_string_lossy().into_owned()).collect();
+    for want in ["muon", "muon-original", "normuon", "lion", "adamh", "muonh", "adamw-zloss", "adamw-no-emb-decay"] {
+        assert!(names.iter().any(|n| n == want), "no optimizer fixture {want}");
+    }
+    let failures: Vec<String> = paths.iter().filter_map(|p| check_trajectory(p, Kernels::Fused).err()).collect();
+    assert!(failures.is_empty(), "optimizer trajectories apart from PyTorch's:\n{}", failures.join("\n"));
+}
+
+/// PaLM's z-loss at the fixture's initial weights: the loss `CE + c·mean log²Z` and every
+/// gradient against PyTorch's, on the whole-logits path and on the chunked loss (a logits limit
+/// of 3 rows forces chunks).
+#[test]
+fn z_loss_matches_the_pytorch_reference() {
+    let path = fixture_dir().join("optim/adamw-zloss.safetensors");
+    for chunked in [false, true] {
+        let mut c = load_case(&path, Kernels::Fused, "param/").unwrap();
+        if chunked {
+            c.model.set_memory_limits(3 * 32, usize::MAX);
+        }
+        let t: TrainSettings = serde_json::from_str(&c.file.metadata["train"]).unwrap();
+        let tok = |k: &str| Tensor::<2, Int>::from_data(c.file.tensors[k].clone(), &c.device);
+        let parts = c.model.loss_parts(
+            tok("input/tokens"),
+            tok("input/targets"),
+            Objective { masked: false, z_loss: t.z_loss },
+        );
+        let z = floats(&parts.z.unwrap().into_data())[0];
+        let want_z = floats(&c.file.tensors["out/z"])[0];
+        assert!(((z - want_z) / want_z).abs() < LOGIT_TOL, "chunked {chunked}: mean log²Z {z} vs {want_z}");
+        let loss = floats(&parts.loss.clone().into_data())[0];
+        let want = floats(&c.file.tensors["out/loss"])[0];
+        assert!(((loss - want) / want).abs() < LOGIT_TOL, "chunked {chunked}: loss {loss} vs {want}");
+        let ours: BTreeMap<String, Option<TensorData>> =
+            named_grads(&c.model, &parts.loss.backward()).into_iter().collect();
+        let mut problems = Vec::new();
+        gradient_problems(&c.file, &ours, &mut problems);
+        assert!(problems.is_empty(), "chunked {chunked}: {}", problems.join("; "));
+    }
 }
 
 /// Admin's profiling pass against the fixture script's own (Transformer-Clinic's

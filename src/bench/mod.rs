@@ -14,6 +14,7 @@
 //! - [`serve`], [`serve_load`]: request latency of `normlab serve` under loads
 //!   (`bench/serve.json`)
 //! - [`data`]: how fast a corpus becomes training tokens (`bench/data.json`)
+//! - [`optimizers`]: a train step under each optimizer beside AdamW's (`bench/optimizers.json`)
 //! - [`speed`], [`speed_claims`]: the BHyT paper's efficiency protocol (`bench/speed.json`)
 
 pub mod allreduce;
@@ -22,6 +23,7 @@ pub mod dims;
 pub mod gemm;
 pub mod gpu;
 pub mod model;
+pub mod optimizers;
 pub mod rounds;
 pub mod serve;
 pub mod serve_load;

@@ -29,6 +29,9 @@ pub enum BenchCmd {
     /// the Hugging Face `tokenizers` package, then the loader against a training step
     /// (default bench/data.json; needs `pip install tokenizers pyarrow zstandard`).
     Data(DataArgs),
+    /// A recipe's train step under each optimizer (`optim.name`) beside AdamW's, in interleaved
+    /// rounds (default bench/optimizers.json).
+    Optimizers(OptimizersArgs),
     /// The BHyT paper's efficiency protocol (§4.3, Table 3 / 8, Table 5): train, forward and
     /// generation tokens/s in interleaved rounds, each ratio beside the paper's (default
     /// bench/speed.json).
@@ -183,6 +186,26 @@ pub struct DataArgs {
 }
 
 #[derive(clap::Args, Debug)]
+pub struct OptimizersArgs {
+    /// The recipe (default `pre`).
+    #[arg(long, default_value = "pre")]
+    pub recipe: String,
+    /// Optimizers to time beside AdamW (default: all).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "muon,normuon,lion,adamh,muonh")]
+    pub optimizers: Vec<crate::run::optim::OptimizerName>,
+    #[command(flatten)]
+    pub model: ModelChoice,
+    /// Rounds; each times every optimizer once.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    pub rounds: u64,
+    /// Timed train steps per optimizer and round (after one untimed).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    pub round_steps: u64,
+    #[arg(long, default_value = "bench/optimizers.json")]
+    pub out: PathBuf,
+}
+
+#[derive(clap::Args, Debug)]
 pub struct SpeedArgs {
     /// Recipes (default: RMSNorm pre-norm, Peri-LN, LNS, DyT, BHyT*, BHyT, RMSNorm-Approx).
     #[arg(long, value_delimiter = ',')]
@@ -220,6 +243,7 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<i32> {
         BenchCmd::Serve(a) => serve(a),
         BenchCmd::Data(a) => data(a),
         BenchCmd::Speed(a) => speed(a),
+        BenchCmd::Optimizers(a) => optimizers(a),
         BenchCmd::SpeedTable { file } => {
             outln!("{}", crate::bench::speed::table(&crate::bench::speed::read(&file)?));
             Ok(0)
@@ -249,6 +273,24 @@ fn model(a: ModelArgs) -> anyhow::Result<i32> {
         rounds: a.rounds as usize,
     };
     bench::run(&opts).map(|_| 0)
+}
+
+/// `bench optimizers`.
+fn optimizers(a: OptimizersArgs) -> anyhow::Result<i32> {
+    let o = crate::bench::optimizers::OptimizerBenchOptions {
+        recipe: a.recipe,
+        optimizers: a.optimizers,
+        dims: dims(&a.model, DimsChoice::default())?,
+        device: a.model.device.open()?,
+        device_name: a.model.device.to_string(),
+        rounds: a.rounds as usize,
+        steps: a.round_steps as usize,
+        out: a.out,
+    };
+    let r = crate::bench::optimizers::run(&o)?;
+    outln!("{}", crate::bench::optimizers::table(&r));
+    errln!("wrote {}", o.out.display());
+    Ok(0)
 }
 
 /// `bench serve`.

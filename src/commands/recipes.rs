@@ -27,6 +27,7 @@ pub fn recipes(
         }
         let cfg = crate::run::RunConfig::load(Some(&path), &[])?;
         let (spec, _) = cfg.model.validate().with_context(|| format!("{}", path.display()))?;
+        print_optimizer_groups(&cfg)?;
         vec![(spec, Some((cfg.model.n_layers, cfg.model.d_model)))]
     } else if let Some(n) = name {
         let spec =
@@ -36,9 +37,26 @@ pub fn recipes(
         let all: Vec<_> = PRESET_NAMES.iter().filter_map(|n| preset(n)).map(|s| (s, None)).collect();
         print_specs(all, layers, d_model)?;
         print_norm_kinds();
+        outln!("\noptimizers (optim.name; hidden matrices: every 2-D weight inside the blocks):");
+        for line in crate::train::optim::describe_names() {
+            outln!("    {line}");
+        }
         return Ok(());
     };
     print_specs(specs, layers, d_model)
+}
+
+/// Which optimizer the config's `[optim]` gives each parameter role of its model.
+fn print_optimizer_groups(cfg: &crate::run::RunConfig) -> anyhow::Result<()> {
+    let device = burn::tensor::Device::flex();
+    let model = crate::model::Transformer::new(&cfg.model, crate::init::ParamSource::Seeded(cfg.train.seed), &device)?;
+    let optim = crate::train::optim::settings(&cfg.optim, &model);
+    outln!("optimizer {}:", cfg.optim.name);
+    for line in crate::train::optim::describe_groups(&optim, &model, false) {
+        outln!("    {line}");
+    }
+    outln!();
+    Ok(())
 }
 
 /// Every norm kind a slot may name, with its formula and options (from [`crate::norm::KINDS`]).

@@ -12,6 +12,9 @@
 //! Three matmuls per chunk, as forward plus backward of the unchunked loss; the composite
 //! path, [`super::transformer::masked_cross_entropy`], is the reference.
 //!
+//! With PaLM's z-loss `c · mean log²Z` (`log Z` the log-sum-exp of a row) the logits' gradient
+//! gains `2c · log Z · p / n`, so a chunk's factor is `(p ⊙ (1 + 2c·log Z) − onehot) / n`.
+//!
 //! With soft-capped logits `ℓ = c·tanh(u/c)`, `u = hW`, the chain rule adds one factor:
 //! `∂L/∂u = ∂L/∂ℓ ⊙ (1 − (ℓ/c)²)`.
 //!
@@ -25,7 +28,16 @@
 use crate::kernels::{Precision, widen};
 use burn::tensor::{IndexingUpdateOp, Int, Tensor};
 
-/// Mean cross-entropy of `softmax(h w)` against `targets`, `chunk` rows at a time.
+/// The loss over all chunks: `objective` = CE + c·z carrying the gradients, and the CE and
+/// z (mean log²Z; only with a z-loss) values.
+pub struct ChunkedLoss {
+    pub objective: Tensor<1>,
+    pub ce: Tensor<1>,
+    pub z: Option<Tensor<1>>,
+}
+
+/// Mean cross-entropy of `softmax(h w)` against `targets` plus `z_loss ·` mean log²Z, `chunk`
+/// rows at a time.
 pub fn chunked_cross_entropy(
     h: Tensor<2>,
     w: Tensor<2>,
@@ -33,7 +45,8 @@ pub fn chunked_cross_entropy(
     chunk: usize,
     p: Precision,
     softcap: Option<f64>,
-) -> Tensor<1> {
+    z_loss: f64,
+) -> ChunkedLoss {
     let [n, _] = h.dims();
     let grads = h.is_tracked() || w.is_tracked();
     // Off the autodiff tape altogether: nothing of a chunk outlives it.
@@ -42,15 +55,17 @@ pub fn chunked_cross_entropy(
     let targets = targets.without_autodiff();
     let keep = targets.clone().greater_equal_elem(0);
     let count = keep.clone().int().sum().float().clamp_min(1.0);
-    let whole =
-        Whole { wt: p.compute(wd.clone().transpose()), wc: p.compute(wd), hd, targets, keep, count, p, softcap };
+    let wt = p.compute(wd.clone().transpose());
+    let whole = Whole { wt, wc: p.compute(wd), hd, targets, keep, count, p, softcap, z_loss };
     let step = chunk.max(1);
     let mut loss_sum = Tensor::zeros([1], &whole.count.device());
+    let mut z_sum = loss_sum.clone();
     let (mut gh, mut gw) = (Vec::new(), None::<Tensor<2>>);
     // One chunk at a time: its logits and its [d, V] share are gone before the next.
-    for (i, start) in (0..n).step_by(step).enumerate() {
+    for start in (0..n).step_by(step) {
         let part = whole.chunk(start, step.min(n - start), grads);
-        loss_sum = if i == 0 { part.loss } else { loss_sum + part.loss };
+        loss_sum = loss_sum + part.loss;
+        z_sum = z_sum + part.z;
         if let Some((h_rows, w_share)) = part.grads {
             gh.push(h_rows);
             gw = Some(match gw {
@@ -59,14 +74,20 @@ pub fn chunked_cross_entropy(
             });
         }
     }
-    let loss = loss_sum / whole.count;
-    match gw {
+    let ce = loss_sum / whole.count.clone();
+    let z = (z_loss > 0.0).then(|| z_sum / whole.count);
+    let value = match &z {
+        Some(z) => ce.clone() + z.clone() * z_loss,
+        None => ce.clone(),
+    };
+    let objective = match gw {
         Some(gw) => {
             let s = (h * Tensor::cat(gh, 0)).sum() + (w * gw).sum();
-            loss + (s.clone() - s.detach())
+            value + (s.clone() - s.detach())
         }
-        None => loss,
-    }
+        None => value,
+    };
+    ChunkedLoss { objective, ce, z }
 }
 
 /// What every chunk reads: the detached hidden states, the projection in the compute type
@@ -80,12 +101,15 @@ struct Whole {
     count: Tensor<1>,
     p: Precision,
     softcap: Option<f64>,
+    z_loss: f64,
 }
 
 /// One chunk's summed loss and, when gradients are wanted, its rows of `∂L/∂h` and its share
 /// of `∂L/∂W`.
 struct Chunk {
     loss: Tensor<1>,
+    /// Σ log²Z over the chunk's counted rows.
+    z: Tensor<1>,
     grads: Option<(Tensor<2>, Tensor<2>)>,
 }
 
@@ -108,21 +132,27 @@ impl Whole {
             None => (raw, None),
         };
         let max = logits.clone().max_dim(1);
-        let shifted = logits - max;
+        let shifted = logits - max.clone();
         let lse = shifted.clone().exp().sum_dim(1).log();
         let nll = (lse.clone() - shifted.clone().gather(1, tc.clone())) * mask.clone();
         let loss = nll.sum();
+        let log_z = lse.clone() + max;
+        let z = (log_z.clone().square() * mask.clone()).sum();
         if !grads {
-            return Chunk { loss, grads: None };
+            return Chunk { loss, z, grads: None };
         }
-        // (p − onehot(t)) ⊙ mask / n: the probabilities, then −1 at each counted target.
-        let probs = (shifted - lse).exp() * mask.clone();
+        // (p ⊙ (1 + 2c·log Z) − onehot(t)) ⊙ mask / n: the probabilities, then −1 at each
+        // counted target.
+        let mut probs = (shifted - lse).exp() * mask.clone();
+        if self.z_loss > 0.0 {
+            probs = probs * (log_z * (2.0 * self.z_loss) + 1.0);
+        }
         let mut dlogits = probs.scatter(1, tc, -mask, IndexingUpdateOp::Add) / self.count.clone().unsqueeze_dim(1);
         if let (Some(c), Some(l)) = (self.softcap, capped) {
             dlogits = dlogits * (-(l / c).square() + 1.0);
         }
         let h_rows = widen(p.matmul(dlogits.clone(), self.wt.clone()));
         let w_share = widen(p.matmul(hc.transpose(), dlogits));
-        Chunk { loss, grads: Some((h_rows, w_share)) }
+        Chunk { loss, z, grads: Some((h_rows, w_share)) }
     }
 }

@@ -117,6 +117,9 @@ pub struct Traced {
     pub attention: Vec<super::attention::AttnStats>,
     /// `X_{2L+1}`, the hidden state after the last sublayer (before any final norm).
     pub last_hidden: Tensor<3>,
+    /// Per token, the RMS of its output logits and their log-sum-exp `log Z`, `[B·T]` each.
+    pub logit_rms: Tensor<1>,
+    pub log_z: Tensor<1>,
 }
 
 /// A loss forward's results: the loss terms `[1]` and, for QK-clip, each attention sublayer's
@@ -125,7 +128,27 @@ pub struct LossParts {
     pub loss: Tensor<1>,
     pub ce: Tensor<1>,
     pub reg: Option<Tensor<1>>,
+    /// Mean log²Z over the counted tokens when the objective has a z-loss.
+    pub z: Option<Tensor<1>>,
     pub head_max: Vec<Tensor<1>>,
+}
+
+/// What a training step minimises besides the recipe's own terms: which targets count
+/// (`masked`: those ≥ 0) and PaLM's z-loss coefficient (`c · mean log²Z`; 0 = none).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Objective {
+    pub masked: bool,
+    pub z_loss: f64,
+}
+
+/// The cross-entropy of a forward: `objective` = CE + c·z (carrying both gradients), the CE and
+/// z values, and what the forward recorded.
+struct CeParts {
+    objective: Tensor<1>,
+    ce: Tensor<1>,
+    z: Option<Tensor<1>>,
+    sums: Vec<Tensor<3>>,
+    head_max: Vec<Tensor<1>>,
 }
 
 impl Transformer {
@@ -312,7 +335,32 @@ impl Transformer {
         let t = tokens.dims()[1];
         let ctx = AttnContext::new(t, self.meta.rope, self.meta.compute, &tokens.device());
         let h = self.run_hidden(tokens, ctx, None, Keep::TRACES);
-        Traced { traces: h.traces, attention: h.attention, last_hidden: h.last_hidden }
+        let (logit_rms, log_z) = self.logit_summary(h.hidden);
+        Traced { traces: h.traces, attention: h.attention, last_hidden: h.last_hidden, logit_rms, log_z }
+    }
+
+    /// Per token of the final hidden states `[B, T, d]`: the RMS of its output logits and their
+    /// log-sum-exp, `[B·T]` each, over blocks of tokens whose logits stay under the limit.
+    fn logit_summary(&self, hidden: Tensor<3>) -> (Tensor<1>, Tensor<1>) {
+        let [b, t, d] = hidden.dims();
+        let w = self.output_weight();
+        let v = w.dims()[1];
+        let rows = (self.meta.compute.logits_limit / v).max(1);
+        let h = hidden.reshape([b * t, d]);
+        let Compute { precision: p, kernels: k, .. } = self.meta.compute;
+        let (mut rms, mut lse) = (Vec::new(), Vec::new());
+        for start in (0..b * t).step_by(rows) {
+            let len = rows.min(b * t - start);
+            let l = widen(k.matmul(p, h.clone().narrow(0, start, len), w.clone()));
+            let l = match self.meta.final_softcap {
+                Some(c) => softcap(l, c),
+                None => l,
+            };
+            rms.push(l.clone().square().mean_dim(1).sqrt().reshape([len]));
+            let max = l.clone().max_dim(1);
+            lse.push(((l - max.clone()).exp().sum_dim(1).log() + max).reshape([len]));
+        }
+        (Tensor::cat(rms, 0), Tensor::cat(lse, 0))
     }
 
     /// `X_1 = N_emb(e · Embed(tokens))`, `[B, T, d]`.
@@ -432,8 +480,8 @@ impl Transformer {
         masked: bool,
         keep_sums: bool,
     ) -> (Tensor<1>, Vec<Tensor<3>>) {
-        let (ce, sums, _) = self.cross_entropy_parts(tokens, targets, masked, keep_sums);
-        (ce, sums)
+        let parts = self.cross_entropy_parts(tokens, targets, Objective { masked, z_loss: 0.0 }, keep_sums);
+        (parts.objective, parts.sums)
     }
 
     /// [`Transformer::cross_entropy_of`], and the per-head logit maxima a QK-clip recipe's
@@ -442,17 +490,23 @@ impl Transformer {
         &self,
         tokens: Tensor<2, Int>,
         targets: Tensor<2, Int>,
-        masked: bool,
+        objective: Objective,
         keep_sums: bool,
-    ) -> (Tensor<1>, Vec<Tensor<3>>, Vec<Tensor<1>>) {
+    ) -> CeParts {
         let [b, t] = tokens.dims();
         let v = self.tok_emb.dims()[0];
         let limit = self.meta.compute.logits_limit;
+        let Objective { masked, z_loss } = objective;
         if b * t * v <= limit {
             let out = self.forward(tokens, Keep { sums: keep_sums, traces: false });
+            let z = (z_loss > 0.0).then(|| mean_log_z_squared(out.logits.clone(), targets.clone(), masked));
             let ce =
                 if masked { masked_cross_entropy(out.logits, targets).0 } else { cross_entropy(out.logits, targets) };
-            return (ce, out.sums, out.head_max);
+            let objective = match &z {
+                Some(z) => ce.clone() + z.clone() * z_loss,
+                None => ce.clone(),
+            };
+            return CeParts { objective, ce, z, sums: out.sums, head_max: out.head_max };
         }
         let ctx = AttnContext::new(t, self.meta.rope, self.meta.compute, &tokens.device());
         let h = self.run_hidden(tokens, ctx, None, Keep { sums: keep_sums, traces: false });
@@ -461,8 +515,8 @@ impl Transformer {
         let hidden = h.hidden.reshape([b * t, d]);
         let w = self.output_weight();
         let p = self.meta.compute.precision;
-        let ce = chunked_cross_entropy(hidden, w, targets.reshape([b * t]), chunk, p, self.meta.final_softcap);
-        (ce, h.sums, h.head_max)
+        let out = chunked_cross_entropy(hidden, w, targets.reshape([b * t]), chunk, p, self.meta.final_softcap, z_loss);
+        CeParts { objective: out.objective, ce: out.ce, z: out.z, sums: h.sums, head_max: h.head_max }
     }
 
     /// Cross-entropy plus λ·R (KiteNorm eq. 24) when the recipe declares a regulariser.
@@ -474,20 +528,21 @@ impl Transformer {
         targets: Tensor<2, Int>,
         masked: bool,
     ) -> (Tensor<1>, Tensor<1>, Option<Tensor<1>>) {
-        let p = self.loss_parts(tokens, targets, masked);
+        let p = self.loss_parts(tokens, targets, Objective { masked, z_loss: 0.0 });
         (p.loss, p.ce, p.reg)
     }
 
-    /// [`Transformer::loss`] with the per-head logit maxima of a QK-clip recipe's training
-    /// forward (empty otherwise).
-    pub fn loss_parts(&self, tokens: Tensor<2, Int>, targets: Tensor<2, Int>, masked: bool) -> LossParts {
+    /// [`Transformer::loss`] under `objective` (its z-loss added), with the per-head logit
+    /// maxima of a QK-clip recipe's training forward (empty otherwise).
+    pub fn loss_parts(&self, tokens: Tensor<2, Int>, targets: Tensor<2, Int>, objective: Objective) -> LossParts {
         let lambda = self.meta.regularizer;
-        let (ce, sums, head_max) = self.cross_entropy_parts(tokens, targets, masked, lambda > 0.0);
+        let CeParts { objective, ce, z, sums, head_max } =
+            self.cross_entropy_parts(tokens, targets, objective, lambda > 0.0);
         if lambda > 0.0 {
             let reg = variance_penalty(&sums);
-            LossParts { loss: ce.clone() + reg.clone() * lambda, ce, reg: Some(reg), head_max }
+            LossParts { loss: objective + reg.clone() * lambda, ce, reg: Some(reg), z, head_max }
         } else {
-            LossParts { loss: ce.clone(), ce, reg: None, head_max }
+            LossParts { loss: objective, ce, reg: None, z, head_max }
         }
     }
 }
@@ -505,6 +560,21 @@ pub fn masked_cross_entropy(logits: Tensor<3>, targets: Tensor<2, Int>) -> (Tens
     let picked = picked * keep.clone();
     let count = keep.sum();
     (-picked.sum() / count.clone().clamp_min(1.0), count)
+}
+
+/// Mean over the counted positions (all, or those whose target is ≥ 0 when `masked`) of
+/// `log² Z`, `Z = Σ_v exp(logit_v)`: PaLM's z-loss before its coefficient. `[B, T, V]` → `[1]`.
+pub fn mean_log_z_squared(logits: Tensor<3>, targets: Tensor<2, Int>, masked: bool) -> Tensor<1> {
+    let [b, t, v] = logits.dims();
+    let logits = logits.reshape([b * t, v]);
+    let max = logits.clone().max_dim(1).detach();
+    let log_z = (logits - max.clone()).exp().sum_dim(1).log() + max;
+    let sq = log_z.square().reshape([b * t]);
+    if !masked {
+        return sq.mean();
+    }
+    let keep = sq.zeros_like().mask_fill(targets.reshape([b * t]).greater_equal_elem(0), 1.0);
+    (sq * keep.clone()).sum() / keep.sum().clamp_min(1.0)
 }
 
 /// Mean next-token cross-entropy: `logits` `[B, T, V]`, `targets` `[B, T]` → `[1]`.

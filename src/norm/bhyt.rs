@@ -109,6 +109,15 @@ impl Bhyt {
         bhyt_star(x, lambda, gain, denom)
     }
 
+    /// The tanh argument of the exact form, `λ x / D(x)` (what the probes test for saturation).
+    pub fn argument<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        let denom = match self.denominator {
+            BhytDenominator::Std => bhyt_std_denominator(x.clone(), self.kappa, self.eps),
+            BhytDenominator::Rms => bhyt_rms_denominator(x.clone(), self.kappa, self.eps),
+        };
+        x * broadcast::<D>(self.lambda.val()) / denom
+    }
+
     /// With a given per-token variance `[..., 1]` (Algorithm 1 lines 7–9). A half-precision
     /// input is normalised in f32.
     pub fn forward_with_variance<const D: usize>(&self, x: Tensor<D>, variance: Tensor<D>, k: Kernels) -> Tensor<D> {

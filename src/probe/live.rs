@@ -64,6 +64,9 @@ pub struct ProbeRecord {
     pub spikes_total: usize,
     pub blocks: Vec<BlockGrad>,
     pub warnings: Vec<String>,
+    /// The update this step applied, by parameter kind and layer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updates: Option<super::updates::UpdateBreakdown>,
     #[serde(flatten)]
     pub forward: ForwardProbe,
 }
@@ -141,6 +144,7 @@ impl LiveProbe {
         tokens: Tensor<2, Int>,
         mut warnings: Vec<String>,
         grad_histograms: Vec<(String, Histogram)>,
+        updates: Option<super::updates::UpdateBreakdown>,
     ) -> anyhow::Result<Vec<String>> {
         let histograms = self.tb.is_some() && self.cfg.histograms;
         let (mut fwd, hidden) = forward_probe_with_histograms(model, tokens, self.cfg.top_k, histograms);
@@ -165,7 +169,8 @@ impl LiveProbe {
             .collect();
         let grad_norm = t.global.recent.back().copied().unwrap_or(f64::NAN);
         let spikes_total = t.spikes.len();
-        let rec = ProbeRecord { step, grad_norm, spikes_total, blocks, warnings: warnings.clone(), forward: fwd };
+        let rec =
+            ProbeRecord { step, grad_norm, spikes_total, blocks, warnings: warnings.clone(), updates, forward: fwd };
         self.out.write(&rec)?;
         if let Some(tb) = &mut self.tb {
             let tags = tensorboard_tags(&rec);
@@ -251,9 +256,15 @@ fn tensorboard_tags(rec: &ProbeRecord) -> Vec<(String, f32)> {
             tags.push((format!("attn_head_max_logit/l{l:03}/h{h:02}"), *v as f32));
         }
         tags.extend(p.attn_entropy.map(|v| (format!("attn_entropy/l{l:03}"), v as f32)));
-        tags.extend(p.saturation.map(|v| (format!("dyt_saturation/l{l:03}"), v as f32)));
+        tags.extend(p.saturation.map(|v| (format!("saturation/l{l:03}"), v as f32)));
     }
-    tags.extend(rec.forward.final_saturation.map(|v| ("dyt_saturation/final".to_string(), v as f32)));
+    tags.extend(rec.forward.final_saturation.map(|v| ("saturation/final".to_string(), v as f32)));
+    if let Some(o) = &rec.forward.output_logits {
+        tags.push(("output_logits/rms".into(), o.rms as f32));
+        tags.push(("output_logits/log_z_mean".into(), o.log_z_mean as f32));
+        tags.push(("output_logits/log_z_max".into(), o.log_z_max as f32));
+    }
+    tags.extend(rec.updates.iter().flat_map(|u| u.tags()));
     // Learned residual gates and x0-mixing λ's, by parameter (mean over a vector gate).
     for (name, s) in rec.forward.scales.iter().filter(|(n, _)| crate::model::names::is_residual_scale(n)) {
         tags.push((format!("residual_scale/{name}"), s.mean as f32));

@@ -7,6 +7,7 @@
 //! - [`snapshot`]: one probe of a model on a batch
 //! - [`live`]: probes during training (`probes.jsonl`, TensorBoard, warnings)
 //! - [`alert`]: the Normalization chapter's gradient-norm alert against the warm-up average
+//! - [`updates`]: the applied update's size by layer and parameter kind (probe steps)
 //! - [`offline`]: `normlab probe` on a checkpoint (`probes/*.json`)
 //! - [`config`]: the `[probe]` section of a run config
 
@@ -18,6 +19,7 @@ pub mod live;
 pub mod offline;
 pub mod snapshot;
 pub mod stats;
+pub mod updates;
 
 pub use config::ProbeConfig;
 pub use live::{LiveProbe, ProbePaths, ProbeRecord, ProbeState};

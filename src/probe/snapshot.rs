@@ -92,8 +92,9 @@ pub struct SublayerProbe {
     pub grad_norm: Option<f64>,
     pub grad_cv_window: Option<f64>,
     pub grad_cv_run: Option<f64>,
-    /// DyT input norms: the fraction of tanh arguments `α x` with `|α x| > 2.65`, where
-    /// `tanh′ < 0.02`: saturated entries pass almost no gradient.
+    /// Bounded (point-wise) input norms, DyT, BHyT and Derf: the fraction of the squashing
+    /// function's arguments where its slope is below 2 % of its slope at 0 (`|u| > 2.65` for
+    /// tanh, `|u| > √ln 50 ≈ 1.98` for erf): saturated entries pass almost no gradient.
     #[serde(default)]
     pub saturation: Option<f64>,
 }
@@ -115,10 +116,13 @@ pub struct ForwardProbe {
     /// τ of the last hidden state `X_{2L+1}`.
     #[serde(deserialize_with = "nan")]
     pub final_tau: f64,
-    /// A DyT final norm: the saturated fraction of its tanh arguments (see
+    /// A bounded final norm: the saturated fraction of its arguments (see
     /// [`SublayerProbe::saturation`]). When it nears 1, almost no gradient reaches the stream.
     #[serde(default)]
     pub final_saturation: Option<f64>,
+    /// The output logits: what a z-loss controls.
+    #[serde(default)]
+    pub output_logits: Option<LogitStats>,
     /// Every learned norm parameter, by name (`layers.3.ffn.output_norm.gain`).
     pub scales: BTreeMap<String, ScaleStats>,
     /// Recipes whose FFN norms approximate (BHyT, RMSNorm-Approx): Theorem 3.5's fit pooled
@@ -131,6 +135,18 @@ pub struct ForwardProbe {
     /// The 1-based Transformer layer of each `variance_sample` pair.
     #[serde(default, skip_serializing_if = "Vec::is_empty", alias = "bhyt_sample_layer")]
     pub variance_sample_layer: Vec<usize>,
+}
+
+/// The output logits over the probe batch: the mean over tokens of their RMS, and the mean and
+/// largest log-partition `log Z = log Σ_v exp(ℓ_v)`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LogitStats {
+    #[serde(deserialize_with = "nan")]
+    pub rms: f64,
+    #[serde(deserialize_with = "nan")]
+    pub log_z_mean: f64,
+    #[serde(deserialize_with = "nan")]
+    pub log_z_max: f64,
 }
 
 struct Pending {
@@ -162,7 +178,9 @@ pub fn forward_probe_with_histograms(
     let mut g = Gather::default();
     let pending = pend(model, &out, top_k, &mut g);
     let last = out.last_hidden;
-    let final_saturation = dyt_saturation(model.final_norm.as_ref(), last.clone()).map(|t| g.push(t));
+    let final_saturation = saturation(model.final_norm.as_ref(), last.clone()).map(|t| g.push(t));
+    let logit_rms = g.push(out.logit_rms.clone().mean().reshape([1]));
+    let log_z = g.push(out.log_z.clone());
     let final_tau = g.push(token_alignment(last));
     let attn: Vec<[Slot; 3]> = out
         .attention
@@ -184,10 +202,17 @@ pub fn forward_probe_with_histograms(
     let (variance_fit, variance_sample, variance_sample_layer) = pooled.finish();
     let final_tau = f.get(final_tau)[0];
     let final_saturation = final_saturation.map(|s| f.get(s)[0]);
+    let log_z = f.get(log_z);
+    let output_logits = (!log_z.is_empty()).then(|| LogitStats {
+        rms: f.get(logit_rms)[0],
+        log_z_mean: mean(log_z),
+        log_z_max: min_max(log_z).1,
+    });
     let probe = ForwardProbe {
         sublayers,
         final_tau,
         final_saturation,
+        output_logits,
         scales,
         variance_fit,
         variance_sample,
@@ -226,7 +251,7 @@ fn pend(model: &Transformer, out: &Traced, top_k: usize, g: &mut Gather) -> Vec<
                 let n = a.dims().iter().product::<usize>();
                 (g.push(a.clone().reshape([n])), g.push(exact.reshape([n])))
             }),
-            saturation: dyt_saturation(input_norm(model, i), tr.input.clone()).map(|t| g.push(t)),
+            saturation: saturation(input_norm(model, i), tr.input.clone()).map(|t| g.push(t)),
         });
     }
     pending
@@ -302,11 +327,22 @@ fn input_norm(model: &Transformer, i: usize) -> Option<&Norm> {
     if i.is_multiple_of(2) { layer.attn.input_norm.as_ref() } else { layer.ffn.input_norm.as_ref() }
 }
 
-/// For a DyT norm, the fraction of `|α x| > 2.65` (tanh′ = 1 − tanh² < 0.02) over `x`, `[1]`.
-fn dyt_saturation(norm: Option<&Norm>, x: Tensor<3>) -> Option<Tensor<1>> {
-    let Some(Norm::Dyt(n)) = norm else { return None };
-    let alpha = n.alpha.val().abs().unsqueeze::<3>();
-    Some((x.abs() * alpha).greater_elem(2.65).float().mean().reshape([1]))
+/// Where tanh′ = 1 − tanh² falls below 0.02.
+const TANH_SATURATED: f64 = 2.65;
+/// Where erf′(u)/erf′(0) = exp(−u²) falls below 0.02: `√ln 50`.
+const ERF_SATURATED: f64 = 1.977_883_4;
+
+/// For a bounded norm, the fraction of its squashing function's arguments `u` over `x` that
+/// are saturated, `[1]`: DyT `u = α x`, BHyT `u = λ x / D(x)` (the exact denominator, also for
+/// a slot given the approximated variance), Derf `u = α x + s`.
+fn saturation(norm: Option<&Norm>, x: Tensor<3>) -> Option<Tensor<1>> {
+    let (u, limit) = match norm? {
+        Norm::Dyt(n) => (x * n.alpha.val().abs().unsqueeze::<3>(), TANH_SATURATED),
+        Norm::Bhyt(n) | Norm::BhytStar(n) => (n.argument(x), TANH_SATURATED),
+        Norm::Derf(n) => (x * n.alpha.val().unsqueeze::<3>() + n.offset.val().unsqueeze::<3>(), ERF_SATURATED),
+        _ => return None,
+    };
+    Some(u.abs().greater_elem(limit).float().mean().reshape([1]))
 }
 
 /// The outer norm (on the residual path) of 0-based sublayer `i`.
@@ -369,4 +405,49 @@ pub fn sampled_values<const D: usize>(t: Tensor<D>) -> Vec<f64> {
         flat
     };
     picked.into_data().convert::<f64>().try_into_vec::<f64>().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod saturation_tests {
+    use super::*;
+    use crate::norm::{Bhyt, BhytDenominator, Derf};
+    use burn::tensor::{Device, TensorData};
+
+    fn vector(v: &[f32], dev: &Device) -> Param<Tensor<1>> {
+        Param::from_tensor(Tensor::from_data(TensorData::new(v.to_vec(), [v.len()]), dev))
+    }
+
+    /// Counted by hand from the thresholds: erf's slope e^{−u²} < 0.02 beyond √ln 50, tanh's
+    /// 1 − tanh² < 0.02 beyond 2.65.
+    #[test]
+    fn derf_and_bhyt_saturation_against_the_thresholds() {
+        let dev = Device::default();
+        let xs = [-1.5f32, -0.5, 0.0, 0.3, 0.6, 0.8, 1.0, 2.0];
+        let x = Tensor::<3>::from_data(TensorData::new(xs.to_vec(), [1, 2, 4]), &dev);
+        // Derf, α = 2, s = 0.5: u = 2x + 0.5 = −2.5, −0.5, 0.5, 1.1, 1.7, 2.1, 2.5, 4.5.
+        let derf = Derf {
+            gain: vector(&[1.0; 4], &dev),
+            shift: vector(&[0.0; 4], &dev),
+            alpha: vector(&[2.0], &dev),
+            offset: vector(&[0.5], &dev),
+        };
+        let got = saturation(Some(&Norm::Derf(derf)), x.clone()).unwrap().into_scalar::<f32>();
+        assert!((got - 4.0 / 8.0).abs() < 1e-6, "Derf: {got}");
+        // BHyT, RMS denominator κ√(mean x² + ε), κ = 1, λ = 4, ε = 0, per token of 4 channels.
+        let bhyt = Bhyt {
+            gain: vector(&[1.0; 4], &dev),
+            lambda: vector(&[4.0], &dev),
+            kappa: 1.0,
+            eps: 0.0,
+            denominator: BhytDenominator::Rms,
+        };
+        let mut count = 0;
+        for row in xs.chunks(4) {
+            let rms = (row.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() / 4.0).sqrt();
+            count += row.iter().filter(|v| (4.0 * **v as f64 / rms).abs() > 2.65).count();
+        }
+        let got = saturation(Some(&Norm::Bhyt(bhyt)), x).unwrap().into_scalar::<f32>();
+        assert!((got as f64 - count as f64 / 8.0).abs() < 1e-6, "BHyT: {got} vs {count}/8");
+        assert!(count > 0 && count < 8, "the case straddles the threshold");
+    }
 }

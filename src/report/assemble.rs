@@ -74,6 +74,10 @@ fn sweep_report(dir: &Path) -> anyhow::Result<Report> {
         sections = t.tables;
         figs.splice(0..0, t.figures);
     }
+    if let Some((tables, finding)) = super::optimizers::section(&ms, group) {
+        sections.extend(tables);
+        notes.push(finding);
+    }
     sections.extend(sources::section(&best_runs));
     sections.extend(spikes::section(&rows, group, tuned));
     sections.extend(spikes::rollbacks(&rollbacks_of(dir, &rows)?));

@@ -89,6 +89,11 @@ impl RunData {
         self.train.iter().map(|r| (r.step as f64, field(r))).collect()
     }
 
+    /// [`RunData::train_series`] of a field some records lack (skipped steps, older runs).
+    pub fn train_series_some(&self, field: impl Fn(&TrainRecord) -> Option<f64>) -> Vec<(f64, f64)> {
+        self.train.iter().filter_map(|r| Some((r.step as f64, field(r)?))).collect()
+    }
+
     pub fn eval_series(&self) -> Vec<(f64, f64)> {
         self.eval.iter().map(|r| (r.step as f64, r.val_loss)).collect()
     }

@@ -77,7 +77,7 @@ pub fn curves(dir: &Path, runs: &[RunData]) -> anyhow::Result<Vec<Figure>> {
     } else {
         ""
     };
-    Ok(vec![
+    let mut figs = vec![
         fig(
             dir,
             "train_loss",
@@ -98,7 +98,19 @@ pub fn curves(dir: &Path, runs: &[RunData]) -> anyhow::Result<Vec<Figure>> {
             ),
             mk("Gradient norm", "gradient norm (log)", true, &|r| r.train_series(|t| t.grad_norm)),
         )?,
-    ])
+    ];
+    if runs.iter().any(|r| !r.train_series_some(|t| t.update_ratio).is_empty()) {
+        figs.push(fig(
+            dir,
+            "update_ratio",
+            format!(
+                "Size of the applied update relative to the weights, ‖ΔW‖/‖W‖ over all parameters, per step, {which} \
+                 (Marin's early sign of loss spikes; per layer and parameter kind in probes.jsonl)."
+            ),
+            mk("Update/weight ratio", "‖ΔW‖/‖W‖ (log)", true, &|r| r.train_series_some(|t| t.update_ratio)),
+        )?);
+    }
+    Ok(figs)
 }
 
 /// Hidden-state variance and mean |x| against depth at the end of each best run (Peri-LN Fig.

@@ -15,6 +15,7 @@
 //! - [`spikes`]: gradient-norm spikes against the learning rate
 //! - [`separation`]: the rounds of seeds added until adjacent ranks separate
 //! - [`sources`]: a mixture's validation loss per source
+//! - [`optimizers`]: the recipes ranked under each optimizer of a sweep that varies `optim.name`
 //! - [`paper`], [`paper_tasks`]: published tables beside the sweep's results
 
 mod assemble;
@@ -22,6 +23,7 @@ pub mod data;
 pub mod figures;
 pub mod findings;
 pub mod gates;
+pub mod optimizers;
 pub mod page;
 pub mod paper;
 pub mod paper_tasks;

@@ -71,14 +71,8 @@ impl RunConfig {
     }
 
     fn check_optim(&self) -> anyhow::Result<()> {
-        let o = &self.optim;
-        ensure!(o.lr > 0.0 && o.lr.is_finite(), "optim.lr must be > 0 (got {})", o.lr);
-        for (n, b) in [("optim.beta1", o.beta1), ("optim.beta2", o.beta2)] {
-            ensure!((0.0..1.0).contains(&b), "{n} must be in [0, 1) (got {b})");
-        }
-        ensure!(o.eps > 0.0, "optim.eps must be > 0");
-        ensure!(o.weight_decay >= 0.0, "optim.weight_decay must be ≥ 0");
-        ensure!(o.grad_clip >= 0.0, "optim.grad_clip must be ≥ 0 (0 disables clipping)");
+        self.optim.check()?;
+        ensure!(self.train.z_loss >= 0.0, "train.z_loss must be ≥ 0 (0 turns it off)");
         Ok(())
     }
 }

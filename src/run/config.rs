@@ -123,6 +123,10 @@ pub struct TrainSection {
     /// the loss and the regulariser are computed in f32. `f16` adds dynamic loss scaling
     /// (overflowed steps are skipped and recorded). See docs/training.md, "Mixed precision".
     pub precision: crate::kernels::Precision,
+    /// PaLM's z-loss coefficient `c` (0 = off): the loss gains `c · mean over tokens of
+    /// log²Z`, Z the softmax normaliser of the output logits, which keeps log Z near 0 (OLMo 2:
+    /// 1e-5). Reported as `z` in the metrics.
+    pub z_loss: f64,
 }
 
 impl Default for TrainSection {
@@ -145,33 +149,12 @@ impl Default for TrainSection {
             rollback: None,
             checkpoint_activations: false,
             precision: crate::kernels::Precision::F32,
+            z_loss: 0.0,
         }
     }
 }
 
-/// AdamW (Loshchilov & Hutter) with decoupled weight decay on matrices only, and global
-/// gradient-norm clipping.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct OptimConfig {
-    /// Peak learning rate.
-    pub lr: f64,
-    /// KiteNorm: β₁ = β₂ = 0.95.
-    pub beta1: f64,
-    pub beta2: f64,
-    pub eps: f64,
-    /// Applied to matrix parameters (embeddings, projections); never to norm gains, shifts,
-    /// DyT α, BHyT λ or other vectors and scalars (KiteNorm Table 1: 0.1).
-    pub weight_decay: f64,
-    /// Global gradient-norm threshold (1.0); `0` disables clipping.
-    pub grad_clip: f64,
-}
-
-impl Default for OptimConfig {
-    fn default() -> Self {
-        Self { lr: 3e-3, beta1: 0.95, beta2: 0.95, eps: 1e-8, weight_decay: 0.1, grad_clip: 1.0 }
-    }
-}
+pub use super::optim::OptimConfig;
 
 impl RunConfig {
     /// Reads `path` (or the defaults when `None`) and applies `--set key=value` edits.

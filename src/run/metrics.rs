@@ -53,6 +53,15 @@ pub struct TrainRecord {
     pub loss_spike: bool,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub grad_spike: bool,
+    /// With a z-loss (`train.z_loss`): the mean log²Z over the batch, before its coefficient.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub z: Option<f64>,
+    /// The applied update over all parameters: `RMS(ΔW)` and `‖ΔW‖/‖W‖` (absent on a
+    /// skipped step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_rms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_ratio: Option<f64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -7,6 +7,7 @@
 //! - [`checked`]: [`CheckedConfig`], a config checked once (every section, the recipe resolved,
 //!   the tasks expanded) and the only form commands compute from
 //! - [`budget`]: the training budget (steps, tokens, tokens per parameter)
+//! - [`optim`]: `[optim]`, the optimizer and its settings
 //! - [`schedule`]: learning-rate schedules as pure functions of the step
 //! - [`layout`]: the run directory (where each file is, its lock, creating and claiming it),
 //!   `run.json` ([`layout::RunInfo`]) and `status.json` ([`layout::Status`])
@@ -27,6 +28,7 @@ pub mod edit;
 pub mod layout;
 pub mod loss_scale;
 pub mod metrics;
+pub mod optim;
 pub mod pairs_eval;
 pub mod rollback;
 pub mod saved;

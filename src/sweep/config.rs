@@ -323,10 +323,11 @@ impl Sweep {
         let section = table
             .remove("sweep")
             .with_context(|| format!("{} has no [sweep] section; see configs/sweeps/", path.display()))?;
-        let section: SweepSection = section
+        let mut section: SweepSection = section
             .try_into()
             .map_err(|e: toml::de::Error| anyhow::anyhow!("{} [sweep]: {}", path.display(), e.message()))?;
         ensure!(section.jobs > 0, "sweep.jobs must be > 0");
+        section.group_by = section.group_by.with_method_axes(&section.axes.0);
         check_keys(&section, tuned_given)?;
         if let Some(r) = &section.reseed {
             r.check(section.executor)?;

@@ -5,6 +5,9 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// Keys that always name methods when a sweep varies them.
+pub const METHOD_AXES: [&str; 1] = ["optim.name"];
+
 /// A run's axis values by key (`RunResult::axes`).
 pub type Axes = BTreeMap<String, serde_json::Value>;
 
@@ -65,14 +68,26 @@ impl GroupBy {
         &self.0
     }
 
+    /// These keys and every [`METHOD_AXES`] key the grid varies: an optimizer swept as an axis
+    /// names methods, so each (recipe, optimizer) gets its own LR* and the report ranks the
+    /// recipes per optimizer.
+    pub fn with_method_axes(mut self, axes: &[(String, Vec<toml::Value>)]) -> Self {
+        for key in METHOD_AXES {
+            let varied = axes.iter().any(|(k, vs)| k.split('+').any(|p| p == key) && vs.len() > 1);
+            if varied && !self.0.iter().any(|k| k == key) {
+                self.0.push(key.to_string());
+            }
+        }
+        self
+    }
+
     /// The method a run belongs to, from its axes: the first key's value as written
     /// (`kitenorm`), each further key as `name=value` with the key's last part
     /// (`kitenorm, n_layers=8`).
     pub fn label(&self, axes: &Axes) -> String {
         let mut parts = vec![axis_label(axes.get(&self.0[0]))];
         for k in &self.0[1..] {
-            let short = k.rsplit('.').next().unwrap_or(k);
-            parts.push(format!("{short}={}", axis_label(axes.get(k))));
+            parts.push(format!("{}={}", short_key(k), axis_label(axes.get(k))));
         }
         parts.join(", ")
     }
@@ -80,6 +95,17 @@ impl GroupBy {
     /// Whether the run's axes give every key a value.
     pub fn covers(&self, axes: &Axes) -> bool {
         self.0.iter().all(|k| axes.contains_key(k))
+    }
+}
+
+/// A key's last part (`n_layers`), or its section where the last part is `name`
+/// (`optim.name` → `optim`).
+fn short_key(k: &str) -> &str {
+    let mut parts = k.rsplit('.');
+    match (parts.next(), parts.next()) {
+        (Some("name"), Some(section)) => section,
+        (Some(last), _) => last,
+        _ => k,
     }
 }
 

@@ -30,7 +30,7 @@ pub struct PairTest {
 }
 
 impl PairTest {
-    fn of(measure: &str, a: &[f64], b: &[f64]) -> Self {
+    pub fn of(measure: &str, a: &[f64], b: &[f64]) -> Self {
         let w: Option<Welch> = welch(a, b);
         let diff = crate::stats::mean(a) - crate::stats::mean(b);
         Self { measure: measure.into(), diff, t: w.map(|w| w.t), df: w.map(|w| w.df), p: w.map(|w| w.p) }

@@ -49,6 +49,8 @@ const MINUTES_NORM_FUNCTIONS: Option<f64> = Some(1.5);
 const MINUTES_NGPT: Option<f64> = Some(0.9);
 const MINUTES_DEEPSCALELM: Option<f64> = Some(6.4);
 const MINUTES_SEEDNORM: Option<f64> = Some(1.1);
+const MINUTES_OPTIMIZER_NORMS: Option<f64> = Some(2.9);
+const MINUTES_MUON_LOGITS: Option<f64> = Some(0.5);
 
 /// Every study, in the order `normlab studies` lists them.
 pub const STUDIES: &[Study] = &[
@@ -321,6 +323,28 @@ pub const STUDIES: &[Study] = &[
         mini: ("configs/studies/seednorm.toml", include_str!("../../configs/studies/seednorm.toml")),
         full: Some(("configs/studies/seednorm-full.toml", include_str!("../../configs/studies/seednorm-full.toml"))),
         minutes: MINUTES_SEEDNORM,
+    },
+    Study {
+        name: "optimizer-norms",
+        figure: "Does your optimizer care how you normalize? (2026); Muon (Jordan et al. 2024, Moonlight)",
+        claim: "the norms' ranking changes under Muon: Derf's gap to RMSNorm grows (a smaller α₀ narrows it) while DyT is unaffected, without divergence",
+        mini: ("configs/studies/optimizer-norms.toml", include_str!("../../configs/studies/optimizer-norms.toml")),
+        full: Some((
+            "configs/studies/optimizer-norms-full.toml",
+            include_str!("../../configs/studies/optimizer-norms-full.toml"),
+        )),
+        minutes: MINUTES_OPTIMIZER_NORMS,
+    },
+    Study {
+        name: "muon-logits",
+        figure: "Kimi K2 (MuonClip): attention logits under Muon",
+        claim: "under Muon the largest attention logit grows with the learning rate; QK-clip keeps it at τ without a worse loss",
+        mini: ("configs/studies/muon-logits.toml", include_str!("../../configs/studies/muon-logits.toml")),
+        full: Some((
+            "configs/studies/muon-logits-full.toml",
+            include_str!("../../configs/studies/muon-logits-full.toml"),
+        )),
+        minutes: MINUTES_MUON_LOGITS,
     },
 ];
 

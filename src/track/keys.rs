@@ -19,6 +19,9 @@ pub fn metrics_of(record: &MetricsRecord, timestamp: i64) -> Vec<Metric> {
             ]);
             out.extend(t.reg.map(|r| ("train/reg".into(), r)));
             out.extend(t.spike_score.map(|s| ("spike/SpikeScore_total".into(), s)));
+            out.extend(t.z.map(|z| ("train/z".into(), z)));
+            out.extend(t.update_rms.map(|u| ("train/update_rms".into(), u)));
+            out.extend(t.update_ratio.map(|u| ("train/update_ratio".into(), u)));
             out.push(("train/skipped".into(), f64::from(u8::from(t.skipped.is_some()))));
             t.step
         }
@@ -101,6 +104,9 @@ mod tests {
             spike_score: Some(0.25),
             loss_spike: false,
             grad_spike: false,
+            z: None,
+            update_rms: None,
+            update_ratio: None,
         };
         let m = metrics_of(&MetricsRecord::Train(t), 5);
         let keys: Vec<&str> = m.iter().map(|m| m.key.as_str()).collect();

@@ -7,7 +7,7 @@
 //!   after-step hooks, validate, probe, checkpoint
 //! - [`step`]: one optimizer step's gradients over the micro-batches; [`allreduce`]: summed over
 //!   the ranks; [`clip`]: global-norm clipping
-//! - [`optimizer`]: AdamW with two decay groups
+//! - [`optim`]: the optimizers (AdamW, Muon, NorMuon, Lion, AdamH, MuonH) and their parameter groups; [`update`]: the applied update measured (and clipped)
 //! - [`eval`]: validation loss and perplexity over fixed windows
 //! - [`pairs_eval`]: a pairs run's test sets decoded and scored
 //! - [`rollback`]: going back to a checkpoint after repeated spikes (`[train.rollback]`)
@@ -23,7 +23,7 @@ pub mod engine;
 pub mod eval;
 pub mod memory;
 pub mod mfu;
-pub mod optimizer;
+pub mod optim;
 pub mod pairs_eval;
 pub mod progress;
 pub mod ranks;
@@ -32,6 +32,7 @@ pub mod setup;
 pub mod step;
 pub mod tracking;
 pub mod trainer;
+pub mod update;
 
 pub use setup::{ResumeOptions, Resumed, resume, resume_with, start, start_with};
 pub use trainer::{Outcome, Trainer};

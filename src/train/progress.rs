@@ -132,6 +132,9 @@ mod tests {
             spike_score: None,
             loss_spike: false,
             grad_spike: false,
+            z: None,
+            update_rms: None,
+            update_ratio: None,
         };
         let p = Progress::silent();
         assert!(!p.message(&r, 50_000.0).contains("MFU"));

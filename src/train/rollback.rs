@@ -5,7 +5,7 @@
 //! written at once as the checkpoint of its step, replacing that checkpoint and removing the
 //! later ones: a run killed after a rollback resumes after it, bit for bit.
 
-use super::optimizer;
+use super::optim;
 use super::progress::Progress;
 use super::trainer::Trainer;
 use crate::data::Sampler;
@@ -85,7 +85,7 @@ impl Trainer {
         let state = checkpoint::load_state(ckpt)?;
         let weights = layout::checkpoint_weights(ckpt);
         let model = checkpoint::load_weights(&weights, &self.cfg.model, self.cfg.recipe(), &state.tokenizer, &self.ad)?;
-        let fresh = optimizer::build(&optimizer::settings(&self.cfg.optim, &model), &model);
+        let fresh = optim::build(&optim::settings(&self.cfg.optim, &model), &model);
         let optim = checkpoint::load_optimizer(ckpt, fresh)?;
         Ok((state, model, optim))
     }

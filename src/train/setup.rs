@@ -1,7 +1,7 @@
 //! Starting a run (check the config once, then create the run directory in one step) and
 //! resuming one from its latest checkpoint.
 
-use super::optimizer;
+use super::optim;
 use super::trainer::Trainer;
 use crate::data::{Dataset, Tokenizer};
 use crate::init::ParamSource;
@@ -92,7 +92,7 @@ fn prepare(cfg: RunConfig, init: Option<(ParamSource, Tokenizer)>, log: &dyn Fn(
     let counts = crate::model::params::counts(&model);
     let (params, total_steps) = (counts.all, cfg.total_steps(counts)?);
     check_memory(&cfg, params as f64)?;
-    let optim = optimizer::build(&optimizer::settings(&cfg.optim, &model), &model);
+    let optim = optim::build(&optim::settings(&cfg.optim, &model), &model);
     let state = first_state(&cfg, &data, &model, total_steps);
     Ok(Prepared { cfg, data, model, optim, state, counts, device, ad, tasks })
 }
@@ -289,7 +289,7 @@ fn restore(
     }
     let weights = layout::checkpoint_weights(ckpt);
     let model = checkpoint::load_weights(&weights, &cfg.model, cfg.recipe(), &state.tokenizer, &ad)?;
-    let optim = checkpoint::load_optimizer(ckpt, optimizer::build(&optimizer::settings(&cfg.optim, &model), &model))?;
+    let optim = checkpoint::load_optimizer(ckpt, optim::build(&optim::settings(&cfg.optim, &model), &model))?;
     log(&format!("resuming {} at step {}/{} from {}", dir.display(), state.step, state.total_steps, ckpt.display()));
     let writes = lock.is_some();
     let mut trainer = Trainer::assemble(cfg, dir.to_path_buf(), data, model, optim, state, device, ad, lock, tasks)?;

@@ -8,7 +8,7 @@ use super::allreduce::sum_over_ranks;
 use super::clip::{clip_global, scale_all};
 use crate::dist::Ranks;
 use crate::model::Transformer;
-use crate::model::transformer::LossParts;
+use crate::model::transformer::{LossParts, Objective};
 use crate::probe::grads::GradNorms;
 use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::tensor::{Int, Tensor};
@@ -20,10 +20,12 @@ pub struct StepGradients {
     pub norms: GradNorms,
     /// The clipping factor applied (1 when not clipped).
     pub scale: f64,
-    /// Mean over the micro-batches of CE + λ·R, of CE and of R (0 without a regulariser).
+    /// Mean over the micro-batches of CE + λ·R + c·z, of CE, of R (0 without a regulariser)
+    /// and of z, the mean log²Z (0 without a z-loss).
     pub loss: f64,
     pub ce: f64,
     pub reg: f64,
+    pub z: f64,
     /// QK-clip recipes: every attention sublayer's per-head largest logit over the step's
     /// micro-batches (and ranks), `[layer][head]`; empty otherwise.
     pub logit_maxima: Vec<Vec<f64>>,
@@ -31,8 +33,9 @@ pub struct StepGradients {
 
 /// Gradients of the mean loss over a step's micro-batches (inputs, targets), clipped to a global
 /// norm of `grad_clip` (0: no clipping). This rank computes `micro_batches`, its share of the
-/// step's `step.micro_batches`; the gradients and losses are summed over `step.ranks`. With `masked`, targets below 0 are ignored and each
-/// micro-batch's loss is its mean over its counted targets (as Hugging Face's trainer does).
+/// step's `step.micro_batches`; the gradients and losses are summed over `step.ranks`. Under a
+/// masked `objective`, targets below 0 are ignored and each micro-batch's loss is its mean over
+/// its counted targets (as Hugging Face's trainer does); its z-loss is added to each loss.
 /// `loss_scale` multiplies the loss before each backward pass and divides the accumulated
 /// gradients before they are measured (f16's dynamic scaling; 1 otherwise).
 pub fn gradients(
@@ -40,7 +43,7 @@ pub fn gradients(
     micro_batches: impl ExactSizeIterator<Item = (Tensor<2, Int>, Tensor<2, Int>)>,
     step: Share,
     grad_clip: f64,
-    masked: bool,
+    objective: Objective,
     loss_scale: f64,
 ) -> anyhow::Result<StepGradients> {
     let n = step.micro_batches;
@@ -48,11 +51,12 @@ pub fn gradients(
     let mut values = Vec::with_capacity(n);
     let mut maxima: Vec<Tensor<1>> = Vec::new();
     for (x, y) in micro_batches {
-        let LossParts { loss, ce, reg, head_max } = model.loss_parts(x, y, masked);
+        let LossParts { loss, ce, reg, z, head_max } = model.loss_parts(x, y, objective);
         let grads = loss.clone().div_scalar(n as f64 / loss_scale).backward();
         acc.accumulate(model, GradientsParams::from_grads(grads, model));
         let reg = reg.unwrap_or_else(|| ce.zeros_like());
-        values.push(Tensor::cat(vec![loss.detach(), ce.detach(), reg.detach()], 0));
+        let z = z.unwrap_or_else(|| ce.zeros_like());
+        values.push(Tensor::cat(vec![loss.detach(), ce.detach(), reg.detach(), z.detach()], 0));
         maxima = if maxima.is_empty() {
             head_max
         } else {
@@ -69,10 +73,10 @@ pub fn gradients(
         .convert::<f64>()
         .try_into_vec::<f64>()
         .map_err(|e| anyhow::anyhow!("reading the step's losses from the device failed: {e:?}"))?;
-    let mut sums: [f64; 3] = std::array::from_fn(|k| v.iter().skip(k).step_by(3).sum::<f64>());
+    let mut sums: [f64; 4] = std::array::from_fn(|k| v.iter().skip(k).step_by(4).sum::<f64>());
     step.ranks.sum_f64(&mut sums);
-    let [loss, ce, reg] = sums.map(|s| s / n as f64);
-    Ok(StepGradients { grads, norms, scale, loss, ce, reg, logit_maxima })
+    let [loss, ce, reg, z] = sums.map(|s| s / n as f64);
+    Ok(StepGradients { grads, norms, scale, loss, ce, reg, z, logit_maxima })
 }
 
 /// The per-layer per-head logit maxima on the host, the largest over the ranks.

@@ -8,6 +8,7 @@ use super::pairs_eval;
 use super::progress::Progress;
 use super::step;
 use super::step::{Share, StepGradients};
+use super::update;
 use crate::data::sampler::Batch;
 use crate::data::windows::validation_starts;
 use crate::data::{Dataset, Sampler};
@@ -16,6 +17,7 @@ use crate::io::jsonl::JsonlWriter;
 use crate::kernels::Precision;
 use crate::model::Transformer;
 use crate::model::qk_clip::ClipEvent;
+use crate::model::transformer::Objective;
 use crate::probe::{LiveProbe, ProbePaths};
 use crate::run::CheckedConfig;
 use crate::run::checkpoint::{self, TrainerState};
@@ -97,7 +99,7 @@ pub type BatchHook = Box<dyn FnMut(usize, &mut [Batch])>;
 /// One optimizer step's measurements, or the divergence that stopped it.
 enum StepResult {
     /// The step's record and the probes' warnings.
-    Done(TrainRecord, Vec<String>),
+    Done(Box<TrainRecord>, Vec<String>),
     Diverged(String),
 }
 
@@ -171,8 +173,15 @@ impl Trainer {
         )
     }
 
-    /// One line describing the run: recipe, size, budget and data.
+    /// Two lines describing the run: recipe, size, budget and data; which optimizer trains
+    /// which parameters.
     pub fn summary(&self) -> String {
+        let groups =
+            super::optim::describe_groups(&super::optim::settings(&self.cfg.optim, &self.model), &self.model, true);
+        format!("{}\noptimizer {}: {}", self.run_line(), self.cfg.optim.name, groups.join("; "))
+    }
+
+    fn run_line(&self) -> String {
         let t = &self.state;
         let s = &self.cfg.train;
         let info = &self.data.info;
@@ -210,7 +219,7 @@ impl Trainer {
                     for w in &warnings {
                         progress.warn(&format!("step {}: {w}", r.step));
                     }
-                    r
+                    *r
                 }
                 StepResult::Diverged(reason) => return self.diverged(reason, progress),
             };
@@ -318,8 +327,8 @@ impl Trainer {
         let tensors = batches.into_iter().skip(mine.start).take(mine.len()).map(|b| to_tensors(b, &self.ad));
         let f16 = self.cfg.train.precision == Precision::F16;
         let loss_scale = if f16 { self.state.loss_scale.scale } else { 1.0 };
-        let masked = self.data.pairs.is_some();
-        let g = step::gradients(&self.model, tensors, share, self.cfg.optim.grad_clip, masked, loss_scale)?;
+        let objective = Objective { masked: self.data.pairs.is_some(), z_loss: self.cfg.train.z_loss };
+        let g = step::gradients(&self.model, tensors, share, self.cfg.optim.grad_clip, objective, loss_scale)?;
         let mut warnings = Vec::new();
         let skipped = self.refuse_update(f16, g.loss, g.norms.total, &mut warnings);
         if skipped.is_none()
@@ -334,18 +343,25 @@ impl Trainer {
         };
         let mut facts = StepFacts::new(&g, lr, skipped, f16.then_some(loss_scale), tokens);
         if facts.skipped.is_none() {
-            let stepped = self.optim.step(lr, self.model.clone(), g.grads);
+            let before = self.model.clone();
+            let mut stepped = self.optim.step(lr, self.model.clone(), g.grads);
+            if self.cfg.optim.update_clip > 0.0 {
+                stepped = update::clip(&before, stepped, self.cfg.optim.update_clip * lr);
+            }
             let (model, events) = stepped.after_step(&g.logit_maxima);
+            facts.updates = update::measure(&before, &model)?;
             self.model = model;
             facts.clip_event = events.qk_clip;
         }
+        let breakdown = (!facts.updates.is_empty()).then(|| update::breakdown(&facts.updates, self.model.n_layers()));
         let record = self.advance(facts, tokens as f64 / t0.elapsed().as_secs_f64(), clock);
         if record.loss_spike {
             // Gradient-norm spikes are the probes' to announce; a loss spike is said here.
             warnings.push(format!("loss spike: {:.4} is over 6σ above the mean of the previous 128 steps", record.ce));
         }
-        let warnings = self.observe(&record, &g.norms, probe, warnings)?;
-        Ok(StepResult::Done(record, warnings))
+        let warnings =
+            self.observe(&record, &g.norms, probe.map(|p| ProbeInput { updates: breakdown, ..p }), warnings)?;
+        Ok(StepResult::Done(Box::new(record), warnings))
     }
 
     /// What an activation probe of this step needs: the weights before the update, the first
@@ -355,7 +371,7 @@ impl Trainer {
             true => crate::probe::grads::histograms(&self.model, &g.grads),
             false => Vec::new(),
         };
-        ProbeInput { model: self.model.valid(), batch, histograms }
+        ProbeInput { model: self.model.valid(), batch, histograms, updates: None }
     }
 
     /// The probes' view of a finished step (on the writing rank): its scalars, the gradient
@@ -376,7 +392,7 @@ impl Trainer {
         warnings.extend(out.probe.observe_step(record.step, norms, &tensorboard_scalars(record))?);
         if let Some(p) = probe {
             let (x, _) = to_tensors(p.batch, &self.device);
-            warnings = out.probe.probe(record.step, &p.model, x, warnings, p.histograms)?;
+            warnings = out.probe.probe(record.step, &p.model, x, warnings, p.histograms, p.updates)?;
         }
         Ok(warnings)
     }
@@ -408,6 +424,9 @@ impl Trainer {
             spike_score: self.state.spikes.score(),
             loss_spike: spike.as_ref().is_some_and(|s| s.loss_spike),
             grad_spike: spike.as_ref().is_some_and(|s| s.grad_spike),
+            z: f.z,
+            update_rms: (!f.updates.is_empty()).then(|| update::UpdateSize::of(&f.updates).rms()),
+            update_ratio: (!f.updates.is_empty()).then(|| update::UpdateSize::of(&f.updates).ratio()),
         }
     }
 
@@ -624,6 +643,8 @@ struct ProbeInput {
     model: Transformer,
     batch: Batch,
     histograms: Vec<(String, crate::io::tensorboard::Histogram)>,
+    /// The applied update by kind and layer, filled in after the step.
+    updates: Option<crate::probe::updates::UpdateBreakdown>,
 }
 
 /// What a step's record holds.
@@ -643,6 +664,10 @@ struct StepFacts {
     tokens: u64,
     /// What QK-clip did after the update (QK-clip recipes).
     clip_event: Option<ClipEvent>,
+    /// Mean log²Z with a z-loss.
+    z: Option<f64>,
+    /// Every parameter's applied update (empty on a skipped step).
+    updates: Vec<update::ParamUpdate>,
 }
 
 impl StepFacts {
@@ -652,7 +677,21 @@ impl StepFacts {
         let reg = g.reg;
         let grad_norm = g.norms.total;
         let clip = g.scale;
-        Self { lr, loss, ce, reg, grad_norm, clip, skipped, loss_scale, tokens, clip_event: None }
+        let z = (g.z != 0.0).then_some(g.z);
+        Self {
+            lr,
+            loss,
+            ce,
+            reg,
+            grad_norm,
+            clip,
+            skipped,
+            loss_scale,
+            tokens,
+            clip_event: None,
+            z,
+            updates: Vec::new(),
+        }
     }
 }
 
@@ -681,6 +720,9 @@ fn tensorboard_scalars(r: &TrainRecord) -> Vec<(&'static str, f32)> {
     v.push(("train/skipped", if r.skipped.is_some() { 1.0 } else { 0.0 }));
     // OLMo-core's tag, so that its runs and these chart side by side.
     v.extend(r.spike_score.map(|s| ("spike/SpikeScore (total)", s as f32)));
+    v.extend(r.z.map(|z| ("train/z", z as f32)));
+    v.extend(r.update_rms.map(|u| ("train/update_rms", u as f32)));
+    v.extend(r.update_ratio.map(|u| ("train/update_ratio", u as f32)));
     v
 }
 

@@ -1,0 +1,196 @@
+//! The optimizers (`optim.name`, [`crate::run::optim`]) over two parameter roles:
+//!
+//! - **hidden matrices**: every 2-D weight inside the blocks (attention's W_q, W_k, W_v, W_o,
+//!   the FFN's matrices): AdamW, [`muon::Orthogonal`] (Muon, NorMuon, MuonH), Lion or
+//!   [`adamh::AdamH`];
+//! - **the rest**: token embedding and output projection (`embedding`), norm gains and shifts,
+//!   DyT α, BHyT λ, gates, every other vector or scalar (`vector`): AdamW, or Lion under `lion`
+//!   (the parameter split of nanochat, OLMo-core and Moonlight).
+//!
+//! Weight decay goes to matrices only (KiteNorm Table 1): the hidden ones (not on the
+//! hyperball) and the embedding and output projection unless `optim.decay_embeddings = false`.
+//!
+//! - [`muon`]: Muon, NorMuon and MuonH; [`newton_schulz`]: their orthogonalisation
+//! - [`adamh`]: AdamH; [`hyperball`]: the hyperball step both hyperball optimizers take
+//! - [`record`]: their states in burn's optimizer record
+//!
+//! Built on burn's `ModuleOptimizer::with_group`, keyed by parameter id. Ids are derived from
+//! parameter names ([`crate::init`]), so a saved optimizer state finds its parameters again in a
+//! model rebuilt from a checkpoint.
+
+pub mod adamh;
+pub mod hyperball;
+pub mod muon;
+pub mod newton_schulz;
+mod record;
+
+use crate::model::Transformer;
+use crate::model::names::{OUTPUT_PROJECTION, TOKEN_EMBEDDING};
+use crate::model::params::{ParamEntry, param_table};
+use crate::run::config::OptimConfig;
+use crate::run::optim::OptimizerName;
+use burn::module::{Module, ParamGroup, ParamId};
+use burn::optim::{AdamWConfig, LionConfig, ModuleOptimizer};
+
+/// What a parameter is to the optimizer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamRole {
+    /// A 2-D weight inside the blocks.
+    Hidden,
+    /// The token embedding or the output projection.
+    Embedding,
+    /// Every vector or scalar (gains, shifts, DyT α, BHyT λ, gates).
+    Vector,
+}
+
+impl ParamRole {
+    pub fn of(p: &ParamEntry) -> Self {
+        match p.shape.len() {
+            0 | 1 => Self::Vector,
+            _ if p.name == TOKEN_EMBEDDING || p.name == OUTPUT_PROJECTION => Self::Embedding,
+            _ => Self::Hidden,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Hidden => "hidden",
+            Self::Embedding => "embedding",
+            Self::Vector => "vector",
+        }
+    }
+}
+
+/// Whether weight decay applies to a parameter of this shape: matrices only.
+pub fn is_decayed(shape: &[usize]) -> bool {
+    shape.len() >= 2
+}
+
+/// The parameters that receive AdamW's (or Lion's) weight decay under the default settings.
+pub fn decayed_params<M: Module>(model: &M) -> Vec<ParamEntry> {
+    param_table(model).into_iter().filter(|p| is_decayed(&p.shape)).collect()
+}
+
+/// The settings `model` trains with: `cfg`, except that nGPT (a recipe on the hypersphere)
+/// trains without weight decay, as the paper and its reference code do — after the projection a
+/// decayed matrix gives the same unit vectors, so decay would only stretch the step by
+/// `1/(1 − η·λ)`.
+pub fn settings(cfg: &OptimConfig, model: &Transformer) -> OptimConfig {
+    match model.meta.hypersphere {
+        Some(_) => OptimConfig { weight_decay: 0.0, ..cfg.clone() },
+        None => cfg.clone(),
+    }
+}
+
+/// One parameter's optimizer and whether it is decayed, for the run header and `normlab recipes`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Assignment {
+    pub name: String,
+    pub role: ParamRole,
+    pub optimizer: &'static str,
+    pub decayed: bool,
+}
+
+/// Which optimizer each parameter of `model` goes to under `cfg`.
+pub fn assignments<M: Module>(cfg: &OptimConfig, model: &M) -> Vec<Assignment> {
+    param_table(model)
+        .into_iter()
+        .map(|p| {
+            let role = ParamRole::of(&p);
+            Assignment { optimizer: optimizer_of(cfg.name, role), decayed: decays(cfg, role), role, name: p.name }
+        })
+        .collect()
+}
+
+fn optimizer_of(name: OptimizerName, role: ParamRole) -> &'static str {
+    match (name, role) {
+        (OptimizerName::Lion, _) => "lion",
+        (n, ParamRole::Hidden) => n.as_str(),
+        _ => "adamw",
+    }
+}
+
+fn decays(cfg: &OptimConfig, role: ParamRole) -> bool {
+    cfg.weight_decay > 0.0
+        && match role {
+            ParamRole::Vector => false,
+            ParamRole::Embedding => cfg.decay_embeddings,
+            ParamRole::Hidden => !cfg.name.on_hyperball(),
+        }
+}
+
+/// A line per role: `hidden (28 tensors, 802816 values): muon, weight decay 0.1`; without
+/// `values` the tensor count alone.
+pub fn describe_groups<M: Module>(cfg: &OptimConfig, model: &M, values: bool) -> Vec<String> {
+    let sizes: std::collections::HashMap<String, usize> =
+        param_table(model).into_iter().map(|p| (p.name, p.shape.iter().product())).collect();
+    let mut lines = Vec::new();
+    for role in [ParamRole::Hidden, ParamRole::Embedding, ParamRole::Vector] {
+        let of_role: Vec<Assignment> = assignments(cfg, model).into_iter().filter(|a| a.role == role).collect();
+        let Some(first) = of_role.first() else { continue };
+        let count: usize = of_role.iter().map(|a| sizes[&a.name]).sum();
+        let decay = if first.decayed { format!("weight decay {}", cfg.weight_decay) } else { "no weight decay".into() };
+        let size = if values {
+            format!("{} tensors, {count} values", of_role.len())
+        } else {
+            format!("{} tensors", of_role.len())
+        };
+        lines.push(format!("{} ({size}): {}, {decay}", role.as_str(), first.optimizer));
+    }
+    lines
+}
+
+/// What `optim.name` does with each role, for `normlab recipes`.
+pub fn describe_names() -> Vec<String> {
+    OptimizerName::ALL
+        .iter()
+        .map(|&n| {
+            let hidden = optimizer_of(n, ParamRole::Hidden);
+            let rest = optimizer_of(n, ParamRole::Vector);
+            let sphere = if n.on_hyperball() { " (kept at ‖W₀‖_F, no decay)" } else { "" };
+            format!(
+                "{:<8} hidden matrices: {hidden}{sphere}; embedding, output projection, vectors: {rest}",
+                n.as_str()
+            )
+        })
+        .collect()
+}
+
+/// The optimizer for `model` under `cfg`: the base optimizer for everything, overridden by a
+/// decaying one for the decayed matrices, and by the hidden matrices' own optimizer.
+pub fn build<M: Module>(cfg: &OptimConfig, model: &M) -> ModuleOptimizer {
+    let table = assignments(cfg, model);
+    let ids: std::collections::HashMap<String, ParamId> =
+        param_table(model).into_iter().map(|p| (p.name, p.id)).collect();
+    let group = |keep: &dyn Fn(&Assignment) -> bool| {
+        ParamGroup::from_ids(table.iter().filter(|a| keep(a)).map(|a| ids[&a.name]).collect())
+    };
+    let decayed = group(&|a| a.decayed);
+    let hidden = group(&|a| a.role == ParamRole::Hidden);
+    let wd = cfg.weight_decay;
+    if cfg.name == OptimizerName::Lion {
+        let lion = |wd: f64| {
+            LionConfig::new()
+                .with_beta_1(cfg.lion.beta1 as f32)
+                .with_beta_2(cfg.lion.beta2 as f32)
+                .with_weight_decay(wd as f32)
+        };
+        return lion(0.0).init().with_group(decayed, lion(wd).build(), None);
+    }
+    let adamw = AdamWConfig::new()
+        .with_beta_1(cfg.beta1 as f32)
+        .with_beta_2(cfg.beta2 as f32)
+        .with_epsilon(cfg.eps as f32)
+        .with_weight_decay(0.0);
+    let base = adamw.clone().init().with_group(decayed, adamw.with_weight_decay(wd as f32).build(), None);
+    match cfg.name {
+        OptimizerName::Adamw | OptimizerName::Lion => base,
+        OptimizerName::Muon | OptimizerName::Normuon | OptimizerName::Muonh => {
+            base.with_group(hidden, muon::Orthogonal::new(cfg), None)
+        }
+        OptimizerName::Adamh => base.with_group(hidden, adamh::AdamH::new(cfg), None),
+    }
+}
+
+#[cfg(test)]
+mod tests;
