@@ -297,8 +297,13 @@ fn final_weight_problems(
 }
 
 fn fixture_paths() -> Vec<PathBuf> {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(fixture_dir())
-        .expect("fixtures present")
+    safetensors_in(&fixture_dir())
+}
+
+/// The `.safetensors` files of `dir`, sorted.
+fn safetensors_in(dir: &Path) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("fixtures in {}: {e}", dir.display()))
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "safetensors"))
         .collect();
@@ -316,20 +321,9 @@ fn every_recipe_trains_along_the_pytorch_trajectory() {
 /// authors' update, lion-pytorch's rule, the hyperball paper's AdamH and MuonH, AdamW with a
 /// z-loss and AdamW without embedding decay; normlab's own step along the same batches, each
 /// step's loss and gradient norm and the final weights within the trajectory tolerances.
-fn optimizer_fixtures() -> Vec<PathBuf> {
-    let dir = fixture_dir().join("optim");
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("optimizer fixtures present")
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "safetensors"))
-        .collect();
-    paths.sort();
-    paths
-}
-
 #[test]
 fn every_optimizer_trains_along_the_pytorch_trajectory() {
-    let paths = optimizer_fixtures();
+    let paths = safetensors_in(&fixture_dir().join("optim"));
     let names: Vec<String> = paths.iter().map(|p| p.file_stem().unwrap().to_string_lossy().into_owned()).collect();
     for want in ["muon", "muon-original", "normuon", "lion", "adamh", "muonh", "adamw-zloss", "adamw-no-emb-decay"] {
         assert!(names.iter().any(|n| n == want), "no optimizer fixture {want}");
