@@ -111,6 +111,7 @@ fn sweep_figures(out: &Path, ms: &[MethodSummary], best_runs: &[RunData]) -> any
     figs.extend(figures::curves(out, best_runs)?);
     figs.extend(tasks::over_training(out, best_runs)?);
     figs.extend(figures::depth_profiles(out, best_runs)?);
+    figs.extend(super::signals::figures(out, best_runs, "", "")?);
     figs.extend(figures::final_attention(out, best_runs)?);
     figs.extend(gates::figures(out, best_runs)?);
     for r in best_runs {
@@ -172,6 +173,7 @@ fn run_report(dir: &Path) -> anyhow::Result<Report> {
     let mut figs = figures::curves(&out, &runs)?;
     figs.extend(tasks::over_training(&out, &runs)?);
     figs.extend(figures::depth_profiles(&out, &runs)?);
+    figs.extend(super::signals::figures(&out, &runs, "", "")?);
     figs.extend(gates::figures(&out, &runs)?);
     figs.extend(figures::over_training(&out, &runs[0], &slug(&label))?);
     if let Some(f) = figures::bhyt_scatter(&out, &runs[0])? {

@@ -107,7 +107,7 @@ pub fn curves(dir: &Path, runs: &[RunData]) -> anyhow::Result<Vec<Figure>> {
                 "Size of the applied update relative to the weights, ‖ΔW‖/‖W‖ over all parameters, per step, {which} \
                  (Marin's early sign of loss spikes; per layer and parameter kind in probes.jsonl)."
             ),
-            mk("Update/weight ratio", "‖ΔW‖/‖W‖ (log)", true, &|r| r.train_series_some(|t| t.update_ratio)),
+            mk("Update/weight ratio", "|ΔW| / |W| (log)", true, &|r| r.train_series_some(|t| t.update_ratio)),
         )?);
     }
     Ok(figs)

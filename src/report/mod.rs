@@ -15,6 +15,7 @@
 //! - [`spikes`]: gradient-norm spikes against the learning rate
 //! - [`separation`]: the rounds of seeds added until adjacent ranks separate
 //! - [`sources`]: a mixture's validation loss per source
+//! - [`signals`]: bounded norms' saturation and the output logits' log Z as figures
 //! - [`optimizers`]: the recipes ranked under each optimizer of a sweep that varies `optim.name`
 //! - [`paper`], [`paper_tasks`]: published tables beside the sweep's results
 
@@ -30,6 +31,7 @@ pub mod paper_tasks;
 pub mod plot;
 pub mod scaling;
 pub mod separation;
+pub mod signals;
 pub mod sources;
 pub mod spikes;
 pub mod table;

@@ -88,6 +88,18 @@ impl AdjustLr {
     }
 }
 
+/// How Muon's update is orthogonalised ([`crate::train::optim::newton_schulz`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Orthogonalizer {
+    /// Keller Jordan's quintic with fixed coefficients, as `torch.optim.Muon`.
+    #[default]
+    NewtonSchulz,
+    /// Polar Express (Amsel, Persson, Musco & Gower 2025): a coefficient triple per step (at
+    /// most 5), as nanochat and modded-nanogpt run it.
+    PolarExpress,
+}
+
 /// `[optim.muon]`: Muon, NorMuon and MuonH.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -98,6 +110,8 @@ pub struct MuonSettings {
     pub nesterov: bool,
     /// Newton–Schulz iterations (5), quintic coefficients (3.4445, −4.775, 2.0315).
     pub ns_steps: usize,
+    /// `"newton-schulz"` (default) or `"polar-express"`.
+    pub orthogonalizer: Orthogonalizer,
     pub adjust_lr: AdjustLr,
     /// The hidden matrices' learning rate is `lr_scale ×` the schedule's (1.0).
     pub lr_scale: f64,
@@ -111,6 +125,7 @@ impl Default for MuonSettings {
             momentum: 0.95,
             nesterov: true,
             ns_steps: 5,
+            orthogonalizer: Orthogonalizer::NewtonSchulz,
             adjust_lr: AdjustLr::MatchRmsAdamw,
             lr_scale: 1.0,
             beta2: 0.95,
@@ -203,6 +218,10 @@ impl OptimConfig {
             self.name
         );
         ensure!((1..=20).contains(&self.muon.ns_steps), "optim.muon.ns_steps must be in 1..=20");
+        ensure!(
+            self.muon.orthogonalizer == Orthogonalizer::NewtonSchulz || self.muon.ns_steps <= 5,
+            "optim.muon.orthogonalizer = \"polar-express\" has coefficients for 5 steps; set optim.muon.ns_steps ≤ 5"
+        );
         ensure!(self.muon.lr_scale > 0.0, "optim.muon.lr_scale must be > 0");
         Ok(())
     }

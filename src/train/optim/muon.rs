@@ -4,7 +4,7 @@
 //! ```text
 //! B ← μ·B + (1 − μ)·G                       momentum (torch.optim.Muon's lerp)
 //! U = (1 − μ)·G + μ·B   (Nesterov)   or B
-//! O = NewtonSchulz(U)
+//! O = NewtonSchulz(U)   (or Polar Express: `optim.muon.orthogonalizer`)
 //! NorMuon:  v ← β₂·v + (1 − β₂)·mean_in(O²)   per output neuron;  O ← O/(√v + 1e-10), rescaled to ‖O‖_F before
 //! η′ = η·s·ratio(out, in)                    s = muon.lr_scale; ratio 0.2·√max(out, in) or √max(1, out/in)
 //! Muon, NorMuon:  W ← W·(1 − η·s·λ) − η′·O
@@ -18,7 +18,7 @@
 //! hence this optimizer.
 
 use super::{hyperball, newton_schulz, record};
-use crate::run::optim::{AdjustLr, OptimConfig, OptimizerName};
+use crate::run::optim::{AdjustLr, OptimConfig, OptimizerName, Orthogonalizer};
 use burn::optim::{LearningRate, Optimizer, RecordState, StateSink, StateSource};
 use burn::tensor::{Device, Tensor};
 
@@ -39,6 +39,7 @@ pub struct Orthogonal {
     momentum: f64,
     nesterov: bool,
     ns_steps: usize,
+    orthogonalizer: Orthogonalizer,
     adjust: AdjustLr,
     lr_scale: f64,
     finish: Finish,
@@ -67,6 +68,7 @@ impl Orthogonal {
             momentum: m.momentum,
             nesterov: m.nesterov,
             ns_steps: m.ns_steps,
+            orthogonalizer: m.orthogonalizer,
             adjust: m.adjust_lr,
             lr_scale: m.lr_scale,
             finish,
@@ -117,7 +119,7 @@ impl Optimizer for Orthogonal {
             None => (None, None, None),
         };
         let (u, momentum) = self.direction(grad, momentum);
-        let mut o = newton_schulz::orthogonalize(u, self.ns_steps);
+        let mut o = newton_schulz::orthogonalize(u, self.ns_steps, self.orthogonalizer);
         let lr = lr * self.lr_scale;
         let stepped = lr * self.adjust.ratio(out, inp);
         let (tensor, neuron_moment, radius) = match self.finish {
