@@ -12,7 +12,6 @@ pub fn section(ms: &[MethodSummary], group_by: &GroupBy) -> Option<(Vec<(String,
     let at = group_by.keys().iter().position(|k| k == "optim.name")?;
     let optimizer = |m: &MethodSummary| axis_label(m.group.get(at).and_then(|v| v.as_ref()));
     let mut names: Vec<String> = ms.iter().map(optimizer).collect();
-    names.dedup();
     names.sort();
     names.dedup();
     if names.len() < 2 {

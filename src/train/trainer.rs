@@ -353,14 +353,15 @@ impl Trainer {
             self.model = model;
             facts.clip_event = events.qk_clip;
         }
-        let breakdown = (!facts.updates.is_empty()).then(|| update::breakdown(&facts.updates, self.model.n_layers()));
+        // The probe step's update by kind and layer (the probe only runs on an applied update).
+        let probe =
+            probe.map(|p| ProbeInput { updates: Some(update::breakdown(&facts.updates, self.model.n_layers())), ..p });
         let record = self.advance(facts, tokens as f64 / t0.elapsed().as_secs_f64(), clock);
         if record.loss_spike {
             // Gradient-norm spikes are the probes' to announce; a loss spike is said here.
             warnings.push(format!("loss spike: {:.4} is over 6σ above the mean of the previous 128 steps", record.ce));
         }
-        let warnings =
-            self.observe(&record, &g.norms, probe.map(|p| ProbeInput { updates: breakdown, ..p }), warnings)?;
+        let warnings = self.observe(&record, &g.norms, probe, warnings)?;
         Ok(StepResult::Done(Box::new(record), warnings))
     }
 
@@ -406,6 +407,7 @@ impl Trainer {
             true => self.state.spikes.observe(self.state.step, f.ce, f.grad_norm),
             false => None,
         };
+        let applied = (!f.updates.is_empty()).then(|| update::UpdateSize::of(&f.updates));
         TrainRecord {
             step: self.state.step,
             loss: f.loss,
@@ -425,8 +427,8 @@ impl Trainer {
             loss_spike: spike.as_ref().is_some_and(|s| s.loss_spike),
             grad_spike: spike.as_ref().is_some_and(|s| s.grad_spike),
             z: f.z,
-            update_rms: (!f.updates.is_empty()).then(|| update::UpdateSize::of(&f.updates).rms()),
-            update_ratio: (!f.updates.is_empty()).then(|| update::UpdateSize::of(&f.updates).ratio()),
+            update_rms: applied.map(|u| u.rms()),
+            update_ratio: applied.map(|u| u.ratio()),
         }
     }
 

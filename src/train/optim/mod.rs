@@ -86,6 +86,9 @@ pub fn settings(cfg: &OptimConfig, model: &Transformer) -> OptimConfig {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Assignment {
     pub name: String,
+    pub id: ParamId,
+    /// Its number of values.
+    pub len: usize,
     pub role: ParamRole,
     pub optimizer: &'static str,
     pub decayed: bool,
@@ -97,7 +100,14 @@ pub fn assignments<M: Module>(cfg: &OptimConfig, model: &M) -> Vec<Assignment> {
         .into_iter()
         .map(|p| {
             let role = ParamRole::of(&p);
-            Assignment { optimizer: optimizer_of(cfg.name, role), decayed: decays(cfg, role), role, name: p.name }
+            Assignment {
+                optimizer: optimizer_of(cfg.name, role),
+                decayed: decays(cfg, role),
+                role,
+                id: p.id,
+                len: p.shape.iter().product(),
+                name: p.name,
+            }
         })
         .collect()
 }
@@ -122,13 +132,12 @@ fn decays(cfg: &OptimConfig, role: ParamRole) -> bool {
 /// A line per role: `hidden (28 tensors, 802816 values): muon, weight decay 0.1`; without
 /// `values` the tensor count alone.
 pub fn describe_groups<M: Module>(cfg: &OptimConfig, model: &M, values: bool) -> Vec<String> {
-    let sizes: std::collections::HashMap<String, usize> =
-        param_table(model).into_iter().map(|p| (p.name, p.shape.iter().product())).collect();
+    let all = assignments(cfg, model);
     let mut lines = Vec::new();
     for role in [ParamRole::Hidden, ParamRole::Embedding, ParamRole::Vector] {
-        let of_role: Vec<Assignment> = assignments(cfg, model).into_iter().filter(|a| a.role == role).collect();
+        let of_role: Vec<&Assignment> = all.iter().filter(|a| a.role == role).collect();
         let Some(first) = of_role.first() else { continue };
-        let count: usize = of_role.iter().map(|a| sizes[&a.name]).sum();
+        let count: usize = of_role.iter().map(|a| a.len).sum();
         let decay = if first.decayed { format!("weight decay {}", cfg.weight_decay) } else { "no weight decay".into() };
         let size = if values {
             format!("{} tensors, {count} values", of_role.len())
@@ -160,10 +169,8 @@ pub fn describe_names() -> Vec<String> {
 /// decaying one for the decayed matrices, and by the hidden matrices' own optimizer.
 pub fn build<M: Module>(cfg: &OptimConfig, model: &M) -> ModuleOptimizer {
     let table = assignments(cfg, model);
-    let ids: std::collections::HashMap<String, ParamId> =
-        param_table(model).into_iter().map(|p| (p.name, p.id)).collect();
     let group = |keep: &dyn Fn(&Assignment) -> bool| {
-        ParamGroup::from_ids(table.iter().filter(|a| keep(a)).map(|a| ids[&a.name]).collect())
+        ParamGroup::from_ids(table.iter().filter(|a| keep(a)).map(|a| a.id).collect())
     };
     let decayed = group(&|a| a.decayed);
     let hidden = group(&|a| a.role == ParamRole::Hidden);
