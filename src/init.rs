@@ -24,6 +24,10 @@ pub enum Init {
     Ones,
     Zeros,
     Constant(f64),
+    /// Uniform on `[−bound, bound)` (PyTorch's `kaiming_uniform_`, e.g. LoRA's `A`).
+    Uniform {
+        bound: f64,
+    },
 }
 
 /// Where parameter values come from.
@@ -132,6 +136,10 @@ fn seeded(seed: u64, name: &str, shape: Vec<usize>, init: Init) -> TensorData {
         Init::Ones => vec![1.0; n],
         Init::Zeros => vec![0.0; n],
         Init::Constant(v) => vec![v as f32; n],
+        Init::Uniform { bound } => {
+            let mut rng = SplitMix64::new(seed ^ fnv1a(name));
+            (0..n).map(|_| ((2.0 * rng.uniform() - 1.0) * bound) as f32).collect()
+        }
     };
     TensorData::new(values, shape)
 }

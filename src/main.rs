@@ -45,6 +45,31 @@ enum Cmd {
         #[arg(long, requires = "resume")]
         allow_lost_records: bool,
     },
+    /// Supervised fine-tuning of a saved run on conversations (OpenAI messages, ShareGPT/LIMA
+    /// conversations or Alpaca records; JSONL, JSON or parquet), full or LoRA, as a new run
+    /// that records its parent; resume it with `train --resume`.
+    Finetune {
+        /// The parent: a run directory (its final or latest weights) or a checkpoints/step-N
+        /// directory; an imported Hugging Face checkpoint's run too.
+        #[arg(long, value_name = "RUN_DIR")]
+        checkpoint: PathBuf,
+        /// The conversations.
+        #[arg(long)]
+        data: PathBuf,
+        /// A TOML file written over the parent's config: the fine-tuning [train], [optim],
+        /// [schedule], [model.lora] (LoRA; without it every weight trains), run.dir.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Edit one config field, e.g. `--set model.lora.rank=16`.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+        /// Log lines instead of a progress bar.
+        #[arg(long)]
+        quiet: bool,
+        /// Replace an existing run in run.dir (never the parent's).
+        #[arg(long)]
+        force: bool,
+    },
     /// Loss and perplexity of a trained run (its final or latest weights) on its validation
     /// windows or on a text; a pairs run also decodes and scores its test sets.
     Perplexity {
@@ -276,9 +301,14 @@ enum Cmd {
         /// The run directory (its final weights, else its latest checkpoint).
         run_dir: PathBuf,
         /// The directory to write (config.json, model.safetensors, tokenizer.json and the
-        /// tokenizer's config); new or empty, never a run directory.
+        /// tokenizer's config, with the chat template of a run trained on conversations); new
+        /// or empty, never a run directory. A LoRA run is written merged.
+        #[arg(long, required_unless_present = "peft", conflicts_with = "peft")]
+        hf: Option<PathBuf>,
+        /// A LoRA run's adapters as a peft adapter directory (adapter_config.json,
+        /// adapter_model.safetensors) for the parent run's --hf export.
         #[arg(long)]
-        hf: PathBuf,
+        peft: Option<PathBuf>,
         /// Write into a directory that already holds files (replacing the files an export
         /// writes there).
         #[arg(long)]
@@ -409,6 +439,7 @@ fn data(cmd: DataCmd) -> anyhow::Result<()> {
 fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.cmd {
         c @ (Cmd::Train { .. }
+        | Cmd::Finetune { .. }
         | Cmd::Perplexity { .. }
         | Cmd::Evaluate { .. }
         | Cmd::Generate { .. }
@@ -433,7 +464,11 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             let o = normlab::serve::ServeOptions { checkpoint, host, port, max_batch, queue, signals: true, grace };
             commands::serve::serve(o)
         }
-        Cmd::Export { run_dir, hf, force } => commands::hf::export(&run_dir, &hf, force).map(|()| 0),
+        Cmd::Export { run_dir, hf, peft, force } => match (hf, peft) {
+            (Some(hf), _) => commands::hf::export(&run_dir, &hf, force).map(|()| 0),
+            (None, Some(peft)) => commands::hf::export_peft(&run_dir, &peft, force).map(|()| 0),
+            (None, None) => anyhow::bail!("give --hf DIR (the whole model) or --peft DIR (a LoRA run's adapters)"),
+        },
         Cmd::Recipes { name, config, layers, d_model } => {
             commands::recipes::recipes(name, config, layers, d_model).map(|()| 0)
         }
@@ -451,6 +486,16 @@ fn one_run(cmd: Cmd) -> anyhow::Result<i32> {
                 resume: normlab::train::ResumeOptions { allow_corpus_change, allow_lost_records },
             };
             commands::train::train(config, sets, resume, how)
+        }
+        Cmd::Finetune { checkpoint, data, config, sets, quiet, force } => {
+            commands::finetune::finetune(commands::finetune::FinetuneArgs {
+                checkpoint,
+                data,
+                config,
+                sets,
+                quiet,
+                force,
+            })
         }
         Cmd::Perplexity { checkpoint, data, windows } => {
             commands::perplexity::perplexity(&checkpoint, data, windows).map(|()| 0)

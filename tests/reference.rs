@@ -386,3 +386,74 @@ fn admin_profiling_matches_the_pytorch_reference() {
         eprintln!("{}: ω {:?}", c.name, omegas);
     }
 }
+
+/// A LoRA adapter's names: normlab's (`layers.0.attn.f.lora_wq`) and the Llama module's.
+fn lora_module(i: usize, target: normlab::model::lora::LoraTarget) -> (String, String) {
+    use normlab::model::lora::LoraTarget::{W1, W2, W3};
+    let ffn = matches!(target, W1 | W2 | W3);
+    let (ours, theirs) = target.names();
+    let (branch, hf) = if ffn { ("ffn", "mlp") } else { ("attn", "self_attn") };
+    (format!("layers.{i}.{branch}.f.lora_{ours}"), format!("model.layers.{i}.{hf}.{theirs}"))
+}
+
+/// The fixture's Llama weights and `peft` factors under normlab's names and orientation.
+fn lora_weights(t: &BTreeMap<String, TensorData>) -> BTreeMap<String, TensorData> {
+    use normlab::hf::config::Family;
+    use normlab::hf::weights::{mappings, to_normlab, transposed};
+    let (mut ours, _) = to_normlab(t, &mappings(Family::Llama, 2, false, false)).unwrap();
+    for i in 0..2 {
+        for target in normlab::model::lora::LoraTarget::ALL {
+            let (n, h) = lora_module(i, target);
+            ours.insert(format!("{n}.a"), transposed(&t[&format!("{h}.lora_A.weight")]).unwrap());
+            ours.insert(format!("{n}.b"), transposed(&t[&format!("{h}.lora_B.weight")]).unwrap());
+        }
+    }
+    ours
+}
+
+/// The LoRA fixture (tools/make_lora_fixtures.py): a Llama model with `peft`'s LoRA (r = 2,
+/// α = 6, every projection) and non-zero adapters; the assistant-style masked loss of a batch
+/// with the adapters and without, and every adapter factor's gradient, from `peft` itself.
+/// normlab's `pre-rms` with `[model.lora]` on the same weights (Llama's names mapped as
+/// `normlab import` maps them, `A`/`B` transposed into normlab's orientation) gives them all.
+#[test]
+fn lora_matches_peft_in_loss_and_every_adapter_gradient() {
+    use normlab::hf::weights::transposed;
+    use normlab::model::lora::{LoraConfig, LoraTarget};
+    let file = tensors::read(&fixture_dir().join("lora/llama_lora.safetensors")).unwrap();
+    let t = &file.tensors;
+    let mut ours = lora_weights(t);
+    let lora = LoraConfig { rank: 2, alpha: 6.0, targets: vec!["all-linear".into()], ..Default::default() };
+    let cfg: ModelConfig = serde_json::from_value(serde_json::json!({
+        "vocab_size": 61, "d_model": 16, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "head_dim": 4, "d_glu": 40,
+        "rope_base": 10000.0, "norm_eps": 1e-6, "tie_embeddings": false, "recipe": "pre-rms"
+    }))
+    .unwrap();
+    let device = Device::flex().autodiff();
+    let with_lora = ModelConfig { lora: Some(lora), ..cfg.clone() };
+    let model = Transformer::new(&with_lora, ParamSource::Loaded(ours.clone()), &device).unwrap();
+    let tok = |k: &str| Tensor::<2, Int>::from_data(t[k].clone(), &device);
+    let (loss, _, _) = model.loss(tok("tokens").narrow(1, 0, 11), tok("targets"), true);
+    let got = floats(&loss.clone().into_data())[0];
+    let want = floats(&t["loss"])[0];
+    assert!(((got - want) / want).abs() < LOGIT_TOL, "loss {got} vs peft's {want}");
+    let grads: BTreeMap<String, Option<TensorData>> = named_grads(&model, &loss.backward()).into_iter().collect();
+    let mut worst = 0.0f64;
+    for (i, target) in (0..2).flat_map(|i| LoraTarget::ALL.map(|t| (i, t))) {
+        let (n, h) = lora_module(i, target);
+        for (f, peft) in [("a", "lora_A"), ("b", "lora_B")] {
+            let g = grads[&format!("{n}.{f}")].as_ref().unwrap_or_else(|| panic!("{n}.{f} has no gradient"));
+            let want = floats(&transposed(&t[&format!("grad.{h}.{peft}.weight")]).unwrap());
+            worst = worst.max(max_diff(&floats(g), &want) / max_abs(&want));
+        }
+    }
+    assert!(worst < GRAD_TOL, "adapter gradients apart from peft's: worst relative error {worst:.2e}");
+    let frozen = grads.iter().filter(|(n, g)| !n.contains(".lora_") && g.is_some()).count();
+    assert_eq!(frozen, 0, "the base takes no gradient under LoRA");
+    ours.retain(|k, _| !k.contains(".lora_"));
+    let base = Transformer::new(&cfg, ParamSource::Loaded(ours), &device).unwrap();
+    let base_loss = floats(&base.loss(tok("tokens").narrow(1, 0, 11), tok("targets"), true).0.into_data())[0];
+    let want = floats(&t["loss_base"])[0];
+    assert!(((base_loss - want) / want).abs() < LOGIT_TOL, "adapters off: {base_loss} vs peft's {want}");
+    eprintln!("lora: loss {got:.7} (peft {:.7}), worst adapter gradient rel err {worst:.1e}", floats(&t["loss"])[0]);
+}

@@ -6,43 +6,15 @@
 mod common;
 
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_normlab"))
 }
 
-/// A server process, killed when dropped.
-struct Served {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts `normlab serve` on `run` with `extra` flags; waits for its address line.
-fn serve(run: &Path, extra: &[&str]) -> Served {
-    let mut child = bin()
-        .args(["serve", "--port", "0", "--checkpoint"])
-        .arg(run)
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let at = line.find("http://").unwrap_or_else(|| panic!("no address in {line:?}"));
-    let url = line[at..].split(':').take(3).collect::<Vec<_>>().join(":");
-    Served { child, url }
-}
+use common::serve;
 
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder().http_status_as_error(false).build().into()

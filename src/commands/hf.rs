@@ -11,7 +11,7 @@ pub fn import(hf_dir: &Path, out: &Path, recipe: Option<&str>, sets: &[String], 
     errln!("  added (initialised: gains 1, shifts 0): {}", list(&r.added));
     errln!("  removed (no place in the recipe): {}", list(&r.removed));
     errln!(
-        "fine-tune: normlab train --resume {o}; sample: normlab generate --checkpoint {o}; recipe: normlab recipes --config {o}/config.toml",
+        "continue pretraining: normlab train --resume {o}; fine-tune on conversations: normlab finetune --checkpoint {o} --data FILE; sample: normlab generate --checkpoint {o}; recipe: normlab recipes --config {o}/config.toml",
         o = out.display()
     );
     Ok(())
@@ -21,5 +21,16 @@ pub fn import(hf_dir: &Path, out: &Path, recipe: Option<&str>, sets: &[String], 
 pub fn export(run: &Path, out: &Path, force: bool) -> anyhow::Result<()> {
     let layout = crate::hf::export::export(run, out, force)?;
     errln!("wrote {} as {}", out.display(), layout.describe());
+    Ok(())
+}
+
+/// `normlab export RUN --peft OUT`: a LoRA run's adapters for `peft`.
+pub fn export_peft(run: &Path, out: &Path, force: bool) -> anyhow::Result<()> {
+    crate::hf::export::export_peft(run, out, force)?;
+    errln!(
+        "wrote {} as a peft LoRA adapter: PeftModel.from_pretrained(base, \"{}\") on the parent run's --hf export",
+        out.display(),
+        out.display()
+    );
     Ok(())
 }

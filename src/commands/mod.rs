@@ -2,7 +2,7 @@
 //! line and calls one of these. Every line goes through [`crate::io::term`], so a closed pipe
 //! ends the output and never the work.
 //!
-//! - [`train`], [`sweep`] (with `report`, `compare`, `studies`, `scaling`, `textnorm`),
+//! - [`train`], [`finetune`], [`sweep`] (with `report`, `compare`, `studies`, `scaling`, `textnorm`),
 //!   [`recipes`], [`data`], [`hf`] (`import`, `export`), [`serve`], [`bench`], [`track`]
 //! - on a saved run: [`perplexity`], [`evaluate`], [`generate`], [`probe`]; [`windows`]: the
 //!   token windows they read
@@ -34,6 +34,7 @@ macro_rules! outp {
 pub mod bench;
 pub mod data;
 pub mod evaluate;
+pub mod finetune;
 pub mod generate;
 pub mod hf;
 pub mod perplexity;

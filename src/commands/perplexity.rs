@@ -104,9 +104,9 @@ fn measure_pairs(
 ) -> anyhow::Result<Perplexity> {
     let seq_len = cfg.train.seq_len;
     let mut ds = crate::data::Dataset::prepare(&cfg.data, Some(tokenizer), log)?;
-    ds.fit_pairs(seq_len, log)?;
-    let p = ds.pairs.as_ref().expect("a pairs config prepares pairs");
-    let v = Evaluated { model, device, ranks: Ranks::single() }.pairs(&p.val, p.end, cfg.micro_batch_size());
+    ds.fit_examples(seq_len, log)?;
+    let p = ds.examples.as_ref().expect("a pairs config prepares pairs");
+    let v = Evaluated { model, device, ranks: Ranks::single() }.pairs(&p.val, p.pad, cfg.micro_batch_size());
     let step = checkpoint::weights_step(&weights).unwrap_or(0);
     let scores = crate::train::pairs_eval::score_sets(model, &ds.tokenizer, &p.tests, seq_len, step, device)?;
     Ok(Perplexity {

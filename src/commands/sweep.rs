@@ -62,6 +62,9 @@ pub fn sweep(config: &Path, sets: &[String], how: SweepHow) -> anyhow::Result<i3
     if let Some(e) = how.executor {
         s.section.executor = e;
     }
+    if let Some(f) = &s.section.finetune {
+        f.check(s.section.executor)?;
+    }
     let rows = match s.section.executor {
         Executor::Local => run_sweep(&mut s, how.jobs)?,
         Executor::Slurm => {
@@ -74,8 +77,15 @@ pub fn sweep(config: &Path, sets: &[String], how: SweepHow) -> anyhow::Result<i3
             }
         }
     };
-    let ms = sweep::aggregate::summarize(&rows, &s.section.group_by, &s.section.tuned);
+    let pretrained = sweep::finetune::pretraining(&rows);
+    let ms = sweep::aggregate::summarize(&pretrained, &s.section.group_by, &s.section.tuned);
     outln!("{}", report::summary_table(&ms));
+    if let Some(f) = &s.section.finetune {
+        let sft = sweep::finetune::summarize(&rows, &s.section.group_by, &f.tuned);
+        if let Some(((heading, table), _)) = crate::report::finetune::sweep_section(&ms, &sft, f.paper.as_deref()) {
+            outln!("{heading}\n{table}");
+        }
+    }
     if how.report {
         self::report(&s.section.dir)?;
     }

@@ -60,7 +60,7 @@ fn build_alone(
 }
 
 /// Trains a built run to its end and says how it ended (rank 0; the others print nothing).
-fn train_built(trainer: &mut Trainer, ranks: Ranks, quiet: bool) -> anyhow::Result<i32> {
+pub(super) fn train_built(trainer: &mut Trainer, ranks: Ranks, quiet: bool) -> anyhow::Result<i32> {
     // From here a signal stops the run at a step's end with a checkpoint (a second one at once).
     crate::stop::install();
     let writer = ranks.is_writer();

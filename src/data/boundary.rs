@@ -5,7 +5,7 @@
 //! normlab adds no special token to a vocabulary: a language-model run reads documents joined
 //! by [`DOC_SEPARATOR`] ("\n\n"), so the token every document follows is the last token of the
 //! separator's encoding (one BPE token "ĊĊ" where the BPE merged it, GPT-2's 628, the byte
-//! "\n" for byte runs); a pairs run ends every target with `<end>` (U+001E). That token serves
+//! "\n" for byte runs; a chat run's conversations are such documents too); a pairs run ends every target with `<end>` (U+001E). That token serves
 //! as EOS (what ends a document), BOS (lm-evaluation-harness's prefix for an empty context:
 //! what a document follows) and PAD (padding is masked, so any id does; this one keeps
 //! batches within the vocabulary).
@@ -33,7 +33,7 @@ pub struct Boundary {
 pub fn boundary(tok: &Tokenizer, task: Task) -> anyhow::Result<Boundary> {
     let (id, whole) = match task {
         Task::Pairs => (super::pairs::render::end_id(tok)?, true),
-        Task::Lm => {
+        Task::Lm | Task::Chat => {
             let ids = tok.encode(DOC_SEPARATOR)?;
             ensure!(!ids.is_empty(), "the tokenizer encodes the document separator to no tokens");
             (ids[ids.len() - 1], ids.len() == 1)

@@ -86,6 +86,9 @@ pub enum Task {
     /// Sequence to sequence on a decoder-only model: each example is `source <sep> target
     /// <end>`, one per row, and only the target tokens (with `<end>`) count in the loss.
     Pairs,
+    /// Supervised fine-tuning on conversations: each rendered by the chat template, one per
+    /// row, and only the assistant turns count in the loss.
+    Chat,
 }
 
 /// How a pair file is read (`data.task = "pairs"`).
@@ -107,7 +110,8 @@ pub enum PairFileFormat {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DataConfig {
-    /// `lm` (running text) or `pairs` (source → target examples, target-only loss).
+    /// `lm` (running text), `pairs` (source → target examples, target-only loss) or `chat`
+    /// (conversations, assistant-only loss).
     pub task: Task,
     /// `lm`: `sotu` (the built-in corpus: 233 State of the Union addresses, 1790–2021) or a
     /// path to a text file, a directory of text files, or a JSONL file. `pairs`: `textnorm-en`
@@ -142,6 +146,12 @@ pub struct DataConfig {
     pub val_fraction: f64,
     /// `byte`, `bpe`, `gpt2` or `cl100k`.
     pub tokenizer: TokenizerKind,
+    /// `chat`: how a conversation record is laid out (`auto`, `messages`, `conversations`,
+    /// `alpaca`).
+    pub chat_layout: crate::data::chat::layouts::ChatLayout,
+    /// `chat`: the chat template: `chatml`, a `.jinja` file, or a `tokenizer_config.json`
+    /// whose `chat_template` to use.
+    pub chat_template: String,
     /// Pair files: their format and, for JSONL, the field names (the category is optional).
     pub pair_format: PairFileFormat,
     pub source_field: String,
@@ -178,6 +188,8 @@ impl Default for DataConfig {
             val_every: 10,
             val_fraction: 0.1,
             tokenizer: TokenizerKind::Byte,
+            chat_layout: Default::default(),
+            chat_template: "chatml".into(),
             pair_format: PairFileFormat::Auto,
             source_field: "source".into(),
             target_field: "target".into(),
@@ -234,6 +246,11 @@ impl DataConfig {
             self.shard_tokens
         );
         self.validate_sources()?;
+        anyhow::ensure!(
+            self.task != Task::Chat || self.sources.is_empty() && self.corpus != "sotu",
+            "data.task = \"chat\" needs conversations: set data.corpus to `instructions` (built in) or a .jsonl, \
+             .json or .parquet file of OpenAI messages, ShareGPT/LIMA conversations or Alpaca records"
+        );
         if self.task == Task::Pairs {
             anyhow::ensure!(
                 self.corpus != "sotu",

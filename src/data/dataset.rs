@@ -1,11 +1,13 @@
 //! A corpus, its tokenizer and both splits as token files: everything training reads.
 
 use super::cache::sha256_parts;
+use super::chat::load::{ChatCorpus, ChatInfo};
 use super::config::{DataConfig, Task};
 use super::corpus;
 use super::document::{Corpus, Document};
+use super::example::{self, Example, Fitted};
 use super::pairs::load::{PairCorpus, TestSet};
-use super::pairs::render::{self, Example};
+use super::pairs::render;
 use super::shards::TokenFile;
 use super::tokenizer::{Tokenizer, bpe_for};
 use anyhow::ensure;
@@ -25,33 +27,34 @@ pub struct Dataset {
     pub train: TokenFile,
     pub val: TokenFile,
     pub info: DataInfo,
-    /// `data.task = "pairs"`: the tokenized examples batches are made of.
-    pub pairs: Option<PairData>,
+    /// `data.task = "pairs"` or `"chat"`: the tokenized examples batches are made of.
+    pub examples: Option<Examples>,
     /// `data.sources`: where each source lies in `train` and `val`, and its weight.
     pub mixture: Option<super::mixture::Mixture>,
 }
 
-/// Tokenized pairs.
-pub struct PairData {
+/// Supervised examples: tokenized pairs or conversations, one per row.
+pub struct Examples {
     pub train: Vec<Example>,
     pub val: Vec<Example>,
-    /// Scored with exact match and F1 after training (the first is the validation pairs).
+    /// Pairs: scored with exact match and F1 after training (the first is the validation
+    /// pairs). Conversations: none.
     pub tests: Vec<TestSet>,
-    /// The `<end>` token: decoding stops there; padding uses it too.
-    pub end: u32,
+    /// Padding (masked, so any id does): pairs' `<end>`, a conversation run's boundary token.
+    pub pad: u32,
 }
 
-impl PairData {
+impl Examples {
     /// The corpus's pairs in `tokenizer`'s tokens, each answer closed by `<end>`.
-    fn encode(tokenizer: &Tokenizer, pc: PairCorpus) -> anyhow::Result<Self> {
+    fn pairs(tokenizer: &Tokenizer, pc: PairCorpus) -> anyhow::Result<Self> {
         let end = render::end_id(tokenizer)?;
         let train = render::encode_all(tokenizer, &pc.train, end)?;
         let val = render::encode_all(tokenizer, &pc.val, end)?;
-        Ok(Self { train, val, tests: pc.tests, end })
+        Ok(Self { train, val, tests: pc.tests, pad: end })
     }
 
-    /// The counts `data.json` records.
-    fn info(&self) -> PairInfo {
+    /// The counts `data.json` records for pairs.
+    fn pair_info(&self) -> PairInfo {
         PairInfo {
             train_pairs: self.train.len(),
             val_pairs: self.val.len(),
@@ -59,19 +62,61 @@ impl PairData {
         }
     }
 
-    /// Drops the examples longer than a window of `seq_len + 1` tokens; returns how many were
-    /// dropped from training and from validation.
-    pub fn fit(&mut self, seq_len: usize) -> anyhow::Result<(usize, usize)> {
-        let (t, v) = (self.train.len(), self.val.len());
-        self.train.retain(|e| e.tokens.len() <= seq_len + 1);
-        self.val.retain(|e| e.tokens.len() <= seq_len + 1);
-        ensure!(
-            !self.train.is_empty() && !self.val.is_empty(),
-            "no pair fits in train.seq_len + 1 = {} tokens; raise train.seq_len",
-            seq_len + 1
-        );
-        Ok((t - self.train.len(), v - self.val.len()))
+    /// Fits every example into `max_tokens` ([`example::fit`]); returns what fitting did to
+    /// the training and the validation split.
+    fn fit(&mut self, max_tokens: usize) -> [FitCounts; 2] {
+        [&mut self.train, &mut self.val].map(|split| {
+            let mut counts = FitCounts::default();
+            *split = std::mem::take(split)
+                .into_iter()
+                .filter_map(|e| match example::fit(e, max_tokens) {
+                    Fitted::Whole(e) => Some(e),
+                    Fitted::Truncated(e, dropped) => {
+                        (counts.truncated, counts.dropped) = (counts.truncated + 1, counts.dropped + dropped);
+                        Some(e)
+                    }
+                    Fitted::LeftOut => {
+                        counts.left_out += 1;
+                        None
+                    }
+                })
+                .collect();
+            counts
+        })
     }
+}
+
+/// The supervised corpus a run reads, before tokenizing.
+enum Supervised {
+    Pairs(PairCorpus),
+    Chat(ChatCorpus),
+}
+
+impl Supervised {
+    /// The corpus tokenized into examples, and what `data.json` records of it.
+    fn examples(self, tokenizer: &Tokenizer) -> anyhow::Result<(Option<Examples>, Option<PairInfo>, Option<ChatInfo>)> {
+        Ok(match self {
+            Supervised::Pairs(pc) => {
+                let e = Examples::pairs(tokenizer, pc)?;
+                let info = e.pair_info();
+                (Some(e), Some(info), None)
+            }
+            Supervised::Chat(cc) => {
+                let (train, val, info) = super::chat::load::examples(tokenizer, &cc)?;
+                // The document boundary's token (masked: any id in the vocabulary does).
+                let pad = tokenizer.encode(DOC_SEPARATOR)?.last().copied().unwrap_or(0);
+                (Some(Examples { train, val, tests: Vec::new(), pad }), None, Some(info))
+            }
+        })
+    }
+}
+
+/// What fitting one split into the context did.
+#[derive(Clone, Copy, Debug, Default)]
+struct FitCounts {
+    truncated: usize,
+    dropped: usize,
+    left_out: usize,
 }
 
 /// What the run directory records about its pairs.
@@ -101,6 +146,8 @@ pub struct DataInfo {
     pub val_token_file: PathBuf,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pairs: Option<PairInfo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat: Option<ChatInfo>,
 }
 
 impl Dataset {
@@ -109,9 +156,8 @@ impl Dataset {
     /// unigram distribution, the level a stalled run sits at.
     /// For pairs: over the target tokens only, as the loss counts them.
     pub fn unigram_loss(&self, vocab_size: usize) -> f64 {
-        if let Some(p) = &self.pairs {
-            let targets =
-                |es: &[Example]| es.iter().flat_map(|e| e.tokens[e.target_start..].to_vec()).collect::<Vec<_>>();
+        if let Some(p) = &self.examples {
+            let targets = |es: &[Example]| es.iter().flat_map(Example::learned_tokens).collect::<Vec<_>>();
             return unigram(targets(&p.train).into_iter(), targets(&p.val).into_iter(), vocab_size);
         }
         // At most the first UNIGRAM_TOKENS of each split: an estimate that stays seconds long on a
@@ -121,12 +167,14 @@ impl Dataset {
 
     /// The corpus read whole, tokenized into one cached token file per split.
     pub(super) fn in_memory(cfg: &DataConfig, given: Option<Tokenizer>, log: &dyn Fn(&str)) -> anyhow::Result<Self> {
-        let pair_corpus = match cfg.task {
-            Task::Pairs => Some(super::pairs::load::load(cfg)?),
+        let supervised = match cfg.task {
+            Task::Pairs => Some(Supervised::Pairs(super::pairs::load::load(cfg)?)),
+            Task::Chat => Some(Supervised::Chat(super::chat::load::load(cfg)?)),
             Task::Lm => None,
         };
-        let corpus = match &pair_corpus {
-            Some(p) => p.documents(),
+        let corpus = match &supervised {
+            Some(Supervised::Pairs(p)) => p.documents(),
+            Some(Supervised::Chat(c)) => c.documents()?,
             None => corpus::load(cfg)?,
         };
         ensure!(
@@ -160,36 +208,58 @@ impl Dataset {
         let paths = [dir.join(format!("{key}-train.bin")), dir.join(format!("{key}-val.bin"))];
         let train = cached_tokens(&tokenizer, &corpus.train, &paths[0], log)?;
         let val = cached_tokens(&tokenizer, &corpus.val, &paths[1], log)?;
-        let pairs = match pair_corpus {
-            Some(pc) => Some(PairData::encode(&tokenizer, pc)?),
-            None => None,
+        let (examples, pairs, chat) = match supervised {
+            Some(s) => s.examples(&tokenizer)?,
+            None => (None, None, None),
         };
         let tokens =
             Tokens { train: &train, val: &val, files: paths, tokenizer: fp, vocab_size: tokenizer.vocab_size() };
-        let info = DataInfo::of(&corpus, corpus_hash, tokens, pairs.as_ref().map(PairData::info));
-        Ok(Self { tokenizer, train, val, info, pairs, mixture: None })
+        let mut info = DataInfo::of(&corpus, corpus_hash, tokens, pairs);
+        info.chat = chat;
+        Ok(Self { tokenizer, train, val, info, examples, mixture: None })
     }
 
-    /// Pairs: drops the examples longer than a window of `seq_len + 1` tokens (said in `log`)
-    /// and records the counts that remain. Nothing for running text.
-    pub fn fit_pairs(&mut self, seq_len: usize, log: &dyn Fn(&str)) -> anyhow::Result<()> {
-        let Some(p) = self.pairs.as_mut() else { return Ok(()) };
-        let (t, v) = p.fit(seq_len)?;
-        if t + v > 0 {
+    /// Pairs and conversations: fits every example into a window of `seq_len + 1` tokens
+    /// ([`example::fit`]: a conversation is cut after its last assistant turn that fits, an
+    /// example whose first learned range does not fit is left out), says what it did in `log`
+    /// and records the counts in `data.json`'s record. Nothing for running text.
+    pub fn fit_examples(&mut self, seq_len: usize, log: &dyn Fn(&str)) -> anyhow::Result<()> {
+        let Some(p) = self.examples.as_mut() else { return Ok(()) };
+        let [t, v] = p.fit(seq_len + 1);
+        ensure!(
+            !p.train.is_empty() && !p.val.is_empty(),
+            "no example's first answer fits in train.seq_len + 1 = {} tokens; raise train.seq_len",
+            seq_len + 1
+        );
+        if t.left_out + v.left_out + t.truncated + v.truncated > 0 {
             log(&format!(
-                "{t} training and {v} validation pairs are longer than train.seq_len + 1 = {} tokens and are left out",
-                seq_len + 1
+                "longer than train.seq_len + 1 = {} tokens: {} training and {} validation examples left out, {} and \
+                 {} cut after their last answer that fits ({} answers dropped)",
+                seq_len + 1,
+                t.left_out,
+                v.left_out,
+                t.truncated,
+                v.truncated,
+                t.dropped + v.dropped
             ));
         }
         if let Some(info) = self.info.pairs.as_mut() {
-            info.train_pairs = p.train.len();
-            info.val_pairs = p.val.len();
+            (info.train_pairs, info.val_pairs) = (p.train.len(), p.val.len());
+        }
+        if let Some(info) = self.info.chat.as_mut() {
+            (info.train_conversations, info.val_conversations) = (p.train.len(), p.val.len());
+            (info.truncated, info.dropped_turns) = (t.truncated + v.truncated, t.dropped + v.dropped);
+            info.left_out = t.left_out + v.left_out;
         }
         Ok(())
     }
 
-    /// Both splits must hold at least one window of `seq_len + 1` tokens.
+    /// Both splits must hold at least one window of `seq_len + 1` tokens (running text; pairs
+    /// and conversations are read as examples, one per row).
     pub fn check_seq_len(&self, seq_len: usize) -> anyhow::Result<()> {
+        if self.examples.is_some() {
+            return Ok(());
+        }
         if let Some(m) = &self.mixture {
             return m.check_seq_len(seq_len);
         }
@@ -289,6 +359,7 @@ impl DataInfo {
             train_token_file,
             val_token_file,
             pairs,
+            chat: None,
         }
     }
 }

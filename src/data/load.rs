@@ -62,7 +62,7 @@ fn mixture(cfg: &DataConfig, given: Option<Tokenizer>, log: &dyn Fn(&str)) -> an
     }
     let (train, val) = (TokenFile::concat(trains), TokenFile::concat(vals));
     let info = info(&infos, &parts, &tokenizer, &train, &val)?;
-    Ok(Dataset { tokenizer, train, val, info, pairs: None, mixture: Some(Mixture { parts }) })
+    Ok(Dataset { tokenizer, train, val, info, examples: None, mixture: Some(Mixture { parts }) })
 }
 
 fn clone(t: &Tokenizer) -> anyhow::Result<Tokenizer> {
@@ -108,5 +108,6 @@ fn info(
         train_token_file: infos[0].train_token_file.clone(),
         val_token_file: infos[0].val_token_file.clone(),
         pairs: None,
+        chat: None,
     })
 }

@@ -8,10 +8,12 @@
 //! - [`shards`]: token shards (normlab's, nanoGPT's `.bin`, numpy's `.npy`) and the memory-mapped
 //!   stream over them training reads
 //! - [`batch`]: token rows and their targets (−1: not learned)
+//! - [`example`]: a supervised example (tokens and the ranges learned) and padded batches of them
 //! - [`boundary`]: the document-boundary token a run names as BOS, EOS and PAD
 //! - [`sampler`]: seeded random windows for training
 //! - [`windows`]: the windows evaluation reads (validation, tiles of a file)
 //! - [`pairs`]: `source → target` pairs (text normalisation): file formats, exact match, F1
+//! - [`chat`]: conversations (OpenAI, ShareGPT/LIMA, Alpaca), chat templates, assistant-only examples
 //! - [`config`]: the `[data]` section of a run config
 //! - [`source`]: what a corpus path names, decided before anything is read
 //! - [`read`]: corpora streamed one document at a time (text, JSON lines, parquet, compressed)
@@ -25,10 +27,12 @@
 pub mod batch;
 pub mod boundary;
 pub mod cache;
+pub mod chat;
 pub mod config;
 pub mod corpus;
 pub mod dataset;
 pub mod document;
+pub mod example;
 pub mod load;
 pub mod mixture;
 pub mod pairs;
@@ -45,7 +49,7 @@ pub mod windows;
 
 pub use config::{CorpusFormat, DataConfig, PairFileFormat, Task, TokenizerKind};
 pub use dataset::Dataset;
-pub use dataset::{DataInfo, PairData};
+pub use dataset::{DataInfo, Examples};
 pub use document::{Corpus, Document};
 pub use sampler::Sampler;
 pub use shards::TokenFile;

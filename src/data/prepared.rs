@@ -39,7 +39,7 @@ pub fn open_prepared(dir: &Path, given: Option<Tokenizer>) -> anyhow::Result<Dat
     let tokenizer = tokenizer_of(dir, &m, given)?;
     let (train, val) = prepare::open(dir, &m)?;
     let info = info_of(dir, &m, &train, &val);
-    Ok(Dataset { tokenizer, train, val, info, pairs: None, mixture: None })
+    Ok(Dataset { tokenizer, train, val, info, examples: None, mixture: None })
 }
 
 fn info_of(dir: &Path, m: &Manifest, train: &TokenFile, val: &TokenFile) -> DataInfo {
@@ -63,6 +63,7 @@ fn info_of(dir: &Path, m: &Manifest, train: &TokenFile, val: &TokenFile) -> Data
         train_token_file: dir.to_path_buf(),
         val_token_file: dir.to_path_buf(),
         pairs: None,
+        chat: None,
     }
 }
 
@@ -107,8 +108,9 @@ pub fn open_shards(
         train_token_file: train.first().cloned().unwrap_or_default(),
         val_token_file: val.first().cloned().unwrap_or_default(),
         pairs: None,
+        chat: None,
     };
-    Ok(Dataset { tokenizer, train: train_f, val: val_f, info, pairs: None, mixture: None })
+    Ok(Dataset { tokenizer, train: train_f, val: val_f, info, examples: None, mixture: None })
 }
 
 /// A hash of files' paths, sizes and modification times (what identifies them without reading

@@ -128,6 +128,16 @@ impl Tokenizer {
         }
     }
 
+    /// The bytes of text token `id` stands for; `None` for an id outside the vocabulary or a
+    /// token that is not a byte sequence (a SentencePiece piece such as `▁the`).
+    pub fn token_bytes(&self, id: u32) -> Option<Vec<u8>> {
+        match self {
+            Self::Byte => u8::try_from(id).ok().map(|b| vec![b]),
+            Self::Bpe(t) => t.id_to_token(id)?.chars().map(char_byte).collect(),
+            Self::Gpt2(b) | Self::Cl100k(b) => b.decode_bytes(&[id]).ok(),
+        }
+    }
+
     /// Text of `ids`; byte sequences that are not valid UTF-8 become U+FFFD.
     pub fn decode(&self, ids: &[u32]) -> anyhow::Result<String> {
         match self {
@@ -153,6 +163,19 @@ pub fn byte_char(b: u8) -> char {
     }
     let n = (0..b).filter(|&c| !printable(c)).count() as u32;
     char::from_u32(256 + n).expect("below U+0200")
+}
+
+/// The byte a byte-level alphabet character stands for ([`byte_char`]'s inverse).
+pub fn char_byte(c: char) -> Option<u8> {
+    static TABLE: std::sync::OnceLock<Vec<Option<u8>>> = std::sync::OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        let mut t = vec![None; 0x200];
+        for b in 0..=255u8 {
+            t[byte_char(b) as usize] = Some(b);
+        }
+        t
+    });
+    table.get(c as usize).copied().flatten()
 }
 
 /// The BPE for a corpus: reuse the cached one trained on the same training split and vocabulary

@@ -159,6 +159,7 @@ impl HfConfig {
             init_std: 0.02,
             recipe,
             kernels: Default::default(),
+            lora: None,
         }
     }
 }

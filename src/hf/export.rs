@@ -143,15 +143,52 @@ fn check_out(run: &Path, out: &Path, force: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Writes a LoRA run's adapters as a `peft` adapter directory for the parent run's own export:
+/// on the family's `nn.Linear` modules ([`super::lora::peft_adapter`]), or on
+/// `modeling_normlab.py`'s projection parameters ([`super::lora::peft_adapter_params`]).
+pub fn export_peft(run: &Path, out: &Path, force: bool) -> anyhow::Result<()> {
+    check_out(run, out, force)?;
+    let saved = SavedRun::open(run)?;
+    let m = &saved.cfg.model;
+    let l = m.lora.as_ref().with_context(|| {
+        format!("{} has no LoRA adapters ([model.lora]); export its whole model with --hf", run.display())
+    })?;
+    anyhow::ensure!(
+        !l.train_norms,
+        "{} trained its norms beside the adapters (model.lora.train_norms), which a LoRA adapter does not carry; \
+         export the merged model with --hf",
+        run.display()
+    );
+    let plain = ModelConfig { lora: None, ..m.clone() };
+    let file = tensors::read(&saved.weights)?;
+    crate::run::checkpoint::check_finite(&file, &saved.weights)?;
+    let base = saved.cfg.finetune.as_ref().map_or(String::new(), |ft| ft.parent.display().to_string());
+    let (adapter, config) = match family_of(&plain)? {
+        Some(f) => {
+            let maps = mappings(f, m.n_layers, m.attn_bias, m.tie_embeddings);
+            super::lora::peft_adapter(&file.tensors, l, &maps, &base)?
+        }
+        None => super::lora::peft_adapter_params(&file.tensors, l, &base)?,
+    };
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    write_atomic(&out.join("adapter_config.json"), serde_json::to_string_pretty(&config)?.as_bytes())?;
+    let meta = BTreeMap::from([("format".into(), "pt".into())]);
+    tensors::write(&out.join("adapter_model.safetensors"), &adapter, &meta)
+}
+
 /// Writes the Hugging Face directory; returns the layout it was written in.
 pub fn export(run: &Path, out: &Path, force: bool) -> anyhow::Result<Layout> {
     check_out(run, out, force)?;
     let saved = SavedRun::open(run)?;
-    let m = &saved.cfg.model;
     let tok = tokenizer_json(&saved, run)?;
     let file = tensors::read(&saved.weights)?;
     crate::run::checkpoint::check_finite(&file, &saved.weights)?;
-    let ours = file.tensors;
+    let mut ours = file.tensors;
+    // A LoRA run is written as the plain model its adapters describe.
+    let m = &ModelConfig { lora: None, ..saved.cfg.model.clone() };
+    if let Some(l) = &saved.cfg.model.lora {
+        super::lora::merge(&mut ours, l)?;
+    }
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     let seq_len = saved.cfg.train.seq_len;
     let boundary = crate::data::boundary::boundary(&saved.tokenizer, saved.cfg.data.task)?;
@@ -178,10 +215,11 @@ pub fn export(run: &Path, out: &Path, force: bool) -> anyhow::Result<Layout> {
     };
     write_atomic(&out.join("tokenizer.json"), tok.as_bytes())?;
     let pretty = |v: serde_json::Value| serde_json::to_string_pretty(&v);
-    write_atomic(
-        &out.join("tokenizer_config.json"),
-        pretty(special::tokenizer_config(&boundary, seq_len)?)?.as_bytes(),
-    )?;
+    let mut tok_cfg = special::tokenizer_config(&boundary, seq_len)?;
+    if let Some(t) = saved.chat_template() {
+        tok_cfg["chat_template"] = serde_json::Value::String(t.source);
+    }
+    write_atomic(&out.join("tokenizer_config.json"), pretty(tok_cfg)?.as_bytes())?;
     write_atomic(&out.join("special_tokens_map.json"), pretty(special::special_tokens_map(&boundary)?)?.as_bytes())?;
     Ok(layout)
 }

@@ -6,12 +6,14 @@
 //! - [`shapes`]: `config.json` checked against the tensors present before anything is built
 //! - [`import`]: a checkpoint as a run at step 0, with what the placement change added and removed
 //! - [`export`]: a run as a checkpoint directory `transformers` loads
+//! - [`lora`]: a LoRA run's adapters merged, or as a `peft` adapter directory
 //! - [`remote`]: for recipes without a family layout, `modeling_normlab.py` and its config
 //! - [`special`]: `tokenizer_config.json`, `special_tokens_map.json` and the special-token ids
 
 pub mod config;
 pub mod export;
 pub mod import;
+pub mod lora;
 pub mod remote;
 pub mod shapes;
 pub mod special;

@@ -235,6 +235,10 @@ class Attention(nn.Module):
         return y + getattr(self, b) if hasattr(self, b) else y
 
     def forward(self, x, positions, bias, cache=None, layer=0):
+        if getattr(self, "keep_vo", False):
+            # BHyT's FFN-input statistic reads ||W_V W_O||²; taken here, inside the forward, so that a
+            # wrapper that patches the weights for the forward (peft's LoRA on parameters) patches it too.
+            self.vo_sq = self.value_output_frobenius_sq()
         b, t, _ = x.shape
         q, k, v = self.project(x, "wq", "bq"), self.project(x, "wk", "bk"), self.project(x, "wv", "bv")
         if self.qk == "full":
@@ -339,6 +343,7 @@ class Layer(nn.Module):
         self.attn = Sublayer(subs[2 * i], Attention(cfg), d)
         self.ffn = Sublayer(subs[2 * i + 1], FeedForward(cfg), d)
         self.t, self.d, self.i = cfg.bhyt_seq_len, d, i
+        self.attn.f.keep_vo = bool(self.ffn.input_norm and self.ffn.input_norm.approximates())
         g = subs[2 * i].get("gate")
         if g is not None and g["per"] == "layer":
             self.gate = nn.Parameter(torch.ones(d if g["shape"] == "channel" else 1))
@@ -359,7 +364,10 @@ class Layer(nn.Module):
             return None
         norm = self.attn.input_norm
         sigma2 = (getattr(norm, "lambda") / norm.kappa) ** 2 if norm.kind == "bhyt" else 1.0
-        return exact + self.attn.f.value_output_frobenius_sq() / (self.t * self.d) * sigma2
+        f = self.attn.f
+        while hasattr(f, "base_layer"):  # under peft's wrappers
+            f = f.base_layer
+        return exact + f.vo_sq / (self.t * self.d) * sigma2
 
 
 # ---- the model -----------------------------------------------------------------------------

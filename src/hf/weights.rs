@@ -85,7 +85,7 @@ pub fn mappings(family: Family, n_layers: usize, bias: bool, tied: bool) -> Vec<
     v
 }
 
-fn transposed(t: &TensorData) -> anyhow::Result<TensorData> {
+pub fn transposed(t: &TensorData) -> anyhow::Result<TensorData> {
     let s = t.shape();
     ensure!(s.len() == 2, "a linear weight must be a matrix, found shape {s:?}");
     let (r, c) = (s[0], s[1]);

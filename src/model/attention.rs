@@ -28,7 +28,7 @@
 //! would gain nothing there.
 
 use super::compute::Compute;
-use super::linear::project;
+use super::lora::{Lora, LoraPlan, LoraTarget, adapted};
 use super::names::child;
 use super::rope;
 use crate::init::{Init, ParamBuilder};
@@ -206,6 +206,11 @@ pub struct Attention {
     pub sqk: Option<Param<Tensor<1>>>,
     #[module(skip)]
     pub sqk_factor: f64,
+    /// LoRA adapters of `W_Q`, `W_K`, `W_V`, `W_O`, when `[model.lora]` adapts them.
+    pub lora_wq: Option<Lora>,
+    pub lora_wk: Option<Lora>,
+    pub lora_wv: Option<Lora>,
+    pub lora_wo: Option<Lora>,
 }
 
 /// Sizes and init scales for one attention block.
@@ -231,6 +236,8 @@ pub struct AttnShape {
     pub softcap: Option<f64>,
     /// nGPT's `s_qk`, when the recipe lives on the hypersphere.
     pub sqk: Option<crate::recipe::Scaled>,
+    /// The projections LoRA adapts, when it does.
+    pub lora: Option<LoraPlan>,
 }
 
 impl Attention {
@@ -268,6 +275,10 @@ impl Attention {
             softcap: s.softcap,
             sqk: s.sqk.map(|q| b.vector(&child(prefix, "sqk"), dq, Init::Constant(q.stored))).transpose()?,
             sqk_factor: s.sqk.map_or(1.0, |q| q.factor),
+            lora_wq: LoraPlan::adapter(s.lora.as_ref(), LoraTarget::Q, [d, dq], b, prefix)?,
+            lora_wk: LoraPlan::adapter(s.lora.as_ref(), LoraTarget::K, [d, dkv], b, prefix)?,
+            lora_wv: LoraPlan::adapter(s.lora.as_ref(), LoraTarget::V, [d, dkv], b, prefix)?,
+            lora_wo: LoraPlan::adapter(s.lora.as_ref(), LoraTarget::O, [dq, d], b, prefix)?,
         })
     }
 
@@ -292,9 +303,15 @@ impl Attention {
         x.reshape([b, t, n, self.head_dim]).swap_dims(1, 2)
     }
 
-    /// `x W + bias` in `c`'s precision.
-    fn linear(x: Tensor<3>, w: &Param<Tensor<2>>, bias: &Option<Param<Tensor<1>>>, c: &Compute) -> Tensor<3> {
-        let y = project(x, w, c.precision, c.kernels);
+    /// `x W + bias` (and the LoRA update `lora` adds) in `c`'s precision.
+    fn linear(
+        x: Tensor<3>,
+        w: &Param<Tensor<2>>,
+        lora: &Option<Lora>,
+        bias: &Option<Param<Tensor<1>>>,
+        c: &Compute,
+    ) -> Tensor<3> {
+        let y = adapted(x, w, lora, c.precision, c.kernels);
         match bias {
             Some(bias) => y + c.precision.compute(bias.val().unsqueeze::<3>()),
             None => y,
@@ -333,7 +350,8 @@ impl Attention {
         }
         let out = self.attend(q, k, v, ctx);
         let c = &ctx.compute;
-        project(out.swap_dims(1, 2).reshape([b, t, self.n_heads * self.head_dim]), &self.wo, c.precision, c.kernels)
+        let out = out.swap_dims(1, 2).reshape([b, t, self.n_heads * self.head_dim]);
+        adapted(out, &self.wo, &self.lora_wo, c.precision, c.kernels)
     }
 
     /// Queries, keys and values `[B, n, t, h]`: projected, QK-normed and rotated.
@@ -341,8 +359,12 @@ impl Attention {
         let c = &ctx.compute;
         let kern = ctx.compute.kernels;
         let fused = kern.fuse(&x) && c.precision == Precision::F32;
-        let linear = |w, b| Self::linear(x.clone(), w, b, c);
-        let (mut q, mut k, v) = (linear(&self.wq, &self.bq), linear(&self.wk, &self.bk), linear(&self.wv, &self.bv));
+        let linear = |w, l, b| Self::linear(x.clone(), w, l, b, c);
+        let (mut q, mut k, v) = (
+            linear(&self.wq, &self.lora_wq, &self.bq),
+            linear(&self.wk, &self.lora_wk, &self.bk),
+            linear(&self.wv, &self.lora_wv, &self.bv),
+        );
         let v = self.values(v, kern);
         let qk_norms = self.q_norm.as_ref().zip(self.k_norm.as_ref());
         if let (Some((qn, kn)), true) = (qk_norms, self.qk_full) {

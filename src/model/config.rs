@@ -65,6 +65,10 @@ pub struct ModelConfig {
     /// `fused` (default): one-pass CPU kernels for the norms, SwiGLU, RoPE and the causal
     /// softmax where the backend is `flex`; `composite`: the reference formulas everywhere.
     pub kernels: Kernels,
+    /// LoRA adapters on the projections, every other weight frozen (`[model.lora]`; a
+    /// fine-tuning run's choice).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lora: Option<super::lora::LoraConfig>,
 }
 
 impl Default for ModelConfig {
@@ -87,6 +91,7 @@ impl Default for ModelConfig {
             init_std: 0.02,
             recipe: RecipeConfig::default(),
             kernels: Kernels::default(),
+            lora: None,
         }
     }
 }
@@ -180,6 +185,9 @@ impl ModelConfig {
         ensure!(self.d_glu != Some(0), "model.d_glu must be > 0");
         ensure!(self.rope_base > 1.0, "model.rope_base must be > 1");
         ensure!(self.init_std > 0.0 && self.init_std.is_finite(), "model.init_std must be > 0");
+        if let Some(l) = &self.lora {
+            l.plan()?;
+        }
         let spec = self.recipe.spec()?;
         let dims = crate::recipe::Dims { n_layers: self.n_layers, d_model: self.d_model };
         let resolved = crate::recipe::resolve(&spec, dims, self.norm_eps)?;

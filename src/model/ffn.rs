@@ -7,7 +7,7 @@
 
 use super::compute::Compute;
 use super::config::FfnKind;
-use super::linear::project;
+use super::lora::{Lora, LoraPlan, LoraTarget, adapted};
 use super::names::child;
 use crate::init::{Init, ParamBuilder};
 use crate::kernels::{self, Precision};
@@ -26,6 +26,10 @@ pub struct FeedForward {
     pub suv: Option<Param<Tensor<1>>>,
     #[module(skip)]
     pub suv_factor: f64,
+    /// LoRA adapters of `W_1`, `W_3`, `W_2`, when `[model.lora]` adapts them.
+    pub lora_w1: Option<Lora>,
+    pub lora_w3: Option<Lora>,
+    pub lora_w2: Option<Lora>,
 }
 
 /// Sizes and init scales for one feed-forward block.
@@ -40,6 +44,8 @@ pub struct FfnShape {
     pub init_out: f64,
     /// nGPT's `s_uv`, when the recipe lives on the hypersphere (GLU only).
     pub suv: Option<crate::recipe::Scaled>,
+    /// The projections LoRA adapts, when it does.
+    pub lora: Option<LoraPlan>,
 }
 
 impl FeedForward {
@@ -59,29 +65,38 @@ impl FeedForward {
         let suv = s.suv.map(|v| b.vector(&child(prefix, "suv"), 2 * s.d_ff, Init::Constant(v.stored))).transpose()?;
         // The reference code's `suv · √n_embd`.
         let suv_factor = s.suv.map_or(1.0, |v| v.factor * (s.d_model as f64).sqrt());
-        Ok(Self { w1, w3, w2, suv, suv_factor })
+        let l = s.lora.as_ref();
+        let (d, ff) = (s.d_model, s.d_ff);
+        let lora_w1 = LoraPlan::adapter(l, LoraTarget::W1, [d, ff], b, prefix)?;
+        let lora_w3 = match s.kind {
+            FfnKind::Glu => LoraPlan::adapter(l, LoraTarget::W3, [d, ff], b, prefix)?,
+            FfnKind::Mlp => None,
+        };
+        let lora_w2 = LoraPlan::adapter(l, LoraTarget::W2, [ff, d], b, prefix)?;
+        Ok(Self { w1, w3, w2, suv, suv_factor, lora_w1, lora_w3, lora_w2 })
     }
 
     /// `[B, T, d]` → `[B, T, d]`; the matmuls and the hidden activations in `c.precision`, the
     /// GLU gate by the fused SwiGLU kernel where `c.kernels` fuses in f32.
     pub fn forward(&self, x: Tensor<3>, c: &Compute) -> Tensor<3> {
         let (p, k) = (c.precision, c.kernels);
-        let project = |x: Tensor<3>, w: &Param<Tensor<2>>| project(x, w, p, k);
+        let project = |x: Tensor<3>, w: &Param<Tensor<2>>, l: &Option<Lora>| adapted(x, w, l, p, k);
+        let (l1, l3, l2) = (&self.lora_w1, &self.lora_w3, &self.lora_w2);
         if let (Some(suv), Some(w3)) = (&self.suv, &self.w3) {
             let s = p.compute(suv.val() * self.suv_factor);
             let ff = s.dims()[0] / 2;
             let (s_u, s_nu) = (s.clone().narrow(0, 0, ff).unsqueeze::<3>(), s.narrow(0, ff, ff).unsqueeze::<3>());
-            let (u, nu) = (project(x.clone(), w3) * s_u, project(x, &self.w1) * s_nu);
+            let (u, nu) = (project(x.clone(), w3, l3) * s_u, project(x, &self.w1, l1) * s_nu);
             let hidden = if k.fuse(&u) && p == Precision::F32 { kernels::swiglu(nu, u) } else { silu(nu) * u };
-            return project(hidden, &self.w2);
+            return project(hidden, &self.w2, l2);
         }
         let hidden = match &self.w3 {
             Some(w3) if k.fuse(&x) && p == Precision::F32 => {
-                kernels::swiglu(project(x.clone(), &self.w1), project(x, w3))
+                kernels::swiglu(project(x.clone(), &self.w1, l1), project(x, w3, l3))
             }
-            Some(w3) => silu(project(x.clone(), &self.w1)) * project(x, w3),
-            None => gelu(project(x, &self.w1)),
+            Some(w3) => silu(project(x.clone(), &self.w1, l1)) * project(x, w3, l3),
+            None => gelu(project(x, &self.w1, l1)),
         };
-        project(hidden, &self.w2)
+        project(hidden, &self.w2, l2)
     }
 }

@@ -4,6 +4,7 @@
 //! - [`compute`]: the run-wide settings a forward reads (kernels, precision, memory limits)
 //! - [`names`]: the parameter naming scheme
 //! - [`linear`]: bias-free projection
+//! - [`lora`]: LoRA adapters on the projections (`[model.lora]`), the base frozen
 //! - [`rope`]: rotary position embeddings
 //! - [`attention`]: causal multi-head self-attention (RoPE, optional QK-norm)
 //! - [`ffn`]: GLU (SiLU gate) and GELU MLP
@@ -34,6 +35,7 @@ pub mod ffn;
 pub mod hypersphere;
 pub mod layer;
 pub mod linear;
+pub mod lora;
 pub mod moment_control;
 pub mod names;
 pub mod normalized_step;

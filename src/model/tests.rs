@@ -205,6 +205,10 @@ fn bhyt_approximation_uses_the_frobenius_norm_of_wv_wo() {
         softcap: None,
         sqk: None,
         sqk_factor: 1.0,
+        lora_wq: None,
+        lora_wk: None,
+        lora_wv: None,
+        lora_wo: None,
     };
     assert_eq!(values(attn.value_output_frobenius_sq()), vec![15.0]);
     // Grouped-query attention, 2 query heads sharing 1 key/value head of size 1: W_V = [1, 2]ᵀ

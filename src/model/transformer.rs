@@ -183,7 +183,12 @@ impl Transformer {
         let compute = Compute::for_device(cfg.kernels, device);
         let model = Self::build(cfg, recipe, &mut b, compute)?;
         b.finish()?;
-        Ok(if drawn && recipe.hypersphere.is_some() { model.project_to_sphere() } else { model })
+        let model = if drawn && recipe.hypersphere.is_some() { model.project_to_sphere() } else { model };
+        // Under LoRA only the adapters (and, by option, the recipe's own parameters) train.
+        Ok(match &cfg.lora {
+            Some(l) => super::lora::set_trainable(model, |name, rank| l.trains(name, rank)),
+            None => model,
+        })
     }
 
     /// nGPT: the embedding and every weight vector along `d` scaled to unit L2 norm
@@ -271,6 +276,7 @@ impl Transformer {
         i: usize,
     ) -> anyhow::Result<Layer> {
         let attn_plan_gate = attn.gate;
+        let lora = cfg.lora.as_ref().map(|l| l.plan()).transpose()?;
         let attn_shape = AttnShape {
             d_model: cfg.d_model,
             n_heads: cfg.n_heads,
@@ -285,6 +291,7 @@ impl Transformer {
             v_norm: recipe.v_norm.is_on().then_some((recipe.v_norm, cfg.norm_eps)),
             softcap: recipe.attn_softcap,
             sqk: recipe.hypersphere.map(|h| h.sqk),
+            lora: lora.clone(),
         };
         let ffn_shape = FfnShape {
             kind: cfg.ffn,
@@ -294,6 +301,7 @@ impl Transformer {
             init_in: init.ffn_in,
             init_out: init.ffn_out,
             suv: recipe.hypersphere.map(|h| h.suv),
+            lora: lora.clone(),
         };
         let (a, f) = (names::sublayer(i, 0), names::sublayer(i, 1));
         let attn_f = Attention::new(&attn_shape, b, &names::child(&a, names::BRANCH_FUNCTION))?;

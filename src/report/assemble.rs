@@ -53,12 +53,13 @@ fn slug(s: &str) -> String {
 }
 
 fn sweep_report(dir: &Path) -> anyhow::Result<Report> {
-    let rows = results::read(dir)?;
+    let all_rows = results::read(dir)?;
     if crate::sweep::scaling::path(dir).is_file() {
-        return scaling_report(dir, &rows);
+        return scaling_report(dir, &all_rows);
     }
     let plan: Plan = json::read(&layout::plan(dir))?;
     let (group, tuned) = (&plan.group_by, &plan.tuned);
+    let rows = crate::sweep::finetune::pretraining(&all_rows);
     let ms = summarize(&rows, group, tuned);
     let out = layout::report(dir);
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
@@ -85,6 +86,10 @@ fn sweep_report(dir: &Path) -> anyhow::Result<Report> {
         sections.push((heading, t));
         notes.push(finding);
     }
+    if let Some((section, finding)) = finetune_section(&plan, &all_rows, &ms) {
+        sections.insert(0, section);
+        notes.push(finding);
+    }
     if let Some((heading, t, finding)) = plan.paper.and_then(|p| paper::side_by_side(p, &ms)) {
         sections.insert(0, (heading, t));
         notes.insert(0, finding);
@@ -97,7 +102,14 @@ fn sweep_report(dir: &Path) -> anyhow::Result<Report> {
         sections,
         findings: notes,
     };
-    write(dir, &out, &page, &figs, &rows)
+    write(dir, &out, &page, &figs, &all_rows)
+}
+
+/// The fine-tuning stage's table and finding, when the sweep has one.
+fn finetune_section(plan: &Plan, rows: &[RunResult], ms: &[MethodSummary]) -> Option<((String, String), String)> {
+    let sft_tuned = plan.finetune_tuned.as_deref().unwrap_or("optim.lr");
+    let sft = crate::sweep::finetune::summarize(rows, &plan.group_by, sft_tuned);
+    super::finetune::sweep_section(ms, &sft, plan.finetune_paper.as_deref())
 }
 
 /// A sweep's figures: loss (and downstream tasks) against the learning rate, then the best
@@ -169,12 +181,19 @@ fn run_report(dir: &Path) -> anyhow::Result<Report> {
     let r = RunData::load(dir, &label)?;
     let out = run_dir::report(dir);
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
-    let runs = vec![r];
-    let mut figs = figures::curves(&out, &runs)?;
-    figs.extend(tasks::over_training(&out, &runs)?);
-    figs.extend(figures::depth_profiles(&out, &runs)?);
-    figs.extend(super::signals::figures(&out, &runs, "", "")?);
-    figs.extend(gates::figures(&out, &runs)?);
+    // A fine-tuning run is drawn beside its parent: both stages' curves and probes.
+    let mut both: Vec<RunData> = super::finetune::parent_of(&r).into_iter().collect();
+    let mut r = r;
+    if !both.is_empty() {
+        r.label = format!("{label} (fine-tuned)");
+    }
+    both.push(r);
+    let runs = &both[both.len() - 1..];
+    let mut figs = figures::curves(&out, runs)?;
+    figs.extend(tasks::over_training(&out, runs)?);
+    figs.extend(figures::depth_profiles(&out, &both)?);
+    figs.extend(super::signals::figures(&out, &both, "", "")?);
+    figs.extend(gates::figures(&out, runs)?);
     figs.extend(figures::over_training(&out, &runs[0], &slug(&label))?);
     if let Some(f) = figures::bhyt_scatter(&out, &runs[0])? {
         figs.push(f);
@@ -182,11 +201,15 @@ fn run_report(dir: &Path) -> anyhow::Result<Report> {
     let status = runs[0].status.as_ref().map(run_dir::describe).unwrap_or_else(|| "no status".into());
     let score = runs[0].train.last().and_then(|t| t.spike_score).map_or("–".into(), |s| format!("{s:.4}"));
     let table = format!("| run | status | SpikeScore |\n|---|---|---|\n| {label} | {status} | {score} |\n");
-    let mut sections: Vec<(String, String)> = tasks::last_evaluation(&runs[0]).into_iter().collect();
+    let mut sections: Vec<(String, String)> = match both.len() {
+        2 => vec![super::finetune::run_section(&both[1], &both[0])],
+        _ => Vec::new(),
+    };
+    sections.extend(tasks::last_evaluation(&runs[0]));
     sections.extend(spikes::rollbacks(&[(label.clone(), runs[0].rollbacks.clone())]));
-    sections.extend(sources::section(&runs));
+    sections.extend(sources::section(runs));
     let mut notes = runs[0].gaps();
-    if let Some(t) = textnorm::section(&out, &runs)? {
+    if let Some(t) = textnorm::section(&out, runs)? {
         sections.extend(t.tables);
         notes.extend(t.findings);
         figs.extend(t.figures);

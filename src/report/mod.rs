@@ -5,6 +5,7 @@
 //! - [`data`]: what is read from run directories
 //! - [`figures`]: the figures, in the papers' styles
 //! - [`findings`]: which scheme wins here and why, in words
+//! - [`finetune`]: a sweep's fine-tuning stage ranked, and a fine-tuning run beside its parent
 //! - [`page`]: the report's text as markdown and HTML
 //! - [`scaling`]: a scaling study's laws, gaps and findings
 //! - [`tasks`]: downstream tasks against the learning rate, and whether they rank as the loss does
@@ -17,16 +18,18 @@
 //! - [`sources`]: a mixture's validation loss per source
 //! - [`signals`]: bounded norms' saturation and the output logits' log Z as figures
 //! - [`optimizers`]: the recipes ranked under each optimizer of a sweep that varies `optim.name`
-//! - [`paper`], [`paper_tasks`]: published tables beside the sweep's results
+//! - [`paper`], [`paper_tasks`], [`paper_sft`]: published tables beside the sweep's results
 
 mod assemble;
 pub mod data;
 pub mod figures;
 pub mod findings;
+pub mod finetune;
 pub mod gates;
 pub mod optimizers;
 pub mod page;
 pub mod paper;
+pub mod paper_sft;
 pub mod paper_tasks;
 pub mod plot;
 pub mod scaling;

@@ -73,7 +73,7 @@ pub struct TaskTable {
 /// The preset of a paper method: its RMSNorm form where normlab has one (both papers use RMSNorm
 /// throughout); a run of the LayerNorm form of the same placement also matches the row (see
 /// [`matches`]).
-fn preset_of(method: &str) -> &'static str {
+pub(super) fn preset_of(method: &str) -> &'static str {
     match method {
         "Post-LN" => "post",
         "Pre-LN" | "RMSNorm" => "pre-rms",
@@ -86,7 +86,7 @@ fn preset_of(method: &str) -> &'static str {
 
 /// The sweep's method for a row's preset: the preset itself, else its LayerNorm form (`pre`
 /// for `pre-rms`).
-fn method_of<'a>(ms: &'a [MethodSummary], preset: &str) -> Option<&'a MethodSummary> {
+pub(super) fn method_of<'a>(ms: &'a [MethodSummary], preset: &str) -> Option<&'a MethodSummary> {
     let base = preset.strip_suffix("-rms");
     ms.iter().find(|m| m.method == preset).or_else(|| ms.iter().find(|m| Some(m.method.as_str()) == base))
 }

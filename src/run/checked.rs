@@ -111,6 +111,11 @@ impl CheckedConfig {
         self
     }
 
+    /// `[finetune]`, to record the parent's digest in when the run starts.
+    pub fn finetune_mut(&mut self) -> Option<&mut super::finetune::FinetuneSection> {
+        self.config.finetune.as_mut()
+    }
+
     /// Sets `model.vocab_size` to the tokenizer's, or refuses a config that asked for another
     /// (see [`RunConfig::fit_vocab`]); the recipe does not depend on the vocabulary.
     pub fn fit_vocab(&mut self, tokenizer_vocab: usize, tokenizer: &str) -> anyhow::Result<()> {

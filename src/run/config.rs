@@ -25,6 +25,9 @@ pub struct RunConfig {
     pub probe: crate::probe::ProbeConfig,
     /// Downstream tasks evaluated during and after training (`[eval]`).
     pub eval: crate::tasks::spec::EvalSection,
+    /// Supervised fine-tuning from a parent run's weights (`[finetune]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finetune: Option<super::finetune::FinetuneSection>,
     /// Whether the config set `model.vocab_size` itself (otherwise it follows the tokenizer).
     #[serde(skip)]
     pub vocab_size_given: bool,

@@ -47,6 +47,16 @@ fn replace_budget(table: &mut toml::Table, key: &str) {
     }
 }
 
+/// `top`'s keys written over `base`'s, table by table (a fine-tuning config over its parent's):
+/// a run length `top` gives replaces every run length `base` gave.
+pub fn overlay(base: &mut toml::Table, top: &toml::Table) {
+    let given = top.get("train").and_then(|t| t.as_table()).into_iter().flat_map(|t| t.keys());
+    for key in given.filter(|k| BUDGET_KEYS.contains(&k.as_str())).collect::<Vec<_>>() {
+        replace_budget(base, &format!("train.{key}"));
+    }
+    merge(base, top.clone());
+}
+
 fn merge(dst: &mut toml::Table, src: toml::Table) {
     for (k, v) in src {
         match (dst.get_mut(&k), v) {

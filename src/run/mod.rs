@@ -17,6 +17,7 @@
 //! - [`divergence`], [`skip`], [`loss_scale`]: the rules whose state a checkpoint keeps
 //! - [`spike_score`]: OLMo-core's SpikeScore; [`rollback`]: going back to a checkpoint on spikes
 //! - [`track_target`]: `run.track`, the tracking server a run is also sent to
+//! - [`finetune`]: `[finetune]`, the parent run a fine-tuning run starts from and its digest
 //! - [`saved`]: opening a saved run and verifying its weights ([`SavedRun`])
 
 pub mod budget;
@@ -25,6 +26,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod divergence;
 pub mod edit;
+pub mod finetune;
 pub mod layout;
 pub mod loss_scale;
 pub mod metrics;

@@ -31,6 +31,13 @@ impl SavedRun {
     }
 
     /// The run's model with the saved weights, on `device`.
+    /// The chat template the run's conversations were rendered with (`run.json`); `None` for a
+    /// run that was not trained on conversations.
+    pub fn chat_template(&self) -> Option<crate::data::chat::template::ChatTemplate> {
+        let info = crate::io::json::read::<layout::RunInfo>(&layout::info(&self.run)).ok()?;
+        info.data.chat.map(|c| c.template)
+    }
+
     pub fn model(&self, device: &Device) -> anyhow::Result<Transformer> {
         load_weights(&self.weights, &self.cfg.model, self.cfg.recipe(), &self.tokenizer.fingerprint()?, device)
     }
@@ -111,4 +118,33 @@ pub fn load_run(dir: &Path) -> anyhow::Result<(CheckedConfig, Tokenizer)> {
         }
     };
     Ok((cfg, tokenizer))
+}
+
+/// Opens a fine-tuning run's parent (`section.parent`), refuses a run directory that is the
+/// parent's own, and records (or checks) the digest of the parent's weights in `section`.
+pub fn open_parent(section: &mut super::finetune::FinetuneSection, run_dir: &Path) -> anyhow::Result<SavedRun> {
+    let parent = SavedRun::open(&section.parent)?;
+    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    };
+    anyhow::ensure!(
+        !same(run_dir, &parent.run),
+        "run.dir {} is the parent run's own directory; a fine-tuning run writes a new one (set run.dir)",
+        run_dir.display()
+    );
+    let sha = checkpoint::file_sha256(&parent.weights)?;
+    if let Some(want) = &section.parent_sha256 {
+        anyhow::ensure!(
+            *want == sha,
+            "the parent's weights {} have SHA-256 {}…, not the {}… finetune.parent_sha256 asks for; they were \
+             changed since, or name another run",
+            parent.weights.display(),
+            &sha[..12],
+            &want[..want.len().min(12)]
+        );
+    }
+    section.parent_weights = Some(parent.weights.clone());
+    section.parent_sha256 = Some(sha);
+    Ok(parent)
 }

@@ -30,6 +30,8 @@ pub struct App {
     pub recipe: String,
     /// A pairs run's `<end>` token: the task form is served, and completions stop there.
     pub end_token: Option<u32>,
+    /// `/v1/chat/completions`' template: the run's, else ChatML.
+    pub chat: crate::data::chat::template::ChatTemplate,
     pub counter: AtomicU64,
 }
 

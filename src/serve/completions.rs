@@ -17,35 +17,35 @@ use std::time::Instant;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 /// One choice in flight.
-struct Choice {
+pub(super) struct Choice {
     prompt: Vec<u32>,
-    events: UnboundedReceiver<Event>,
+    pub(super) events: UnboundedReceiver<Event>,
 }
 
 /// A request whose jobs are queued.
-struct Started {
-    id: String,
-    choices: Vec<Choice>,
-    prompt_tokens: usize,
+pub(super) struct Started {
+    pub(super) id: String,
+    pub(super) choices: Vec<Choice>,
+    pub(super) prompt_tokens: usize,
     echo: bool,
-    stream: bool,
-    include_usage: bool,
+    pub(super) stream: bool,
+    pub(super) include_usage: bool,
 }
 
 /// A finished choice, as the engine told it.
 #[derive(Default)]
-struct Answer {
+pub(super) struct Answer {
     prompt_scores: Option<Vec<TokenScore>>,
-    text: String,
-    finish: Option<Finish>,
-    tokens: Vec<u32>,
-    scores: Vec<TokenScore>,
+    pub(super) text: String,
+    pub(super) finish: Option<Finish>,
+    pub(super) tokens: Vec<u32>,
+    pub(super) scores: Vec<TokenScore>,
 }
 
 pub async fn completions(app: Arc<App>, body: &[u8]) -> Result<axum::response::Response, ApiError> {
     let req: CompletionRequest = parse(body)?;
     let logprobs = req.logprobs()?;
-    let s = start(&app, &req)?;
+    let s = start(&app, &req, None)?;
     if s.stream {
         return Ok(stream(app, s));
     }
@@ -89,10 +89,12 @@ fn tokens_of(app: &App, p: &PromptIn) -> Result<Vec<u32>, ApiError> {
     }
 }
 
-/// Checks the request, queues one job per prompt and choice.
-fn start(app: &App, req: &CompletionRequest) -> Result<Started, ApiError> {
+/// Checks the request, queues one job per prompt and choice; `end_of_turn` (a chat
+/// template's marker) stops decoding too.
+pub(super) fn start(app: &App, req: &CompletionRequest, end_of_turn: Option<&str>) -> Result<Started, ApiError> {
     let sampling = req.sampling()?;
-    let stops = req.stops()?;
+    let mut stops = req.stops()?;
+    stops.extend(end_of_turn.map(String::from));
     let n = req.n()?;
     let logprobs = req.logprobs()?;
     // Counted before any prompt is copied or tokenized: a request that could never be queued
@@ -131,7 +133,7 @@ fn start(app: &App, req: &CompletionRequest) -> Result<Started, ApiError> {
 }
 
 /// Everything the engine sends for one choice.
-async fn collect(mut rx: UnboundedReceiver<Event>) -> Result<Answer, ApiError> {
+pub(super) async fn collect(mut rx: UnboundedReceiver<Event>) -> Result<Answer, ApiError> {
     let mut a = Answer::default();
     while let Some(ev) = rx.recv().await {
         match ev {
@@ -170,7 +172,7 @@ fn choice_json(app: &App, index: usize, prompt: &[u32], echo: bool, logprobs: bo
 
 /// How many of `tokens` the text `text` shows: all, unless a stop string cut the text short,
 /// then those that start before its end.
-fn shown_tokens(app: &App, tokens: &[u32], text: &str) -> usize {
+pub(super) fn shown_tokens(app: &App, tokens: &[u32], text: &str) -> usize {
     let full = app.tokenizer.decode(tokens).unwrap_or_default();
     if full.len() <= text.len() {
         return tokens.len();
@@ -225,28 +227,9 @@ fn stream(app: Arc<App>, s: Started) -> axum::response::Response {
         let head = s.echo.then(|| {
             chunk(&app, &id, index, &app.tokenizer.decode(&c.prompt).unwrap_or_default(), None, s.include_usage)
         });
-        let events = futures_util::stream::unfold((c.events, false), move |(mut rx, ended)| {
-            let app = app.clone();
-            let id = id.clone();
-            let counted = counted.clone();
-            async move {
-                if ended {
-                    return None;
-                }
-                let (data, end) = loop {
-                    match rx.recv().await? {
-                        Event::Prompt(_) => continue,
-                        Event::Text(t) => break (chunk(&app, &id, index, &t, None, s.include_usage), false),
-                        Event::Done { finish, tokens, .. } => {
-                            counted.fetch_add(tokens.len(), Ordering::Relaxed);
-                            break (chunk(&app, &id, index, "", Some(finish), s.include_usage), true);
-                        }
-                        Event::Failed(m) => break (json!({"error": {"message": m, "type": "server_error"}}), true),
-                    }
-                };
-                Some((data, (rx, end)))
-            }
-        });
+        let make =
+            move |text: Option<&str>, finish| chunk(&app, &id, index, text.unwrap_or(""), finish, s.include_usage);
+        let events = choice_chunks(c.events, counted, make);
         futures_util::stream::iter(head).chain(events).boxed()
     });
     let per_choice: Vec<_> = per_choice.collect();
@@ -260,6 +243,36 @@ fn stream(app: Arc<App>, s: Started) -> axum::response::Response {
     })
     .filter(move |_| std::future::ready(s.include_usage));
     sse_response(futures_util::stream::select_all(per_choice).chain(tail))
+}
+
+/// A choice's engine events as the chunks of its stream: `make(Some(text), None)` for each
+/// piece of text, `make(None, Some(finish))` at its end (its tokens counted in `counted`), an
+/// error object when decoding failed.
+pub(super) fn choice_chunks(
+    events: UnboundedReceiver<Event>,
+    counted: Arc<AtomicUsize>,
+    make: impl Fn(Option<&str>, Option<Finish>) -> Value + Clone + Send + 'static,
+) -> impl futures_util::Stream<Item = Value> + Send {
+    futures_util::stream::unfold((events, false), move |(mut rx, ended)| {
+        let (make, counted) = (make.clone(), counted.clone());
+        async move {
+            if ended {
+                return None;
+            }
+            let (data, end) = loop {
+                match rx.recv().await? {
+                    Event::Prompt(_) => continue,
+                    Event::Text(t) => break (make(Some(&t), None), false),
+                    Event::Done { finish, tokens, .. } => {
+                        counted.fetch_add(tokens.len(), Ordering::Relaxed);
+                        break (make(None, Some(finish)), true);
+                    }
+                    Event::Failed(m) => break (json!({"error": {"message": m, "type": "server_error"}}), true),
+                }
+            };
+            Some((data, (rx, end)))
+        }
+    })
 }
 
 /// One streamed chunk of choice `index`.

@@ -1,4 +1,4 @@
-//! The routes: `POST /v1/completions`, `POST /v1/normalize` (pairs runs), `GET /v1/models`,
+//! The routes: `POST /v1/completions`, `POST /v1/chat/completions`, `POST /v1/normalize` (pairs runs), `GET /v1/models`,
 //! vLLM's `POST /tokenize`, `POST /detokenize` and `GET /tokenizer_info`, `GET /health`,
 //! `GET /metrics`. Bodies are read as bytes and parsed here, so that every malformed request
 //! gets OpenAI's JSON error object with a 4xx status.
@@ -19,6 +19,7 @@ use std::sync::atomic::Ordering;
 pub fn router(app: Arc<App>) -> Router {
     Router::new()
         .route("/v1/completions", post(completions))
+        .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/normalize", post(normalize))
         .route("/v1/models", get(models))
         .route("/tokenize", post(tokenize))
@@ -33,7 +34,7 @@ pub fn router(app: Arc<App>) -> Router {
 }
 
 /// Every route, for the messages that refuse another.
-const ROUTES: &str = "POST /v1/completions, POST /v1/normalize, GET /v1/models, POST /tokenize, POST /detokenize, \
+const ROUTES: &str = "POST /v1/completions, POST /v1/chat/completions, POST /v1/normalize, GET /v1/models, POST /tokenize, POST /detokenize, \
     GET /tokenizer_info, GET /health and GET /metrics";
 
 /// The largest request body read (bytes).
@@ -64,6 +65,13 @@ async fn bounded_body(State(app): State<Arc<App>>, req: Request, next: Next) -> 
 
 async fn completions(State(app): State<Arc<App>>, body: Bytes) -> Response {
     match super::completions::completions(app.clone(), &body).await {
+        Ok(r) => r,
+        Err(e) => error(&app, e),
+    }
+}
+
+async fn chat_completions(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    match super::chat::chat_completions(app.clone(), &body).await {
         Ok(r) => r,
         Err(e) => error(&app, e),
     }

@@ -7,6 +7,7 @@
 //!   tokenizer routes
 //! - [`completions`]: `/v1/completions`: prompts in OpenAI's four forms, `n`, `echo`,
 //!   `logprobs`, streaming
+//! - [`chat`]: `/v1/chat/completions`: messages through the run's chat template, the same decoding
 //! - [`normalize`]: the pairs task form
 //! - [`engine`]: one thread decoding every active request together through
 //!   [`crate::decode::Rows`] (the KV cache rows join and leave between steps)
@@ -18,6 +19,7 @@
 
 pub mod api;
 pub mod app;
+pub mod chat;
 pub mod completions;
 pub mod engine;
 pub mod http;
@@ -79,6 +81,7 @@ impl Server {
         let end_token = pairs.then(|| crate::data::pairs::render::end_id(&saved.tokenizer)).transpose()?;
         let name = saved.run.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "normlab".into());
         let recipe = saved.cfg.recipe().name.clone();
+        let chat = saved.chat_template().unwrap_or_else(crate::data::chat::template::ChatTemplate::chatml);
         let context = saved.cfg.train.seq_len;
         let boundary = crate::data::boundary::boundary(&saved.tokenizer, saved.cfg.data.task)?;
         let vocab_size = saved.cfg.model.vocab_size;
@@ -105,6 +108,7 @@ impl Server {
             model: name.clone(),
             recipe: recipe.clone(),
             end_token,
+            chat,
             counter: AtomicU64::new(0),
         });
         let l = listen(o, app)?;

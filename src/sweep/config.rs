@@ -53,6 +53,9 @@ pub struct SweepSection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paper: Option<Paper>,
     pub reseed: Option<Reseed>,
+    /// The fine-tuning stage: pretrained runs fine-tuned on conversations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finetune: Option<FinetuneStage>,
     /// Where the runs execute: processes on this machine, or a Slurm job array.
     #[serde(default)]
     pub executor: Executor,
@@ -202,7 +205,89 @@ pub struct Plan {
     /// The published table the report compares with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paper: Option<Paper>,
+    /// The key the fine-tuning stage tunes per method, when the sweep has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finetune_tuned: Option<String>,
+    /// The published fine-tuning table the report compares with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finetune_paper: Option<String>,
     pub runs: Vec<PlannedRun>,
+}
+
+/// The axis that names a fine-tuning run's parent.
+pub const PARENT: &str = "finetune.parent";
+
+/// Which pretraining runs are fine-tuned.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Parents {
+    /// Each method's runs at its best learning rate: every seed there.
+    #[default]
+    LrStar,
+    /// Every finished pretraining run.
+    Every,
+}
+
+/// `[sweep.finetune]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FinetuneStage {
+    /// The conversations.
+    pub data: PathBuf,
+    #[serde(default)]
+    pub from: Parents,
+    /// The fine-tuning stage's own axes (their product, for every parent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub axes: Option<Axes>,
+    /// The key whose best value is chosen per method when the stage's runs are ranked.
+    #[serde(default = "default_finetune_tuned")]
+    pub tuned: String,
+    /// Written over each parent's config.
+    #[serde(default)]
+    pub config: toml::Table,
+    /// A published fine-tuning table the report puts the stage beside (`"bhyt-table2-1b"`;
+    /// `report::paper_sft`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paper: Option<String>,
+}
+
+fn default_finetune_tuned() -> String {
+    "optim.lr".into()
+}
+
+/// The published fine-tuning tables `sweep.finetune.paper` may name (their values live in the
+/// report: `report::paper_sft`).
+pub const FINETUNE_PAPERS: [&str; 6] = [
+    "bhyt-table2-1b",
+    "bhyt-table2-3b",
+    "bhyt-table4-3b",
+    "periln-table2-400m",
+    "periln-table2-1.5b",
+    "periln-table2-3.2b",
+];
+
+impl FinetuneStage {
+    pub fn check(&self, executor: Executor) -> anyhow::Result<()> {
+        if let Some(p) = &self.paper {
+            ensure!(
+                FINETUNE_PAPERS.contains(&p.as_str()),
+                "sweep.finetune.paper = \"{p}\" names no published fine-tuning table; give one of {}",
+                FINETUNE_PAPERS.join(", ")
+            );
+        }
+        ensure!(
+            executor != Executor::Slurm,
+            "sweep.finetune starts from the pretraining runs' results, which the Slurm executor does not wait for; \
+             run the sweep with executor = \"local\" (or fine-tune its runs with normlab finetune)"
+        );
+        ensure!(
+            self.data.is_file() || self.data == Path::new(crate::data::chat::builtin::NAME),
+            "sweep.finetune.data {} does not exist; give a file of conversations (.jsonl, .json, .parquet; LIMA: \
+             python tools/get_lima.py DIR) or `instructions` (built in)",
+            self.data.display()
+        );
+        Ok(())
+    }
 }
 
 /// The stage a run belongs to.
@@ -215,6 +300,8 @@ pub enum Stage {
     Reseed,
     /// Seeds added to tied adjacent methods (`sweep.reseed.until_separated`).
     Separate,
+    /// Pretrained runs fine-tuned on conversations (`[sweep.finetune]`).
+    Finetune,
 }
 
 impl std::fmt::Display for Stage {
@@ -223,6 +310,7 @@ impl std::fmt::Display for Stage {
             Stage::Grid => "grid",
             Stage::Reseed => "reseed",
             Stage::Separate => "separate",
+            Stage::Finetune => "finetune",
         })
     }
 }
@@ -332,6 +420,9 @@ impl Sweep {
         if let Some(r) = &section.reseed {
             r.check(section.executor)?;
         }
+        if let Some(f) = &section.finetune {
+            f.check(section.executor)?;
+        }
         let runs = section.axes.0.iter().fold(1usize, |n, (_, vs)| n.saturating_mul(vs.len()));
         ensure!(
             runs <= MAX_RUNS,
@@ -363,16 +454,39 @@ impl Sweep {
 
     /// The grid, first axis slowest.
     pub fn grid(&self) -> Vec<PlannedRun> {
-        let mut combos: Vec<Vec<(String, toml::Value)>> = vec![Vec::new()];
-        for (k, vs) in &self.section.axes.0 {
-            combos =
-                combos.into_iter().flat_map(|c| vs.iter().map(move |v| [c.clone(), linked(k, v)].concat())).collect();
-        }
+        let combos = self.section.axes.combos();
         combos.into_iter().map(|axes| PlannedRun { name: run_name(&axes), stage: Stage::Grid, axes }).collect()
+    }
+
+    /// A fine-tuning run's config: its parent's (the axes before [`PARENT`]), the stage's config
+    /// and conversations over it ([`crate::run::finetune::config_table`]), then its own axes.
+    fn finetune_config(&self, run: &PlannedRun) -> anyhow::Result<crate::run::RunConfig> {
+        let stage = self.section.finetune.as_ref().ok_or_else(|| {
+            anyhow::anyhow!("the plan holds fine-tuning run {} but the sweep file has no [sweep.finetune]", run.name)
+        })?;
+        let at = run.axes.iter().position(|(k, _)| k == PARENT).unwrap_or(run.axes.len());
+        let parent = match run.axes.get(at) {
+            Some((_, toml::Value::String(p))) => PathBuf::from(p),
+            _ => anyhow::bail!("fine-tuning run {} names no parent", run.name),
+        };
+        let mut table = self.base.clone();
+        for (k, v) in &run.axes[..at] {
+            set_value(&mut table, k, v.clone());
+        }
+        let mut table = crate::run::finetune::config_table(table, &stage.config, &stage.data, &parent);
+        for (k, v) in run.axes.iter().skip(at + 1) {
+            set_value(&mut table, k, v.clone());
+        }
+        let dir = super::layout::run(&self.section.dir, &run.name);
+        set_value(&mut table, "run.dir", toml::Value::String(dir.display().to_string()));
+        crate::run::RunConfig::from_table(&table, &format!("the sweep's fine-tuning run {}", run.name))
     }
 
     /// The config of one run, with its directory inside the sweep.
     pub fn run_config(&self, run: &PlannedRun) -> anyhow::Result<crate::run::RunConfig> {
+        if run.stage == Stage::Finetune {
+            return self.finetune_config(run);
+        }
         let dir = super::layout::run(&self.section.dir, &run.name);
         let mut table = self.base.clone();
         for (k, v) in &run.axes {
@@ -473,6 +587,18 @@ fn linked(key: &str, v: &toml::Value) -> Vec<(String, toml::Value)> {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "toml::Table", into = "toml::Table")]
 pub struct Axes(pub Vec<(String, Vec<toml::Value>)>);
+
+impl Axes {
+    /// Every combination of the axes' values, first axis slowest.
+    pub fn combos(&self) -> Vec<Vec<(String, toml::Value)>> {
+        let mut combos: Vec<Vec<(String, toml::Value)>> = vec![Vec::new()];
+        for (k, vs) in &self.0 {
+            combos =
+                combos.into_iter().flat_map(|c| vs.iter().map(move |v| [c.clone(), linked(k, v)].concat())).collect();
+        }
+        combos
+    }
+}
 
 impl TryFrom<toml::Table> for Axes {
     type Error = String;

@@ -5,6 +5,7 @@
 //! - [`config`]: the sweep file, the grid and the plan
 //! - [`layout`]: the sweep directory
 //! - [`plan`]: `plan.json` and the runs added after the grid (the reseed stage's)
+//! - [`finetune`]: the fine-tuning stage: the best pretraining runs fine-tuned on conversations
 //! - [`runner`]: processes, `jobs` at a time, skipping finished runs and resuming stopped ones
 //! - [`slurm`]: the same runs as Slurm job arrays on a cluster
 //! - [`results`]: one row per run (`results.jsonl`, `results.csv`)
@@ -20,6 +21,7 @@
 
 pub mod aggregate;
 pub mod config;
+pub mod finetune;
 pub mod fit;
 pub mod group;
 pub mod ladder;
@@ -44,7 +46,7 @@ pub use results::{unfinished, unfinished_with_causes};
 
 use anyhow::Context;
 
-/// Runs the grid, then the reseed stage, on this machine, and writes the results; returns them.
+/// Runs the grid, then the reseed stage, then the fine-tuning stage, on this machine, and writes the results; returns them.
 /// The sweep directory is locked meanwhile: a second sweep on it is refused.
 pub fn run(sweep: &Sweep, log: &(dyn Fn(&str) + Sync)) -> anyhow::Result<Vec<results::RunResult>> {
     let dir = &sweep.section.dir;
@@ -63,6 +65,14 @@ pub fn run(sweep: &Sweep, log: &(dyn Fn(&str) + Sync)) -> anyhow::Result<Vec<res
         }
         all.extend(extra);
         separate::add_seeds(sweep, &mut all, &mut failures, log)?;
+    }
+    if sweep.section.finetune.is_some() {
+        let sft = finetune::plan(sweep, &all)?;
+        all.extend(sft.iter().cloned());
+        plan::write_plan(sweep, &all)?;
+        runner::write_configs(sweep, &sft)?;
+        log(&format!("fine-tuning stage: {} runs from the pretrained ones", sft.len()));
+        failures.extend(runner::execute(sweep, &sft, log)?);
     }
     finish(sweep, &all, &failures, log)
 }

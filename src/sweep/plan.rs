@@ -13,6 +13,8 @@ pub fn write_plan(sweep: &Sweep, runs: &[PlannedRun]) -> anyhow::Result<()> {
         tuned: s.tuned.clone(),
         target_loss: s.target_loss,
         paper: s.paper,
+        finetune_tuned: s.finetune.as_ref().map(|f| f.tuned.clone()),
+        finetune_paper: s.finetune.as_ref().and_then(|f| f.paper.clone()),
         runs: runs.to_vec(),
     };
     crate::io::json::write(&layout::plan(&s.dir), &plan)

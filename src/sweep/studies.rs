@@ -51,6 +51,8 @@ const MINUTES_DEEPSCALELM: Option<f64> = Some(6.4);
 const MINUTES_SEEDNORM: Option<f64> = Some(1.1);
 const MINUTES_OPTIMIZER_NORMS: Option<f64> = Some(2.9);
 const MINUTES_MUON_LOGITS: Option<f64> = Some(0.5);
+const MINUTES_PERILN_SFT: Option<f64> = Some(1.8);
+const MINUTES_BHYT_SFT: Option<f64> = Some(5.3);
 
 /// Every study, in the order `normlab studies` lists them.
 pub const STUDIES: &[Study] = &[
@@ -346,6 +348,25 @@ pub const STUDIES: &[Study] = &[
         )),
         minutes: MINUTES_MUON_LOGITS,
     },
+    Study {
+        name: "periln-sft",
+        figure: "Peri-LN Table 2, SFT Avg. (App. B.2)",
+        claim: "Peri-LN's lead over Pre- and Post-LN holds after supervised fine-tuning, with a smaller spread over seeds",
+        mini: ("configs/studies/periln-sft.toml", include_str!("../../configs/studies/periln-sft.toml")),
+        full: Some((
+            "configs/studies/periln-sft-full.toml",
+            include_str!("../../configs/studies/periln-sft-full.toml"),
+        )),
+        minutes: MINUTES_PERILN_SFT,
+    },
+    Study {
+        name: "bhyt-sft",
+        figure: "BHyT Tables 2 and 4 (LoRA SFT, App. C.2)",
+        claim: "BHyT's pretraining stability transfers to LoRA fine-tuning: the lowest SFT train and eval loss of the five methods",
+        mini: ("configs/studies/bhyt-sft.toml", include_str!("../../configs/studies/bhyt-sft.toml")),
+        full: Some(("configs/studies/bhyt-sft-full.toml", include_str!("../../configs/studies/bhyt-sft-full.toml"))),
+        minutes: MINUTES_BHYT_SFT,
+    },
 ];
 
 /// The built-in studies that are commands of their own: (figure, claim, miniature, paper scale).
@@ -416,11 +437,19 @@ mod tests {
         files.sort();
         assert_eq!(listed, files, "every file in configs/studies is a listed study and the reverse");
         let tasks = papers_task_files();
-        let with_tasks = [format!("eval.dir = \"{}\"", tasks.display())];
+        let chats = tasks.join("conversations.jsonl");
+        let chat = "{\"conversations\": [\"q\", \"a\"]}\n".repeat(4);
+        std::fs::write(&chats, chat).unwrap();
+        let with_tasks =
+            [format!("eval.dir = \"{}\"", tasks.display()), format!("sweep.finetune.data = \"{}\"", chats.display())];
         for s in STUDIES {
             Sweep::study(s.name, false, &[]).unwrap_or_else(|e| panic!("{}: {e:#}", s.name));
             let Some((_, text)) = s.full else { continue };
-            if text.contains("-table") {
+            if text.contains("[sweep.finetune]") {
+                // LIMA is refused until it is there, naming how to fetch it.
+                let Err(e) = Sweep::study(s.name, true, &[]) else { panic!("{}: LIMA is missing", s.name) };
+                assert!(format!("{e:#}").contains("tools/get_lima.py"), "{}: {e:#}", s.name);
+            } else if text.contains("-table") {
                 // A paper's task set is refused until its files are there, naming where they come from.
                 let Err(e) = Sweep::study(s.name, true, &[]) else { panic!("{}: its task files are missing", s.name) };
                 let e = format!("{e:#}");

@@ -8,7 +8,6 @@
 //! - [`metrics`]: acc, acc_norm, perplexity, bits per byte, standard errors
 //! - [`evaluate`]: a task on a model: per-item results and metrics
 //! - [`layouts`]: the tasks' published layouts with lm-eval's templates
-//! - [`files`]: task files (parquet, JSON lines, JSON, text)
 //! - [`builtin`]: the built-in suite from the built-in corpus and rules
 //! - [`spec`]: which tasks to evaluate (`[eval]`, `--tasks`), loading, few-shot
 //! - [`fewshot`]: few-shot contexts as lm-evaluation-harness 0.4 draws them
@@ -19,7 +18,6 @@ pub mod builtin;
 pub mod encode;
 pub mod evaluate;
 pub mod fewshot;
-pub mod files;
 pub mod item;
 pub mod layouts;
 pub mod metrics;

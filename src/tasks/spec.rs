@@ -278,7 +278,7 @@ pub fn load(s: &TaskSpec, cache: &Path, context: usize) -> anyhow::Result<Task> 
 
 /// The first `limit` records of `path` as items of `layout`.
 fn items_of(path: &Path, layout: &str, limit: Option<usize>, name: &str) -> anyhow::Result<Vec<Item>> {
-    let records = super::files::records(path, limit)?;
+    let records = crate::data::read::records::records(path, limit)?;
     ensure!(!records.is_empty(), "eval task `{name}`: {} holds no records", path.display());
     records
         .iter()

@@ -8,6 +8,7 @@
 //! - [`step`]: one optimizer step's gradients over the micro-batches; [`allreduce`]: summed over
 //!   the ranks; [`clip`]: global-norm clipping
 //! - [`optim`]: the optimizers (AdamW, Muon, NorMuon, Lion, AdamH, MuonH) and their parameter groups; [`update`]: the applied update measured (and clipped)
+//! - [`finetune`]: a fine-tuning run's start from its parent's weights
 //! - [`eval`]: validation loss and perplexity over fixed windows
 //! - [`pairs_eval`]: a pairs run's test sets decoded and scored
 //! - [`rollback`]: going back to a checkpoint after repeated spikes (`[train.rollback]`)
@@ -21,6 +22,7 @@ pub mod allreduce;
 pub mod clip;
 pub mod engine;
 pub mod eval;
+pub mod finetune;
 pub mod memory;
 pub mod mfu;
 pub mod optim;

@@ -72,14 +72,17 @@ fn prepare(cfg: RunConfig, init: Option<(ParamSource, Tokenizer)>, log: &dyn Fn(
         log(&format!("warning: {w}"));
     }
     let device = cfg.open_device()?;
-    let (source, tokenizer) = match init {
-        Some((s, t)) => (s, Some(t)),
-        None => (ParamSource::Seeded(cfg.train.seed), None),
+    let dir = cfg.run.dir.clone();
+    let parent = cfg.finetune_mut().map(|f| crate::run::saved::open_parent(f, &dir)).transpose()?;
+    let (source, tokenizer) = match (init, parent) {
+        (Some((s, t)), _) => (s, Some(t)),
+        (None, Some(parent)) => super::finetune::parent_init(&cfg, parent)?,
+        (None, None) => (ParamSource::Seeded(cfg.train.seed), None),
     };
     let mut data = Dataset::prepare(&cfg.data, tokenizer, log)?;
     cfg.fit_vocab(data.tokenizer.vocab_size(), &data.info.tokenizer)?;
     data.check_seq_len(cfg.train.seq_len)?;
-    data.fit_pairs(cfg.train.seq_len, log)?;
+    data.fit_examples(cfg.train.seq_len, log)?;
     let tasks = super::trainer::load_tasks(&cfg, &data.tokenizer)?;
     // Again with the tokenizer's vocabulary, before the model is built (a model too large to
     // build would abort the process inside the allocator).
@@ -274,7 +277,7 @@ fn restore(
     let mut data = Dataset::prepare(&cfg.data, Some(tokenizer), log)?;
     check_corpus(dir, &data.info.corpus_sha256, opts, log)?;
     cfg.fit_vocab(data.tokenizer.vocab_size(), &data.info.tokenizer)?;
-    data.fit_pairs(cfg.train.seq_len, log)?;
+    data.fit_examples(cfg.train.seq_len, log)?;
     let tasks = super::trainer::load_tasks(&cfg, &data.tokenizer)?;
     let ad = autodiff_device(&device, cfg.train.checkpoint_activations);
     let state = checkpoint::load_state(ckpt)?;

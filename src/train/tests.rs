@@ -741,7 +741,7 @@ fn a_pairs_run_trains_resumes_identically_and_scores_its_held_out_pairs() {
     whole.run.dir = root.join("whole");
     let (t, o) = run(whole.clone());
     assert!(matches!(o, Outcome::Finished { .. }), "{o:?}");
-    assert!(t.data.pairs.as_ref().unwrap().train.len() == 54, "every 10th of 60 pairs is held out");
+    assert!(t.data.examples.as_ref().unwrap().train.len() == 54, "every 10th of 60 pairs is held out");
     drop(t);
     let e: crate::run::pairs_eval::PairsEval = crate::io::json::read(&layout::pairs_eval(&root.join("whole"))).unwrap();
     assert_eq!(e.sets.len(), 1);

@@ -327,7 +327,12 @@ impl Trainer {
         let tensors = batches.into_iter().skip(mine.start).take(mine.len()).map(|b| to_tensors(b, &self.ad));
         let f16 = self.cfg.train.precision == Precision::F16;
         let loss_scale = if f16 { self.state.loss_scale.scale } else { 1.0 };
-        let objective = Objective { masked: self.data.pairs.is_some(), z_loss: self.cfg.train.z_loss };
+        let objective = Objective { masked: self.data.examples.is_some(), z_loss: self.cfg.train.z_loss };
+        if self.cfg.model.lora.as_ref().is_some_and(|l| l.dropout > 0.0) {
+            // LoRA's dropout masks: drawn from the run's seed and the step, so a resumed run
+            // draws the ones it would have.
+            self.ad.seed(self.cfg.train.seed ^ crate::rng::fnv1a(&format!("lora-dropout-{}", self.state.step)));
+        }
         let g = step::gradients(&self.model, tensors, share, self.cfg.optim.grad_clip, objective, loss_scale)?;
         let mut warnings = Vec::new();
         let skipped = self.refuse_update(f16, g.loss, g.norms.total, &mut warnings);
@@ -438,8 +443,8 @@ impl Trainer {
         let batch = self.cfg.train.batch_size;
         let micro = self.cfg.micro_batch_size();
         let seq = self.cfg.train.seq_len;
-        let mut batches: Vec<Batch> = match &self.data.pairs {
-            Some(p) => self.sampler.next_pairs(&p.train, batch, micro, p.end),
+        let mut batches: Vec<Batch> = match &self.data.examples {
+            Some(p) => self.sampler.next_pairs(&p.train, batch, micro, p.pad),
             None => (0..batch / micro)
                 .map(|_| match &self.data.mixture {
                     Some(m) => self.sampler.next_mixed(&self.data.train, m, micro, seq),
@@ -481,8 +486,8 @@ impl Trainer {
         let plain = self.model.valid();
         let micro = self.cfg.micro_batch_size();
         let on = Evaluated { model: &plain, device: &self.device, ranks: self.ranks };
-        let (v, sources) = match (&self.data.pairs, &self.data.mixture) {
-            (Some(p), _) => (on.pairs(&p.val, p.end, micro), Vec::new()),
+        let (v, sources) = match (&self.data.examples, &self.data.mixture) {
+            (Some(p), _) => (on.pairs(&p.val, p.pad, micro), Vec::new()),
             (None, Some(m)) => on.mixture(&self.data.val, m, self.cfg.run.eval_windows, self.cfg.train.seq_len, micro),
             (None, None) => (on.windows(&self.data.val, &self.val_starts, self.cfg.train.seq_len, micro), Vec::new()),
         };
@@ -547,7 +552,7 @@ impl Trainer {
     }
 
     fn score_pairs(&mut self, progress: &Progress) -> anyhow::Result<()> {
-        let Some(p) = &self.data.pairs else { return Ok(()) };
+        let Some(p) = self.data.examples.as_ref().filter(|p| !p.tests.is_empty()) else { return Ok(()) };
         progress.println(&format!("decoding {} test sets for exact match and F1", p.tests.len()));
         let plain = self.model.valid();
         let tok = &self.data.tokenizer;

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests; each test crate uses a subset of them.
 #![allow(dead_code)]
 
+use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
 
 #[path = "../../src/testutil/planted.rs"]
@@ -112,4 +113,34 @@ pub fn error_line(o: &std::process::Output) -> String {
     assert_eq!(lines.len(), 1, "one error line: {e}");
     assert!(!e.contains("panicked"), "{e}");
     lines[0].to_string()
+}
+
+/// A server process, killed when dropped.
+pub struct Served {
+    child: std::process::Child,
+    pub url: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `normlab serve` on `run` with `extra` flags; waits for its address line.
+pub fn serve(run: &Path, extra: &[&str]) -> Served {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_normlab"))
+        .args(["serve", "--port", "0", "--checkpoint"])
+        .arg(run)
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let at = line.find("http://").unwrap_or_else(|| panic!("no address in {line:?}"));
+    let url = line[at..].split(':').take(3).collect::<Vec<_>>().join(":");
+    Served { child, url }
 }

@@ -1,5 +1,5 @@
-//! Pairs as token sequences: `source <sep> target <end>`, with the index where the target
-//! starts, so that only the target (and `<end>`) is learned and scored.
+//! Pairs as token sequences: `source <sep> target <end>`, the target (with `<end>`) the one
+//! learned range, so that only it is learned and scored.
 //!
 //! `<sep>` and `<end>` are the ASCII control characters US (U+001F) and RS (U+001E): one token
 //! in every tokenizer normlab has (one byte; GPT-2's and the trained BPE's byte alphabets hold
@@ -14,20 +14,7 @@ use anyhow::{Context, ensure};
 pub const SEP: char = '\u{1F}';
 pub const END: char = '\u{1E}';
 
-/// One tokenized example.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Example {
-    /// `source <sep>` then `target <end>`.
-    pub tokens: Vec<u32>,
-    /// Index of the first target token; the tokens before it are the prompt.
-    pub target_start: usize,
-}
-
-impl Example {
-    pub fn prompt(&self) -> &[u32] {
-        &self.tokens[..self.target_start]
-    }
-}
+pub use crate::data::example::{Example, batch};
 
 /// The text a pair is rendered to (token files, BPE training).
 pub fn text(p: &Pair) -> String {
@@ -53,10 +40,11 @@ pub fn end_id(tok: &Tokenizer) -> anyhow::Result<u32> {
 /// Encodes a pair.
 pub fn encode(tok: &Tokenizer, p: &Pair, end: u32) -> anyhow::Result<Example> {
     let mut tokens = prompt(tok, &p.source)?;
-    let target_start = tokens.len();
+    let start = tokens.len();
     tokens.extend(tok.encode(&p.target)?);
     tokens.push(end);
-    Ok(Example { tokens, target_start })
+    let learned = std::iter::once(start..tokens.len()).collect();
+    Ok(Example { tokens, learned })
 }
 
 /// Encodes many pairs in parallel, in order.
@@ -77,25 +65,6 @@ pub fn check_markers(p: &Pair) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A micro-batch of examples, one per row, right-padded to the longest with `pad`: inputs are
-/// `tokens[..n-1]`, targets `tokens[1..]` with every position whose target is a prompt token,
-/// and every padding position, set to −1 (ignored by the loss). Causal attention keeps the
-/// padding after a row's end from reaching any of its real positions.
-pub fn batch(examples: &[&Example], pad: u32) -> crate::data::batch::Batch {
-    let seq_len = examples.iter().map(|e| e.tokens.len() - 1).max().unwrap_or(1);
-    let mut inputs = Vec::with_capacity(examples.len() * seq_len);
-    let mut targets = Vec::with_capacity(examples.len() * seq_len);
-    for e in examples {
-        let n = e.tokens.len() - 1;
-        for j in 0..seq_len {
-            inputs.push(if j < n { e.tokens[j] } else { pad } as i64);
-            let counted = j < n && j + 1 >= e.target_start;
-            targets.push(if counted { e.tokens[j + 1] as i64 } else { -1 });
-        }
-    }
-    crate::data::batch::Batch { inputs, targets, batch: examples.len(), seq_len }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,7 +78,7 @@ mod tests {
         let a = encode(&tok, &Pair { source: "1".into(), target: "one".into(), category: None }, end).unwrap();
         // "1" US "o" "n" "e" RS: the target starts at index 2.
         assert_eq!(a.tokens, vec![b'1' as u32, 0x1F, b'o' as u32, b'n' as u32, b'e' as u32, 0x1E]);
-        assert_eq!(a.target_start, 2);
+        assert_eq!(a.learned, vec![2..6]);
         let b = encode(&tok, &Pair { source: "22".into(), target: "x".into(), category: None }, end).unwrap();
         let bt = batch(&[&a, &b], end);
         assert_eq!((bt.batch, bt.seq_len), (2, 5));

@@ -9,12 +9,14 @@
 //! - [`decompress`]: `.gz` / `.zst` readers
 //! - [`json`]: JSON lines and JSON arrays
 //! - [`parquet`]: one string column of a parquet file, row group by row group
+//! - [`records`]: a file's records whole, as JSON values (task files, conversations)
 
 pub mod decompress;
 pub mod each;
 pub mod files;
 pub mod json;
 pub mod parquet;
+pub mod records;
 
 pub use each::for_each;
 pub use files::{CorpusFile, FileKind, OnText, resolve};

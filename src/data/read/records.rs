@@ -1,4 +1,4 @@
-//! A task file's records as JSON values: JSON lines (`.jsonl`), a JSON array (`.json`),
+//! A file's records as JSON values (task files, conversations): JSON lines (`.jsonl`), a JSON array (`.json`),
 //! parquet (`.parquet`, each row as a JSON object, lists and structs nested as the hub's
 //! datasets write them) or plain text (`.txt`: the whole file one `{"text": …}` record). A
 //! damaged file is named with its line or row.
