@@ -239,7 +239,8 @@ fn a_sweep_fine_tunes_each_methods_best_run() {
         assert_eq!(cfg["data"]["task"].as_str(), Some("chat"));
     }
     let report = std::fs::read_to_string(sweep.join("report").join("report.md")).unwrap();
-    assert!(report.contains("Fine-tuning: the methods after SFT"), "{report}");
+    assert!(report.contains("Fine-tuning: the methods after SFT") && report.contains("SFT train loss"), "{report}");
+    assert!(sft.iter().all(|r| r["final_train_loss"].as_f64().is_some_and(f64::is_finite)), "{sft:?}");
     let o = bin().args(["sweep", "--executor", "slurm", "--config"]).arg(&file).output().unwrap();
     assert!(common::error_line(&o).contains("sweep.finetune"), "{}", common::stderr(&o));
 }

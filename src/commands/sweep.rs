@@ -82,7 +82,10 @@ pub fn sweep(config: &Path, sets: &[String], how: SweepHow) -> anyhow::Result<i3
     outln!("{}", report::summary_table(&ms));
     if let Some(f) = &s.section.finetune {
         let sft = sweep::finetune::summarize(&rows, &s.section.group_by, &f.tuned);
-        if let Some(((heading, table), _)) = crate::report::finetune::sweep_section(&ms, &sft, f.paper.as_deref()) {
+        let sft_rows = crate::report::finetune::SftRows { rows: &rows, group_by: &s.section.group_by, tuned: &f.tuned };
+        if let Some(((heading, table), _)) =
+            crate::report::finetune::sweep_section(&ms, &sft, &sft_rows, f.paper.as_deref())
+        {
             outln!("{heading}\n{table}");
         }
     }

@@ -109,7 +109,8 @@ fn sweep_report(dir: &Path) -> anyhow::Result<Report> {
 fn finetune_section(plan: &Plan, rows: &[RunResult], ms: &[MethodSummary]) -> Option<((String, String), String)> {
     let sft_tuned = plan.finetune_tuned.as_deref().unwrap_or("optim.lr");
     let sft = crate::sweep::finetune::summarize(rows, &plan.group_by, sft_tuned);
-    super::finetune::sweep_section(ms, &sft, plan.finetune_paper.as_deref())
+    let sft_rows = super::finetune::SftRows { rows, group_by: &plan.group_by, tuned: sft_tuned };
+    super::finetune::sweep_section(ms, &sft, &sft_rows, plan.finetune_paper.as_deref())
 }
 
 /// A sweep's figures: loss (and downstream tasks) against the learning rate, then the best

@@ -36,17 +36,18 @@ fn cell(v: Option<f64>) -> String {
 pub fn sweep_section(
     pt: &[MethodSummary],
     sft: &[MethodSummary],
+    sft_rows: &SftRows,
     paper: Option<&str>,
 ) -> Option<((String, String), String)> {
     let first = sft.iter().find(|m| m.mean.is_some())?;
     let published = paper.map(paper_sft::rows).unwrap_or_default();
     let mut t = String::from(
-        "| rank | method | PT val loss | SFT LR* | SFT val loss | se | n | task average before | task average after | rank by tasks |",
+        "| rank | method | PT val loss | SFT LR* | SFT train loss | SFT val loss | se | n | task average before | task average after | rank by tasks |",
     );
     if let Some(p) = paper {
         t += &format!(" {p}: SFT eval loss (rank) | {p}: average after SFT (rank) |");
     }
-    t += "\n|---|---|---|---|---|---|---|---|---|---|";
+    t += "\n|---|---|---|---|---|---|---|---|---|---|---|";
     t += if paper.is_some() { "---|---|\n" } else { "\n" };
     let averages: Vec<f64> = sft.iter().filter_map(|m| Some(task_average(&m.tasks)?.value)).collect();
     for (i, m) in sft.iter().enumerate() {
@@ -57,11 +58,12 @@ pub fn sweep_section(
         let avg =
             |ts: Option<&Vec<TaskScore>>| ts.and_then(|t| task_average(t)).map_or("–".into(), |a| score_cell(&a));
         t += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {by_tasks} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {by_tasks} |",
             i + 1,
             m.method,
             cell(before.and_then(|p| p.mean)),
             m.lr_star.map_or("–".into(), |l| format!("{l:.0e}")),
+            cell(sft_rows.train_loss(m)),
             cell(m.mean),
             cell(se),
             m.seeds_at_lr_star,
@@ -74,6 +76,27 @@ pub fn sweep_section(
         t += "\n";
     }
     Some((("Fine-tuning: the methods after SFT".into(), t), finding(first, sft)))
+}
+
+/// A sweep's fine-tuning runs, by method label, with the key tuned per method.
+pub struct SftRows<'a> {
+    pub rows: &'a [crate::sweep::results::RunResult],
+    pub group_by: &'a crate::sweep::group::GroupBy,
+    pub tuned: &'a str,
+}
+
+impl SftRows<'_> {
+    /// The mean SFT train loss of `m`'s finished runs at its best SFT value of the tuned key.
+    fn train_loss(&self, m: &MethodSummary) -> Option<f64> {
+        let at: Vec<f64> = self
+            .rows
+            .iter()
+            .filter(|r| r.stage == crate::sweep::Stage::Finetune && self.group_by.label(&r.axes) == m.method)
+            .filter(|r| r.axes.get(self.tuned).and_then(|v| v.as_f64()) == m.lr_star)
+            .filter_map(|r| r.final_train_loss)
+            .collect();
+        (!at.is_empty()).then(|| at.iter().sum::<f64>() / at.len() as f64)
+    }
 }
 
 /// The paper's SFT eval loss and task average for `method` with their ranks in the paper.

@@ -111,6 +111,7 @@ mod tests {
             diverged_step: None,
             diverged_reason: None,
             final_val_loss: None,
+            final_train_loss: None,
             best_val_loss: None,
             final_val_ppl: None,
             best_val_ppl: None,

@@ -57,6 +57,10 @@ pub struct RunResult {
     pub diverged_step: Option<usize>,
     pub diverged_reason: Option<String>,
     pub final_val_loss: Option<f64>,
+    /// Mean training loss over a finished run's last (up to) 10 steps: a fine-tuning run's
+    /// "SFT train loss" (the BHyT paper's Table 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_train_loss: Option<f64>,
     pub best_val_loss: Option<f64>,
     pub final_val_ppl: Option<f64>,
     pub best_val_ppl: Option<f64>,
@@ -99,6 +103,13 @@ fn last_probe(run: &Path) -> anyhow::Result<Option<ProbeRecord>> {
     Ok(jsonl::read_if_exists::<ProbeRecord>(&run_dir::probes(run))?.pop())
 }
 
+/// The mean training loss of the last (up to) 10 steps.
+fn last_train_mean(m: &Metrics) -> Option<f64> {
+    let tail = &m.train[m.train.len().saturating_sub(10)..];
+    let losses: Vec<f64> = tail.iter().map(|t| t.loss).filter(|l| l.is_finite()).collect();
+    (!losses.is_empty()).then(|| losses.iter().sum::<f64>() / losses.len() as f64)
+}
+
 /// A value that may be NaN (written as null) as an option.
 fn finite_or_none(v: f64) -> Option<f64> {
     (!v.is_nan()).then_some(v)
@@ -131,6 +142,7 @@ fn collect_one(dir: &Path, r: &PlannedRun, target: Option<f64>) -> anyhow::Resul
         diverged_step,
         diverged_reason,
         final_val_loss: final_val,
+        final_train_loss: final_val.and(last_train_mean(&m)),
         best_val_loss: best,
         final_val_ppl: final_val.map(f64::exp),
         best_val_ppl: best.map(f64::exp),
@@ -175,10 +187,11 @@ fn final_tasks(m: &Metrics) -> Vec<crate::tasks::TaskScore> {
 }
 
 /// The columns of `results.csv` after `name`, `stage` and the axes.
-const CSV_COLUMNS: [&str; 18] = [
+const CSV_COLUMNS: [&str; 19] = [
     "state",
     "diverged_step",
     "final_val_loss",
+    "final_train_loss",
     "best_val_loss",
     "final_val_ppl",
     "best_val_ppl",

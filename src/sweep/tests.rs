@@ -20,6 +20,7 @@ fn row(name: &str, stage: &str, recipe: &str, lr: f64, seed: i64, val: Option<f6
         diverged_step: val.is_none().then_some(17),
         diverged_reason: val.is_none().then(|| "loss is NaN".into()),
         final_val_loss: val,
+        final_train_loss: None,
         best_val_loss: val,
         final_val_ppl: val.map(f64::exp),
         best_val_ppl: val.map(f64::exp),
