@@ -28,6 +28,12 @@ pub enum Init {
     Uniform {
         bound: f64,
     },
+    /// Hyper-Connections' static width connections `[n, n+1]` as pre-norm: column 0 (what the
+    /// sublayer reads) the unit vector `e_read`, columns 1…n (what each stream keeps) the
+    /// identity.
+    WidthConnections {
+        read: usize,
+    },
 }
 
 /// Where parameter values come from.
@@ -139,6 +145,10 @@ fn seeded(seed: u64, name: &str, shape: Vec<usize>, init: Init) -> TensorData {
         Init::Uniform { bound } => {
             let mut rng = SplitMix64::new(seed ^ fnv1a(name));
             (0..n).map(|_| ((2.0 * rng.uniform() - 1.0) * bound) as f32).collect()
+        }
+        Init::WidthConnections { read } => {
+            let cols = shape.get(1).copied().unwrap_or(1);
+            (0..n).map(|k| (k % cols == 0 && k / cols == read || k % cols == k / cols + 1) as u8 as f32).collect()
         }
     };
     TensorData::new(values, shape)

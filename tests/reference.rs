@@ -41,6 +41,25 @@ const DEAD_GRAD: f64 = 1e-12;
 /// largest, which allowed 1e-7: one ε, passed or failed by the summation order.
 const DEAD_NOISE: f64 = 1e-6;
 
+/// The first sublayer's stream mixing (`layers.0.attn.hc.*`, Hyper-Connections and mHC): every
+/// stream starts as the embedding, so the read weights and the residual mixing of the first
+/// sublayer get gradients only through the streams' differences — ~1e-7 of the largest in the
+/// float64 reference, exactly 0 for mHC-lite's residual logits at the first step. Adam divides
+/// their f32 rounding noise by its own √v̂ and moves them by up to the learning rate per step,
+/// where float64's noise moves them by nothing (measured: up to 8e-3 after 12 steps at lr 3e-3,
+/// against ≤ 3e-6 for every other parameter). Their final values are held to what 12 steps can
+/// move a weight at most, 12·lr; their gradients at the fixture's weights are compared as every
+/// other's, and the per-step gradient norm, which their drift reaches through the later steps,
+/// to [`STREAMS_NORM_TOL`].
+fn symmetric_first_mix(name: &str) -> bool {
+    name.starts_with("layers.0.attn.hc.")
+}
+
+/// 12 Adam steps at lr 3e-3: the most a weight can move (|Adam step| ≤ lr for β₁² ≤ β₂).
+const STREAMS_WEIGHT_TOL: f64 = 12.0 * 3e-3;
+/// The per-step gradient norm of a stream recipe, relative (measured: ≤ 2.2e-5).
+const STREAMS_NORM_TOL: f64 = 1e-4;
+
 fn fixture_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/reference")
 }
@@ -243,6 +262,8 @@ fn replay(c: &Case, t: &TrainSettings, problems: &mut Vec<String>) -> Result<(Tr
     let mut optim = optim::build(&optim_cfg, &model);
     let (want_loss, want_norm) = (floats(&c.file.tensors["traj/loss"]), floats(&c.file.tensors["traj/grad_norm"]));
     let mut worst_loss: f64 = 0.0;
+    let streams = c.file.tensors.keys().any(|k| k.strip_prefix("param/").is_some_and(symmetric_first_mix));
+    let norm_tol = if streams { STREAMS_NORM_TOL } else { TRAJ_LOSS_TOL };
     for s in 0..t.steps {
         let x = step_batches(&c.file, "traj/tokens", s, &c.device);
         let y = step_batches(&c.file, "traj/targets", s, &c.device);
@@ -253,7 +274,7 @@ fn replay(c: &Case, t: &TrainSettings, problems: &mut Vec<String>) -> Result<(Tr
             .map_err(|e| e.to_string())?;
         let rel = |a: f64, b: f64| ((a - b) / b).abs();
         worst_loss = worst_loss.max(rel(g.loss, want_loss[s]));
-        if rel(g.loss, want_loss[s]) > TRAJ_LOSS_TOL || rel(g.norms.total, want_norm[s]) > TRAJ_LOSS_TOL {
+        if rel(g.loss, want_loss[s]) > TRAJ_LOSS_TOL || rel(g.norms.total, want_norm[s]) > norm_tol {
             let (loss, norm) = (g.loss, g.norms.total);
             problems.push(format!(
                 "step {}: loss {loss:.6} vs {:.6}, grad norm {norm:.6} vs {:.6}",
@@ -286,6 +307,12 @@ fn final_weight_problems(
             continue;
         }
         let err = max_diff(&floats(&got), &floats(&want[&name]));
+        if symmetric_first_mix(&name) {
+            if err > STREAMS_WEIGHT_TOL {
+                problems.push(format!("weights {name} (first stream mixing) after {steps} steps: max |Δ| {err:.2e}"));
+            }
+            continue;
+        }
         if err > worst.0 {
             worst = (err, name.clone());
         }

@@ -7,8 +7,20 @@ for the other schemes, their papers and reference code: ReZero's RZTXEncoderLaye
 SkipInit, CaiT's LayerScale, nanochat's x0 lambdas, HybridNorm's OLMo 2 code (per-head q, k, v
 RMSNorm), CogView's Sandwich-LN (no embedding norm), Gemma 2's soft-caps, Megatron-LM's
 layernorm-1p and qk_l2_norm (Llama 4's L2Norm: unit mean square per head), the Derf repository's
-nanoGPT patch, Kimi K2's MuonClip), not from the Rust code. It runs in float64 and, for each
-case, writes tests/fixtures/reference/<case>.safetensors with
+nanoGPT patch, Kimi K2's MuonClip; appended later: Qwen's gated attention (the authors'
+qiuzh20/gated_attention modeling_qwen3.py), gpt-oss's attention sinks (transformers'
+models/gpt_oss/modeling_gpt_oss.py eager_attention_forward), Qwen3-Next's zero-centred RMSNorm
+(transformers' models/qwen3_next/modeling_qwen3_next.py Qwen3NextRMSNorm), Gemma 3's block
+(transformers' models/gemma3/modeling_gemma3.py Gemma3DecoderLayer, Gemma3Attention), and the
+multi-stream residuals: Hyper-Connections (the hyper-connections package 0.4.11,
+hyper_connections/hyper_connections.py HyperConnections), mHC (transformers' v5.24.0
+models/deepseek_v4/modeling_deepseek_v4.py DeepseekV4HyperConnection, DeepseekV4HyperHead) and
+mHC-lite (the authors' FFTYYY/mhc-lite hyper_conn/mhc_lite.py for H_res; the rest as mHC), and
+value residual learning (ResFormer: the authors' Zcchill/Value-Residual-Learning
+src/modeling/modeling_llama_resformer.py; its learnable two-lambda form from modded-nanogpt's
+records/track_1_short/2024-11-09_Replicateleloykun)), not from the Rust code. It runs in float64
+and, for each case, writes
+tests/fixtures/reference/<case>.safetensors with
 
     param/<name>   the weights (values exactly representable in f32, so both sides use the same)
     input/tokens   int64 [B, T];   input/targets int64 [B, T]
@@ -21,7 +33,9 @@ case, writes tests/fixtures/reference/<case>.safetensors with
     traj/param/<name>  the weights after S steps
 
 The trajectory is trained with torch.optim.AdamW (weight decay on matrices only, none on
-vectors and scalars), torch.nn.utils.clip_grad_norm_ on all parameters together, gradient
+vectors and scalars, except zc-rms's zero-centred gains, which are decayed with the matrices, and
+the hyper-connection parameters (`.hc.`, `hc_head.`), none of which is decayed, matrices included),
+torch.nn.utils.clip_grad_norm_ on all parameters together, gradient
 accumulation over M micro-batches (each loss / M) and a linear warm-up then cosine schedule
 written from its formula (KiteNorm Table 1: warm-up from 1e-10). The Rust model config is in
 the file metadata ("config"), the training settings in "train".
@@ -30,6 +44,7 @@ Run (from the repository root):
     python3 -m venv ~/.venvs/torchref && ~/.venvs/torchref/bin/pip install torch numpy safetensors
     ~/.venvs/torchref/bin/python tools/make_reference_fixtures.py [CASE ...]
 """
+import itertools
 import json
 import math
 import os
@@ -54,6 +69,7 @@ RMS = dict(kind="rmsnorm", gain=True)
 RMS0 = dict(kind="rmsnorm", gain=False)                # weightless RMSNorm (F.rms_norm, no weight)
 LN1P = dict(kind="layernorm-1p")                       # Megatron-LM's zero-centred gain
 SEED = dict(kind="seednorm")                           # SeeDNorm
+ZCRMS = dict(kind="rmsnorm-zc")                        # Qwen3-Next's zero-centred RMSNorm: (1 + w) x / rms
 
 
 def dyt(alpha):
@@ -107,6 +123,8 @@ def norm_params(spec, name, gen):
         p["gain"], p["lambda"] = 1 + 0.2 * n(D), spec["lam"] * (1 + 0.1 * n(1))
     if k == "layernorm-1p":  # the stored gain is centred on 0
         p["gain"], p["shift"] = 0.2 * n(D), 0.2 * n(D)
+    if k == "rmsnorm-zc":  # Qwen3NextRMSNorm's weight, initialised at 0 there, perturbed here
+        p["centred_gain"] = 0.2 * n(D)
     if k == "seednorm":  # beta away from 0 so that tanh(x . beta) and alpha both matter, short of
         # saturation, where 1 - tanh^2 in f32 loses the digits the trajectory compares
         p["gain"], p["alpha"], p["beta"] = 1 + 0.2 * n(D), 1 + 0.3 * n(D), 0.1 * n(D)
@@ -129,6 +147,9 @@ def apply_norm(spec, P, name, x, variance=None):
     if k in ("rmsnorm", "scalar-rms"):  # scalar-rms: one gain gamma', no centring, no shift
         y = x / torch.sqrt((x ** 2).mean(-1, keepdim=True) + EPS)
         return y * g if g is not None else y
+    if k == "rmsnorm-zc":  # transformers' (v5.24.0) Qwen3NextRMSNorm, lines 126-143: _norm(x) * (1 + weight)
+        y = x / torch.sqrt((x ** 2).mean(-1, keepdim=True) + EPS)
+        return y * (1 + P[f"{name}.centred_gain"])
     if k == "dyt":
         return g * torch.tanh(P[f"{name}.alpha"] * x) + P[f"{name}.shift"]
     if k == "layernorm-1p":  # Megatron-LM's apply_layernorm_1p: (1 + gamma) * LN(x) + beta
@@ -166,9 +187,12 @@ def recipe(name):
     embedding scale e0 or None, extras). qk_norm: None, "head" (per head, Qwen3, HybridNorm), "full"
     (OLMo 2) or "l2" (unit mean square per head, no weight: Megatron-LM's L2Norm). extras: v_norm
     ("head" or None), attention and final soft-caps, x0 mixing (initial lambda_r, lambda_0) and
-    QK-clip (tau, alpha)."""
+    QK-clip (tau, alpha); appended later: the attention output gate ("elementwise" or "headwise"),
+    attention sinks, a constant (parameter-free) embedding multiplier, the multi-stream residual
+    kind (hc) and value residual learning (value_res)."""
     subs, emb, fin, qk, reg, escale = [], None, None, None, 0.0, None
-    ex = dict(v=None, attn_cap=None, final_cap=None, x0=None, clip=None, ngpt=False)
+    ex = dict(v=None, attn_cap=None, final_cap=None, x0=None, clip=None, ngpt=False,
+              attn_gate=None, sinks=False, embed_mult=None, hc=None, value_res=False)
     for l in range(1, 2 * L + 1):
         k, attn = (l + 1) // 2, l % 2 == 1
         if name == "post":
@@ -267,6 +291,56 @@ def recipe(name):
         elif name == "ngpt":  # NVIDIA's nGPT model.py: h = norm(norm(h) + |alpha| (norm(F(h)) - norm(h)))
             subs.append(sub(out=L2, outer=L2, gate=gate("channel", 0.05, on="interpolate", scale=D ** -0.5)))
             ex["ngpt"] = True
+        elif name in ("gated-attn", "gated-attn-head"):
+            # Gated Attention for LLMs (Qiu et al., NeurIPS 2025), position G1: the SDPA output of
+            # each head times sigmoid(X W_gate), X the normalised sublayer input that q, k, v read;
+            # the authors' modeling_qwen3.py (qiuzh20/gated_attention) Qwen3Attention: the gate
+            # scores come out of the widened q_proj (lines 271-276, 304-313), and
+            # attn_output * torch.sigmoid(gate_score) before o_proj (lines 352-359). Here W_gate is
+            # its own [D, H*HD] (elementwise) or [D, H] (headwise) matrix. On pre-rms, no QK-norm.
+            subs.append(sub(inp=RMS)); fin = RMS
+            ex["attn_gate"] = "elementwise" if name == "gated-attn" else "headwise"
+        elif name == "attn-sink":  # gpt-oss's learned sinks, on pre-rms
+            subs.append(sub(inp=RMS)); fin = RMS; ex["sinks"] = True
+        elif name == "zc-rms":  # Qwen3-Next's zero-centred RMSNorm in every RMSNorm slot of pre-rms
+            # (transformers' Qwen3NextDecoderLayer input_layernorm, post_attention_layernorm and
+            # Qwen3NextModel.norm are all Qwen3NextRMSNorm); the centred gains are weight-decayed
+            subs.append(sub(inp=ZCRMS)); fin = ZCRMS
+        elif name == "gemma3":
+            # transformers' (v5.24.0) Gemma3DecoderLayer (lines 367-370, 380-402): input_layernorm
+            # -> attention -> post_attention_layernorm -> + residual, pre_feedforward_layernorm
+            # -> MLP -> post_feedforward_layernorm -> + residual; Gemma3Attention: q_norm, k_norm
+            # (RMSNorm over head_dim, one gain shared by the heads) before RoPE (lines 310-311,
+            # 329-333); Gemma3TextModel: embeddings times hidden_size**0.5 (line 468, a buffer of
+            # Gemma3TextScaledWordEmbedding, not a parameter), no embedding norm, final norm
+            # (line 473). Gemma3RMSNorm (lines 119-135) computes x/rms * (1 + w), w initialised at 0
+            # (line 430); here gamma * x/rms with gamma = 1 + w under
+            # the ordinary "gain" names: the map is affine with unit slope, so gradients and Adam
+            # moments coincide, and with no weight decay on vectors AdamW trains both identically.
+            # GLU FFN kept (Gemma's GeGLU activation is a model choice outside the recipe), no
+            # soft-caps, full causal attention, scale 1/sqrt(head_dim) (query_pre_attn_scalar = HD).
+            subs.append(sub(inp=RMS, out=RMS)); fin = RMS; qk = "head"; ex["embed_mult"] = math.sqrt(D)
+        elif name == "value-residual":
+            # Value residual learning (ResFormer, Zhou et al.) on pre-rms: in every layer i >= 1 the
+            # attention values become v = lambda[0] v + lambda[1] v_1, v_1 layer 0's values (after
+            # its projection, before attention; layer 0 itself unchanged), lambda = value_lambda
+            # of layer i, learnable, from [0.5, 0.5]. The authors' modeling_llama_resformer.py
+            # (commit 95652f6) LlamaAttention.forward, lines 375-381 (LlamaFlashAttention2 likewise,
+            # lines 479-485): value_states = v_proj(h); layer 0 appends them to
+            # formal_layer_values, every later layer takes 0.5 * formal_layer_values[0] +
+            # 0.5 * value_states, before the head split (line 386; per head the same), RoPE on
+            # q and k only (line 398); LlamaModel.forward starts the list empty per pass
+            # (lines 876-888). The fixed 0.5/0.5 made learnable and untied as in modded-nanogpt
+            # (records/track_1_short/2024-11-09_Replicateleloykun/1621af10-...txt lines 170,
+            # 177-179: lambdas = [0.5, 0.5], v = lambdas[0] v + lambdas[1] v1, v1 layer 0's raw
+            # v; scalars trained by Adam without decay, line 426). modded-nanogpt gives layer 0
+            # lambdas too (there v1 = v, so its values are scaled by lambda[0] + lambda[1]);
+            # here layer 0 has none, as in the authors' code.
+            subs.append(sub(inp=RMS)); fin = RMS; ex["value_res"] = True
+        elif name in ("hc", "mhc", "mhc-lite"):
+            # Multi-stream residuals on pre-rms: n = HC_STREAMS streams, each sublayer's branch keeps
+            # its input RMSNorm (it reads the stream mix x_in), the final RMSNorm reads the collapse.
+            subs.append(sub(inp=RMS)); fin = RMS; ex["hc"] = name
         else:
             raise ValueError(name)
     return subs, emb, fin, qk, reg, escale, ex
@@ -285,13 +359,22 @@ def rope(x):  # x [B, H, T, hd], rotate-half convention
 LOGIT_MAXIMA = None
 
 
-def attention(P, pre, x, qk, ex):
+def attention(P, pre, x, qk, ex, values=None):
+    """values: for value residual learning, a dict shared by the layers of one pass; the first
+    attention sublayer (layer 0, no value_lambda) stores its values there as v_1, each later one
+    mixes them into its own."""
     b, t, _ = x.shape
     heads = lambda y: y.view(b, t, H, HD).transpose(1, 2)
     q, k, v = x @ P[f"{pre}.wq"], x @ P[f"{pre}.wk"], x @ P[f"{pre}.wv"]
     if qk == "full":
         q, k = apply_norm(RMS, P, f"{pre}.q_norm", q), apply_norm(RMS, P, f"{pre}.k_norm", k)
     q, k, v = heads(q), heads(k), heads(v)
+    if ex.get("value_res") and values is not None:  # ResFormer: v = lambda[0] v + lambda[1] v_1
+        lam = P.get(f"{pre}.value_lambda")
+        if lam is None:  # layer 0: its values, as they are, become v_1
+            values["v1"] = v
+        else:
+            v = lam[0] * v + lam[1] * values["v1"]
     if qk == "head":  # gains of size d/H, shared by the heads
         q, k = apply_norm(RMS, P, f"{pre}.q_norm", q), apply_norm(RMS, P, f"{pre}.k_norm", k)
     if ex["v"] == "head":  # HybridNorm's QKV-norm: the values per head too (the authors' v_norm)
@@ -311,8 +394,22 @@ def attention(P, pre, x, qk, ex):
     if ex["attn_cap"] is not None:  # Gemma 2: c * tanh(s / c) before the mask
         att = ex["attn_cap"] * torch.tanh(att / ex["attn_cap"])
     att = att.masked_fill(causal, float("-inf"))
-    o = att.softmax(-1) @ v
-    return o.transpose(1, 2).reshape(b, t, D) @ P[f"{pre}.wo"]
+    if ex["sinks"]:
+        # transformers' gpt_oss eager_attention_forward (v5.24.0 lines 227-255; GptOssAttention.sinks,
+        # one per head, line 285): the head's sink logit appended to every
+        # (scaled, masked) row as one more column, the row max subtracted, softmax over keys and
+        # sink, the sink column dropped (probs[..., :-1]), so each row sums to less than 1
+        sinks = P[f"{pre}.sinks"].reshape(1, -1, 1, 1).expand(b, -1, t, -1)
+        combined = torch.cat([att, sinks], dim=-1)
+        combined = combined - combined.max(dim=-1, keepdim=True).values
+        o = combined.softmax(-1)[..., :-1] @ v
+    else:
+        o = att.softmax(-1) @ v
+    o = o.transpose(1, 2)  # [B, T, H, HD]
+    if ex["attn_gate"] is not None:  # the gated-attention paper's G1: o * sigmoid(X W_gate), X = x
+        width = HD if ex["attn_gate"] == "elementwise" else 1  # column h*HD + j, or h
+        o = o * torch.sigmoid(x @ P[f"{pre}.w_gate"]).view(b, t, H, width)
+    return o.reshape(b, t, D) @ P[f"{pre}.wo"]
 
 
 def ffn(P, pre, x):
@@ -325,14 +422,166 @@ def ffn(P, pre, x):
     return F.gelu(x @ P[f"{pre}.w1"]) @ P[f"{pre}.w2"]
 
 
+# ---- multi-stream residuals: Hyper-Connections, mHC, mHC-lite -------------------------------
+HC_STREAMS = 4          # n, the expansion rate (hc_mult)
+HC_EPS = 1e-6           # DeepseekV4Config.hc_eps: added to pre (and to comb before and in Sinkhorn)
+HC_NORM_EPS = EPS       # the RMSNorms that read the streams (a module constant so checks can zero it)
+HC_SINKHORN_ITERS = 20  # DeepseekV4Config.hc_sinkhorn_iters
+
+
+def hc_rms(x):
+    return x / torch.sqrt((x ** 2).mean(-1, keepdim=True) + HC_NORM_EPS)
+
+
+def hc_permutations(n):
+    """The n! permutation matrices in itertools.permutations order (the identity first), P_k with
+    P_k[i, pi_k(i)] = 1: row i of P_k is e_{pi_k(i)} (the authors' get_all_permutations, eye[perms])."""
+    return torch.eye(n)[torch.tensor(list(itertools.permutations(range(n))))]
+
+
+def hc_width(P, pre, Hs):
+    """Hyper-Connections (Zhu et al., ICLR 2025), dynamic, tanh: the hyper-connections package
+    0.4.11, hyper_connections.py HyperConnections.width_connection and depth_connection (lines
+    263-372; num_fracs 1, one input view). Hs [..., n, D]. Returns the branch input x_in and the
+    function that writes H_new from the branch output y.
+    The stream norm: lucidrains' RMSNorm (lines 86-93) is F.normalize(x) * sqrt(D) * (gamma + 1)
+    with gamma at 0, i.e. gain * x / max(rms(x), 1e-12 / sqrt(D)); normlab's is
+    gain * x / sqrt(mean(x^2) + 1e-6) (the stored gain = lucidrains' gamma + 1): the same up to
+    that epsilon."""
+    c = f"{pre}.hc"
+    N = hc_rms(Hs) * P[f"{c}.norm.gain"]  # each stream normalised over D
+    alpha = P[f"{c}.static_alpha"] + P[f"{c}.dynamic_alpha_scale"] * torch.tanh(N @ P[f"{c}.dynamic_alpha"])
+    beta = P[f"{c}.static_beta"] + P[f"{c}.dynamic_beta_scale"] * torch.tanh(N @ P[f"{c}.dynamic_beta"])
+    # einsum(alpha, residuals, '... s t, ... s d -> ... t d') (line 315): mix[t] = sum_s alpha[s, t] H[s]
+    mix = torch.einsum("...st,...sd->...td", alpha, Hs)
+    x_in, residual = mix[..., 0, :], mix[..., 1:, :]
+    # depth connection (lines 357, 370): H_new[s] = residual[s] + beta[s] * y
+    return x_in, lambda y: residual + beta.unsqueeze(-1) * y.unsqueeze(-2)
+
+
+def mhc_width(P, pre, Hs, lite):
+    """mHC as transformers' (v5.24.0) DeepseekV4HyperConnection.forward (modeling_deepseek_v4.py
+    lines 952-996) and DeepseekV4DecoderLayer.forward (lines 1175-1200): the streams flattened
+    stream-major to n*D, an unweighted RMSNorm (eps 1e-6), one projection to (pre, post, comb);
+    pre = sigmoid(w s0 + b) + eps, post = 2 sigmoid(w s1 + b), comb = softmax over its last axis
+    of (w s2 + b) + eps, then Sinkhorn: columns, then (iters - 1) x (rows, columns), each
+    denominator + eps; x_in = sum_s pre[s] H[s]; H_new[k] = post[k] y + sum_j comb[j, k] H[j]
+    (comb used transposed, lines 1191-1192). mHC-lite (Yang & Gao 2026): comb = sum_k a_k P_k,
+    a = softmax(w s2 + b) over the n! permutations (the authors' hyper_conn/mhc_lite.py lines
+    361-363, used transposed like comb, line 389): exactly doubly stochastic, no eps, no Sinkhorn."""
+    h_pre, post, comb = mhc_coeffs(P, pre, Hs, lite)
+    x_in = (h_pre.unsqueeze(-1) * Hs).sum(dim=-2)
+    return x_in, lambda y: post.unsqueeze(-1) * y.unsqueeze(-2) + comb.transpose(-1, -2) @ Hs
+
+
+def mhc_coeffs(P, pre, Hs, lite):
+    """(pre [..., n], post [..., n], comb [..., n, n]) of one sublayer, as mhc_width describes."""
+    c = f"{pre}.hc"
+    n = Hs.shape[-2]
+    flat = hc_rms(Hs.reshape(*Hs.shape[:-2], n * D))  # H.view(..., n * D): stream-major
+    mixes = flat @ P[f"{c}.proj"]                      # HF's F.linear(flat, fn): proj = fn^T
+    m = math.factorial(n) if lite else n * n
+    pre_w, post_w, comb_w = mixes.split([n, n, m], dim=-1)
+    pre_b, post_b, comb_b = P[f"{c}.base"].split([n, n, m])
+    s = P[f"{c}.scale"]
+    h_pre = torch.sigmoid(pre_w * s[0] + pre_b) + HC_EPS
+    post = 2 * torch.sigmoid(post_w * s[1] + post_b)
+    if lite:
+        a = torch.softmax(comb_w * s[2] + comb_b, dim=-1)
+        comb = torch.einsum("...k,kij->...ij", a, hc_permutations(n))
+    else:
+        comb = torch.softmax(comb_w.view(*comb_w.shape[:-1], n, n) * s[2] + comb_b.view(n, n), dim=-1) + HC_EPS
+        comb = comb / (comb.sum(dim=-2, keepdim=True) + HC_EPS)
+        for _ in range(HC_SINKHORN_ITERS - 1):
+            comb = comb / (comb.sum(dim=-1, keepdim=True) + HC_EPS)
+            comb = comb / (comb.sum(dim=-2, keepdim=True) + HC_EPS)
+    return h_pre, post, comb
+
+
+def mhc_head(P, Hs):
+    """transformers' DeepseekV4HyperHead.forward (lines 1011-1015), the final collapse:
+    x = sum_s (sigmoid(RMS(flat H) proj[:, s] * scale + base[s]) + eps) H[s]."""
+    n = Hs.shape[-2]
+    flat = hc_rms(Hs.reshape(*Hs.shape[:-2], n * D))
+    h_pre = torch.sigmoid((flat @ P["hc_head.proj"]) * P["hc_head.scale"] + P["hc_head.base"]) + HC_EPS
+    return (h_pre.unsqueeze(-1) * Hs).sum(dim=-2)
+
+
+def hc_forward(P, tokens, rec):
+    """pre-rms with the residual stream widened to n streams [B, T, n, D]: the embedding copied
+    into each (lucidrains' expand_stream; DeepseekV4Model.forward line 1363); sublayer l reads
+    x_in, runs its branch y = F_l(RMS_l(x_in)) and writes H_new; after the last one the streams
+    are summed (hc: lucidrains' reduce_stream) or collapsed by the HyperHead (mhc, mhc-lite,
+    line 1380), then the final RMSNorm. The regulariser's 'sums' are the streams after each
+    sublayer (no case here has the regulariser)."""
+    subs, _, fin, qk, _, _, ex = rec
+    x = P["tok_emb"][tokens]
+    n = P["layers.0.attn.hc.static_beta"].shape[0] if ex["hc"] == "hc" else HC_STREAMS
+    Hs = x.unsqueeze(-2).expand(*x.shape[:-1], n, D)
+    sums = []
+    for i in range(L):
+        for j, kind in enumerate(("attn", "ffn")):
+            s, pre = subs[2 * i + j], f"layers.{i}.{kind}"
+            if ex["hc"] == "hc":
+                x_in, write = hc_width(P, pre, Hs)
+            else:
+                x_in, write = mhc_width(P, pre, Hs, lite=ex["hc"] == "mhc-lite")
+            h = apply_norm(s["inp"], P, f"{pre}.input_norm", x_in)
+            y = attention(P, f"{pre}.f", h, qk, ex) if kind == "attn" else ffn(P, f"{pre}.f", h)
+            Hs = write(y)
+            sums.append(Hs)
+    x = Hs.sum(dim=-2) if ex["hc"] == "hc" else mhc_head(P, Hs)
+    return apply_norm(fin, P, "final_norm", x) @ P["lm_head"], sums
+
+
+def hc_params(kind, l, pre, gen, n=HC_STREAMS, perturb=True):
+    """The hyper-connection parameters of sublayer l (0-based over all 2L sublayers), perturbed
+    from their init: lucidrains' HyperConnections.__init__ (lines 229-247) for hc; for mhc and
+    mhc-lite HF's _init_weights (lines 1287-1294: fn normal(0, initializer_range), base 0,
+    scale 1). perturb=False gives the init itself (proj at 0 there).
+    hc's unconstrained mixing is kept mild (static_alpha noise 0.1, dynamic scales about 0.1, ten
+    times their init): with 0.2 and 0.5 the branch input of some tokens cancels to an RMS of 6e-4
+    (its RMSNorm then works in the eps regime) and the streams grow to an RMS of 345 in 8
+    sublayers, and f32 gradients drift 10-20 times further from f64 than in the other cases.
+    mHC's proj at 0.3 leaves Sinkhorn unconverged for some tokens (row sums off by up to 2e-2
+    after 20 iterations): that is HF's algorithm as written, and it pins the iteration schedule."""
+    r = lambda *shape: torch.randn(*shape, generator=gen) if perturb else torch.zeros(*shape)
+    p = {}
+    if kind == "hc":
+        alpha0 = torch.zeros(n, 1)
+        alpha0[l % n, 0] = 1.0  # init_alpha0[layer_index % n, :] = 1
+        p["static_alpha"] = torch.cat([alpha0, torch.eye(n)], dim=1) + 0.1 * r(n, n + 1)
+        p["static_beta"] = 1 + 0.2 * r(n)
+        p["norm.gain"] = 1 + 0.2 * r(D)
+        p["dynamic_alpha"] = 0.3 * r(D, n + 1)
+        p["dynamic_alpha_scale"] = (0.1 if perturb else 0.01) + 0.05 * r(1)
+        p["dynamic_beta"] = 0.3 * r(D)
+        p["dynamic_beta_scale"] = (0.1 if perturb else 0.01) + 0.05 * r(1)
+    else:
+        width = 2 * n + (math.factorial(n) if kind == "mhc-lite" else n * n)
+        p["proj"] = 0.3 * r(n * D, width)
+        p["base"] = 0.3 * r(width)
+        p["scale"] = 1 + 0.2 * r(3)
+    return {f"{pre}.hc.{k}": v for k, v in p.items()}
+
+
+def is_hc_param(name):
+    return ".hc." in name or name.startswith("hc_head.")
+
+
 def forward(P, tokens, rec):
     subs, emb, fin, qk, _, escale, ex = rec
+    if ex["hc"] is not None:
+        return hc_forward(P, tokens, rec)
     x = P["tok_emb"][tokens]
     if escale is not None:
         x = P["emb_scale"] * x
+    if ex["embed_mult"] is not None:  # Gemma3TextScaledWordEmbedding: a constant sqrt(d_model)
+        x = x * ex["embed_mult"]
     x = apply_norm(emb, P, "emb_norm", x)
     x0 = x
     sums = []
+    values = {} if ex["value_res"] else None  # value residual: layer 0's values, per pass
     for i in range(L):
         if ex["x0"] is not None:  # modded-nanogpt / nanochat: x = lambda_r x + lambda_0 x0
             x = P[f"layers.{i}.resid_lambda"] * x + P[f"layers.{i}.x0_lambda"] * x0
@@ -348,7 +597,7 @@ def forward(P, tokens, rec):
                     wvwo = (P[f"{a}.f.wv"] @ P[f"{a}.f.wo"]).pow(2).sum()
                     variance = exact + wvwo / (T * D) * (P[f"{a}.input_norm.lambda"] / KAPPA) ** 2
             h = s["s"] * apply_norm(s["inp"], P, f"{pre}.input_norm", x, variance)
-            f = attention(P, f"{pre}.f", h, qk, ex) if kind == "attn" else ffn(P, f"{pre}.f", h)
+            f = attention(P, f"{pre}.f", h, qk, ex, values) if kind == "attn" else ffn(P, f"{pre}.f", h)
             branch = apply_norm(s["out"], P, f"{pre}.output_norm", f)
             skip = x
             g = s["gate"]
@@ -424,6 +673,13 @@ def make_params(rec, mlp, gen):
                     P[f"{pre}.f.v_norm.gain"] = 1 + 0.2 * n(HD, std=1)
                 if ex["ngpt"]:  # sqk stored from 1/sqrt(d), perturbed
                     P[f"{pre}.f.sqk"] = D ** -0.5 * (1 + 0.3 * n(D, std=1))
+                if ex["attn_gate"] is not None:  # drawn like the other matrices
+                    P[f"{pre}.f.w_gate"] = n(D, D if ex["attn_gate"] == "elementwise" else H, std=std)
+                if ex["sinks"]:  # gpt-oss initialises them normal(0, initializer_range); large
+                    # enough here that the sink takes a real share of each row
+                    P[f"{pre}.f.sinks"] = n(H, std=0.5)
+                if ex["value_res"] and i >= 1:  # [0.5, 0.5] (ResFormer's fixed mix), perturbed
+                    P[f"{pre}.f.value_lambda"] = 0.5 + 0.2 * n(2, std=1)
             else:
                 hidden = 4 * D if mlp else FF
                 P[f"{pre}.f.w1"] = n(D, hidden, std=std * s["init_in"])
@@ -441,11 +697,17 @@ def make_params(rec, mlp, gen):
                     P[f"{owner}.gate"] = g["scale"] * (1 + 0.8 * n(width, std=1))
                 else:
                     P[f"{owner}.gate"] = g["init"] + 0.3 * n(width, std=1)
+            if ex["hc"] is not None:
+                P.update(hc_params(ex["hc"], 2 * i + j, pre, gen))
         if ex["x0"] is not None:
             P[f"layers.{i}.resid_lambda"] = ex["x0"][0] + 0.2 * n(1, std=1)
             P[f"layers.{i}.x0_lambda"] = ex["x0"][1] + 0.3 * n(1, std=1)
     P.update(norm_params(fin, "final_norm", gen))
     P["lm_head"] = n(D, V, std=std)
+    if ex["hc"] in ("mhc", "mhc-lite"):  # DeepseekV4HyperHead's hc_fn (transposed), hc_base, hc_scale
+        P["hc_head.proj"] = n(HC_STREAMS * D, HC_STREAMS, std=0.3)
+        P["hc_head.base"] = n(HC_STREAMS, std=0.3)
+        P["hc_head.scale"] = 1 + 0.2 * n(1, std=1)
     if ex["ngpt"]:
         P["sz"] = D ** -0.5 * (1 + 0.3 * n(V, std=1))
         normalize_matrices(P)
@@ -512,6 +774,15 @@ CASES = {
     "deepscalelm": ("deepscalelm", "mlp", 10000.0),
     "seednorm": ("seednorm", "glu", 10000.0),
     "admin-profile": ("admin-profile", "glu", 10000.0),
+    "gated-attn": ("gated-attn", "glu", 10000.0),
+    "gated-attn-head": ({"preset": "gated-attn", "attn_gate": "headwise"}, "glu", 10000.0),
+    "attn-sink": ("attn-sink", "glu", 10000.0),
+    "zc-rms": ("zc-rms", "glu", 10000.0),
+    "gemma3": ("gemma3", "glu", 10000.0),
+    "hc": ("hc", "glu", 10000.0),
+    "mhc": ("mhc", "glu", 10000.0),
+    "mhc-lite": ("mhc-lite", "glu", 10000.0),
+    "value-residual": ("value-residual", "glu", 10000.0),
 }
 
 # ---- the trajectory: normlab's optimizer, written from its documented rules -----------------
@@ -560,8 +831,12 @@ def trajectory(P0, rec, gen):
     global LOGIT_MAXIMA
     t = train_settings(rec)
     P = {k: v.detach().clone().requires_grad_(True) for k, v in P0.items()}
-    decay = [v for v in P.values() if v.dim() >= 2]
-    no_decay = [v for v in P.values() if v.dim() < 2]
+    # Matrices are decayed; so are zc-rms's zero-centred gains (the Qwen3-Next release applies
+    # weight decay to its zero-centred norm weights: with (1 + w), decay pulls the gain towards 1).
+    # No hyper-connection parameter is decayed, not even the 2-D static_alpha, dynamic_alpha, proj.
+    decayed = lambda k, v: (v.dim() >= 2 or k.endswith(".centred_gain")) and not is_hc_param(k)
+    decay = [v for k, v in P.items() if decayed(k, v)]
+    no_decay = [v for k, v in P.items() if not decayed(k, v)]
     opt = torch.optim.AdamW(
         [dict(params=decay, weight_decay=t["weight_decay"]), dict(params=no_decay, weight_decay=0.0)],
         lr=t["lr"], betas=(t["beta1"], t["beta2"]), eps=t["eps"])

@@ -50,6 +50,11 @@ pub fn family_of(m: &ModelConfig) -> anyhow::Result<Option<Family>> {
             && ours.attn_softcap.is_none()
             && ours.final_softcap.is_none()
             && ours.x0_mix.is_none()
+            && !ours.attn_gate.is_on()
+            && !ours.attn_sink
+            && !ours.value_residual
+            && ours.embedding_multiplier.is_none()
+            && ours.streams.is_none()
         {
             return Ok(Some(if f == Family::Llama && m.attn_bias { Family::Qwen2 } else { f }));
         }

@@ -6,8 +6,9 @@ is the equation
 
     X_{l+1} = N_outer(a * X_l + c * N_out(F_l(s * N_in(X_l))))
 
-with absent norms the identity. Before the first sublayer X_1 = N_emb(e * Embed(tokens))
-(e: the learnable embedding scale, when the recipe has one); the logits are
+with absent norms the identity. Before the first sublayer X_1 = N_emb(e * m * Embed(tokens))
+(e: the learnable embedding scale, m: the constant `embedding_multiplier`, when the recipe has
+them); the logits are
 N_final(X_{2L+1}) W_out. Parameter names and orientations are normlab's own (`x @ W`, W of
 shape [in, out]), so `model.safetensors` is normlab's checkpoint unchanged.
 
@@ -21,6 +22,7 @@ Norm kinds (x: one position's d-vector, mean over the hidden dimension):
     bhyt            gain * tanh(lambda * x / (kappa sqrt(s^2 + eps)))      (BHyT, Algorithm 1)
     rmsnorm-approx  gain * x / sqrt(s^2 + eps)                             (the BHyT paper's Table 5)
     layernorm-1p    (1 + gain) * (x - mean x) / sqrt(var x + eps) + shift  (Megatron-LM; gain stored at 0)
+    zc-rms          (1 + centred_gain) * x / sqrt(mean x^2 + eps)           (Qwen3-Next; stored at 0)
     derf            gain * erf(alpha * x + offset) + shift                 (Derf)
     seednorm        (tanh(x . beta) * alpha + gain) * x / rms(x)           (SeeDNorm)
     l2              x / ||x||                                               (nGPT's justnorm)
@@ -48,8 +50,25 @@ keys, grouped-query heads, optional query/key/value biases, optional QK-norm (RM
 full width before the head split, "full", or per head, "head"; without a gain, per head, unit
 mean square, "l2", or unit L2 norm, "unit-l2"), optional V-norm (`v_norm`, RMSNorm of the values), optional soft-capping of the
 attention logits (`attn_softcap`: c tanh(s / c) before the mask) and of the output logits
-(`final_softcap`). Feed-forward: SiLU-gated GLU
+(`final_softcap`), optional learned sinks (`attn_sink`: one logit `sinks[h]` per head joins
+each softmax's denominator and its share is dropped, gpt-oss) and an optional output gate
+(`attn_gate`: each head's output times sigmoid(x w_gate) before w_o, one value per head,
+"headwise", or per head and feature, "elementwise"; Qwen's gated attention) and value residual
+learning (`value_residual`: every layer after the first mixes the first layer's values into its
+own, v = value_lambda[0] v + value_lambda[1] v_1, ResFormer). Feed-forward: SiLU-gated GLU
 (w1, w3, w2) or a GELU MLP (w1, w2).
+
+`streams` (Hyper-Connections, mHC, mHC-lite): the residual state is n streams H [B, T, n, d],
+each starting as X_1. Sublayer l reads x = sum_s p_s H[s], computes y = N_out(F(s * N_in(x))) and
+writes H[k] = sum_j R[j, k] H[j] + w_k y. "hc": [p | R] = static_alpha + dynamic_alpha_scale *
+tanh(rms(H) @ dynamic_alpha), w = static_beta + dynamic_beta_scale * tanh(rms(H) @ dynamic_beta)
+(rms per stream, with `norm.gain`), and X_{2L+1} = sum_s H[s]. "mhc": from u = vec(H)/rms(vec H),
+m = u @ proj, p = sigmoid(m_p * scale[0] + base_p) + 1e-6, w = 2 sigmoid(m_w * scale[1] + base_w),
+R = Sinkhorn(softmax(m_r * scale[2] + base_r)) (columns first, then rows and columns, each sum
++ 1e-6, `sinkhorn_iters` in all), and X_{2L+1} = sum_s q_s H[s] with hc_head's own
+q = sigmoid(u @ proj * scale + base) + 1e-6 (transformers' DeepseekV4HyperConnection and
+DeepseekV4HyperHead). "mhc-lite": R = sum_k a_k P_k, a = softmax over the n! permutation
+matrices in itertools.permutations order.
 
 Batches and decoding: `attention_mask` (1 = token, 0 = padding; left padding for generation)
 hides padding keys, and each row is rotated at its own positions (`position_ids`, by default
@@ -58,6 +77,7 @@ the count of real tokens before each one), so a padded row gives the logits it g
 each step feeds one token.
 """
 
+import itertools
 import math
 
 import torch
@@ -130,6 +150,8 @@ class Norm(nn.Module):
             self.alpha, self.offset = scalar(), nn.Parameter(torch.zeros(1))
         if k == "seednorm":
             self.gain, self.alpha, self.beta = vector(), vector(), nn.Parameter(torch.zeros(width))
+        if k == "zc-rms":
+            self.centred_gain = nn.Parameter(torch.zeros(width))
 
     def affine(self, y):
         y = y * self.gain if hasattr(self, "gain") else y
@@ -153,6 +175,8 @@ class Norm(nn.Module):
             return self.affine(torch.erf(self.alpha * x + self.offset))
         if k == "l2":
             return x / x.norm(p=2, dim=-1, keepdim=True)
+        if k == "zc-rms":
+            return (1 + self.centred_gain) * x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
         if k == "seednorm":  # one tanh(x . beta) per token, from the un-normalised input
             rescale = torch.tanh((x * self.beta).sum(-1, keepdim=True))
             return (rescale * self.alpha + self.gain) * x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
@@ -207,7 +231,7 @@ def attention_bias(attention_mask, b, t, past, device):
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg, i=0):
         super().__init__()
         d, hd, h, kv = cfg.hidden_size, cfg.head_dim, cfg.num_attention_heads, cfg.num_key_value_heads
         self.h, self.kv, self.hd, self.theta = h, kv, hd, cfg.rope_theta
@@ -223,6 +247,14 @@ class Attention(nn.Module):
         self.sphere = cfg.recipe.get("hypersphere")
         if self.sphere:
             self.sqk = nn.Parameter(torch.ones(h * hd))
+        gate = cfg.recipe.get("attn_gate")
+        if gate:
+            self.w_gate = nn.Parameter(torch.empty(d, h if gate == "headwise" else h * hd))
+        if cfg.recipe.get("attn_sink"):
+            self.sinks = nn.Parameter(torch.zeros(h))
+        self.value_source = bool(cfg.recipe.get("value_residual")) and i == 0
+        if cfg.recipe.get("value_residual") and i > 0:
+            self.value_lambda = nn.Parameter(torch.full((2,), 0.5))
         rms = dict(kind="rmsnorm", gain=True, eps=self.eps)
         if self.qk in ("head", "full"):
             width = lambda n: n * hd if self.qk == "full" else hd
@@ -234,7 +266,7 @@ class Attention(nn.Module):
         y = x @ getattr(self, w)
         return y + getattr(self, b) if hasattr(self, b) else y
 
-    def forward(self, x, positions, bias, cache=None, layer=0):
+    def forward(self, x, positions, bias, cache=None, layer=0, values=None):
         if getattr(self, "keep_vo", False):
             # BHyT's FFN-input statistic reads ||W_V W_O||²; taken here, inside the forward, so that a
             # wrapper that patches the weights for the forward (peft's LoRA on parameters) patches it too.
@@ -257,6 +289,10 @@ class Attention(nn.Module):
             k = k / torch.sqrt(k.pow(2).sum(-1, keepdim=True) + self.eps)
         if self.vn == "head":
             v = self.v_norm(v)
+        if self.value_source:  # value residual: the first layer's values, for the later ones
+            values["first"] = v
+        elif hasattr(self, "value_lambda"):
+            v = self.value_lambda[0] * v + self.value_lambda[1] * values["first"]
         q, k = rotate(q, self.theta, positions), rotate(k, self.theta, positions)
         scale = 1 / math.sqrt(self.hd)
         if self.sphere:
@@ -271,8 +307,16 @@ class Attention(nn.Module):
         if self.softcap is not None:
             scores = self.softcap * torch.tanh(scores / self.softcap)
         scores = scores + bias
-        o = scores.softmax(-1) @ v
-        return o.transpose(1, 2).reshape(b, t, self.h * self.hd) @ self.wo
+        if hasattr(self, "sinks"):  # gpt-oss: the sink joins each row's softmax, its share dropped
+            sink = self.sinks.view(1, -1, 1, 1).expand(b, -1, t, 1)
+            probs = torch.cat([scores, sink], dim=-1).softmax(-1)[..., :-1]
+        else:
+            probs = scores.softmax(-1)
+        o = (probs @ v).transpose(1, 2)  # [B, t, H, hd]
+        if hasattr(self, "w_gate"):  # Qwen's gated attention, after SDPA and before W_O
+            g = torch.sigmoid(x @ self.w_gate).view(b, t, self.h, -1)
+            o = o * g
+        return o.reshape(b, t, self.h * self.hd) @ self.wo
 
     def value_output_frobenius_sq(self):
         """||W_V W_O||_F^2 with each key/value head's columns repeated for its query group."""
@@ -303,12 +347,105 @@ class FeedForward(nn.Module):
         return F.gelu(x @ self.w1) @ self.w2
 
 
+# ---- residual streams --------------------------------------------------------------------------
+
+class StreamNorm(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(d))
+
+
+def rms(x, eps, gain=None):
+    y = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return y if gain is None else y * gain
+
+
+def permutation_basis(n):
+    perms = list(itertools.permutations(range(n)))
+    basis = torch.zeros(len(perms), n, n)
+    for k, p in enumerate(perms):
+        basis[k, torch.arange(n), torch.tensor(p)] = 1.0
+    return basis.view(len(perms), n * n)
+
+
+class StreamMix(nn.Module):
+    """How one sublayer reads and writes the residual streams (the recipe's `streams`)."""
+
+    def __init__(self, spec, d, eps):
+        super().__init__()
+        n, self.kind, self.eps = spec["n"], spec["mixing"], eps
+        if self.kind == "hc":
+            self.static_alpha = nn.Parameter(torch.zeros(n, n + 1))
+            self.static_beta = nn.Parameter(torch.ones(n))
+            if spec["dynamic"]:
+                self.norm = StreamNorm(d)
+                self.dynamic_alpha = nn.Parameter(torch.zeros(d, n + 1))
+                self.dynamic_alpha_scale = nn.Parameter(torch.zeros(1))
+                self.dynamic_beta = nn.Parameter(torch.zeros(d))
+                self.dynamic_beta_scale = nn.Parameter(torch.zeros(1))
+            return
+        self.iters = spec.get("sinkhorn_iters")
+        m = n * n if self.kind == "mhc" else math.factorial(n)
+        self.proj = nn.Parameter(torch.empty(n * d, 2 * n + m))
+        self.base = nn.Parameter(torch.zeros(2 * n + m))
+        self.scale = nn.Parameter(torch.ones(3))
+
+    def read(self, h):
+        """(x, kept, w): the sublayer's input, sum_j R[j, k] H[j], and the write weights."""
+        return self.read_hc(h) if self.kind == "hc" else self.read_mhc(h)
+
+    def read_hc(self, h):
+        n = h.shape[2]
+        alpha, beta = self.static_alpha, self.static_beta
+        if hasattr(self, "norm"):
+            normed = rms(h, self.eps, self.norm.gain)
+            alpha = alpha + self.dynamic_alpha_scale * torch.tanh(normed @ self.dynamic_alpha)
+            beta = beta + self.dynamic_beta_scale * torch.tanh(normed @ self.dynamic_beta)
+        alpha = alpha.expand(*h.shape[:2], n, n + 1)
+        x = (alpha[..., 0].unsqueeze(-1) * h).sum(2)
+        return x, alpha[..., 1:].transpose(-1, -2) @ h, beta.expand(*h.shape[:3])
+
+    def read_mhc(self, h):
+        b, t, n, d = h.shape
+        m = rms(h.reshape(b, t, n * d), self.eps) @ self.proj
+        part = lambda lo, hi, i: m[..., lo:hi] * self.scale[i] + self.base[lo:hi]
+        p = torch.sigmoid(part(0, n, 0)) + 1e-6
+        w = 2 * torch.sigmoid(part(n, 2 * n, 1))
+        if self.kind == "mhc":
+            r = torch.softmax(part(2 * n, 2 * n + n * n, 2).view(b, t, n, n), dim=-1) + 1e-6
+            r = r / (r.sum(-2, keepdim=True) + 1e-6)
+            for _ in range(self.iters - 1):
+                r = r / (r.sum(-1, keepdim=True) + 1e-6)
+                r = r / (r.sum(-2, keepdim=True) + 1e-6)
+        else:
+            a = torch.softmax(part(2 * n, m.shape[-1], 2), dim=-1)
+            # Built here rather than held as a buffer, which from_pretrained would not fill.
+            r = (a @ permutation_basis(n).to(a)).view(b, t, n, n)
+        return (p.unsqueeze(-1) * h).sum(2), r.transpose(-1, -2) @ h, w
+
+
+class StreamHead(nn.Module):
+    """mHC's collapse of the streams before the final norm."""
+
+    def __init__(self, n, d, eps):
+        super().__init__()
+        self.eps = eps
+        self.proj = nn.Parameter(torch.empty(n * d, n))
+        self.base = nn.Parameter(torch.zeros(n))
+        self.scale = nn.Parameter(torch.ones(1))
+
+    def forward(self, h):
+        b, t, n, d = h.shape
+        q = torch.sigmoid(rms(h.reshape(b, t, n * d), self.eps) @ self.proj * self.scale + self.base) + 1e-6
+        return (q.unsqueeze(-1) * h).sum(2)
+
+
 # ---- the sublayer equation ---------------------------------------------------------------------
 
 class Sublayer(nn.Module):
     """X_{l+1} = N_outer(a * X_l + c * N_out(F(s * N_in(X_l))))."""
 
-    def __init__(self, spec, f, d):
+    def __init__(self, spec, f, d, streams=None, eps=0.0):
         super().__init__()
         self.a, self.c, self.s = spec["a"], spec["c"], spec["s"]
         self.f = f
@@ -320,6 +457,14 @@ class Sublayer(nn.Module):
         self.gate_factor = g.get("factor", 1.0) if g else 1.0
         if g is not None and g["per"] == "sublayer":
             self.gate = nn.Parameter(torch.ones(d if g["shape"] == "channel" else 1))
+        if streams:
+            self.hc = StreamMix(streams, d, eps)
+
+    def stream_forward(self, h, **branch):
+        """With streams: read x, run the branch, write it back."""
+        x, kept, w = self.hc.read(h)
+        y = apply(self.output_norm, self.f(self.s * apply(self.input_norm, x), **branch))
+        return kept + w.unsqueeze(-1) * y.unsqueeze(-2)
 
     def forward(self, x, variance=None, shared_gate=None, **branch):
         y = apply(self.output_norm, self.f(self.s * apply(self.input_norm, x, variance), **branch))
@@ -340,8 +485,10 @@ class Layer(nn.Module):
     def __init__(self, cfg, i):
         super().__init__()
         subs, d = cfg.recipe["sublayers"], cfg.hidden_size
-        self.attn = Sublayer(subs[2 * i], Attention(cfg), d)
-        self.ffn = Sublayer(subs[2 * i + 1], FeedForward(cfg), d)
+        streams, eps = cfg.recipe.get("streams"), cfg.recipe["qk_norm_eps"]
+        self.attn = Sublayer(subs[2 * i], Attention(cfg, i), d, streams, eps)
+        self.ffn = Sublayer(subs[2 * i + 1], FeedForward(cfg), d, streams, eps)
+        self.streams = streams is not None
         self.t, self.d, self.i = cfg.bhyt_seq_len, d, i
         self.attn.f.keep_vo = bool(self.ffn.input_norm and self.ffn.input_norm.approximates())
         g = subs[2 * i].get("gate")
@@ -350,12 +497,16 @@ class Layer(nn.Module):
         if cfg.recipe.get("x0_mix"):
             self.resid_lambda, self.x0_lambda = nn.Parameter(torch.ones(1)), nn.Parameter(torch.zeros(1))
 
-    def forward(self, x, positions, bias, cache=None, x0=None):
+    def forward(self, x, positions, bias, cache=None, x0=None, values=None):
+        if self.streams:  # x is the streams [B, T, n, d]
+            x = self.attn.stream_forward(x, positions=positions, bias=bias, cache=cache, layer=self.i, values=values)
+            return self.ffn.stream_forward(x)
         if hasattr(self, "x0_lambda"):
             x = self.resid_lambda * x + self.x0_lambda * x0
         gate = getattr(self, "gate", None)
         exact = x.pow(2).mean(-1, keepdim=True) if self.attn.input_norm and self.attn.input_norm.approximates() else None
-        x = self.attn(x, exact, shared_gate=gate, positions=positions, bias=bias, cache=cache, layer=self.i)
+        x = self.attn(x, exact, shared_gate=gate, positions=positions, bias=bias, cache=cache, layer=self.i,
+                      values=values)
         return self.ffn(x, self.ffn_variance(exact), shared_gate=gate)
 
     def ffn_variance(self, exact):
@@ -390,6 +541,9 @@ class NormlabForCausalLM(PreTrainedModel, GenerationMixin):
             self.lm_head = nn.Parameter(torch.empty(d, v))
         if r.get("hypersphere"):
             self.sz = nn.Parameter(torch.ones(v))
+        streams = r.get("streams")
+        if streams and streams["mixing"] != "hc":
+            self.hc_head = StreamHead(streams["n"], d, r["qk_norm_eps"])
         self.post_init()
 
     def _init_weights(self, module):
@@ -411,12 +565,20 @@ class NormlabForCausalLM(PreTrainedModel, GenerationMixin):
                 position_ids = torch.arange(past, past + t, device=input_ids.device).expand(b, t)
         bias = attention_bias(attention_mask, b, t, past, input_ids.device)
         x = self.tok_emb[input_ids]
+        if "embedding_multiplier" in self.config.recipe:
+            x = x * self.config.recipe["embedding_multiplier"]
         if hasattr(self, "emb_scale"):
             x = self.emb_scale * x
         x = apply(self.emb_norm, x)
         x0 = x
+        streams = self.config.recipe.get("streams")
+        if streams:
+            x = x.unsqueeze(2).expand(-1, -1, streams["n"], -1)
+        values = {}  # value residual: the first layer's values
         for layer in self.layers:
-            x = layer(x, position_ids, bias, cache, x0=x0)
+            x = layer(x, position_ids, bias, cache, x0=x0, values=values)
+        if streams:
+            x = self.hc_head(x) if hasattr(self, "hc_head") else x.sum(2)
         x = apply(self.final_norm, x)
         logits = x @ (self.lm_head if hasattr(self, "lm_head") else self.tok_emb.t())
         if hasattr(self, "sz"):

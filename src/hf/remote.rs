@@ -35,6 +35,7 @@ pub fn norm_json(n: &NormKind) -> Value {
         NormKind::Derf { .. } => json!({"kind": "derf"}),
         NormKind::L2 => json!({"kind": "l2"}),
         NormKind::SeeDNorm { eps, .. } => json!({"kind": "seednorm", "eps": eps}),
+        NormKind::ZcRms { eps } => json!({"kind": "zc-rms", "eps": eps}),
     }
 }
 
@@ -69,6 +70,12 @@ pub fn recipe_json(r: &ResolvedRecipe, eps: f64) -> Value {
     });
     // The options below are written only when a recipe has them, so that the config of a
     // recipe without them reads as before.
+    optional_json(r, &mut v);
+    v
+}
+
+/// The recipe's optional parts, each written into `v` only when the recipe has it.
+fn optional_json(r: &ResolvedRecipe, v: &mut Value) {
     if r.v_norm.is_on() {
         v["v_norm"] = json!(place(r.v_norm));
     }
@@ -80,11 +87,35 @@ pub fn recipe_json(r: &ResolvedRecipe, eps: f64) -> Value {
     if r.x0_mix.is_some() {
         v["x0_mix"] = json!(true);
     }
+    if r.attn_gate.is_on() {
+        v["attn_gate"] = json!(r.attn_gate.as_str());
+    }
+    if r.attn_sink {
+        v["attn_sink"] = json!(true);
+    }
+    if r.value_residual {
+        v["value_residual"] = json!(true);
+    }
+    if let Some(m) = r.embedding_multiplier {
+        v["embedding_multiplier"] = json!(m);
+    }
+    if let Some(s) = r.streams {
+        v["streams"] = streams_json(s);
+    }
     if let Some(h) = r.hypersphere {
         // Each used value is the stored one times its factor (s_uv also times √d).
         v["hypersphere"] = json!({"sqk_factor": h.sqk.factor, "suv_factor": h.suv.factor, "sz_factor": h.sz.factor});
     }
-    v
+}
+
+/// The residual streams as `modeling_normlab.py` reads them: `n`, the mixing and its settings.
+fn streams_json(s: crate::recipe::Streams) -> Value {
+    use crate::recipe::Mixing;
+    match s.mixing {
+        Mixing::Hc { dynamic } => json!({"n": s.n, "mixing": "hc", "dynamic": dynamic}),
+        Mixing::Mhc { sinkhorn_iters } => json!({"n": s.n, "mixing": "mhc", "sinkhorn_iters": sinkhorn_iters}),
+        Mixing::MhcLite => json!({"n": s.n, "mixing": "mhc-lite"}),
+    }
 }
 
 /// A gate as `modeling_normlab.py` reads it: `"scalar"`/`"channel"`, owned by the sublayer or

@@ -34,13 +34,30 @@ use super::rope;
 use crate::init::{Init, ParamBuilder};
 use crate::kernels::{self, Kernels, Precision, widen};
 use crate::norm::{Norm, NormKind};
-use crate::recipe::QkNorm;
+use crate::recipe::{AttnGate, QkNorm};
 use burn::backend::DispatchDevice;
 use burn::module::{Module, Param};
-use burn::tensor::activation::softmax;
+use burn::tensor::activation::{sigmoid, softmax};
 use burn::tensor::module::attention;
 use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Tensor, TensorData};
+
+/// The name of the output gate's weight `W_θ` under an attention prefix.
+pub const GATE_WEIGHT: &str = "w_gate";
+/// The name of the sink logits `b` under an attention prefix.
+pub const SINKS: &str = "sinks";
+
+/// The name of value residual's `(λ₁, λ₂)` under an attention prefix.
+pub const VALUE_LAMBDA: &str = "value_lambda";
+
+/// A layer's part in value residual learning.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueRole {
+    /// The first layer: its values are the `v₁` every later layer mixes in.
+    Source,
+    /// A later layer: `v ← λ₁·v + λ₂·v₁`.
+    Mix,
+}
 
 /// One attention sublayer's keys (after QK-norm and RoPE) and values of the positions decoded
 /// so far, each `[B, H, T, h]`: the KV cache of one layer.
@@ -72,6 +89,9 @@ pub struct AttnContext {
     pub value_output: Option<Vec<Tensor<1>>>,
     /// The model's kernels, precision and memory limits.
     pub compute: Compute,
+    /// Value residual: the first attention sublayer's values `[B, n_kv, t, h]` of this
+    /// forward's positions, left here for the later layers.
+    pub first_values: std::cell::RefCell<Option<Tensor<4>>>,
 }
 
 /// The additive value hiding a padding key: finite, so that a padding query (which sees only
@@ -88,6 +108,12 @@ pub struct AttnStats {
     /// The largest logit of each head, `[H]` (QK-clip's `S_max^h`).
     pub head_max_logit: Tensor<1>,
     pub entropy: Tensor<1>,
+    /// The mean attention probability on the first key over batch, heads and query rows 2…T:
+    /// the attention-sink mass (the Peri-LN paper's massive-activation story, the gated
+    /// attention paper's Figure 1).
+    pub first_key_mass: Tensor<1>,
+    /// The mean of gated attention's sigmoid gate `σ(X W_θ)`, when the sublayer is gated.
+    pub gate_mean: Option<Tensor<1>>,
 }
 
 impl AttnContext {
@@ -124,6 +150,7 @@ impl AttnContext {
             causal: only_causal,
             compute,
             value_output: None,
+            first_values: Default::default(),
         }
     }
 
@@ -206,6 +233,15 @@ pub struct Attention {
     pub sqk: Option<Param<Tensor<1>>>,
     #[module(skip)]
     pub sqk_factor: f64,
+    /// Qwen's output gate `W_θ` `[d, H]` (headwise) or `[d, H·h]` (elementwise), when gated.
+    pub w_gate: Option<Param<Tensor<2>>>,
+    /// gpt-oss's sink logit `b_h` of each head `[H]`, when the softmax has sinks.
+    pub sinks: Option<Param<Tensor<1>>>,
+    /// Value residual: `(λ₁, λ₂)` of `v ← λ₁·v + λ₂·v₁`, `[2]`, in every layer after the first.
+    pub value_lambda: Option<Param<Tensor<1>>>,
+    /// Value residual: this is the first layer, whose values the later ones mix in.
+    #[module(skip)]
+    pub value_source: bool,
     /// LoRA adapters of `W_Q`, `W_K`, `W_V`, `W_O`, when `[model.lora]` adapts them.
     pub lora_wq: Option<Lora>,
     pub lora_wk: Option<Lora>,
@@ -236,6 +272,12 @@ pub struct AttnShape {
     pub softcap: Option<f64>,
     /// nGPT's `s_qk`, when the recipe lives on the hypersphere.
     pub sqk: Option<crate::recipe::Scaled>,
+    /// Qwen's sigmoid gate on each head's output, when on.
+    pub gate: AttnGate,
+    /// gpt-oss's per-head sink logit in the softmax denominator.
+    pub sink: bool,
+    /// Value residual: this layer's role, when the recipe has it.
+    pub value_residual: Option<ValueRole>,
     /// The projections LoRA adapts, when it does.
     pub lora: Option<LoraPlan>,
 }
@@ -275,6 +317,18 @@ impl Attention {
             softcap: s.softcap,
             sqk: s.sqk.map(|q| b.vector(&child(prefix, "sqk"), dq, Init::Constant(q.stored))).transpose()?,
             sqk_factor: s.sqk.map_or(1.0, |q| q.factor),
+            // Qwen's code draws the gate as part of q_proj; HF's gpt-oss draws sinks N(0, σ²).
+            w_gate: match s.gate {
+                AttnGate::None => None,
+                AttnGate::Headwise => Some(b.matrix(&child(prefix, GATE_WEIGHT), [d, s.n_heads], normal(s.init_qk))?),
+                AttnGate::Elementwise => Some(b.matrix(&child(prefix, GATE_WEIGHT), [d, dq], normal(s.init_qk))?),
+            },
+            sinks: s.sink.then(|| b.vector(&child(prefix, SINKS), s.n_heads, normal(1.0))).transpose()?,
+            // ResFormer's fixed 0.5 and 0.5, the start of its learnable λ's.
+            value_lambda: (s.value_residual == Some(ValueRole::Mix))
+                .then(|| b.vector(&child(prefix, VALUE_LAMBDA), 2, Init::Constant(0.5)))
+                .transpose()?,
+            value_source: s.value_residual == Some(ValueRole::Source),
             lora_wq: LoraPlan::adapter(s.lora.as_ref(), LoraTarget::Q, [d, dq], b, prefix)?,
             lora_wk: LoraPlan::adapter(s.lora.as_ref(), LoraTarget::K, [d, dkv], b, prefix)?,
             lora_wv: LoraPlan::adapter(s.lora.as_ref(), LoraTarget::V, [d, dkv], b, prefix)?,
@@ -332,6 +386,7 @@ impl Attention {
     /// read from it and this forward's appended to it.
     pub fn forward(&self, x: Tensor<3>, ctx: &AttnContext, kv: Option<&mut KvSlot>) -> Tensor<3> {
         let [b, t, _] = x.dims();
+        let gate_input = self.w_gate.as_ref().map(|_| x.clone());
         let (q, k, v) = self.qkv(x, ctx);
         let (k, v) = match kv {
             Some(slot) => {
@@ -350,8 +405,26 @@ impl Attention {
         }
         let out = self.attend(q, k, v, ctx);
         let c = &ctx.compute;
-        let out = out.swap_dims(1, 2).reshape([b, t, self.n_heads * self.head_dim]);
+        let out = self.gated(out.swap_dims(1, 2), gate_input, ctx).reshape([b, t, self.n_heads * self.head_dim]);
         adapted(out, &self.wo, &self.lora_wo, c.precision, c.kernels)
+    }
+
+    /// Gated attention: the heads' outputs `o` `[B, t, H, h]` times `σ(x W_θ)` (one value per
+    /// head, or per head and feature), recording the gate's mean for the probes; `o` unchanged
+    /// without a gate.
+    fn gated(&self, o: Tensor<4>, x: Option<Tensor<3>>, ctx: &AttnContext) -> Tensor<4> {
+        let (Some(w), Some(x)) = (&self.w_gate, x) else { return o };
+        let [b, t, h, hd] = o.dims();
+        let Compute { precision: p, kernels: k, .. } = ctx.compute;
+        let g = sigmoid(widen(adapted(x, w, &None, p, k)));
+        if let Some(stats) = &ctx.stats
+            && let Some(last) = stats.borrow_mut().last_mut()
+        {
+            last.gate_mean = Some(g.clone().mean());
+        }
+        // Headwise `W_θ` has one column per head, elementwise one per head and feature.
+        let g = if w.dims()[1] == h { g.reshape([b, t, h, 1]) } else { g.reshape([b, t, h, hd]) };
+        o * p.compute(g)
     }
 
     /// Queries, keys and values `[B, n, t, h]`: projected, QK-normed and rotated.
@@ -365,7 +438,7 @@ impl Attention {
             linear(&self.wk, &self.lora_wk, &self.bk),
             linear(&self.wv, &self.lora_wv, &self.bv),
         );
-        let v = self.values(v, kern);
+        let v = self.value_residual(self.values(v, kern), ctx);
         let qk_norms = self.q_norm.as_ref().zip(self.k_norm.as_ref());
         if let (Some((qn, kn)), true) = (qk_norms, self.qk_full) {
             q = qn.forward(q, kern);
@@ -406,6 +479,19 @@ impl Attention {
             (_, _, Some((form, eps))) => (l2_normalize(q, form, eps), l2_normalize(k, form, eps)),
             _ => (q, k),
         }
+    }
+
+    /// Value residual: the first layer leaves its values in `ctx`; a later one returns
+    /// `λ₁·v + λ₂·v₁`; `v` unchanged without it.
+    fn value_residual(&self, v: Tensor<4>, ctx: &AttnContext) -> Tensor<4> {
+        if self.value_source {
+            *ctx.first_values.borrow_mut() = Some(v.clone());
+            return v;
+        }
+        let (Some(lambda), Some(v1)) = (&self.value_lambda, ctx.first_values.borrow().clone()) else { return v };
+        let p = ctx.compute.precision;
+        let at = |i| p.compute(lambda.val().narrow(0, i, 1).reshape([1, 1, 1, 1]));
+        v * at(0) + v1 * at(1)
     }
 
     /// The values `[B, n_kv, t, h]` of the projection `v` `[B, t, n_kv·h]`, V-normed when the
@@ -450,8 +536,9 @@ impl Attention {
         let scale = self.scale();
         let t = q.dims()[2];
         let Compute { kernels: kn, precision: p, scores_limit, .. } = ctx.compute;
-        // The fused kernels compute plain logits: a soft-capped attention stays composite.
-        let fusable = self.softcap.is_none();
+        // The fused kernels compute a plain softmax: a soft-capped attention, or one with sinks,
+        // stays composite.
+        let fusable = self.softcap.is_none() && self.sinks.is_none();
         if fusable && ctx.causal && ctx.stats.is_none() && kn.fuse(&q) {
             return kernels::causal_attention(q, k, v, scale);
         }
@@ -469,15 +556,20 @@ impl Attention {
         let raw = widen(mm(q, k.swap_dims(2, 3)));
         if fusable && ctx.causal && kn.fuse(&raw) {
             if let Some(stats) = &ctx.stats {
-                stats.borrow_mut().push(attn_stats(raw.clone() * scale + ctx.mask.clone()));
+                stats.borrow_mut().push(attn_stats(raw.clone() * scale + ctx.mask.clone(), None));
             }
             return mm(kernels::causal_softmax(raw, scale), v);
         }
         let scores = self.logits(raw, scale) + ctx.mask.clone();
         if let Some(stats) = &ctx.stats {
-            stats.borrow_mut().push(attn_stats(scores.clone()));
+            stats.borrow_mut().push(attn_stats(scores.clone(), self.sink_logits()));
         }
-        p.matmul(softmax(scores, 3), v)
+        p.matmul(softmax_with_sink(scores, self.sink_logits()), v)
+    }
+
+    /// The sink logits `b` `[H]`, when the softmax has sinks.
+    fn sink_logits(&self) -> Option<Tensor<1>> {
+        self.sinks.as_ref().map(Param::val)
     }
 
     /// The composite `softmax(q kᵀ/√h + M) v` a block of query rows at a time, each block's
@@ -495,7 +587,7 @@ impl Attention {
                 let keys = if ctx.causal { s - t + start + len } else { s };
                 let raw = widen(p.matmul(q.clone().narrow(2, start, len), kt.clone().narrow(3, 0, keys)));
                 let scores = self.logits(raw, scale) + ctx.mask.clone().narrow(2, start, len).narrow(3, 0, keys);
-                p.matmul(softmax(scores, 3), v.clone().narrow(2, 0, keys))
+                p.matmul(softmax_with_sink(scores, self.sink_logits()), v.clone().narrow(2, 0, keys))
             })
             .collect();
         Tensor::cat(outs, 2)
@@ -520,17 +612,42 @@ impl Attention {
     }
 }
 
-/// Max logit (overall and per head) and mean entropy of masked scores `[B, H, T, T]` (−∞ above
-/// the diagonal).
-pub fn attn_stats(scores: Tensor<4>) -> AttnStats {
+/// `softmax(scores)` over the keys (last axis) of `[B, H, t, S]`; with sink logits `b` `[H]`,
+/// gpt-oss's form: each row's softmax taken over its keys and `b_h` together, the sink's share
+/// dropped, so a row sums to `1 − p_sink`.
+pub fn softmax_with_sink(scores: Tensor<4>, sinks: Option<Tensor<1>>) -> Tensor<4> {
+    let Some(b) = sinks else { return softmax(scores, 3) };
+    let [n, h, t, s] = scores.dims();
+    let sink = b.reshape([1, h, 1, 1]).expand([n, h, t, 1]);
+    softmax(Tensor::cat(vec![scores, sink], 3), 3).narrow(3, 0, s)
+}
+
+/// Max logit (overall and per head), mean entropy and first-key mass of masked scores
+/// `[B, H, T, S]` (−∞ above the diagonal), with the sink logits when the softmax has them (the
+/// entropy is then that of the distribution over the keys and the sink together).
+pub fn attn_stats(scores: Tensor<4>, sinks: Option<Tensor<1>>) -> AttnStats {
     let [b, h, t, s] = scores.dims();
     let per_head = scores.clone().swap_dims(0, 1).reshape([h, b * t * s]).max_dim(1).reshape([h]);
     let max_logit = per_head.clone().max().reshape([1]);
-    let logp = burn::tensor::activation::log_softmax(scores, 3);
-    // Masked entries have p = 0 and log p = −∞; clamping log p makes their p·log p exactly 0.
-    let plogp = logp.clone().exp() * logp.clamp_min(-1e30);
-    let entropy = -plogp.sum_dim(3).mean().reshape([1]);
-    AttnStats { max_logit, head_max_logit: per_head, entropy }
+    let has_sink = sinks.is_some();
+    let probs = softmax_with_sink(scores, sinks);
+    // Masked entries have p = 0; clamping log p makes their p·log p exactly 0.
+    let plogp = |p: Tensor<4>| p.clone() * p.clamp_min(1e-38).log();
+    let mut entropy = -plogp(probs.clone()).sum_dim(3);
+    if has_sink {
+        let sink_mass = -(probs.clone().sum_dim(3) - 1.0);
+        entropy = entropy - plogp(sink_mass.clamp_min(0.0));
+    }
+    // The first query sees only the first key: its mass 1 says nothing, so rows 2.. count.
+    let from = usize::from(t > 1);
+    let first_key_mass = probs.narrow(2, from, t - from).narrow(3, 0, 1).mean().reshape([1]);
+    AttnStats {
+        max_logit,
+        head_max_logit: per_head,
+        entropy: entropy.mean().reshape([1]),
+        first_key_mass,
+        gate_mean: None,
+    }
 }
 
 /// QK L2-norm over the last axis, no gain: `x/√(mean(x²) + ε)` (unit mean square; Megatron-LM's

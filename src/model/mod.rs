@@ -23,6 +23,8 @@
 //! - [`qk_clip`]: QK-clip's per-head rescaling of `W_q`, `W_k` (Kimi K2)
 //! - [`after_step`]: the recipe's after-step hooks (QK-clip, nGPT's projection) applied in order
 //! - [`profile`]: Admin's profiling pass, setting the skip gates before step 1
+//! - [`streams`]: a residual state of n streams and its mixing (Hyper-Connections, mHC, mHC-lite)
+//! - [`stream_forward`]: the forward through the layers when the state is n streams
 
 pub mod after_step;
 pub mod attention;
@@ -45,6 +47,8 @@ pub mod qk_clip;
 pub mod regularizer;
 pub mod rope;
 pub mod softcap;
+pub mod stream_forward;
+pub mod streams;
 pub mod sublayer;
 pub mod transformer;
 
@@ -54,6 +58,10 @@ pub use decode::KvCache;
 pub use transformer::{ForwardOutput, Keep, SublayerTrace, Traced, Transformer};
 
 #[cfg(test)]
+mod attention_control_tests;
+#[cfg(test)]
 mod precision_tests;
+#[cfg(test)]
+mod stream_tests;
 #[cfg(test)]
 mod tests;

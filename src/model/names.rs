@@ -6,6 +6,8 @@
 //! layers.{i}.attn.f.{wq,wk,wv,wo,q_norm.*,k_norm.*,v_norm.*}  layers.{i}.ffn.f.{w1,w3,w2}  final_norm.*  lm_head
 //! layers.{i}.{attn|ffn}.gate  layers.{i}.gate  layers.{i}.{resid_lambda|x0_lambda}
 //! sz  layers.{i}.attn.f.sqk  layers.{i}.ffn.f.suv                       (nGPT)
+//! layers.{i}.attn.f.{w_gate,sinks}                                     (gated attention, sinks)
+//! layers.{i}.{attn|ffn}.hc.*  hc_head.{proj,base,scale}               (residual streams)
 //! ```
 
 pub const TOKEN_EMBEDDING: &str = "tok_emb";
@@ -21,6 +23,12 @@ pub const RESID_LAMBDA: &str = "resid_lambda";
 pub const X0_LAMBDA: &str = "x0_lambda";
 /// A residual gate: `layers.{i}.{attn|ffn}.gate`, or `layers.{i}.gate` when the layer shares it.
 pub const GATE: &str = "gate";
+/// The leaf name of a zero-centred, decayed norm gain (the optimizer decays these).
+pub use crate::norm::CENTRED_GAIN;
+/// A sublayer's stream mixing, `layers.{i}.{attn|ffn}.hc.*`.
+pub const STREAM_MIX: &str = "hc";
+/// mHC's collapse of the streams before the final norm, `hc_head.*`.
+pub const STREAM_HEAD: &str = "hc_head";
 /// The branch function inside a sublayer.
 pub const BRANCH_FUNCTION: &str = "f";
 /// A sublayer's norm slots, in the order of the sublayer equation.

@@ -48,9 +48,11 @@ fn every_recipe_in_half_precision_tracks_its_f32_loss_and_gradient() {
         let (loss, grad) = loss_and_grads(&cfg, Precision::F32);
         let grad = &grad;
         // bf16 keeps 8 significant bits (relative rounding 2⁻⁹ per value): the whole gradient's
-        // relative error grows with the bf16 matmuls it passes, largest (≈ 5e-2 here) for the
-        // Peri-LN placements whose raw embedding reaches the first sublayer (peri-norm, sandwich).
-        for (p, loss_tol, grad_tol) in [(Precision::Bf16, 1e-2, 7e-2), (Precision::F16, 2e-3, 1e-2)] {
+        // relative error grows with the bf16 matmuls it passes, largest for the Peri-LN
+        // placements whose raw embedding reaches the first sublayer (peri-norm, sandwich: ≈ 5e-2
+        // in bf16) and for gemma3, whose embedding arrives there × √d (6.8e-2 in bf16, 1.0e-2
+        // in f16).
+        for (p, loss_tol, grad_tol) in [(Precision::Bf16, 1e-2, 9e-2), (Precision::F16, 2e-3, 1.5e-2)] {
             let (l, g) = loss_and_grads(&cfg, p);
             let shapes = |g: &[Vec<f64>]| g.iter().map(Vec::len).collect::<Vec<_>>();
             assert_eq!(shapes(&g), shapes(grad), "{name} {p:?}: the same parameters get gradients");

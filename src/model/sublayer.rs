@@ -20,6 +20,7 @@
 
 use super::names::child;
 use super::normalized_step::normalized_step;
+use super::streams::StreamMix;
 use crate::init::Init;
 use crate::init::ParamBuilder;
 use crate::kernels::{Kernels, widen};
@@ -49,6 +50,9 @@ pub struct Sublayer<F> {
     /// The learnable gate `g` (`[1]` or `[d]`) when this sublayer owns one; a gate shared by a
     /// layer's two sublayers (ReZero) lives in the [`super::layer::Layer`].
     pub gate: Option<Param<Tensor<1>>>,
+    /// How the sublayer reads and writes the residual streams, when the state is `n` streams
+    /// ([`super::streams`]); it then replaces `a·X + c·(…)` and `N_outer`.
+    pub hc: Option<StreamMix>,
     pub f: F,
     #[module(skip)]
     pub scales: Scales,
@@ -66,6 +70,15 @@ pub struct SublayerOut {
     pub branch: Tensor<3>,
 }
 
+/// What a sublayer's step on the streams produces: the next streams, and for the probes the
+/// input it read, its branch output and its residual mixing `R`.
+pub struct StreamStep {
+    pub next: Tensor<4>,
+    pub input: Tensor<3>,
+    pub branch: Tensor<3>,
+    pub residual: Tensor<4>,
+}
+
 /// Multiplies by a constant, skipping the pass when it is exactly 1.
 fn scaled(x: Tensor<3>, s: f64) -> Tensor<3> {
     if s == 1.0 { x } else { x * s }
@@ -81,6 +94,7 @@ impl<F> Sublayer<F> {
             output_norm: norm(b, &plan.output, "output_norm")?,
             outer_norm: norm(b, &plan.outer, "outer_norm")?,
             gate: plan.gate.filter(|g| g.per == GateOwner::Sublayer).map(|g| gate(g, d, b, prefix)).transpose()?,
+            hc: None,
             f,
             scales: Scales { skip: plan.skip, residual: plan.residual, input: plan.input_scale },
             gating: plan.gate,
@@ -104,11 +118,7 @@ impl<F> Sublayer<F> {
         keep_sum: bool,
         k: Kernels,
     ) -> SublayerOut {
-        let normed = input_norm(&self.input_norm, x.clone(), variance, k);
-        // A half-precision branch output joins the f32 residual stream here (and N_out, if any,
-        // normalises it in f32).
-        let f_out = widen(f(&self.f, scaled(normed, self.scales.input)));
-        let branch = maybe_norm(&self.output_norm, f_out, k);
+        let branch = self.branch(x.clone(), variance, f, k);
         let gate = self.gate_value(shared_gate);
         match (self.gating.map(|g| g.on), gate) {
             (Some(GateOn::Interpolate), Some(alpha)) => {
@@ -117,6 +127,32 @@ impl<F> Sublayer<F> {
             }
             (on, gate) => self.residual_step(x, branch, on.zip(gate), k, keep_sum),
         }
+    }
+
+    /// The branch `N_out(F_l(s·N_in(X)))`.
+    fn branch(
+        &self,
+        x: Tensor<3>,
+        variance: Option<Tensor<3>>,
+        f: impl FnOnce(&F, Tensor<3>) -> Tensor<3>,
+        k: Kernels,
+    ) -> Tensor<3> {
+        let normed = input_norm(&self.input_norm, x, variance, k);
+        // A half-precision branch output joins the f32 residual stream here (and N_out, if any,
+        // normalises it in f32).
+        let f_out = widen(f(&self.f, scaled(normed, self.scales.input)));
+        maybe_norm(&self.output_norm, f_out, k)
+    }
+
+    /// With `n` residual streams `h` `[B, T, n, d]`: read `x_l`, run the branch on it, write it
+    /// back (the streams' own step, [`super::streams`]). Panics without a stream mixing (the
+    /// model builds one for every sublayer of a stream recipe).
+    pub fn stream_step(&self, h: Tensor<4>, f: impl FnOnce(&F, Tensor<3>) -> Tensor<3>, k: Kernels) -> StreamStep {
+        let read = self.hc.as_ref().expect("a stream recipe's sublayer has its mixing").read(h);
+        let input = read.input.clone();
+        let residual = read.residual.clone();
+        let branch = self.branch(input.clone(), None, f, k);
+        StreamStep { next: read.write(branch.clone()), input, branch, residual }
     }
 
     /// The gate `g` `[1, 1, 1]` or `[1, 1, d]` at its used value (`stored · factor`): this

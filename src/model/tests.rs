@@ -59,7 +59,11 @@ fn every_parameter_of_every_recipe_receives_a_gradient() {
     let i = cases.iter().position(|(n, _)| n == "seednorm").unwrap();
     cases[i].1 = overlay(seed);
     for (name, cfg) in cases {
-        let model = Transformer::new(&cfg, ParamSource::Seeded(7), &device).unwrap();
+        // Hyper-Connections' dynamic projections start at 0, where the stream norm's gain gets
+        // no gradient for one step (W_α, W_β have one); here from 0.1.
+        let source =
+            if name == "hc" { ParamSource::Overlay(hc_dynamic_at(0.1, n_layers), 7) } else { ParamSource::Seeded(7) };
+        let model = Transformer::new(&cfg, source, &device).unwrap();
         let (x, y) = tokens(&device, 3);
         let (loss, _, _) = model.loss(x, y, false);
         let grads = loss.backward();
@@ -86,6 +90,19 @@ fn every_parameter_of_every_recipe_receives_a_gradient() {
             }
         }
     }
+}
+
+/// Every HC dynamic projection (`W_α` `[16, 5]`, `W_β` `[16]`, 4 streams, width 16) of a
+/// `n_layers`-layer model at `value`.
+fn hc_dynamic_at(value: f32, n_layers: usize) -> std::collections::BTreeMap<String, TensorData> {
+    let mut m = std::collections::BTreeMap::new();
+    for i in 0..n_layers {
+        for s in ["attn", "ffn"] {
+            m.insert(format!("layers.{i}.{s}.hc.dynamic_alpha"), TensorData::new(vec![value; 16 * 5], [16, 5]));
+            m.insert(format!("layers.{i}.{s}.hc.dynamic_beta"), TensorData::new(vec![value; 16], [16]));
+        }
+    }
+    m
 }
 
 /// ReZero's and SkipInit's defining property: with every gate at 0 each layer is the identity,
@@ -205,6 +222,10 @@ fn bhyt_approximation_uses_the_frobenius_norm_of_wv_wo() {
         softcap: None,
         sqk: None,
         sqk_factor: 1.0,
+        w_gate: None,
+        sinks: None,
+        value_lambda: None,
+        value_source: false,
         lora_wq: None,
         lora_wk: None,
         lora_wv: None,
@@ -521,7 +542,7 @@ fn a_recipe_resolved_for_other_sizes_is_refused() {
 /// The new parameters' initial values, against their papers: ReZero's one α per layer and
 /// SkipInit's α per sublayer at 0, LayerScale's λ ∈ ℝ^d at CaiT's 0.1 (depth ≤ 18), nanochat's
 /// λ_r = 1 and λ₀ = 0, Megatron's zero-centred LayerNorm-1p gain at 0, Derf's α₀ = 1, s₀ = 0,
-/// HybridNorm's value-norm gain at 1.
+/// HybridNorm's value-norm gain at 1, Qwen3-Next's zero-centred RMSNorm gain at 0.
 #[test]
 fn new_parameters_start_at_their_papers_values() {
     use crate::model::params::named_values;
@@ -536,6 +557,8 @@ fn new_parameters_start_at_their_papers_values() {
         ("derf", &[("layers.0.ffn.input_norm.alpha", 1, 1.0), ("layers.0.ffn.input_norm.offset", 1, 0.0)]),
         // HybridNorm's value norm lies per head: one gain of d_head = 16 / 2 shared by the heads.
         ("hybridnorm", &[("layers.0.attn.f.v_norm.gain", 8, 1.0), ("layers.0.attn.f.q_norm.gain", 8, 1.0)]),
+        // Qwen3-Next's zero-centred gains start at 0 (an applied gain of 1).
+        ("zc-rms", &[("layers.0.attn.input_norm.centred_gain", 16, 0.0), ("final_norm.centred_gain", 16, 0.0)]),
     ];
     for (recipe, params) in expect {
         let cfg = tiny(RecipeConfig::Preset(recipe.to_string()), 3);

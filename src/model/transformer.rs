@@ -34,6 +34,8 @@ pub struct Transformer {
     pub lm_head: Option<Param<Tensor<2>>>,
     /// nGPT's logit scale `s_z` `[V]` (stored; used times `meta.hypersphere`'s factor).
     pub sz: Option<Param<Tensor<1>>>,
+    /// mHC's collapse of the residual streams before the final norm.
+    pub hc_head: Option<super::streams::StreamHead>,
     #[module(skip)]
     pub meta: ModelMeta,
 }
@@ -46,6 +48,10 @@ pub struct ModelMeta {
     pub recipe: String,
     /// Soft-capping of the output logits, `c·tanh(logits/c)`.
     pub final_softcap: Option<f64>,
+    /// The constant multiplying the token embeddings (Gemma's `√d`), when the recipe has one.
+    pub embedding_multiplier: Option<f64>,
+    /// The number of residual streams, when the state is more than one vector.
+    pub streams: Option<usize>,
     /// QK-clip's settings: a training forward then records every head's largest logit.
     pub qk_clip: Option<crate::recipe::QkClip>,
     /// nGPT's settings (its unit-norm weights and scaling factors).
@@ -66,6 +72,8 @@ pub struct SublayerTrace {
     pub branch: Tensor<3>,
     /// BHyT only, FFN sublayers: the approximated input variance `ŝ²` (`[B, T, 1]`).
     pub approx_variance: Option<Tensor<3>>,
+    /// With residual streams: the streams after the sublayer and its residual mixing `R`.
+    pub streams: Option<super::streams::StreamTrace>,
 }
 
 /// What [`Transformer::forward`] returns besides the logits; neither changes the computation.
@@ -82,6 +90,13 @@ impl Keep {
     pub const LOGITS: Keep = Keep { sums: false, traces: false };
     /// The logits and the per-sublayer traces.
     pub const TRACES: Keep = Keep { sums: false, traces: true };
+}
+
+/// The layers' output `X_{2L+1}` and what they recorded (see [`Keep`]).
+pub(super) struct LayersOut {
+    pub hidden: Tensor<3>,
+    pub sums: Vec<Tensor<3>>,
+    pub traces: Vec<SublayerTrace>,
 }
 
 /// The forward up to the final norm.
@@ -258,26 +273,31 @@ impl Transformer {
             regularizer: recipe.regularizer,
             recipe: recipe.name.clone(),
             final_softcap: recipe.final_softcap,
+            embedding_multiplier: recipe.embedding_multiplier,
+            streams: recipe.streams.map(|s| s.n),
             qk_clip: recipe.qk_clip,
             hypersphere: recipe.hypersphere,
             after_step: recipe.after_step(),
             compute,
         };
-        Ok(Self { tok_emb, emb_scale, emb_norm, layers, final_norm, lm_head, sz, meta })
+        let hc_head = recipe
+            .streams
+            .filter(|s| !matches!(s.mixing, crate::recipe::Mixing::Hc { .. }))
+            .map(|s| super::streams::StreamHead::new(s.n, d, cfg.init_std, cfg.norm_eps, b))
+            .transpose()?;
+        Ok(Self { tok_emb, emb_scale, emb_norm, layers, final_norm, lm_head, sz, hc_head, meta })
     }
 
-    fn layer(
+    /// Layer `i`'s attention sizes, init scales and the recipe's attention options.
+    fn attn_shape(
         cfg: &ModelConfig,
         recipe: &ResolvedRecipe,
-        attn: &SublayerPlan,
-        ffn: &SublayerPlan,
-        init: LayerInit,
-        b: &mut ParamBuilder<'_>,
+        init: &LayerInit,
         i: usize,
-    ) -> anyhow::Result<Layer> {
-        let attn_plan_gate = attn.gate;
-        let lora = cfg.lora.as_ref().map(|l| l.plan()).transpose()?;
-        let attn_shape = AttnShape {
+        lora: Option<super::lora::LoraPlan>,
+    ) -> AttnShape {
+        use super::attention::ValueRole;
+        AttnShape {
             d_model: cfg.d_model,
             n_heads: cfg.n_heads,
             n_kv_heads: cfg.kv_heads(),
@@ -291,8 +311,25 @@ impl Transformer {
             v_norm: recipe.v_norm.is_on().then_some((recipe.v_norm, cfg.norm_eps)),
             softcap: recipe.attn_softcap,
             sqk: recipe.hypersphere.map(|h| h.sqk),
-            lora: lora.clone(),
-        };
+            gate: recipe.attn_gate,
+            sink: recipe.attn_sink,
+            value_residual: recipe.value_residual.then_some(if i == 0 { ValueRole::Source } else { ValueRole::Mix }),
+            lora,
+        }
+    }
+
+    fn layer(
+        cfg: &ModelConfig,
+        recipe: &ResolvedRecipe,
+        attn: &SublayerPlan,
+        ffn: &SublayerPlan,
+        init: LayerInit,
+        b: &mut ParamBuilder<'_>,
+        i: usize,
+    ) -> anyhow::Result<Layer> {
+        let attn_plan_gate = attn.gate;
+        let lora = cfg.lora.as_ref().map(|l| l.plan()).transpose()?;
+        let attn_shape = Self::attn_shape(cfg, recipe, &init, i, lora.clone());
         let ffn_shape = FfnShape {
             kind: cfg.ffn,
             d_model: cfg.d_model,
@@ -306,8 +343,12 @@ impl Transformer {
         let (a, f) = (names::sublayer(i, 0), names::sublayer(i, 1));
         let attn_f = Attention::new(&attn_shape, b, &names::child(&a, names::BRANCH_FUNCTION))?;
         let ffn_f = FeedForward::new(&ffn_shape, b, &names::child(&f, names::BRANCH_FUNCTION))?;
-        let attn = Sublayer::new(attn, cfg.d_model, attn_f, b, &a)?;
-        let ffn = Sublayer::new(ffn, cfg.d_model, ffn_f, b, &f)?;
+        let mut attn = Sublayer::new(attn, cfg.d_model, attn_f, b, &a)?;
+        let mut ffn = Sublayer::new(ffn, cfg.d_model, ffn_f, b, &f)?;
+        if let Some(s) = recipe.streams {
+            attn.hc = Some(super::streams::StreamMix::new(s, 2 * i, cfg, b, &a)?);
+            ffn.hc = Some(super::streams::StreamMix::new(s, 2 * i + 1, cfg, b, &f)?);
+        }
         let layer = names::layer(i);
         let shared = attn_plan_gate.filter(|g| g.per == GateOwner::Layer);
         let gate = shared.map(|g| super::sublayer::gate(g, cfg.d_model, b, &layer)).transpose()?;
@@ -371,11 +412,14 @@ impl Transformer {
         (Tensor::cat(rms, 0), Tensor::cat(lse, 0))
     }
 
-    /// `X_1 = N_emb(e · Embed(tokens))`, `[B, T, d]`.
+    /// `X_1 = N_emb(e · m · Embed(tokens))` (`m` the recipe's constant multiplier), `[B, T, d]`.
     pub(super) fn embed(&self, tokens: Tensor<2, Int>) -> Tensor<3> {
         let [bsz, t] = tokens.dims();
         let d = self.tok_emb.dims()[1];
         let mut x = self.tok_emb.val().select(0, tokens.reshape([bsz * t])).reshape([bsz, t, d]);
+        if let Some(m) = self.meta.embedding_multiplier {
+            x = x * m;
+        }
         if let Some(e) = &self.emb_scale {
             x = x * e.val().unsqueeze::<3>();
         }
@@ -391,18 +435,39 @@ impl Transformer {
         &self,
         tokens: Tensor<2, Int>,
         mut ctx: AttnContext,
-        mut cache: Option<&mut [KvSlot]>,
+        cache: Option<&mut [KvSlot]>,
         keep: Keep,
     ) -> Hidden {
-        let Keep { sums: keep_sums, traces: trace } = keep;
-        if trace {
+        if keep.traces {
             ctx.stats = Some(Default::default());
         }
         if self.meta.qk_clip.is_some() && self.tok_emb.val().is_require_grad() {
             ctx.head_max = Some(Default::default());
         }
-        let mut x = self.embed(tokens);
+        let x = self.embed(tokens);
         let k = self.meta.compute.kernels;
+        let LayersOut { hidden: mut x, sums, traces } = match self.meta.streams {
+            Some(n) => self.run_streams(x, n, &ctx, cache, keep),
+            None => self.run_layers(x, &ctx, cache, keep),
+        };
+        let last_hidden = x.clone();
+        if let Some(n) = &self.final_norm {
+            x = n.forward(x, k);
+        }
+        let attention = ctx.stats.map(|s| s.into_inner()).unwrap_or_default();
+        let head_max = ctx.head_max.map(|s| s.into_inner()).unwrap_or_default();
+        Hidden { hidden: x, sums, traces, attention, head_max, last_hidden }
+    }
+
+    /// The 2L sublayers on one residual stream, from `X_1` to `X_{2L+1}`.
+    fn run_layers(
+        &self,
+        mut x: Tensor<3>,
+        ctx: &AttnContext,
+        mut cache: Option<&mut [KvSlot]>,
+        keep: Keep,
+    ) -> LayersOut {
+        let Keep { sums: keep_sums, traces: trace } = keep;
         let (mut sums, mut traces) = (Vec::new(), Vec::new());
         let x0 = self.layers.iter().any(|l| l.x0_lambda.is_some()).then(|| x.clone());
         for (i, layer) in self.layers.iter().enumerate() {
@@ -411,7 +476,7 @@ impl Transformer {
             }
             let input = x.clone();
             let value_output = ctx.value_output.as_ref().map(|v| v[i].clone());
-            let out = layer.forward(x, &ctx, cache.as_deref_mut().map(|c| &mut c[i]), value_output, keep_sums || trace);
+            let out = layer.forward(x, ctx, cache.as_deref_mut().map(|c| &mut c[i]), value_output, keep_sums || trace);
             let ffn_input = out.attn.next.clone();
             let mut record = |input, out: &SublayerOut, approx_variance| {
                 // A sublayer returns its sum whenever either was asked for.
@@ -420,20 +485,15 @@ impl Transformer {
                     sums.push(sum.clone());
                 }
                 if trace {
-                    traces.push(SublayerTrace { input, sum, branch: out.branch.clone(), approx_variance });
+                    let branch = out.branch.clone();
+                    traces.push(SublayerTrace { input, sum, branch, approx_variance, streams: None });
                 }
             };
             record(input, &out.attn, None);
             record(ffn_input, &out.ffn, out.ffn_variance);
             x = out.ffn.next;
         }
-        let last_hidden = x.clone();
-        if let Some(n) = &self.final_norm {
-            x = n.forward(x, k);
-        }
-        let attention = ctx.stats.map(|s| s.into_inner()).unwrap_or_default();
-        let head_max = ctx.head_max.map(|s| s.into_inner()).unwrap_or_default();
-        Hidden { hidden: x, sums, traces, attention, head_max, last_hidden }
+        LayersOut { hidden: x, sums, traces }
     }
 
     /// The output projection `W_out` `[d, V]`: `lm_head`, or `Eᵀ` when tied; nGPT's `s_z`

@@ -46,6 +46,9 @@ pub enum NormKind {
     Derf { alpha: f64, offset: f64 },
     /// Unit L2 norm `x/‖x‖`, no parameters and no ε (nGPT's `justnorm`).
     L2,
+    /// Zero-centred RMSNorm (Qwen3-Next): `(1 + γ) ⊙ x/√(mean(x²) + ε)`, γ initialised to 0 and,
+    /// unlike every other norm parameter, weight-decayed (towards the gain 1).
+    ZcRms { eps: f64 },
     /// SeeDNorm: `[tanh(x·βᵀ)·α + γ] ⊙ x/√(mean(x²) + ε)`, `γ, α, β ∈ ℝ^d`, γ initialised to 1
     /// and α, β to `alpha`, `beta` everywhere.
     SeeDNorm { alpha: f64, beta: f64, eps: f64 },
@@ -81,6 +84,7 @@ impl NormKind {
             NormKind::Derf { alpha, offset: 0.0 } => format!("Derf[α₀={alpha}]"),
             NormKind::Derf { alpha, offset } => format!("Derf[α₀={alpha}, s₀={offset}]"),
             NormKind::L2 => "L2".into(),
+            NormKind::ZcRms { .. } => "zcRMS".into(),
             NormKind::SeeDNorm { alpha: 1.0, beta: 0.0, .. } => "SeeD".into(),
             NormKind::SeeDNorm { alpha, beta, .. } => format!("SeeD[α₀={alpha}, β₀={beta}]"),
         }

@@ -146,6 +146,12 @@ pub const KINDS: &[KindInfo] = &[
         build: |o| Ok(NormKind::LayerNorm1p { shift: o.shift.unwrap_or(true), eps: o.eps }),
     },
     KindInfo {
+        name: "zc-rms",
+        formula: "(1 + γ) ⊙ x/√(mean(x²) + ε), γ stored zero-centred and weight-decayed (Qwen3-Next)",
+        options: &[],
+        build: |o| Ok(NormKind::ZcRms { eps: o.eps }),
+    },
+    KindInfo {
         name: "derf",
         formula: "γ ⊙ erf(α x + s) + β, α, s ∈ ℝ (Chen et al., 2025, \"Stronger Normalization-Free Transformers\")",
         options: &[Alpha, Offset],

@@ -16,6 +16,7 @@
 //! | BHyT* (the BHyT paper's eq. 1) | `γ ⊙ tanh(λ x / (κ s_x + |μ_x|))` | `λ ∈ ℝ`, `γ ∈ ℝ^d` |
 //! | BHyT (the BHyT paper's Alg. 1) | as BHyT*; a block's second norm uses an approximated variance | `λ ∈ ℝ`, `γ ∈ ℝ^d` |
 //! | LayerNorm-1p (Megatron-LM) | `(1 + γ) ⊙ (x − μ)/√(σ² + ε) + β`, γ stored zero-centred | `γ, β ∈ ℝ^d` |
+//! | zero-centred RMSNorm (Qwen3-Next) | `(1 + γ) ⊙ x/√(mean(x²) + ε)`, γ stored zero-centred, decayed | `γ ∈ ℝ^d` |
 //! | Derf ("Stronger Normalization-Free Transformers") | `γ ⊙ erf(α x + s) + β` | `α, s ∈ ℝ`, `γ, β ∈ ℝ^d` |
 //! | L2 (nGPT's `justnorm`) | `x/‖x‖` | none |
 //! | SeeDNorm | `[tanh(x·βᵀ)·α + γ] ⊙ x/√(mean(x²) + ε)` | `γ, α, β ∈ ℝ^d` |
@@ -46,7 +47,7 @@ pub use kinds::{KINDS, KindInfo, NormOption, SlotOptions};
 pub use layer_norm::{LayerNorm, layer_norm};
 pub use module::{Norm, input_norm, maybe_norm};
 use param::{broadcast, value};
-pub use rms_norm::{RmsNorm, rms_norm, rms_with_variance};
+pub use rms_norm::{CENTRED_GAIN, RmsNorm, ZeroCentredRmsNorm, rms_norm, rms_with_variance};
 pub use seednorm::{SeeDNorm, seednorm};
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! [`Norm`]: one norm slot, one variant per kind, each holding exactly its own parameters.
 
-use super::{Bhyt, BhytDenominator, Derf, Dyt, LayerNorm, NormKind, RmsNorm, SeeDNorm, kappa};
+use super::{Bhyt, BhytDenominator, Derf, Dyt, LayerNorm, NormKind, RmsNorm, SeeDNorm, ZeroCentredRmsNorm, kappa};
 use crate::init::{Init, ParamBuilder};
 use crate::kernels::{self, Kernels};
 use burn::module::Module;
@@ -40,6 +40,8 @@ pub enum Norm {
     L2(RmsNorm),
     /// `[tanh(x·βᵀ)·α + γ] ⊙ x/√(mean(x²) + ε)`.
     SeeDNorm(SeeDNorm),
+    /// `(1 + γ) ⊙ x/√(mean(x²) + ε)`, γ stored zero-centred and decayed (Qwen3-Next).
+    ZcRms(ZeroCentredRmsNorm),
 }
 
 /// `x/√mean(x²)` → `x/‖x‖`: divides by `√d`, `d` the last axis.
@@ -105,6 +107,9 @@ impl Norm {
                 eps,
             }),
             NormKind::L2 => Norm::L2(RmsNorm { gain: None, eps: 0.0 }),
+            NormKind::ZcRms { eps } => {
+                Norm::ZcRms(ZeroCentredRmsNorm { centred_gain: param(super::CENTRED_GAIN, d, Init::Zeros)?, eps })
+            }
             NormKind::SeeDNorm { alpha, beta, eps } => Norm::SeeDNorm(SeeDNorm {
                 gain: param("gain", d, Init::Ones)?,
                 alpha: param("alpha", d, Init::Constant(alpha))?,
@@ -165,6 +170,7 @@ impl Norm {
             Norm::Derf(n) => n.forward(x),
             Norm::L2(n) => unit_l2(n.forward(x, k)),
             Norm::SeeDNorm(n) => n.forward(x),
+            Norm::ZcRms(n) => n.forward(x, k),
         }
     }
 
@@ -186,6 +192,7 @@ impl Norm {
             Norm::LayerNorm(n) | Norm::ScalarLayerNorm(n) => Some(n.forward_sum(x, b, scales)),
             Norm::RmsNorm(n) | Norm::ScalarRmsNorm(n) | Norm::RmsNormApprox(n) => Some(n.forward_sum(x, b, scales)),
             Norm::L2(n) => Some(unit_l2(n.forward_sum(x, b, scales))),
+            Norm::ZcRms(n) => Some(n.forward_sum(x, b, scales)),
             Norm::Dyt(_) | Norm::BhytStar(_) | Norm::Bhyt(_) | Norm::LayerNorm1p(_) | Norm::Derf(_) => None,
             Norm::SeeDNorm(_) => None,
         }

@@ -36,6 +36,43 @@ pub fn rms_with_variance<const D: usize>(
     }
 }
 
+/// Zero-centred RMSNorm (Qwen3-Next's `Qwen3NextRMSNorm`): `y = (1 + γ) ⊙ x/√(mean(x²) + ε)`
+/// with γ stored zero-centred, initialised to 0. The optimizer decays γ like a weight matrix
+/// ([`crate::train::optim`]), which pulls the applied gain towards 1, not towards 0.
+///
+/// # Shapes
+/// - input and output: `[..., d]`; `centred_gain`: `[d]`
+#[derive(Module, Debug)]
+pub struct ZeroCentredRmsNorm {
+    pub centred_gain: Param<Tensor<1>>,
+    #[module(skip)]
+    pub eps: f64,
+}
+
+/// The leaf name of a zero-centred, decayed gain (what the optimizer recognises it by).
+pub const CENTRED_GAIN: &str = "centred_gain";
+
+impl ZeroCentredRmsNorm {
+    /// The applied gain `1 + γ`.
+    fn gain(&self) -> Tensor<1> {
+        self.centred_gain.val() + 1.0
+    }
+
+    /// `(1 + γ) ⊙ x/√(mean(x²) + ε)`, by the fused kernel when `k` fuses on `x`.
+    pub fn forward<const D: usize>(&self, x: Tensor<D>, k: Kernels) -> Tensor<D> {
+        if k.fuse(&x) {
+            kernels::norm_affine(x, Some(self.gain()), None, self.eps, false)
+        } else {
+            rms_norm(x, Some(self.gain()), self.eps)
+        }
+    }
+
+    /// This norm of `a·x + c·b` (`[a, c]` = `scales`) by the fused kernel.
+    pub fn forward_sum<const D: usize>(&self, x: Tensor<D>, b: Tensor<D>, scales: [f64; 2]) -> Tensor<D> {
+        kernels::add_norm(x, b, scales, Some(self.gain()), None, self.eps, false)
+    }
+}
+
 /// An RMSNorm slot's parameters: `γ ∈ ℝ^d`, or `γ′ ∈ ℝ` (scalarised: KiteNorm's scalar slots
 /// under `norm = "rmsnorm"`); an absent `gain` is γ ≡ 1.
 ///

@@ -256,7 +256,21 @@ fn tensorboard_tags(rec: &ProbeRecord) -> Vec<(String, f32)> {
             tags.push((format!("attn_head_max_logit/l{l:03}/h{h:02}"), *v as f32));
         }
         tags.extend(p.attn_entropy.map(|v| (format!("attn_entropy/l{l:03}"), v as f32)));
+        tags.extend(p.attn_first_key_mass.map(|v| (format!("attn_first_key_mass/l{l:03}"), v as f32)));
+        tags.extend(p.attn_gate_mean.map(|v| (format!("attn_gate_mean/l{l:03}"), v as f32)));
         tags.extend(p.saturation.map(|v| (format!("saturation/l{l:03}"), v as f32)));
+        if let Some(s) = &p.streams {
+            tags.push((format!("streams/spectral_norm/l{l:03}"), s.spectral_norm as f32));
+            tags.push((format!("streams/row_dev/l{l:03}"), s.row_dev as f32));
+            tags.push((format!("streams/col_dev/l{l:03}"), s.col_dev as f32));
+            for (k, v) in s.stream_var.iter().enumerate() {
+                tags.push((format!("streams/var/l{l:03}/s{k}"), *v as f32));
+            }
+        }
+    }
+    if let Some(g) = rec.forward.stream_gain {
+        tags.push(("streams/gain_forward".into(), g.forward as f32));
+        tags.push(("streams/gain_backward".into(), g.backward as f32));
     }
     tags.extend(rec.forward.final_saturation.map(|v| ("saturation/final".to_string(), v as f32)));
     if let Some(o) = &rec.forward.output_logits {

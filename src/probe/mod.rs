@@ -5,6 +5,8 @@
 //! - [`fit`]: RMSE, R², Pearson r, Spearman ρ (BHyT's variance approximation)
 //! - [`grads`]: per-sublayer and per-block gradient norms, their CV, spikes
 //! - [`snapshot`]: one probe of a model on a batch
+//! - [`streams`]: a residual state of n streams: per-stream variance, the mixing's row and
+//!   column sums and spectral norm, the composite gain over depth
 //! - [`live`]: probes during training (`probes.jsonl`, TensorBoard, warnings)
 //! - [`alert`]: the Normalization chapter's gradient-norm alert against the warm-up average
 //! - [`updates`]: the applied update's size by layer and parameter kind (probe steps)
@@ -19,6 +21,7 @@ pub mod live;
 pub mod offline;
 pub mod snapshot;
 pub mod stats;
+pub mod streams;
 pub mod updates;
 
 pub use config::ProbeConfig;

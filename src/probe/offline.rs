@@ -86,13 +86,13 @@ pub fn table(p: &OfflineProbe) -> String {
         p.recipe, p.at, p.windows, p.tokens_per_window, p.loss, p.grad_norm, p.forward.final_tau
     );
     s += "    l   k branch    var(X)     var(z)    mean|z|    max|z|  max/med(X)  ‖γ‖∞/σ(z)   τ(X)    τ(z)   angle    ‖g‖     \
-        max-logit  H(attn)\n";
+        max-logit  H(attn) p(first)  gate\n";
     let opt = |v: Option<f64>, w: usize, prec: usize| {
         v.map(|x| format!("{x:>w$.prec$}")).unwrap_or_else(|| format!("{:>w$}", "·"))
     };
     for q in &p.forward.sublayers {
         s += &format!(
-            "  {:>3} {:>3} {:<5} {:>10.3e} {:>10.3e} {:>10.3e} {:>9.3e} {:>11.1} {} {:>7.3} {:>7.3} {:>7.3} {:>9.3e} {} {}\n",
+            "  {:>3} {:>3} {:<5} {:>10.3e} {:>10.3e} {:>10.3e} {:>9.3e} {:>11.1} {} {:>7.3} {:>7.3} {:>7.3} {:>9.3e} {} {} {} {}\n",
             q.l,
             q.layer,
             q.branch,
@@ -108,6 +108,8 @@ pub fn table(p: &OfflineProbe) -> String {
             q.grad_norm.unwrap_or(f64::NAN),
             opt(q.attn_max_logit, 10, 3),
             opt(q.attn_entropy, 8, 3),
+            opt(q.attn_first_key_mass, 8, 3),
+            opt(q.attn_gate_mean, 5, 2),
         );
     }
     if let Some(m) = largest_input(&p.forward) {

@@ -84,6 +84,13 @@ pub struct SublayerProbe {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attn_head_max_logit: Option<Vec<f64>>,
     pub attn_entropy: Option<f64>,
+    /// Attention sublayers: the mean attention probability on the first key over heads and
+    /// query rows 2…T (the attention sink's mass).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attn_first_key_mass: Option<f64>,
+    /// Gated attention: the mean of the sigmoid gate `σ(X W_θ)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attn_gate_mean: Option<f64>,
     /// FFN sublayers whose input norm approximates (BHyT, RMSNorm-Approx): ŝ² (Theorem 3.5)
     /// against the exact mean square of the FFN input.
     #[serde(alias = "bhyt_fit")]
@@ -97,6 +104,9 @@ pub struct SublayerProbe {
     /// tanh, `|u| > √ln 50 ≈ 1.98` for erf): saturated entries pass almost no gradient.
     #[serde(default)]
     pub saturation: Option<f64>,
+    /// With residual streams: each stream's variance and the residual mixing's statistics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<super::streams::StreamProbe>,
 }
 
 /// A learned norm scale: mean, min and max over its entries (one entry for scalars).
@@ -135,6 +145,9 @@ pub struct ForwardProbe {
     /// The 1-based Transformer layer of each `variance_sample` pair.
     #[serde(default, skip_serializing_if = "Vec::is_empty", alias = "bhyt_sample_layer")]
     pub variance_sample_layer: Vec<usize>,
+    /// With residual streams: the composite mixing's forward and backward gains over depth.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_gain: Option<super::streams::StreamGain>,
 }
 
 /// The output logits over the probe batch: the mean over tokens of their RMS, and the mean and
@@ -158,6 +171,7 @@ struct Pending {
     bound: Option<(Slot, Option<Slot>)>,
     bhyt: Option<(Slot, Slot)>,
     saturation: Option<Slot>,
+    streams: Option<super::streams::StreamSlots>,
 }
 
 /// Probes `model` (no autodiff) on `tokens` `[B, T]` (`T ≥ 2`), keeping the `top_k` largest |x|.
@@ -182,15 +196,14 @@ pub fn forward_probe_with_histograms(
     let logit_rms = g.push(out.logit_rms.clone().mean().reshape([1]));
     let log_z = g.push(out.log_z.clone());
     let final_tau = g.push(token_alignment(last));
-    let attn: Vec<[Slot; 3]> = out
-        .attention
-        .iter()
-        .map(|a| [g.push(a.max_logit.clone()), g.push(a.entropy.clone()), g.push(a.head_max_logit.clone())])
-        .collect();
+    let attn: Vec<AttnSlots> = out.attention.iter().map(|a| AttnSlots::pend(a, &mut g)).collect();
     let scale_slots: Vec<(String, Slot)> = norm_params(model).into_iter().map(|(n, t)| (n, g.push(t))).collect();
     let f = g.fetch();
     let mut pooled = Pooled::default();
-    let sublayers = pending.iter().enumerate().map(|(i, p)| sublayer_probe(i, p, &f, &attn, &mut pooled)).collect();
+    let sublayers: Vec<SublayerProbe> =
+        pending.iter().enumerate().map(|(i, p)| sublayer_probe(i, p, &f, &attn, &mut pooled)).collect();
+    let stream_gain =
+        super::streams::composite_gain(&sublayers.iter().filter_map(|s| s.streams.as_ref()).collect::<Vec<_>>());
     let scales = scale_slots
         .into_iter()
         .map(|(n, s)| {
@@ -217,6 +230,7 @@ pub fn forward_probe_with_histograms(
         variance_fit,
         variance_sample,
         variance_sample_layer,
+        stream_gain,
     };
     (probe, hists)
 }
@@ -252,6 +266,7 @@ fn pend(model: &Transformer, out: &Traced, top_k: usize, g: &mut Gather) -> Vec<
                 (g.push(a.clone().reshape([n])), g.push(exact.reshape([n])))
             }),
             saturation: saturation(input_norm(model, i), tr.input.clone()).map(|t| g.push(t)),
+            streams: tr.streams.as_ref().map(|s| super::streams::pend(s, g)),
         });
     }
     pending
@@ -276,7 +291,28 @@ impl Pooled {
 }
 
 /// Sublayer `i`'s probe from the fetched values; BHyT's pairs also go to `pooled`.
-fn sublayer_probe(i: usize, p: &Pending, f: &Fetched, attn: &[[Slot; 3]], pooled: &mut Pooled) -> SublayerProbe {
+/// Where one attention sublayer's diagnostics sit among the fetched values.
+struct AttnSlots {
+    max_logit: Slot,
+    entropy: Slot,
+    head_max_logit: Slot,
+    first_key_mass: Slot,
+    gate_mean: Option<Slot>,
+}
+
+impl AttnSlots {
+    fn pend(a: &crate::model::attention::AttnStats, g: &mut Gather) -> Self {
+        AttnSlots {
+            max_logit: g.push(a.max_logit.clone()),
+            entropy: g.push(a.entropy.clone()),
+            head_max_logit: g.push(a.head_max_logit.clone()),
+            first_key_mass: g.push(a.first_key_mass.clone()),
+            gate_mean: a.gate_mean.clone().map(|m| g.push(m)),
+        }
+    }
+}
+
+fn sublayer_probe(i: usize, p: &Pending, f: &Fetched, attn: &[AttnSlots], pooled: &mut Pooled) -> SublayerProbe {
     let hidden = |s: Slot| {
         let h = HiddenSummary::read(f.get(s));
         let max_abs = h.top_abs.first().copied().unwrap_or(f64::NAN);
@@ -310,14 +346,17 @@ fn sublayer_probe(i: usize, p: &Pending, f: &Fetched, attn: &[[Slot; 3]], pooled
         tau: f.get(p.tau)[0],
         tau_sum: f.get(p.tau_sum)[0],
         angular_distance: angular_distance(f.get(p.cos)),
-        attn_max_logit: is_attn.then(|| f.get(attn[i / 2][0])[0]),
-        attn_head_max_logit: is_attn.then(|| f.get(attn[i / 2][2]).to_vec()),
-        attn_entropy: is_attn.then(|| f.get(attn[i / 2][1])[0]),
+        attn_max_logit: is_attn.then(|| f.get(attn[i / 2].max_logit)[0]),
+        attn_head_max_logit: is_attn.then(|| f.get(attn[i / 2].head_max_logit).to_vec()),
+        attn_entropy: is_attn.then(|| f.get(attn[i / 2].entropy)[0]),
+        attn_first_key_mass: is_attn.then(|| f.get(attn[i / 2].first_key_mass)[0]),
+        attn_gate_mean: attn.get(i / 2).filter(|_| is_attn).and_then(|a| a.gate_mean).map(|s| f.get(s)[0]),
         variance_fit,
         grad_norm: None,
         grad_cv_window: None,
         grad_cv_run: None,
         saturation: p.saturation.map(|s| f.get(s)[0]),
+        streams: p.streams.as_ref().map(|s| super::streams::probe(s, f)),
     }
 }
 
@@ -360,7 +399,7 @@ fn spread_of(norm: &Norm) -> Option<(Spread, f64, Option<&Param<Tensor<1>>>)> {
             Some((Spread::Rms, n.eps, n.gain.as_ref()))
         }
         Norm::Dyt(_) | Norm::BhytStar(_) | Norm::Bhyt(_) | Norm::LayerNorm1p(_) | Norm::Derf(_) | Norm::L2(_) => None,
-        Norm::SeeDNorm(_) => None,
+        Norm::SeeDNorm(_) | Norm::ZcRms(_) => None,
     }
 }
 

@@ -2,7 +2,7 @@
 //! (from [`super::presets`]), in the order `normlab recipes` lists them. Every other list of
 //! presets derives from it.
 
-use super::presets::{logits, norm_functions, placement, residual};
+use super::presets::{attention, logits, norm_functions, placement, residual};
 use super::spec::RecipeSpec;
 
 /// A preset's name and the function that builds its spec.
@@ -49,6 +49,14 @@ pub const PRESETS: &[Preset] = &[
     ("admin-profile", residual::admin_profile),
     ("ngpt", residual::ngpt),
     ("deepscalelm", residual::deepscalelm),
+    ("gated-attn", attention::gated_attn),
+    ("attn-sink", attention::attn_sink),
+    ("value-residual", attention::value_residual),
+    ("zc-rms", norm_functions::zc_rms),
+    ("gemma3", placement::gemma3),
+    ("hc", residual::hc),
+    ("mhc", residual::mhc),
+    ("mhc-lite", residual::mhc_lite),
 ];
 
 /// All preset names, in the order `normlab recipes` lists them.

@@ -20,7 +20,8 @@
 use super::catalog::{PRESET_NAMES, preset};
 use super::presets::parts::blank;
 use super::spec::{
-    BaseNorm, HypersphereSpec, MomentControlSpec, NormSpec, QkClip, QkNorm, RecipeSpec, Scale, SublayerSpec, X0Mix,
+    AttnGate, BaseNorm, HypersphereSpec, MomentControlSpec, NormSpec, QkClip, QkNorm, RecipeSpec, Scale, StreamsSpec,
+    SublayerSpec, X0Mix,
 };
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -70,11 +71,16 @@ pub struct RecipeOverlay {
     pub v_norm: Option<QkNorm>,
     pub attn_softcap: Option<f64>,
     pub final_softcap: Option<f64>,
+    pub attn_gate: Option<AttnGate>,
+    pub attn_sink: Option<bool>,
+    pub value_residual: Option<bool>,
     pub x0_mix: Option<X0Mix>,
     pub qk_clip: Option<QkClip>,
     pub hypersphere: Option<HypersphereSpec>,
     pub moment_control: Option<MomentControlSpec>,
+    pub streams: Option<StreamsSpec>,
     pub embedding_scale: Option<Scale>,
+    pub embedding_multiplier: Option<Scale>,
     pub regularizer: Option<f64>,
     #[serde(default)]
     pub params: BTreeMap<String, f64>,
@@ -100,6 +106,14 @@ fn lookup(name: &str) -> anyhow::Result<RecipeSpec> {
 }
 
 impl RecipeOverlay {
+    /// The optional sections this overlay sets, each replacing the preset's whole.
+    fn replace_sections(&self, r: &mut RecipeSpec) {
+        macro_rules! replace {
+            ($($f:ident),*) => { $( if let Some(v) = &self.$f { r.$f = Some(v.clone()); } )* };
+        }
+        replace!(embedding_scale, embedding_multiplier, hypersphere, moment_control, streams);
+    }
+
     fn apply(&self) -> anyhow::Result<RecipeSpec> {
         let mut r = match &self.preset {
             Some(p) => lookup(p)?,
@@ -116,20 +130,23 @@ impl RecipeOverlay {
         macro_rules! set {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { r.$f = v.clone(); } )* };
         }
-        set!(about, norm, embedding_norm, final_norm, qk_norm, v_norm, regularizer);
+        set!(
+            about,
+            norm,
+            embedding_norm,
+            final_norm,
+            qk_norm,
+            v_norm,
+            attn_gate,
+            attn_sink,
+            value_residual,
+            regularizer
+        );
         macro_rules! put {
             ($($f:ident),*) => { $( if self.$f.is_some() { r.$f = self.$f; } )* };
         }
         put!(attn_softcap, final_softcap, x0_mix, qk_clip);
-        if let Some(e) = &self.embedding_scale {
-            r.embedding_scale = Some(e.clone());
-        }
-        if let Some(h) = &self.hypersphere {
-            r.hypersphere = Some(h.clone());
-        }
-        if let Some(m) = &self.moment_control {
-            r.moment_control = Some(m.clone());
-        }
+        self.replace_sections(&mut r);
         r.params.extend(self.params.clone());
         if let Some(s) = &self.sublayer {
             r.sublayer.overlay(s);

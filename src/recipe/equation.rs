@@ -2,13 +2,18 @@
 
 use super::resolve::Dims;
 use super::resolve::{Branch, ResolvedRecipe, SublayerPlan, norm_kind};
-use super::spec::{GateOn, GateOwner, GateShape, GateSpec, NormSpec, QkNorm, RecipeSpec, Scale, SublayerSpec, Which};
+use super::spec::{
+    AttnGate, GateOn, GateOwner, GateShape, GateSpec, NormSpec, QkNorm, RecipeSpec, Scale, SublayerSpec, Which,
+};
 use crate::norm::NormKind;
 
 /// The recipe as equations, one line each: embedding, every sublayer group, readout, loss.
 pub fn describe(spec: &RecipeSpec) -> Vec<String> {
     let mut lines = Vec::new();
     let mut embed = "Embed(x)".to_string();
+    if let Some(m) = &spec.embedding_multiplier {
+        embed = format!("{}·{embed}", m.text());
+    }
     if let Some(e) = &spec.embedding_scale {
         embed = format!("e·{embed}   [e learnable, e₀ = {}]", e.text());
     }
@@ -126,6 +131,27 @@ fn attention_notes(spec: &RecipeSpec) -> Vec<String> {
     }
     if let Some(c) = spec.attn_softcap {
         lines.push(format!("attention logits soft-capped: {c}·tanh((q·k/√h)/{c}) before the mask"));
+    }
+    if spec.value_residual {
+        lines.push("attention of layer k ≥ 2: v ← λ₁,k·v + λ₂,k·v₁, v₁ layer 1's values (λ learnable, 0.5 and 0.5 at init; ResFormer)".into());
+    }
+    if spec.attn_sink {
+        lines.push(
+            "attention: p_j = exp(s_j)/(exp(b_h) + Σ_k exp(s_k)), b_h a learnable sink logit per head (gpt-oss)".into(),
+        );
+    }
+    match spec.attn_gate {
+        AttnGate::None => {}
+        AttnGate::Headwise => lines.push(
+            "attention: head h's output o_h ← σ(N_in(X) W_θ)_h · o_h before W_O, W_θ ∈ ℝ^{d×H} (gated attention, \
+                headwise)"
+                .into(),
+        ),
+        AttnGate::Elementwise => lines.push(
+            "attention: o ← σ(N_in(X) W_θ) ⊙ o per head and feature before W_O, W_θ ∈ ℝ^{d×H·h} (gated attention, \
+                elementwise)"
+                .into(),
+        ),
     }
     lines
 }

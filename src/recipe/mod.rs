@@ -12,6 +12,7 @@
 //! - [`hypersphere`]: nGPT's factors; [`moment_control`]: DeepScaleLM's initialisation option
 //! - [`after_step`]: what a recipe does to the weights after every optimizer step
 //! - [`theorem`]: the BHyT paper's Theorem 3.6 condition
+//! - [`streams`]: a residual state of n streams (Hyper-Connections, mHC, mHC-lite) resolved
 
 pub mod after_step;
 pub mod catalog;
@@ -24,6 +25,7 @@ pub mod placement;
 pub mod presets;
 pub mod resolve;
 pub mod spec;
+pub mod streams;
 pub mod theorem;
 
 pub use after_step::AfterStep;
@@ -34,9 +36,11 @@ pub use moment_control::MomentControl;
 pub use placement::Placement;
 pub use resolve::{Branch, Dims, Gate, MAX_LAYERS, MAX_WIDTH, ResolvedRecipe, SublayerPlan, norm_kind, resolve};
 pub use spec::{
-    BaseNorm, GateOn, GateOwner, GateShape, GateSpec, HypersphereSpec, MomentControlSpec, NormName, NormSpec,
+    AttnGate, BaseNorm, GateOn, GateOwner, GateShape, GateSpec, HypersphereSpec, MomentControlSpec, NormName, NormSpec,
     NormTable, QkClip, QkNorm, RecipeSpec, Scale, SublayerSpec, Which, X0Mix,
 };
+pub use spec::{StreamMixing, StreamsSpec};
+pub use streams::{Mixing, Streams};
 pub use theorem::theorem_3_6_warning;
 
 #[cfg(test)]

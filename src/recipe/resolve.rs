@@ -6,8 +6,8 @@ use super::expr::eval;
 use super::hypersphere::{self, Hypersphere};
 use super::moment_control::{self, MomentControl};
 use super::spec::{
-    BaseNorm, GateOn, GateOwner, GateShape, GateSpec, NormName, NormSpec, NormTable, QkClip, QkNorm, RecipeSpec, Scale,
-    SublayerSpec, Which, X0Mix,
+    AttnGate, BaseNorm, GateOn, GateOwner, GateShape, GateSpec, NormName, NormSpec, NormTable, QkClip, QkNorm,
+    RecipeSpec, Scale, SublayerSpec, Which, X0Mix,
 };
 use crate::norm::{KindInfo, NormKind, SlotOptions};
 use anyhow::{Context, bail, ensure};
@@ -78,12 +78,22 @@ pub struct ResolvedRecipe {
     pub v_norm: QkNorm,
     pub attn_softcap: Option<f64>,
     pub final_softcap: Option<f64>,
+    /// Qwen's sigmoid gate on each head's attention output, when on.
+    pub attn_gate: AttnGate,
+    /// gpt-oss's learnable per-head logit in the softmax denominator.
+    pub attn_sink: bool,
+    /// ResFormer's value residual: later layers mix the first layer's values into theirs.
+    pub value_residual: bool,
+    /// The constant multiplying the token embeddings (Gemma's `√d`), when the recipe has one.
+    pub embedding_multiplier: Option<f64>,
     pub x0_mix: Option<X0Mix>,
     pub qk_clip: Option<QkClip>,
     /// nGPT's unit-norm weights and scaling factors, when the recipe lives on the hypersphere.
     pub hypersphere: Option<Hypersphere>,
     /// DeepScaleLM's moment-control initialisation, when the recipe draws its weights so.
     pub moment_control: Option<MomentControl>,
+    /// `n` residual streams and their mixing, when the state is more than one vector.
+    pub streams: Option<super::streams::Streams>,
     pub regularizer: f64,
     /// The sizes and the norm ε it was resolved for: a model of other sizes needs its own.
     pub dims: Dims,
@@ -136,12 +146,7 @@ impl Resolver<'_> {
         let n_layers = dims.n_layers;
         check_sizes(dims, eps)?;
         self.check_params()?;
-        for (i, entry) in self.layers.iter().enumerate() {
-            entry.range.as_ref().with_context(|| format!("layers[{i}] needs a `range`, e.g. range = \"1..=L\""))?;
-        }
-        if self.sublayer.range.is_some() || self.sublayer.sublayers.is_some() {
-            bail!("`sublayer` applies to every sublayer: `range`/`sublayers` belong in a `[[recipe.layers]]` entry");
-        }
+        self.check_layer_entries()?;
         let mut sublayers = Vec::with_capacity(2 * n_layers);
         for index in 1..=2 * n_layers {
             sublayers.push(self.plan(index, dims, eps)?);
@@ -152,14 +157,13 @@ impl Resolver<'_> {
         let vars = self.vars(dims);
         let hypersphere = self.hypersphere.as_ref().map(|h| hypersphere::resolve(h, self.0, &vars)).transpose()?;
         let moment_control = self.resolve_moment_control(&sublayers)?;
+        let streams = self.streams.as_ref().map(super::streams::resolve).transpose()?;
+        if streams.is_some() {
+            check_streams(self.0, &sublayers)?;
+        }
         let embedding_norm = self.norm(&self.embedding_norm, &vars, eps).context("embedding_norm")?;
         let final_norm = self.norm(&self.final_norm, &vars, eps).context("final_norm")?;
-        // `"none"` removes a preset's embedding scale in a config overlay.
-        let embedding_scale = match &self.embedding_scale {
-            Some(Scale::Expr(e)) if e.trim() == "none" => None,
-            Some(s) => Some(scale_value(s, &vars).context("embedding_scale")?),
-            None => None,
-        };
+        let (embedding_scale, embedding_multiplier) = self.embedding_scales(&vars)?;
         ensure!(
             self.regularizer >= 0.0 && self.regularizer.is_finite(),
             "`regularizer` must be ≥ 0, got {}",
@@ -177,12 +181,40 @@ impl Resolver<'_> {
             v_norm: self.v_norm,
             attn_softcap: self.attn_softcap,
             final_softcap: self.final_softcap,
+            attn_gate: self.attn_gate,
+            attn_sink: self.attn_sink,
+            value_residual: self.value_residual,
+            embedding_multiplier,
             x0_mix: self.x0_mix,
             qk_clip: self.qk_clip,
             hypersphere,
             moment_control,
+            streams,
             regularizer: self.regularizer,
         })
+    }
+
+    /// The learnable embedding scale's initial value and the constant multiplier, each when the
+    /// recipe has one (`"none"` removes a preset's scale in a config overlay).
+    fn embedding_scales(&self, vars: &BTreeMap<String, f64>) -> anyhow::Result<(Option<f64>, Option<f64>)> {
+        let scale = match &self.embedding_scale {
+            Some(Scale::Expr(e)) if e.trim() == "none" => None,
+            Some(s) => Some(scale_value(s, vars).context("embedding_scale")?),
+            None => None,
+        };
+        let multiplier = self
+            .embedding_multiplier
+            .as_ref()
+            .map(|s| scale_value(s, vars))
+            .transpose()
+            .context("embedding_multiplier")?;
+        if let Some(m) = multiplier {
+            ensure!(
+                m.is_finite() && m > 0.0,
+                "`embedding_multiplier` = {m} must be a positive number (Gemma: sqrt(d))"
+            );
+        }
+        Ok((scale, multiplier))
     }
 
     /// DeepScaleLM's moment control, checked against the sublayers it draws.
@@ -222,6 +254,17 @@ impl Resolver<'_> {
                 "qk_clip rescales W_q and W_k, which QK-norm (qk_norm = \"{}\") undoes; use one or the other",
                 self.qk_norm.as_str()
             );
+        }
+        Ok(())
+    }
+
+    /// Every `[[layers]]` entry has a range; `sublayer` has none.
+    fn check_layer_entries(&self) -> anyhow::Result<()> {
+        for (i, entry) in self.layers.iter().enumerate() {
+            entry.range.as_ref().with_context(|| format!("layers[{i}] needs a `range`, e.g. range = \"1..=L\""))?;
+        }
+        if self.sublayer.range.is_some() || self.sublayer.sublayers.is_some() {
+            bail!("`sublayer` applies to every sublayer: `range`/`sublayers` belong in a `[[recipe.layers]]` entry");
         }
         Ok(())
     }
@@ -511,4 +554,37 @@ fn parse_range(src: &str, vars: &BTreeMap<String, f64>, n_layers: usize) -> anyh
     }
     ensure!(lo >= 1 && hi as usize <= n_layers, "`{src}` = {lo}..={hi} is outside the layers 1..={n_layers}");
     Ok((lo as usize, hi as usize))
+}
+
+/// Residual streams replace the skip and residual scales, the outer norms and the gates: those
+/// must be the plain ones, and the options that act on one stream are refused.
+fn check_streams(spec: &RecipeSpec, plans: &[SublayerPlan]) -> anyhow::Result<()> {
+    for p in plans {
+        if p.skip != 1.0 || p.residual != 1.0 || p.outer.is_some() || p.gate.is_some() {
+            bail!(
+                "sublayer {}: streams replace the residual sum, so a = c = 1 with no outer norm and no gate (the \
+                 mixing learns those weights)",
+                p.index
+            );
+        }
+    }
+    for p in plans {
+        if matches!(p.input, Some(NormKind::Bhyt { .. } | NormKind::RmsNormApprox { .. })) {
+            bail!(
+                "sublayer {}: BHyT's and RMSNorm-Approx's FFN statistic approximates the attention sublayer's input, \
+                 which streams read apart from the FFN's; use their exact forms (bhyt-star, rmsnorm)",
+                p.index
+            );
+        }
+    }
+    let conflicts = [
+        ("x0_mix", spec.x0_mix.is_some()),
+        ("hypersphere", spec.hypersphere.is_some()),
+        ("moment_control", spec.moment_control.is_some()),
+        ("regularizer", spec.regularizer > 0.0),
+    ];
+    for (field, set) in conflicts {
+        ensure!(!set, "`{field}` acts on a single residual stream; remove it or `streams`");
+    }
+    Ok(())
 }

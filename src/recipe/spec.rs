@@ -412,6 +412,41 @@ impl QkNorm {
     }
 }
 
+/// Qwen's gated attention ("Gated Attention for Large Language Models: Non-linearity, Sparsity,
+/// and Attention-Sink-Free", position G1): each head's attention output multiplied by
+/// `σ(X W_θ)` before the output projection, `X` the sublayer input the projections read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AttnGate {
+    /// No gate.
+    #[default]
+    None,
+    /// One gate per head, `W_θ ∈ ℝ^{d×H}`.
+    Headwise,
+    /// One gate per head and feature, `W_θ ∈ ℝ^{d×H·h}` (the paper's best variant).
+    Elementwise,
+}
+
+impl AttnGate {
+    /// The name a recipe writes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttnGate::None => "none",
+            AttnGate::Headwise => "headwise",
+            AttnGate::Elementwise => "elementwise",
+        }
+    }
+
+    pub fn is_on(self) -> bool {
+        self != AttnGate::None
+    }
+
+    /// For `skip_serializing_if`.
+    pub fn is_off(&self) -> bool {
+        !self.is_on()
+    }
+}
+
 /// The initial values of the per-layer x0-mixing scalars: `λ_r` on the stream, `λ₀` on the
 /// embedding stream `X_1` (default 1 and 0: the plain residual stream at initialisation).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -505,6 +540,53 @@ fn authors_r0() -> f64 {
     0.221
 }
 
+/// How a sublayer reads the streams and mixes them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StreamMixing {
+    /// Hyper-Connections: learnable width connections `A_m`, `A_r` and depth connections `B`,
+    /// static (initialised as pre-norm) plus, with `dynamic`, `tanh` terms of the normalised
+    /// streams; unconstrained.
+    Hc,
+    /// mHC: read `σ(·)`, write `2σ(·)`, residual mixing projected onto the doubly stochastic
+    /// matrices by Sinkhorn–Knopp (DeepSeek V4's form).
+    Mhc,
+    /// mHC-lite: mHC whose residual mixing is a convex combination of the `n!` permutation
+    /// matrices (exactly doubly stochastic, no iterations).
+    MhcLite,
+}
+
+impl StreamMixing {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreamMixing::Hc => "hc",
+            StreamMixing::Mhc => "mhc",
+            StreamMixing::MhcLite => "mhc-lite",
+        }
+    }
+}
+
+/// `streams = { n = 4, mixing = "mhc" }` as a recipe writes it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamsSpec {
+    /// The number of streams (the papers' expansion rate; 4 in all three).
+    #[serde(default = "four")]
+    pub n: usize,
+    pub mixing: StreamMixing,
+    /// Hyper-Connections only: the input-dependent (`tanh`) terms (default true, the paper's
+    /// DHC; false is its static SHC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamic: Option<bool>,
+    /// mHC only: Sinkhorn–Knopp iterations (default 20, the paper's t_max).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sinkhorn_iters: Option<usize>,
+}
+
+fn four() -> usize {
+    4
+}
+
 /// The base norm that `"ln"` slots resolve to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -530,6 +612,10 @@ pub struct RecipeSpec {
     /// this initial value (DyT's LLaMA recipe: `"sqrt(d)"`); none when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub embedding_scale: Option<Scale>,
+    /// A constant multiplying the token embeddings (Gemma's normalizer `"sqrt(d)"`): fixed,
+    /// unlike [`RecipeSpec::embedding_scale`]; none when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedding_multiplier: Option<Scale>,
     /// Norm applied to the token embedding (Peri-LN).
     pub embedding_norm: NormSpec,
     /// Norm applied before the output projection.
@@ -548,6 +634,18 @@ pub struct RecipeSpec {
     /// Soft-capping of the output logits, `c·tanh(logits/c)` (Gemma 2: 30).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub final_softcap: Option<f64>,
+    /// A sigmoid gate on each head's attention output (Qwen's gated attention): `"none"`
+    /// (default), `"headwise"` or `"elementwise"`.
+    #[serde(default, skip_serializing_if = "AttnGate::is_off")]
+    pub attn_gate: AttnGate,
+    /// A learnable logit per head in every softmax's denominator (gpt-oss's attention sinks):
+    /// `p_j = exp(s_j)/(exp(b_h) + Σ_k exp(s_k))`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub attn_sink: bool,
+    /// Value residual learning (ResFormer): every attention sublayer after the first mixes the
+    /// first layer's values into its own, `v ← λ₁·v + λ₂·v₁`, λ learnable per layer (0.5, 0.5).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub value_residual: bool,
     /// Mixing of the embedding stream into every Transformer layer's input,
     /// `X ← λ_r·X + λ₀·X_1` with learnable per-layer scalars (modded-nanogpt, nanochat).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -565,6 +663,10 @@ pub struct RecipeSpec {
     /// conserves unit output moments at initialisation (see [`MomentControlSpec`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moment_control: Option<MomentControlSpec>,
+    /// A residual state of `n` streams, read and written by each sublayer through learned
+    /// mixing (Hyper-Connections, mHC, mHC-lite); one stream when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<StreamsSpec>,
     /// Weight λ of KiteNorm's variance regulariser (KiteNorm eq. 24) in the training loss.
     #[serde(default)]
     pub regularizer: f64,

@@ -1,12 +1,15 @@
 //! Figures for the schemes that learn their residual scales or bound their logits: the learned
-//! gates (ReZero, SkipInit, LayerScale) and x0-mixing λ's against depth, and the largest
-//! attention logit over training (soft-capping, QK-norm, QK-clip). Each appears only when
-//! some run has what it plots.
+//! gates (ReZero, SkipInit, LayerScale) and x0-mixing λ's against depth, the largest
+//! attention logit over training (soft-capping, QK-norm, QK-clip), the attention mass on the
+//! first token over training (the attention sink that gated attention and learned sinks remove)
+//! gated attention's mean gate, and the residual streams' composite mixing gain. Each appears
+//! only when some run has what it plots.
 
 use super::data::RunData;
 use super::figures::{Figure, fig, line, over_probes};
 use super::plot::{Chart, Series};
 use crate::probe::ProbeRecord;
+use crate::probe::snapshot::SublayerProbe;
 use std::path::Path;
 
 /// Both figures, those that apply.
@@ -14,6 +17,9 @@ pub fn figures(dir: &Path, runs: &[RunData]) -> anyhow::Result<Vec<Figure>> {
     let mut figs = Vec::new();
     figs.extend(gate_profile(dir, runs)?);
     figs.extend(max_logit_over_training(dir, runs)?);
+    figs.extend(first_key_mass_over_training(dir, runs)?);
+    figs.extend(attention_gate_over_training(dir, runs)?);
+    figs.extend(stream_gain_over_training(dir, runs)?);
     Ok(figs)
 }
 
@@ -93,6 +99,52 @@ fn max_logit_over_training(dir: &Path, runs: &[RunData]) -> anyhow::Result<Optio
         .to_string();
     let chart = Chart::new("Largest attention logit over training", "step", "max q·k/√h", series);
     fig(dir, "max_attention_logit", caption, chart).map(Some)
+}
+
+/// The mean over a probe's attention sublayers of `pick`, when some sublayer has it.
+fn mean_over_attention(p: &ProbeRecord, pick: fn(&SublayerProbe) -> Option<f64>) -> Option<f64> {
+    let v: Vec<f64> = p.forward.sublayers.iter().filter_map(pick).collect();
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+/// The attention probability on the first token, mean over layers, heads and query rows 2…T,
+/// at each probe, one line per run.
+fn first_key_mass_over_training(dir: &Path, runs: &[RunData]) -> anyhow::Result<Option<Figure>> {
+    let series = over_probes(runs, |p| mean_over_attention(p, |s| s.attn_first_key_mass));
+    if series.is_empty() {
+        return Ok(None);
+    }
+    let caption = "Attention probability on the first token (mean over layers, heads and query positions 2…T) at         each probe, one line per run: the attention sink, which the Peri-LN paper ties to massive activations and         which gated attention and learned sinks (gpt-oss) give the heads another way out of. Uniform attention over         T keys would put about ln(T)/T there."
+        .to_string();
+    let chart = Chart::new("Attention on the first token over training", "step", "mean p(first key)", series);
+    fig(dir, "first_token_attention", caption, chart).map(Some)
+}
+
+/// Gated attention's mean gate σ(X W_θ) over its layers at each probe, one line per gated run.
+fn attention_gate_over_training(dir: &Path, runs: &[RunData]) -> anyhow::Result<Option<Figure>> {
+    let series = over_probes(runs, |p| mean_over_attention(p, |s| s.attn_gate_mean));
+    if series.is_empty() {
+        return Ok(None);
+    }
+    let caption = "Mean attention output gate σ(X W_θ) over layers at each probe, one line per gated run (0.5 at         initialisation; the gated attention paper reports sparse gates, mean ≈ 0.1, after training)."
+        .to_string();
+    let chart = Chart::new("Attention output gate over training", "step", "mean σ(X W_θ)", series);
+    fig(dir, "attention_gate", caption, chart).map(Some)
+}
+
+/// The residual streams' composite backward gain at each probe, one line per stream run.
+fn stream_gain_over_training(dir: &Path, runs: &[RunData]) -> anyhow::Result<Option<Figure>> {
+    let series = over_probes(runs, |p| p.forward.stream_gain.map(|g| g.backward));
+    if series.is_empty() {
+        return Ok(None);
+    }
+    let caption = "Backward gain of the composite residual mixing Π_l R_lᵀ over all sublayers (its largest \
+        absolute column sum, of the token-mean mixings) at each probe, one line per run with residual streams: \
+        mHC's \"Amax gain magnitude\". Doubly stochastic mixing (mHC, mHC-lite) holds it at 1; unconstrained \
+        Hyper-Connections may drift from it (the mHC paper reports ~3000 at 27B)."
+        .to_string();
+    let chart = Chart::new("Residual-stream mixing gain over training", "step", "composite backward gain", series);
+    fig(dir, "stream_gain", caption, chart).map(Some)
 }
 
 #[cfg(test)]

@@ -49,6 +49,8 @@ const MINUTES_NORM_FUNCTIONS: Option<f64> = Some(1.5);
 const MINUTES_NGPT: Option<f64> = Some(0.9);
 const MINUTES_DEEPSCALELM: Option<f64> = Some(6.4);
 const MINUTES_SEEDNORM: Option<f64> = Some(1.1);
+const MINUTES_ATTENTION_SINKS: Option<f64> = Some(3.8);
+const MINUTES_STREAMS: Option<f64> = Some(6.2);
 const MINUTES_OPTIMIZER_NORMS: Option<f64> = Some(2.9);
 const MINUTES_MUON_LOGITS: Option<f64> = Some(0.5);
 const MINUTES_PERILN_SFT: Option<f64> = Some(1.8);
@@ -286,6 +288,25 @@ pub const STUDIES: &[Study] = &[
             include_str!("../../configs/studies/logit-controls-full.toml"),
         )),
         minutes: MINUTES_LOGIT_CONTROLS,
+    },
+    Study {
+        name: "attention-sinks",
+        figure: "Gated attention (Qiu et al., NeurIPS 2025), gpt-oss attention sinks",
+        claim: "a sigmoid gate after attention removes the attention sink (first-token attention) and the massive activations, and trains at least as well at high learning rates",
+        mini: ("configs/studies/attention-sinks.toml", include_str!("../../configs/studies/attention-sinks.toml")),
+        full: Some((
+            "configs/studies/attention-sinks-full.toml",
+            include_str!("../../configs/studies/attention-sinks-full.toml"),
+        )),
+        minutes: MINUTES_ATTENTION_SINKS,
+    },
+    Study {
+        name: "streams",
+        figure: "Hyper-Connections (Zhu et al., ICLR 2025), mHC (DeepSeek, 2025), mHC-lite (Yang & Gao, 2026)",
+        claim: "unconstrained HC's composite residual mixing drifts from the identity with depth while mHC's and mHC-lite's stays at gain 1, and the streams train at least as well as pre-norm",
+        mini: ("configs/studies/streams.toml", include_str!("../../configs/studies/streams.toml")),
+        full: Some(("configs/studies/streams-full.toml", include_str!("../../configs/studies/streams-full.toml"))),
+        minutes: MINUTES_STREAMS,
     },
     Study {
         name: "norm-functions",

@@ -105,10 +105,10 @@ fn wsd_and_constant_schedules_follow_their_formulas() {
 }
 
 #[test]
-fn weight_decay_reaches_matrices_only() {
+fn weight_decay_reaches_matrices_and_centred_gains_only() {
     // With all-zero gradients AdamW's adaptive update is 0/(0 + ε) = 0, so one step changes a
     // parameter only by decoupled decay: θ ← θ·(1 − lr·wd) for decayed ones, θ for the rest.
-    for recipe in ["pre", "kitenorm", "dyt", "bhyt", "lns"] {
+    for recipe in ["pre", "kitenorm", "dyt", "bhyt", "lns", "zc-rms"] {
         let cfg = ModelConfig {
             d_model: 16,
             n_layers: 2,
@@ -117,7 +117,13 @@ fn weight_decay_reaches_matrices_only() {
             ..Default::default()
         };
         let device = crate::testutil::cpu().autodiff();
-        let model = Transformer::new(&cfg, ParamSource::Seeded(1), &device).unwrap();
+        // Every centred gain at 0.5, so that its decay shows (it starts at 0).
+        let centred = (0..cfg.n_layers)
+            .flat_map(|i| ["attn", "ffn"].map(|s| format!("layers.{i}.{s}.input_norm.centred_gain")))
+            .chain(["final_norm.centred_gain".to_string()])
+            .map(|n| (n, TensorData::new(vec![0.5f32; 16], [16])))
+            .collect();
+        let model = Transformer::new(&cfg, ParamSource::Overlay(centred, 1), &device).unwrap();
         let before = named_values(&model);
         let mut grads = GradientsParams::new();
         for p in param_table(&model) {
@@ -132,9 +138,12 @@ fn weight_decay_reaches_matrices_only() {
         let mut n_decayed = 0;
         for ((name, b), (_, a)) in before.iter().zip(named_values(&model)) {
             let (b, a) = (b.try_to_vec::<f32>().unwrap(), a.try_to_vec::<f32>().unwrap());
-            let is_matrix = name == "tok_emb" || name == "lm_head" || name.contains(".f.w");
-            let factor = if is_matrix { 1.0 - 0.5 * 0.1 } else { 1.0 };
-            n_decayed += is_matrix as usize;
+            // Qwen3-Next decays its zero-centred gains (stored from 0; perturbed here so that
+            // a decay shows).
+            let is_decayed =
+                name == "tok_emb" || name == "lm_head" || name.contains(".f.w") || name.ends_with(".centred_gain");
+            let factor = if is_decayed { 1.0 - 0.5 * 0.1 } else { 1.0 };
+            n_decayed += is_decayed as usize;
             for (x, y) in b.iter().zip(&a) {
                 assert!(
                     (y - x * factor).abs() <= 1e-6 * x.abs().max(1e-3),
@@ -142,11 +151,14 @@ fn weight_decay_reaches_matrices_only() {
                 );
             }
         }
-        // Embedding, output head, and W_Q, W_K, W_V, W_O, W_1, W_2, W_3 in each of 2 layers.
-        assert_eq!(n_decayed, 2 + 2 * 7, "{recipe}");
+        // Embedding, output head, and W_Q, W_K, W_V, W_O, W_1, W_2, W_3 in each of 2 layers;
+        // zc-rms adds its 2·2 input norms' and its final norm's gains.
+        let centred = if recipe == "zc-rms" { 2 * 2 + 1 } else { 0 };
+        assert_eq!(n_decayed, 2 + 2 * 7 + centred, "{recipe}");
         let decayed: Vec<String> = optim::decayed_params(&model).into_iter().map(|p| p.name).collect();
         assert_eq!(decayed.len(), n_decayed);
-        assert!(decayed.iter().all(|n| !n.contains("norm")), "{recipe}: no norm parameter is decayed: {decayed:?}");
+        let norms = decayed.iter().filter(|n| n.contains("norm")).count();
+        assert_eq!(norms, centred, "{recipe}: only centred gains among the norms' parameters: {decayed:?}");
     }
 }
 

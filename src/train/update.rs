@@ -123,7 +123,7 @@ pub fn breakdown(updates: &[ParamUpdate], n_layers: usize) -> UpdateBreakdown {
     for u in updates {
         let kind = match u.role {
             ParamRole::Hidden | ParamRole::Embedding => u.name.rsplit('.').next().unwrap_or(&u.name).to_string(),
-            ParamRole::Vector => "vector".to_string(),
+            ParamRole::Vector | ParamRole::CentredGain | ParamRole::Mixing => "vector".to_string(),
         };
         kinds.entry(kind).or_default().push(u);
     }

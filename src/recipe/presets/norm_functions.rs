@@ -113,6 +113,20 @@ pub fn derf() -> RecipeSpec {
     r
 }
 
+/// Qwen3-Next's zero-centred, weight-decayed RMSNorm in every RMSNorm slot of pre-norm:
+/// `(1 + γ) ⊙ x/RMS(x)`, γ₀ = 0, γ in the weight-decay group, so decay pulls the gain towards
+/// 1 instead of leaving it free (Qwen's remedy for norm weights that grew abnormally large).
+pub fn zc_rms() -> RecipeSpec {
+    let mut r = super::placement::pre_rms();
+    r.name = "zc-rms".into();
+    r.about = "RMSNorm pre-norm with zero-centred, weight-decayed gains: (1 + γ)·RMS(x), γ₀ = 0, γ decayed towards \
+        0 (Qwen3-Next)"
+        .into();
+    r.sublayer.input = Some(NormSpec::Kind(NormName::kind("zc-rms")));
+    r.final_norm = NormSpec::Kind(NormName::kind("zc-rms"));
+    r
+}
+
 /// SeeDNorm (Cai et al., 2025, "SeeDNorm: Self-Rescaled Dynamic Normalization") in place of
 /// every RMSNorm of Llama's pre-norm, `[tanh(x·βᵀ)·α + γ] ⊙ x/RMS(x)`, γ₀ = 1 and α₀ = 1,
 /// β₀ = 0: RMSNorm at initialisation (the paper's own initial α, β are not in a source normlab

@@ -2,8 +2,8 @@
 //! slots, expressions, layer ranges and gates.
 
 use crate::recipe::spec::{
-    BaseNorm, GateOn, GateOwner, GateShape, GateSpec, NormName, NormSpec, NormTable, QkNorm, RecipeSpec, Scale,
-    SublayerSpec, Which,
+    AttnGate, BaseNorm, GateOn, GateOwner, GateShape, GateSpec, NormName, NormSpec, NormTable, QkNorm, RecipeSpec,
+    Scale, SublayerSpec, Which,
 };
 use std::collections::BTreeMap;
 
@@ -15,16 +15,21 @@ pub fn blank(name: &str, about: &str) -> RecipeSpec {
         about: about.into(),
         norm: BaseNorm::Layernorm,
         embedding_scale: None,
+        embedding_multiplier: None,
         embedding_norm: NormSpec::none(),
         final_norm: NormSpec::none(),
         qk_norm: QkNorm::None,
         v_norm: QkNorm::None,
         attn_softcap: None,
         final_softcap: None,
+        attn_gate: AttnGate::None,
+        attn_sink: false,
+        value_residual: false,
         x0_mix: None,
         qk_clip: None,
         hypersphere: None,
         moment_control: None,
+        streams: None,
         regularizer: 0.0,
         params: BTreeMap::new(),
         sublayer: SublayerSpec::default(),

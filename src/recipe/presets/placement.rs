@@ -219,6 +219,29 @@ pub fn sandwich() -> RecipeSpec {
     r
 }
 
+/// Gemma 3 (transformers' `Gemma3DecoderLayer`): RMSNorm before and after each module
+/// (`input_layernorm`/`post_attention_layernorm`, `pre_feedforward_layernorm`/
+/// `post_feedforward_layernorm`), per-head QK-norm, final RMSNorm, embeddings × √d (a constant,
+/// Gemma's normalizer), no soft-caps. Gemma stores each gain as `1 + w`, `w₀ = 0`; under AdamW
+/// without decay on vectors that trains exactly as `γ`, `γ₀ = 1`, which is what normlab stores
+/// (the export writes `w = γ − 1`).
+pub fn gemma3() -> RecipeSpec {
+    let mut r = sandwich();
+    r.name = "gemma3".into();
+    r.about = "Gemma 3: X = X + RMS(F(RMS(X))), q, k RMS-normed per head, final RMSNorm, embeddings × √d, no \
+        soft-caps"
+        .into();
+    r.norm = BaseNorm::Rmsnorm;
+    r.qk_norm = QkNorm::Head;
+    r.embedding_multiplier = expr("sqrt(d)");
+    r.notes.push(
+        "Gemma 3's GeGLU and its 5:1 local (sliding-window) to global attention are model choices outside the \
+            recipe: model.ffn picks the FFN; every layer attends globally"
+            .into(),
+    );
+    r
+}
+
 /// Megatron-LM's `apply_layernorm_1p`: pre-norm whose LayerNorms store their gain centred on
 /// zero, `(1 + γ) ⊙ LN(x) + β`, γ₀ = 0.
 pub fn pre_1p() -> RecipeSpec {

@@ -9,6 +9,7 @@ use crate::recipe::spec::{
     BaseNorm, GateOn, GateOwner, GateShape, GateSpec, HypersphereSpec, MomentControlSpec, NormName, NormSpec,
     RecipeSpec, Scale, X0Mix,
 };
+use crate::recipe::spec::{StreamMixing, StreamsSpec};
 
 /// DeepNorm (DeepNet, decoder-only): `X_{l+1} = LN(α X_l + F_l(X_l))`, α = (2L)^{1/4};
 /// `W_V`, `W_O`, `W_1`, `W_2`, `W_3` × β = (8L)^{−1/4} at init.
@@ -167,4 +168,48 @@ pub fn deepscalelm() -> RecipeSpec {
     r.moment_control = Some(MomentControlSpec::default());
     r.notes = vec!["needs more layers than k_β (β² = k_β/L < 1 keeps a skip); for L = 1 lower params.k_beta".into()];
     r
+}
+
+/// `pre-rms` on `n = 4` residual streams with the given mixing.
+fn on_streams(name: &str, about: &str, mixing: StreamMixing) -> RecipeSpec {
+    let mut r = super::placement::pre_rms();
+    r.name = name.into();
+    r.about = about.into();
+    r.streams = Some(StreamsSpec { n: 4, mixing, dynamic: None, sinkhorn_iters: None });
+    r
+}
+
+/// Hyper-Connections (Zhu et al., ICLR 2025), dynamic (DHC, tanh), expansion rate 4, as the
+/// `hyper-connections` package: RMSNorm pre-norm whose residual is 4 streams, each sublayer
+/// reading `Σ_s A_m[s]·H[s]` and writing `H ← A_rᵀH + B ⊙ F(·)`, initialised as pre-norm.
+pub fn hc() -> RecipeSpec {
+    on_streams(
+        "hc",
+        "Hyper-Connections: 4 residual streams, read A_mᵀH, write A_rᵀH + B·F, static + tanh dynamic, initialised as \
+            pre-norm (Zhu et al., ICLR 2025)",
+        StreamMixing::Hc,
+    )
+}
+
+/// mHC (DeepSeek, "mHC: Manifold-Constrained Hyper-Connections"), as DeepSeek V4 in
+/// transformers: 4 streams, read `σ(·)`, write `2σ(·)`, residual mixing projected onto the
+/// doubly stochastic matrices by 20 Sinkhorn–Knopp iterations, a learned collapse at the end.
+pub fn mhc() -> RecipeSpec {
+    on_streams(
+        "mhc",
+        "mHC: Hyper-Connections whose residual mixing is doubly stochastic (Sinkhorn-Knopp, 20 iterations), read σ, \
+            write 2σ (DeepSeek, 2025; DeepSeek V4)",
+        StreamMixing::Mhc,
+    )
+}
+
+/// mHC-lite (Yang & Gao, 2026): mHC whose residual mixing is a softmax-weighted mixture of the
+/// 24 permutation matrices of 4 streams, doubly stochastic exactly.
+pub fn mhc_lite() -> RecipeSpec {
+    on_streams(
+        "mhc-lite",
+        "mHC-lite: mHC whose residual mixing is a convex combination of the n! permutation matrices, exactly doubly \
+            stochastic without Sinkhorn (Yang & Gao, 2026)",
+        StreamMixing::MhcLite,
+    )
 }

@@ -39,13 +39,22 @@ pub enum ParamRole {
     Hidden,
     /// The token embedding or the output projection.
     Embedding,
-    /// Every vector or scalar (gains, shifts, DyT α, BHyT λ, gates).
+    /// Every vector or scalar (gains, shifts, DyT α, BHyT λ, gates) but the centred gains.
     Vector,
+    /// A residual-stream mixing parameter (`….hc.…`, `hc_head.…`: Hyper-Connections, mHC): AdamW
+    /// without weight decay, matrices included — decay would pull HC's static connections away
+    /// from the identity they start at, and mHC's projections are its gating, not a layer.
+    Mixing,
+    /// A zero-centred norm gain (`…centred_gain`, zero-centred RMSNorm): a vector that is
+    /// weight-decayed, towards the applied gain 1 (Qwen3-Next).
+    CentredGain,
 }
 
 impl ParamRole {
     pub fn of(p: &ParamEntry) -> Self {
         match p.shape.len() {
+            _ if is_mixing(&p.name) => Self::Mixing,
+            0 | 1 if p.name.rsplit('.').next() == Some(crate::model::names::CENTRED_GAIN) => Self::CentredGain,
             0 | 1 => Self::Vector,
             _ if p.name == TOKEN_EMBEDDING || p.name == OUTPUT_PROJECTION => Self::Embedding,
             _ => Self::Hidden,
@@ -57,18 +66,24 @@ impl ParamRole {
             Self::Hidden => "hidden",
             Self::Embedding => "embedding",
             Self::Vector => "vector",
+            Self::CentredGain => "centred gain",
+            Self::Mixing => "stream mixing",
         }
     }
 }
 
-/// Whether weight decay applies to a parameter of this shape: matrices only.
-pub fn is_decayed(shape: &[usize]) -> bool {
-    shape.len() >= 2
+/// Whether `name` is a residual-stream mixing parameter (`layers.{i}.{attn|ffn}.hc.…`,
+/// `hc_head.…`).
+fn is_mixing(name: &str) -> bool {
+    use crate::model::names::{STREAM_HEAD, STREAM_MIX};
+    name.starts_with(&format!("{STREAM_HEAD}.")) || name.split('.').any(|part| part == STREAM_MIX)
 }
 
-/// The parameters that receive AdamW's (or Lion's) weight decay under the default settings.
+/// The parameters that receive AdamW's (or Lion's) weight decay under the default settings:
+/// the matrices and the zero-centred gains.
 pub fn decayed_params<M: Module>(model: &M) -> Vec<ParamEntry> {
-    param_table(model).into_iter().filter(|p| is_decayed(&p.shape)).collect()
+    let cfg = OptimConfig::default();
+    param_table(model).into_iter().filter(|p| decays(&cfg, ParamRole::of(p))).collect()
 }
 
 /// The settings `model` trains with: `cfg`, except that nGPT (a recipe on the hypersphere)
@@ -124,6 +139,8 @@ fn decays(cfg: &OptimConfig, role: ParamRole) -> bool {
     cfg.weight_decay > 0.0
         && match role {
             ParamRole::Vector => false,
+            ParamRole::CentredGain => true,
+            ParamRole::Mixing => false,
             ParamRole::Embedding => cfg.decay_embeddings,
             ParamRole::Hidden => !cfg.name.on_hyperball(),
         }
@@ -134,7 +151,8 @@ fn decays(cfg: &OptimConfig, role: ParamRole) -> bool {
 pub fn describe_groups<M: Module>(cfg: &OptimConfig, model: &M, values: bool) -> Vec<String> {
     let all = assignments(cfg, model);
     let mut lines = Vec::new();
-    for role in [ParamRole::Hidden, ParamRole::Embedding, ParamRole::Vector] {
+    for role in [ParamRole::Hidden, ParamRole::Embedding, ParamRole::Vector, ParamRole::CentredGain, ParamRole::Mixing]
+    {
         let of_role: Vec<&Assignment> = all.iter().filter(|a| a.role == role).collect();
         let Some(first) = of_role.first() else { continue };
         let count: usize = of_role.iter().map(|a| a.len).sum();

@@ -1,0 +1,56 @@
+//! The forward through the layers when the residual state is `n` streams
+//! ([`super::streams`]): `H_0[s] = X_1`, each sublayer's own step (read, branch, write), then
+//! the collapse to `X_{2L+1}` (the sum for Hyper-Connections, mHC's learned read otherwise).
+
+use super::attention::{AttnContext, KvSlot};
+use super::streams::{StreamTrace, expand, sum_streams};
+use super::transformer::{Keep, LayersOut, SublayerTrace, Transformer};
+use burn::tensor::Tensor;
+
+impl Transformer {
+    /// The 2L sublayers on `n` streams from `X_1`, collapsed to `X_{2L+1}`. A sublayer's trace
+    /// records the input it read as `X_l`, the mean of the streams after it as `z_l`, and the
+    /// streams themselves.
+    pub(super) fn run_streams(
+        &self,
+        x: Tensor<3>,
+        n: usize,
+        ctx: &AttnContext,
+        mut cache: Option<&mut [KvSlot]>,
+        keep: Keep,
+    ) -> LayersOut {
+        let k = self.meta.compute.kernels;
+        let mut h = expand(x, n);
+        let (mut sums, mut traces) = (Vec::new(), Vec::new());
+        let mut record = |step: super::sublayer::StreamStep| {
+            if keep.sums || keep.traces {
+                let [b, t, _, d] = step.next.dims();
+                let sum: Tensor<3> = step.next.clone().mean_dim(2).reshape([b, t, d]);
+                if keep.sums {
+                    sums.push(sum.clone());
+                }
+                if keep.traces {
+                    let streams = Some(StreamTrace { state: step.next.clone(), residual: step.residual });
+                    traces.push(SublayerTrace {
+                        input: step.input,
+                        sum,
+                        branch: step.branch,
+                        approx_variance: None,
+                        streams,
+                    });
+                }
+            }
+            step.next
+        };
+        for (i, layer) in self.layers.iter().enumerate() {
+            let kv = cache.as_deref_mut().map(|c| &mut c[i]);
+            h = record(layer.attn.stream_step(h, |f, x| f.forward(x, ctx, kv), k));
+            h = record(layer.ffn.stream_step(h, |f, x| f.forward(x, &ctx.compute), k));
+        }
+        let hidden = match &self.hc_head {
+            Some(head) => head.collapse(h),
+            None => sum_streams(h),
+        };
+        LayersOut { hidden, sums, traces }
+    }
+}
