@@ -203,14 +203,12 @@ impl HyperConnection {
         b: &mut ParamBuilder<'_>,
         hc: &str,
     ) -> anyhow::Result<Self> {
-        let mut param = |name: &str, len: usize, init: Init| b.vector(&child(hc, name), len, init);
-        let static_beta = param("static_beta", n, Init::Ones)?;
         let dyn_vector = |b: &mut ParamBuilder<'_>, name: &str, len: usize, init: Init| {
             dynamic.then(|| b.vector(&child(hc, name), len, init)).transpose()
         };
         Ok(Self {
             static_alpha: b.matrix(&child(hc, "static_alpha"), [n, n + 1], Init::WidthConnections { read })?,
-            static_beta,
+            static_beta: b.vector(&child(hc, "static_beta"), n, Init::Ones)?,
             norm: dyn_vector(b, "norm.gain", d, Init::Ones)?.map(|gain| StreamNorm { gain }),
             dynamic_alpha: dynamic
                 .then(|| b.matrix(&child(hc, "dynamic_alpha"), [d, n + 1], Init::Zeros))
