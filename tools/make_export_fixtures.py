@@ -3,7 +3,7 @@
 src/hf/tests.rs (`every_preset_exports_and_transformers_gives_normlabs_logits`).
 
 For each preset in src/recipe/catalog.rs this trains a tiny byte-level run with normlab (d 8,
-2 layers, 8 steps at lr 1e-2, so that every gain, shift, alpha and lambda has moved from its
+2 layers (8 for attnres-block), 8 steps at lr 1e-2, so that every gain, shift, alpha and lambda has moved from its
 initial value), exports it, loads the export with
 `AutoModelForCausalLM.from_pretrained(OUT, trust_remote_code=True)` (recipes without a
 Hugging Face layout: through the shipped modeling_normlab.py), and writes into
@@ -34,6 +34,9 @@ from transformers import AutoModelForCausalLM
 NORMLAB = os.environ.get("NORMLAB", "target/release/normlab")
 OUT = "tests/fixtures/export"
 TEXT = "Item 7 of the re"  # 16 bytes = 16 tokens
+# Presets whose scheme needs more depth to show: Block AttnRes's 8 blocks are single sublayers
+# below 8 layers (16 sublayers make blocks of 2).
+LAYERS = {"attnres-block": 8}
 CORPUS = "".join(f"Item {i % 97} of the report concerns the {['north', 'south', 'east', 'west'][i % 4]} district. "
                  for i in range(2000))
 
@@ -57,7 +60,7 @@ eval_windows = 2
 checkpoint_every = 100
 [model]
 d_model = 8
-n_layers = 2
+n_layers = {LAYERS.get(name, 2)}
 n_heads = 2
 recipe = "{name}"
 [data]

@@ -18,8 +18,11 @@ models/deepseek_v4/modeling_deepseek_v4.py DeepseekV4HyperConnection, DeepseekV4
 mHC-lite (the authors' FFTYYY/mhc-lite hyper_conn/mhc_lite.py for H_res; the rest as mHC), and
 value residual learning (ResFormer: the authors' Zcchill/Value-Residual-Learning
 src/modeling/modeling_llama_resformer.py; its learnable two-lambda form from modded-nanogpt's
-records/track_1_short/2024-11-09_Replicateleloykun)), not from the Rust code. It runs in float64
-and, for each case, writes
+records/track_1_short/2024-11-09_Replicateleloykun), and Attention Residuals (Kimi's AttnRes, arXiv
+2603.15031, full and block: the authors' MoonshotAI/Attention-Residuals README pseudocode, Figure 2
+of the paper; checked numerically against tokenbender/nanogpt-attnres-repro
+examples/nanogpt/attnres.py BlockAttnResReference, FullAttnResReference)), not from the Rust code.
+It runs in float64 and, for each case, writes
 tests/fixtures/reference/<case>.safetensors with
 
     param/<name>   the weights (values exactly representable in f32, so both sides use the same)
@@ -189,10 +192,12 @@ def recipe(name):
     ("head" or None), attention and final soft-caps, x0 mixing (initial lambda_r, lambda_0) and
     QK-clip (tau, alpha); appended later: the attention output gate ("elementwise" or "headwise"),
     attention sinks, a constant (parameter-free) embedding multiplier, the multi-stream residual
-    kind (hc) and value residual learning (value_res)."""
+    kind (hc) and value residual learning (value_res); Attention Residuals (attn_res: the block
+    size S in sublayers, 1 for full AttnRes)."""
     subs, emb, fin, qk, reg, escale = [], None, None, None, 0.0, None
     ex = dict(v=None, attn_cap=None, final_cap=None, x0=None, clip=None, ngpt=False,
-              attn_gate=None, sinks=False, embed_mult=None, hc=None, value_res=False)
+              attn_gate=None, sinks=False, embed_mult=None, hc=None, value_res=False,
+              attn_res=None)
     for l in range(1, 2 * L + 1):
         k, attn = (l + 1) // 2, l % 2 == 1
         if name == "post":
@@ -341,6 +346,12 @@ def recipe(name):
             # Multi-stream residuals on pre-rms: n = HC_STREAMS streams, each sublayer's branch keeps
             # its input RMSNorm (it reads the stream mix x_in), the final RMSNorm reads the collapse.
             subs.append(sub(inp=RMS)); fin = RMS; ex["hc"] = name
+        elif name in ("attnres", "attnres-block"):
+            # Attention Residuals on pre-rms: each sublayer's input RMSNorm reads the depth-attention
+            # mix h_j of the sources instead of the running sum, the final RMSNorm reads the final
+            # mix; see attnres_forward. Full AttnRes: S = 1; block: S = ceil(2L / N) sublayers.
+            subs.append(sub(inp=RMS)); fin = RMS
+            ex["attn_res"] = 1 if name == "attnres" else math.ceil(2 * L / ATTNRES_BLOCKS)
         else:
             raise ValueError(name)
     return subs, emb, fin, qk, reg, escale, ex
@@ -569,10 +580,79 @@ def is_hc_param(name):
     return ".hc." in name or name.startswith("hc_head.")
 
 
+# ---- Attention Residuals (Kimi's AttnRes), full and block -----------------------------------
+ATTNRES_BLOCKS = 3      # N of the attnres-block case: S = ceil(2L / N) = 3 sublayers per block
+# The queries' spread about their zero init in the fixtures: N(0, 0.25^2) per entry, so that q . K
+# (K of unit RMS, |K| = sqrt(D) = 4) has a spread of about 1: the depth weights are clearly
+# non-uniform without saturating. At 0.5 (weights from 2e-5 to 0.999 per position) the f32
+# softmax backward of the near-saturated weights moves the trajectory's gradient norm by up to
+# 7e-5 relative from float64's while losses and weights still agree to 1e-6.
+ATTNRES_QUERY_STD = 0.25
+
+
+def attnres_mix(query, sources):
+    """The authors' block_attn_res (README pseudocode, Figure 2): V = stack(sources) [N, B, T, D],
+    K = V / sqrt(mean(V^2) + eps) (parameter-free RMSNorm), alpha = softmax over the N sources of
+    q . K per position, h = sum_n alpha_n V_n. Returns (h, alpha [N, B, T])."""
+    v = torch.stack(sources)
+    k = v / torch.sqrt((v ** 2).mean(-1, keepdim=True) + EPS)
+    alpha = torch.einsum("d,nbtd->nbt", query, k).softmax(0)
+    return torch.einsum("nbt,nbtd->btd", alpha, v), alpha
+
+
+def attnres_stack(P, x, size, branch, record=None):
+    """The depth bookkeeping over the 2L sublayers j (layer i's attention 2i, its FFN 2i + 1):
+    blocks = [x] (the token embedding), partial = None. Before sublayer j the sources are blocks
+    plus partial (when there is one) and h_j their mix under the query of sublayer j; sublayer 0
+    sees the embedding alone and has no query (h_0 = x). y_j = branch(j, h_j) is added to partial
+    (or starts it), and after every size-th sublayer ((j + 1) % size == 0) partial closes into a
+    block. After the last sublayer the sources are mixed once more by attn_res_head.query.
+    Returns (that final mix, the running partial after each sublayer). record: a list that gets
+    (h_j, alpha_j) per sublayer (None for sublayer 0) and the final (h, alpha)."""
+    blocks, partial, sums = [x], None, []
+    for j in range(2 * L):
+        sources = blocks + ([partial] if partial is not None else [])
+        if j == 0:
+            h, alpha = x, None
+        else:
+            kind = ("attn", "ffn")[j % 2]
+            h, alpha = attnres_mix(P[f"layers.{j // 2}.{kind}.attn_res.query"], sources)
+        if record is not None:
+            record.append((h, alpha))
+        y = branch(j, h)
+        partial = y if partial is None else partial + y
+        sums.append(partial)
+        if (j + 1) % size == 0:
+            blocks.append(partial)
+            partial = None
+    out, alpha = attnres_mix(P["attn_res_head.query"], blocks + ([partial] if partial is not None else []))
+    if record is not None:
+        record.append((out, alpha))
+    return out, sums
+
+
+def attnres_forward(P, tokens, rec):
+    """pre-rms with the residual sum replaced by depth attention (attnres_stack): sublayer j's
+    branch is y_j = F_j(RMSNorm_in(h_j)); the final RMSNorm reads the final mix. The
+    regulariser's 'sums' are the running partial block after each sublayer (no case here has the
+    regulariser)."""
+    subs, _, fin, qk, _, _, ex = rec
+
+    def branch(j, h):
+        s, pre = subs[j], f"layers.{j // 2}.{('attn', 'ffn')[j % 2]}"
+        h = apply_norm(s["inp"], P, f"{pre}.input_norm", h)
+        return attention(P, f"{pre}.f", h, qk, ex) if j % 2 == 0 else ffn(P, f"{pre}.f", h)
+
+    x, sums = attnres_stack(P, P["tok_emb"][tokens], ex["attn_res"], branch)
+    return apply_norm(fin, P, "final_norm", x) @ P["lm_head"], sums
+
+
 def forward(P, tokens, rec):
     subs, emb, fin, qk, _, escale, ex = rec
     if ex["hc"] is not None:
         return hc_forward(P, tokens, rec)
+    if ex["attn_res"] is not None:
+        return attnres_forward(P, tokens, rec)
     x = P["tok_emb"][tokens]
     if escale is not None:
         x = P["emb_scale"] * x
@@ -699,6 +779,10 @@ def make_params(rec, mlp, gen):
                     P[f"{owner}.gate"] = g["init"] + 0.3 * n(width, std=1)
             if ex["hc"] is not None:
                 P.update(hc_params(ex["hc"], 2 * i + j, pre, gen))
+            if ex["attn_res"] is not None and (i, kind) != (0, "attn"):
+                # zero at init (uniform weights, as the paper requires), perturbed so that the
+                # depth softmax is clearly non-uniform and every gradient path is exercised
+                P[f"{pre}.attn_res.query"] = n(D, std=ATTNRES_QUERY_STD)
         if ex["x0"] is not None:
             P[f"layers.{i}.resid_lambda"] = ex["x0"][0] + 0.2 * n(1, std=1)
             P[f"layers.{i}.x0_lambda"] = ex["x0"][1] + 0.3 * n(1, std=1)
@@ -708,6 +792,8 @@ def make_params(rec, mlp, gen):
         P["hc_head.proj"] = n(HC_STREAMS * D, HC_STREAMS, std=0.3)
         P["hc_head.base"] = n(HC_STREAMS, std=0.3)
         P["hc_head.scale"] = 1 + 0.2 * n(1, std=1)
+    if ex["attn_res"] is not None:  # the final query, zero at init, perturbed like the others
+        P["attn_res_head.query"] = n(D, std=ATTNRES_QUERY_STD)
     if ex["ngpt"]:
         P["sz"] = D ** -0.5 * (1 + 0.3 * n(V, std=1))
         normalize_matrices(P)
@@ -783,6 +869,8 @@ CASES = {
     "mhc": ("mhc", "glu", 10000.0),
     "mhc-lite": ("mhc-lite", "glu", 10000.0),
     "value-residual": ("value-residual", "glu", 10000.0),
+    "attnres": ("attnres", "glu", 10000.0),
+    "attnres-block": ({"preset": "attnres", "attn_res": {"blocks": 3}}, "glu", 10000.0),
 }
 
 # ---- the trajectory: normlab's optimizer, written from its documented rules -----------------

@@ -70,6 +70,12 @@ q = sigmoid(u @ proj * scale + base) + 1e-6 (transformers' DeepseekV4HyperConnec
 DeepseekV4HyperHead). "mhc-lite": R = sum_k a_k P_k, a = softmax over the n! permutation
 matrices in itertools.permutations order.
 
+`attn_res` (Attention Residuals, Kimi Team 2026): sublayer l reads x = sum_s alpha_s V_s over the
+sources V = [X_1, closed blocks' sums, the open block's sum], alpha = softmax_s(query . rms(V_s))
+(rms without gain, eps `qk_norm_eps`), adds y = N_out(F(s * N_in(x))) to the open block, and
+closes the block after every `block` sublayers (1: every output its own source); the first
+sublayer reads X_1 (no query), and X_{2L+1} is the same read with attn_res_head's query.
+
 Batches and decoding: `attention_mask` (1 = token, 0 = padding; left padding for generation)
 hides padding keys, and each row is rotated at its own positions (`position_ids`, by default
 the count of real tokens before each one), so a padded row gives the logits it gives alone, as
@@ -440,6 +446,29 @@ class StreamHead(nn.Module):
         return (q.unsqueeze(-1) * h).sum(2)
 
 
+# ---- attention residuals ------------------------------------------------------------------------
+
+class DepthQuery(nn.Module):
+    """Attention Residuals' pseudo-query: a softmax read over the sources, by rms-normalised keys."""
+
+    def __init__(self, d, eps):
+        super().__init__()
+        self.query, self.eps = nn.Parameter(torch.zeros(d)), eps
+
+    def forward(self, sources):
+        v = torch.stack(sources, dim=2)
+        keys = v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + self.eps)
+        alpha = torch.softmax((keys * self.query).sum(-1), dim=2)
+        return (alpha.unsqueeze(-1) * v).sum(2)
+
+
+def attn_res_read(sub, closed, open_block):
+    """What a sublayer (or the head, `sub` a DepthQuery) reads from the sources."""
+    sources = closed + ([open_block] if open_block is not None else [])
+    query = sub if isinstance(sub, DepthQuery) else getattr(sub, "attn_res", None)
+    return sources[0] if query is None else query(sources)
+
+
 # ---- the sublayer equation ---------------------------------------------------------------------
 
 class Sublayer(nn.Module):
@@ -459,6 +488,10 @@ class Sublayer(nn.Module):
             self.gate = nn.Parameter(torch.ones(d if g["shape"] == "channel" else 1))
         if streams:
             self.hc = StreamMix(streams, d, eps)
+
+    def branch(self, x, **branch):
+        """N_out(F(s * N_in(x)))."""
+        return apply(self.output_norm, self.f(self.s * apply(self.input_norm, x), **branch))
 
     def stream_forward(self, h, **branch):
         """With streams: read x, run the branch, write it back."""
@@ -489,6 +522,11 @@ class Layer(nn.Module):
         self.attn = Sublayer(subs[2 * i], Attention(cfg, i), d, streams, eps)
         self.ffn = Sublayer(subs[2 * i + 1], FeedForward(cfg), d, streams, eps)
         self.streams = streams is not None
+        attn_res = cfg.recipe.get("attn_res")
+        if attn_res:
+            if i > 0:
+                self.attn.attn_res = DepthQuery(d, eps)
+            self.ffn.attn_res = DepthQuery(d, eps)
         self.t, self.d, self.i = cfg.bhyt_seq_len, d, i
         self.attn.f.keep_vo = bool(self.ffn.input_norm and self.ffn.input_norm.approximates())
         g = subs[2 * i].get("gate")
@@ -508,6 +546,21 @@ class Layer(nn.Module):
         x = self.attn(x, exact, shared_gate=gate, positions=positions, bias=bias, cache=cache, layer=self.i,
                       values=values)
         return self.ffn(x, self.ffn_variance(exact), shared_gate=gate)
+
+    def depth_forward(self, state, block, positions, bias, cache=None, values=None):
+        """With attention residuals: each sublayer reads over depth and adds to the open block.
+        `state` = [closed sources, open block sum or None, sublayers written]."""
+        for sub, branch in ((self.attn, dict(positions=positions, bias=bias, cache=cache, layer=self.i,
+                                              values=values)), (self.ffn, {})):
+            y = sub.branch(attn_res_read(sub, state[0], state[1]), **branch)
+            total = y if state[1] is None else state[1] + y
+            state[2] += 1
+            if state[2] % block == 0:
+                state[0].append(total)
+                state[1] = None
+            else:
+                state[1] = total
+        return state
 
     def ffn_variance(self, exact):
         """Theorem 3.5's approximation for an approximating FFN input norm, else None."""
@@ -544,6 +597,8 @@ class NormlabForCausalLM(PreTrainedModel, GenerationMixin):
         streams = r.get("streams")
         if streams and streams["mixing"] != "hc":
             self.hc_head = StreamHead(streams["n"], d, r["qk_norm_eps"])
+        if r.get("attn_res"):
+            self.attn_res_head = DepthQuery(d, r["qk_norm_eps"])
         self.post_init()
 
     def _init_weights(self, module):
@@ -575,8 +630,15 @@ class NormlabForCausalLM(PreTrainedModel, GenerationMixin):
         if streams:
             x = x.unsqueeze(2).expand(-1, -1, streams["n"], -1)
         values = {}  # value residual: the first layer's values
-        for layer in self.layers:
-            x = layer(x, position_ids, bias, cache, x0=x0, values=values)
+        attn_res = self.config.recipe.get("attn_res")
+        if attn_res:
+            state = [[x], None, 0]
+            for layer in self.layers:
+                state = layer.depth_forward(state, attn_res["block"], position_ids, bias, cache, values=values)
+            x = attn_res_read(self.attn_res_head, state[0], state[1])
+        else:
+            for layer in self.layers:
+                x = layer(x, position_ids, bias, cache, x0=x0, values=values)
         if streams:
             x = self.hc_head(x) if hasattr(self, "hc_head") else x.sum(2)
         x = apply(self.final_norm, x)

@@ -102,6 +102,9 @@ fn optional_json(r: &ResolvedRecipe, v: &mut Value) {
     if let Some(s) = r.streams {
         v["streams"] = streams_json(s);
     }
+    if let Some(a) = r.attn_res {
+        v["attn_res"] = json!({"block": a.block});
+    }
     if let Some(h) = r.hypersphere {
         // Each used value is the stored one times its factor (s_uv also times √d).
         v["hypersphere"] = json!({"sqk_factor": h.sqk.factor, "suv_factor": h.suv.factor, "sz_factor": h.sz.factor});

@@ -25,6 +25,8 @@
 //! - [`profile`]: Admin's profiling pass, setting the skip gates before step 1
 //! - [`streams`]: a residual state of n streams and its mixing (Hyper-Connections, mHC, mHC-lite)
 //! - [`stream_forward`]: the forward through the layers when the state is n streams
+//! - [`depth_attention`]: Attention Residuals, sublayers reading softmax-weighted earlier outputs
+//! - [`depth_forward`]: the forward through the layers when sublayers read over depth
 
 pub mod after_step;
 pub mod attention;
@@ -33,6 +35,8 @@ pub mod chunked_loss;
 pub mod compute;
 pub mod config;
 pub mod decode;
+pub mod depth_attention;
+pub mod depth_forward;
 pub mod ffn;
 pub mod hypersphere;
 pub mod layer;

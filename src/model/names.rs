@@ -8,6 +8,7 @@
 //! sz  layers.{i}.attn.f.sqk  layers.{i}.ffn.f.suv                       (nGPT)
 //! layers.{i}.attn.f.{w_gate,sinks}                                     (gated attention, sinks)
 //! layers.{i}.{attn|ffn}.hc.*  hc_head.{proj,base,scale}               (residual streams)
+//! layers.{i}.{attn|ffn}.attn_res.query  attn_res_head.query             (Attention Residuals)
 //! ```
 
 pub const TOKEN_EMBEDDING: &str = "tok_emb";
@@ -29,6 +30,10 @@ pub use crate::norm::CENTRED_GAIN;
 pub const STREAM_MIX: &str = "hc";
 /// mHC's collapse of the streams before the final norm, `hc_head.*`.
 pub const STREAM_HEAD: &str = "hc_head";
+/// Attention Residuals' pseudo-query of a sublayer, `layers.{i}.{attn|ffn}.attn_res.query`.
+pub const DEPTH_ATTENTION: &str = "attn_res";
+/// Attention Residuals' read for the output, `attn_res_head.query`.
+pub const DEPTH_HEAD: &str = "attn_res_head";
 /// The branch function inside a sublayer.
 pub const BRANCH_FUNCTION: &str = "f";
 /// A sublayer's norm slots, in the order of the sublayer equation.

@@ -37,6 +37,7 @@ impl Transformer {
                         branch: step.branch,
                         approx_variance: None,
                         streams,
+                        depth_weights: None,
                     });
                 }
             }

@@ -18,6 +18,7 @@
 //!
 //! Without a gate `g = 1` and the equation is the one above.
 
+use super::depth_attention::DepthQuery;
 use super::names::child;
 use super::normalized_step::normalized_step;
 use super::streams::StreamMix;
@@ -53,6 +54,9 @@ pub struct Sublayer<F> {
     /// How the sublayer reads and writes the residual streams, when the state is `n` streams
     /// ([`super::streams`]); it then replaces `a·X + c·(…)` and `N_outer`.
     pub hc: Option<StreamMix>,
+    /// Attention Residuals' pseudo-query, when the sublayer reads over depth
+    /// ([`super::depth_attention`]); the first sublayer has none.
+    pub attn_res: Option<DepthQuery>,
     pub f: F,
     #[module(skip)]
     pub scales: Scales,
@@ -95,6 +99,7 @@ impl<F> Sublayer<F> {
             outer_norm: norm(b, &plan.outer, "outer_norm")?,
             gate: plan.gate.filter(|g| g.per == GateOwner::Sublayer).map(|g| gate(g, d, b, prefix)).transpose()?,
             hc: None,
+            attn_res: None,
             f,
             scales: Scales { skip: plan.skip, residual: plan.residual, input: plan.input_scale },
             gating: plan.gate,
@@ -130,7 +135,7 @@ impl<F> Sublayer<F> {
     }
 
     /// The branch `N_out(F_l(s·N_in(X)))`.
-    fn branch(
+    pub(super) fn branch(
         &self,
         x: Tensor<3>,
         variance: Option<Tensor<3>>,

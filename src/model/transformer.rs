@@ -36,6 +36,8 @@ pub struct Transformer {
     pub sz: Option<Param<Tensor<1>>>,
     /// mHC's collapse of the residual streams before the final norm.
     pub hc_head: Option<super::streams::StreamHead>,
+    /// Attention Residuals' read of the output over depth.
+    pub attn_res_head: Option<super::depth_attention::DepthQuery>,
     #[module(skip)]
     pub meta: ModelMeta,
 }
@@ -52,6 +54,8 @@ pub struct ModelMeta {
     pub embedding_multiplier: Option<f64>,
     /// The number of residual streams, when the state is more than one vector.
     pub streams: Option<usize>,
+    /// Attention Residuals' block size in sublayers, when sublayers read over depth.
+    pub attn_res: Option<usize>,
     /// QK-clip's settings: a training forward then records every head's largest logit.
     pub qk_clip: Option<crate::recipe::QkClip>,
     /// nGPT's settings (its unit-norm weights and scaling factors).
@@ -74,6 +78,8 @@ pub struct SublayerTrace {
     pub approx_variance: Option<Tensor<3>>,
     /// With residual streams: the streams after the sublayer and its residual mixing `R`.
     pub streams: Option<super::streams::StreamTrace>,
+    /// With Attention Residuals: the weights `α` `[B, T, S]` over the sources it read.
+    pub depth_weights: Option<Tensor<3>>,
 }
 
 /// What [`Transformer::forward`] returns besides the logits; neither changes the computation.
@@ -268,24 +274,34 @@ impl Transformer {
             "nGPT's s_qk is one vector over the query and key heads; set model.n_kv_heads = model.n_heads ({})",
             cfg.n_heads
         );
-        let meta = ModelMeta {
+        let meta = Self::meta(cfg, recipe, compute);
+        let hc_head = recipe
+            .streams
+            .filter(|s| !matches!(s.mixing, crate::recipe::Mixing::Hc { .. }))
+            .map(|s| super::streams::StreamHead::new(s.n, d, cfg.init_std, cfg.norm_eps, b))
+            .transpose()?;
+        let attn_res_head = recipe
+            .attn_res
+            .map(|_| super::depth_attention::DepthQuery::new(d, cfg.norm_eps, b, names::DEPTH_HEAD))
+            .transpose()?;
+        Ok(Self { tok_emb, emb_scale, emb_norm, layers, final_norm, lm_head, sz, hc_head, attn_res_head, meta })
+    }
+
+    /// The non-parameter facts the forward reads, from the recipe and the config.
+    fn meta(cfg: &ModelConfig, recipe: &ResolvedRecipe, compute: Compute) -> ModelMeta {
+        ModelMeta {
             rope: Rope { head_dim: cfg.head_dim(), base: cfg.rope_base },
             regularizer: recipe.regularizer,
             recipe: recipe.name.clone(),
             final_softcap: recipe.final_softcap,
             embedding_multiplier: recipe.embedding_multiplier,
             streams: recipe.streams.map(|s| s.n),
+            attn_res: recipe.attn_res.map(|a| a.block),
             qk_clip: recipe.qk_clip,
             hypersphere: recipe.hypersphere,
             after_step: recipe.after_step(),
             compute,
-        };
-        let hc_head = recipe
-            .streams
-            .filter(|s| !matches!(s.mixing, crate::recipe::Mixing::Hc { .. }))
-            .map(|s| super::streams::StreamHead::new(s.n, d, cfg.init_std, cfg.norm_eps, b))
-            .transpose()?;
-        Ok(Self { tok_emb, emb_scale, emb_norm, layers, final_norm, lm_head, sz, hc_head, meta })
+        }
     }
 
     /// Layer `i`'s attention sizes, init scales and the recipe's attention options.
@@ -348,6 +364,14 @@ impl Transformer {
         if let Some(s) = recipe.streams {
             attn.hc = Some(super::streams::StreamMix::new(s, 2 * i, cfg, b, &a)?);
             ffn.hc = Some(super::streams::StreamMix::new(s, 2 * i + 1, cfg, b, &f)?);
+        }
+        if recipe.attn_res.is_some() {
+            let query = |b: &mut ParamBuilder<'_>, p: &str| {
+                let prefix = names::child(p, names::DEPTH_ATTENTION);
+                super::depth_attention::DepthQuery::new(cfg.d_model, cfg.norm_eps, b, &prefix)
+            };
+            attn.attn_res = (i > 0).then(|| query(b, &a)).transpose()?;
+            ffn.attn_res = Some(query(b, &f)?);
         }
         let layer = names::layer(i);
         let shared = attn_plan_gate.filter(|g| g.per == GateOwner::Layer);
@@ -446,9 +470,10 @@ impl Transformer {
         }
         let x = self.embed(tokens);
         let k = self.meta.compute.kernels;
-        let LayersOut { hidden: mut x, sums, traces } = match self.meta.streams {
-            Some(n) => self.run_streams(x, n, &ctx, cache, keep),
-            None => self.run_layers(x, &ctx, cache, keep),
+        let LayersOut { hidden: mut x, sums, traces } = match (self.meta.streams, self.meta.attn_res) {
+            (Some(n), _) => self.run_streams(x, n, &ctx, cache, keep),
+            (None, Some(block)) => self.run_attn_res(x, block, &ctx, cache, keep),
+            (None, None) => self.run_layers(x, &ctx, cache, keep),
         };
         let last_hidden = x.clone();
         if let Some(n) = &self.final_norm {
@@ -486,7 +511,14 @@ impl Transformer {
                 }
                 if trace {
                     let branch = out.branch.clone();
-                    traces.push(SublayerTrace { input, sum, branch, approx_variance, streams: None });
+                    traces.push(SublayerTrace {
+                        input,
+                        sum,
+                        branch,
+                        approx_variance,
+                        streams: None,
+                        depth_weights: None,
+                    });
                 }
             };
             record(input, &out.attn, None);

@@ -259,6 +259,9 @@ fn tensorboard_tags(rec: &ProbeRecord) -> Vec<(String, f32)> {
         tags.extend(p.attn_first_key_mass.map(|v| (format!("attn_first_key_mass/l{l:03}"), v as f32)));
         tags.extend(p.attn_gate_mean.map(|v| (format!("attn_gate_mean/l{l:03}"), v as f32)));
         tags.extend(p.saturation.map(|v| (format!("saturation/l{l:03}"), v as f32)));
+        for (k, w) in p.depth_weights.iter().flatten().enumerate() {
+            tags.push((format!("attn_res/weight/l{l:03}/s{k:02}"), *w as f32));
+        }
         if let Some(s) = &p.streams {
             tags.push((format!("streams/spectral_norm/l{l:03}"), s.spectral_norm as f32));
             tags.push((format!("streams/row_dev/l{l:03}"), s.row_dev as f32));

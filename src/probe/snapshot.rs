@@ -107,6 +107,10 @@ pub struct SublayerProbe {
     /// With residual streams: each stream's variance and the residual mixing's statistics.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub streams: Option<super::streams::StreamProbe>,
+    /// With Attention Residuals: the weights `α` this sublayer's read puts on each source (the
+    /// embedding first, the most recent last), mean over tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth_weights: Option<Vec<f64>>,
 }
 
 /// A learned norm scale: mean, min and max over its entries (one entry for scalars).
@@ -172,6 +176,7 @@ struct Pending {
     bhyt: Option<(Slot, Slot)>,
     saturation: Option<Slot>,
     streams: Option<super::streams::StreamSlots>,
+    depth_weights: Option<Slot>,
 }
 
 /// Probes `model` (no autodiff) on `tokens` `[B, T]` (`T ≥ 2`), keeping the `top_k` largest |x|.
@@ -267,6 +272,10 @@ fn pend(model: &Transformer, out: &Traced, top_k: usize, g: &mut Gather) -> Vec<
             }),
             saturation: saturation(input_norm(model, i), tr.input.clone()).map(|t| g.push(t)),
             streams: tr.streams.as_ref().map(|s| super::streams::pend(s, g)),
+            depth_weights: tr.depth_weights.as_ref().map(|a| {
+                let [b, t, s] = a.dims();
+                g.push(a.clone().reshape([b * t, s]).mean_dim(0).reshape([s]))
+            }),
         });
     }
     pending
@@ -357,6 +366,7 @@ fn sublayer_probe(i: usize, p: &Pending, f: &Fetched, attn: &[AttnSlots], pooled
         grad_cv_run: None,
         saturation: p.saturation.map(|s| f.get(s)[0]),
         streams: p.streams.as_ref().map(|s| super::streams::probe(s, f)),
+        depth_weights: p.depth_weights.map(|s| f.get(s).to_vec()),
     }
 }
 

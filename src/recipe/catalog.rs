@@ -57,6 +57,8 @@ pub const PRESETS: &[Preset] = &[
     ("hc", residual::hc),
     ("mhc", residual::mhc),
     ("mhc-lite", residual::mhc_lite),
+    ("attnres", residual::attnres),
+    ("attnres-block", residual::attnres_block),
 ];
 
 /// All preset names, in the order `normlab recipes` lists them.

@@ -20,8 +20,8 @@
 use super::catalog::{PRESET_NAMES, preset};
 use super::presets::parts::blank;
 use super::spec::{
-    AttnGate, BaseNorm, HypersphereSpec, MomentControlSpec, NormSpec, QkClip, QkNorm, RecipeSpec, Scale, StreamsSpec,
-    SublayerSpec, X0Mix,
+    AttnGate, AttnResSpec, BaseNorm, HypersphereSpec, MomentControlSpec, NormSpec, QkClip, QkNorm, RecipeSpec, Scale,
+    StreamsSpec, SublayerSpec, X0Mix,
 };
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -79,6 +79,7 @@ pub struct RecipeOverlay {
     pub hypersphere: Option<HypersphereSpec>,
     pub moment_control: Option<MomentControlSpec>,
     pub streams: Option<StreamsSpec>,
+    pub attn_res: Option<AttnResSpec>,
     pub embedding_scale: Option<Scale>,
     pub embedding_multiplier: Option<Scale>,
     pub regularizer: Option<f64>,
@@ -111,7 +112,7 @@ impl RecipeOverlay {
         macro_rules! replace {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { r.$f = Some(v.clone()); } )* };
         }
-        replace!(embedding_scale, embedding_multiplier, hypersphere, moment_control, streams);
+        replace!(embedding_scale, embedding_multiplier, hypersphere, moment_control, streams, attn_res);
     }
 
     fn apply(&self) -> anyhow::Result<RecipeSpec> {

@@ -91,6 +91,7 @@ fn readout_notes(spec: &RecipeSpec) -> Vec<String> {
             ),
         ]);
     }
+    lines.extend(attn_res_notes(spec));
     if spec.regularizer > 0.0 {
         lines.push(format!(
             "loss = CE + {}·(1/2L)·Σ_l E[ReLU(σ²(z_l) − 1)]   (variance regulariser, KiteNorm eq. 24)",
@@ -102,6 +103,22 @@ fn readout_notes(spec: &RecipeSpec) -> Vec<String> {
         lines.push(format!("where {}", p.join(", ")));
     }
     lines
+}
+
+/// Attention Residuals' read over depth, two lines, when the recipe has it.
+fn attn_res_notes(spec: &RecipeSpec) -> Vec<String> {
+    let Some(a) = &spec.attn_res else { return Vec::new() };
+    let sources = match a.blocks {
+        None => "X_1 and every earlier sublayer's output".to_string(),
+        Some(n) => format!("X_1, the sums of the {n} blocks of ⌈2L/{n}⌉ sublayers so far and the current block's"),
+    };
+    vec![
+        format!(
+            "residual (Attention Residuals): sublayer l reads X_l = Σ_s α_s V_s, α = softmax_s(w_lᵀ RMS(V_s)), V = \
+             {sources}; its branch output joins the current block, and X_{{2L+1}} reads them all with w_out"
+        ),
+        "w_l learnable per sublayer, 0 at init (uniform weights); RMS without gain (Kimi Team, 2026)".to_string(),
+    ]
 }
 
 /// QK-norm, V-norm and the attention soft-cap, one line each.

@@ -12,7 +12,8 @@
 //! - [`hypersphere`]: nGPT's factors; [`moment_control`]: DeepScaleLM's initialisation option
 //! - [`after_step`]: what a recipe does to the weights after every optimizer step
 //! - [`theorem`]: the BHyT paper's Theorem 3.6 condition
-//! - [`streams`]: a residual state of n streams (Hyper-Connections, mHC, mHC-lite) resolved
+//! - [`streams`]: a residual state of n streams (Hyper-Connections, mHC, mHC-lite) or attended
+//!   over depth (Attention Residuals) resolved
 
 pub mod after_step;
 pub mod catalog;
@@ -39,8 +40,8 @@ pub use spec::{
     AttnGate, BaseNorm, GateOn, GateOwner, GateShape, GateSpec, HypersphereSpec, MomentControlSpec, NormName, NormSpec,
     NormTable, QkClip, QkNorm, RecipeSpec, Scale, SublayerSpec, Which, X0Mix,
 };
-pub use spec::{StreamMixing, StreamsSpec};
-pub use streams::{Mixing, Streams};
+pub use spec::{AttnResSpec, StreamMixing, StreamsSpec};
+pub use streams::{AttnRes, Mixing, Streams};
 pub use theorem::theorem_3_6_warning;
 
 #[cfg(test)]

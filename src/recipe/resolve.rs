@@ -94,6 +94,8 @@ pub struct ResolvedRecipe {
     pub moment_control: Option<MomentControl>,
     /// `n` residual streams and their mixing, when the state is more than one vector.
     pub streams: Option<super::streams::Streams>,
+    /// Attention Residuals' block size, when sublayers read an attention over depth.
+    pub attn_res: Option<super::streams::AttnRes>,
     pub regularizer: f64,
     /// The sizes and the norm ε it was resolved for: a model of other sizes needs its own.
     pub dims: Dims,
@@ -157,10 +159,7 @@ impl Resolver<'_> {
         let vars = self.vars(dims);
         let hypersphere = self.hypersphere.as_ref().map(|h| hypersphere::resolve(h, self.0, &vars)).transpose()?;
         let moment_control = self.resolve_moment_control(&sublayers)?;
-        let streams = self.streams.as_ref().map(super::streams::resolve).transpose()?;
-        if streams.is_some() {
-            check_streams(self.0, &sublayers)?;
-        }
+        let (streams, attn_res) = self.residual_state(&sublayers)?;
         let embedding_norm = self.norm(&self.embedding_norm, &vars, eps).context("embedding_norm")?;
         let final_norm = self.norm(&self.final_norm, &vars, eps).context("final_norm")?;
         let (embedding_scale, embedding_multiplier) = self.embedding_scales(&vars)?;
@@ -190,8 +189,28 @@ impl Resolver<'_> {
             hypersphere,
             moment_control,
             streams,
+            attn_res,
             regularizer: self.regularizer,
         })
+    }
+
+    /// The residual state when it is more than one vector: `n` streams or attention over depth
+    /// (at most one), checked against what it replaces in the sublayers.
+    fn residual_state(
+        &self,
+        sublayers: &[SublayerPlan],
+    ) -> anyhow::Result<(Option<super::streams::Streams>, Option<super::streams::AttnRes>)> {
+        let streams = self.streams.as_ref().map(super::streams::resolve).transpose()?;
+        let attn_res =
+            self.attn_res.as_ref().map(|a| super::streams::resolve_attn_res(a, sublayers.len())).transpose()?;
+        ensure!(
+            streams.is_none() || attn_res.is_none(),
+            "`streams` and `attn_res` each replace the residual sum; keep one"
+        );
+        if let Some(state) = [streams.map(|_| "streams"), attn_res.map(|_| "attn_res")].into_iter().flatten().next() {
+            check_residual_state(self.0, sublayers, state)?;
+        }
+        Ok((streams, attn_res))
     }
 
     /// The learnable embedding scale's initial value and the constant multiplier, each when the
@@ -556,14 +575,15 @@ fn parse_range(src: &str, vars: &BTreeMap<String, f64>, n_layers: usize) -> anyh
     Ok((lo as usize, hi as usize))
 }
 
-/// Residual streams replace the skip and residual scales, the outer norms and the gates: those
-/// must be the plain ones, and the options that act on one stream are refused.
-fn check_streams(spec: &RecipeSpec, plans: &[SublayerPlan]) -> anyhow::Result<()> {
+/// A residual state (`streams`, `attn_res`) replaces the skip and residual scales, the outer norms
+/// and the gates: those must be the plain ones, and the options that act on one stream are
+/// refused. `state` names the option for the messages.
+fn check_residual_state(spec: &RecipeSpec, plans: &[SublayerPlan], state: &str) -> anyhow::Result<()> {
     for p in plans {
         if p.skip != 1.0 || p.residual != 1.0 || p.outer.is_some() || p.gate.is_some() {
             bail!(
-                "sublayer {}: streams replace the residual sum, so a = c = 1 with no outer norm and no gate (the \
-                 mixing learns those weights)",
+                "sublayer {}: `{state}` replaces the residual sum, so a = c = 1 with no outer norm and no gate (its \
+                 learned weights take their place)",
                 p.index
             );
         }
@@ -572,7 +592,7 @@ fn check_streams(spec: &RecipeSpec, plans: &[SublayerPlan]) -> anyhow::Result<()
         if matches!(p.input, Some(NormKind::Bhyt { .. } | NormKind::RmsNormApprox { .. })) {
             bail!(
                 "sublayer {}: BHyT's and RMSNorm-Approx's FFN statistic approximates the attention sublayer's input, \
-                 which streams read apart from the FFN's; use their exact forms (bhyt-star, rmsnorm)",
+                 which `{state}` reads apart from the FFN's; use their exact forms (bhyt-star, rmsnorm)",
                 p.index
             );
         }
@@ -584,7 +604,7 @@ fn check_streams(spec: &RecipeSpec, plans: &[SublayerPlan]) -> anyhow::Result<()
         ("regularizer", spec.regularizer > 0.0),
     ];
     for (field, set) in conflicts {
-        ensure!(!set, "`{field}` acts on a single residual stream; remove it or `streams`");
+        ensure!(!set, "`{field}` acts on a single residual stream; remove it or `{state}`");
     }
     Ok(())
 }

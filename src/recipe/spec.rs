@@ -587,6 +587,20 @@ fn four() -> usize {
     4
 }
 
+/// `attn_res = { blocks = 8 }` as a recipe writes it: Attention Residuals (Kimi Team,
+/// "Attention Residuals", 2026). Every sublayer reads a softmax mixture of the earlier
+/// sublayers' outputs, weighted by a learned pseudo-query against their RMS-normalised values,
+/// instead of their unit-weight sum.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttnResSpec {
+    /// Block AttnRes: the 2L sublayers fall into this many blocks of `⌈2L/N⌉` consecutive
+    /// sublayers, summed within a block and attended across blocks (the paper's N; ≈ 8 recovers
+    /// most of the full form's gain). Unset: Full AttnRes, every sublayer's output a source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<usize>,
+}
+
 /// The base norm that `"ln"` slots resolve to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -667,6 +681,10 @@ pub struct RecipeSpec {
     /// mixing (Hyper-Connections, mHC, mHC-lite); one stream when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub streams: Option<StreamsSpec>,
+    /// Attention Residuals: the residual sum replaced by softmax attention over depth (see
+    /// [`AttnResSpec`]); the plain sum when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attn_res: Option<AttnResSpec>,
     /// Weight λ of KiteNorm's variance regulariser (KiteNorm eq. 24) in the training loss.
     #[serde(default)]
     pub regularizer: f64,

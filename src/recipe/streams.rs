@@ -1,10 +1,12 @@
-//! A residual state of `n` streams instead of one vector, and how each sublayer reads and writes
-//! it: Hyper-Connections (Zhu et al., ICLR 2025), mHC (DeepSeek, "mHC: Manifold-Constrained
-//! Hyper-Connections") and mHC-lite (Yang & Gao, 2026). The recipe's sublayers keep their
-//! branch `N_out(F(s·N_in(·)))`; the streams replace `a·X + c·branch` and the outer norm (see
-//! [`crate::model::streams`] for the equations).
+//! A residual state that is more than one vector, and how each sublayer reads and writes it:
+//! `n` streams (Hyper-Connections, Zhu et al., ICLR 2025; mHC, DeepSeek, "mHC:
+//! Manifold-Constrained Hyper-Connections"; mHC-lite, Yang & Gao, 2026), or the earlier
+//! sublayers' outputs attended over depth (Attention Residuals, Kimi Team, 2026). The recipe's
+//! sublayers keep their branch `N_out(F(s·N_in(·)))`; the state replaces `a·X + c·branch` and
+//! the outer norm (see [`crate::model::streams`] and [`crate::model::depth_attention`] for the
+//! equations).
 
-use super::spec::{StreamMixing, StreamsSpec};
+use super::spec::{AttnResSpec, StreamMixing, StreamsSpec};
 use anyhow::ensure;
 
 /// The streams resolved: the mixing with its settings.
@@ -49,4 +51,24 @@ pub fn resolve(s: &StreamsSpec) -> anyhow::Result<Streams> {
         }
     };
     Ok(Streams { n: s.n, mixing })
+}
+
+/// Attention Residuals resolved for a depth: the block size in sublayers (1: Full AttnRes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttnRes {
+    /// Consecutive sublayers summed into one source; the 2L sublayers make `⌈2L/block⌉` of them.
+    pub block: usize,
+}
+
+/// Resolves `a` for `sublayers` = 2L: Block AttnRes's `N` blocks of `⌈2L/N⌉` sublayers each (the
+/// last may be shorter), or one sublayer per source without `blocks`.
+pub fn resolve_attn_res(a: &AttnResSpec, sublayers: usize) -> anyhow::Result<AttnRes> {
+    let block = match a.blocks {
+        None => 1,
+        Some(n) => {
+            ensure!(n >= 1, "attn_res.blocks = 0: Block AttnRes needs at least one block (the paper uses 8)");
+            sublayers.div_ceil(n.min(sublayers))
+        }
+    };
+    Ok(AttnRes { block })
 }

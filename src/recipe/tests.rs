@@ -514,3 +514,29 @@ fn logit_controls_and_new_norm_kinds_by_hand() {
     let (s, p) = (resolve("sandwich", 4), resolve("peri", 4));
     assert_eq!((s.sublayers, s.embedding_norm, s.final_norm), (p.sublayers, None, p.final_norm));
 }
+
+/// Block AttnRes groups the 2L sublayers into N blocks of ⌈2L/N⌉: 24 sublayers in 8 blocks of
+/// 3, in 5 blocks of 5 (the last of 4); more blocks than sublayers is the full form; no
+/// `blocks` is the full form.
+#[test]
+fn attention_residual_blocks_cover_the_sublayers() {
+    assert_eq!(resolve("attnres", 12).attn_res, Some(AttnRes { block: 1 }));
+    assert_eq!(resolve("attnres-block", 12).attn_res, Some(AttnRes { block: 3 }));
+    let with = |n: usize| from_toml(&format!("[recipe]\npreset = \"attnres\"\nattn_res = {{ blocks = {n} }}")).unwrap();
+    assert_eq!(with(5).attn_res, Some(AttnRes { block: 5 }));
+    assert_eq!(with(100).attn_res, Some(AttnRes { block: 1 }));
+    assert_eq!(with(1).attn_res, Some(AttnRes { block: 24 }));
+    assert!(err("[recipe]\npreset = \"attnres\"\nattn_res = { blocks = 0 }").contains("at least one block"));
+}
+
+/// Attention Residuals replace the residual sum: a second residual state, an outer norm or a
+/// single-stream option is refused with the field named.
+#[test]
+fn attention_residuals_refuse_what_they_replace() {
+    let both = err("[recipe]\npreset = \"attnres\"\nstreams = { n = 4, mixing = \"mhc\" }");
+    assert!(both.contains("keep one"), "{both}");
+    let outer = err("[recipe]\npreset = \"attnres\"\nsublayer = { outer = \"ln\" }");
+    assert!(outer.contains("`attn_res` replaces the residual sum"), "{outer}");
+    let x0 = err("[recipe]\npreset = \"attnres\"\nx0_mix = { residual = 1.0, x0 = 0.0 }");
+    assert!(x0.contains("remove it or `attn_res`"), "{x0}");
+}

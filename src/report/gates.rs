@@ -2,8 +2,8 @@
 //! gates (ReZero, SkipInit, LayerScale) and x0-mixing λ's against depth, the largest
 //! attention logit over training (soft-capping, QK-norm, QK-clip), the attention mass on the
 //! first token over training (the attention sink that gated attention and learned sinks remove)
-//! gated attention's mean gate, and the residual streams' composite mixing gain. Each appears
-//! only when some run has what it plots.
+//! gated attention's mean gate, the residual streams' composite mixing gain, and what Attention
+//! Residuals' reads weigh over depth. Each appears only when some run has what it plots.
 
 use super::data::RunData;
 use super::figures::{Figure, fig, line, over_probes};
@@ -20,6 +20,7 @@ pub fn figures(dir: &Path, runs: &[RunData]) -> anyhow::Result<Vec<Figure>> {
     figs.extend(first_key_mass_over_training(dir, runs)?);
     figs.extend(attention_gate_over_training(dir, runs)?);
     figs.extend(stream_gain_over_training(dir, runs)?);
+    figs.extend(depth_attention_profile(dir, runs)?);
     Ok(figs)
 }
 
@@ -145,6 +146,45 @@ fn stream_gain_over_training(dir: &Path, runs: &[RunData]) -> anyhow::Result<Opt
         .to_string();
     let chart = Chart::new("Residual-stream mixing gain over training", "step", "composite backward gain", series);
     fig(dir, "stream_gain", caption, chart).map(Some)
+}
+
+/// `(l, α)` points over the sublayers.
+type Profile = Vec<(f64, f64)>;
+
+/// `(l, α on X_1)` and `(l, α on the most recent source)` of every sublayer's read at a probe.
+fn depth_weights_by_sublayer(p: &ProbeRecord) -> (Profile, Profile) {
+    let reads =
+        p.forward.sublayers.iter().enumerate().filter_map(|(i, s)| Some(((i + 1) as f64, s.depth_weights.as_ref()?)));
+    let (mut first, mut latest) = (Vec::new(), Vec::new());
+    for (l, w) in reads {
+        first.extend(w.first().map(|a| (l, *a)));
+        latest.extend(w.last().filter(|_| w.len() > 1).map(|a| (l, *a)));
+    }
+    (first, latest)
+}
+
+/// Attention Residuals: the weight each sublayer's read puts on the embedding (solid) and on the
+/// most recent source (dashed), at the last probe of each recipe's best run.
+fn depth_attention_profile(dir: &Path, runs: &[RunData]) -> anyhow::Result<Option<Figure>> {
+    let mut series: Vec<Series> = Vec::new();
+    for (i, r) in runs.iter().enumerate() {
+        let Some(p) = r.last_probe() else { continue };
+        let (first, latest) = depth_weights_by_sublayer(p);
+        if !first.is_empty() {
+            series.push(line(format!("on X_1: {}", r.legend()), first, i, false));
+            series.push(line(format!("on the latest: {}", r.legend()), latest, i, true));
+        }
+    }
+    if series.is_empty() {
+        return Ok(None);
+    }
+    let caption = "Attention Residuals: the softmax weight α that sublayer l's read over depth puts on the \
+        embedding X_1 (solid) and on the most recent source (dashed: the previous sublayer's output, or the open \
+        block's sum), mean over tokens, at the last probe of each recipe's best run. At initialisation every read is \
+        uniform (1/S over its S sources); a plain residual sum weighs every source equally."
+        .to_string();
+    let chart = Chart::new("Attention over depth", "sublayer l", "α (mean over tokens)", series);
+    fig(dir, "depth_attention", caption, chart).map(Some)
 }
 
 #[cfg(test)]

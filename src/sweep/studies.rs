@@ -51,6 +51,7 @@ const MINUTES_DEEPSCALELM: Option<f64> = Some(6.4);
 const MINUTES_SEEDNORM: Option<f64> = Some(1.1);
 const MINUTES_ATTENTION_SINKS: Option<f64> = Some(3.8);
 const MINUTES_STREAMS: Option<f64> = Some(6.2);
+const MINUTES_ATTNRES: Option<f64> = Some(7.4);
 const MINUTES_OPTIMIZER_NORMS: Option<f64> = Some(2.9);
 const MINUTES_MUON_LOGITS: Option<f64> = Some(0.5);
 const MINUTES_PERILN_SFT: Option<f64> = Some(1.8);
@@ -307,6 +308,14 @@ pub const STUDIES: &[Study] = &[
         mini: ("configs/studies/streams.toml", include_str!("../../configs/studies/streams.toml")),
         full: Some(("configs/studies/streams-full.toml", include_str!("../../configs/studies/streams-full.toml"))),
         minutes: MINUTES_STREAMS,
+    },
+    Study {
+        name: "attnres",
+        figure: "Attention Residuals (Kimi Team, 2026): Block AttnRes against a baseline with 1.25x the compute",
+        claim: "Full and Block AttnRes reach a lower loss than pre-norm at equal compute, and Block AttnRes matches pre-norm trained 1.25 times as long",
+        mini: ("configs/studies/attnres.toml", include_str!("../../configs/studies/attnres.toml")),
+        full: Some(("configs/studies/attnres-full.toml", include_str!("../../configs/studies/attnres-full.toml"))),
+        minutes: MINUTES_ATTNRES,
     },
     Study {
         name: "norm-functions",

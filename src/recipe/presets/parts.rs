@@ -30,6 +30,7 @@ pub fn blank(name: &str, about: &str) -> RecipeSpec {
         hypersphere: None,
         moment_control: None,
         streams: None,
+        attn_res: None,
         regularizer: 0.0,
         params: BTreeMap::new(),
         sublayer: SublayerSpec::default(),

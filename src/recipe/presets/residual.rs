@@ -5,11 +5,11 @@
 
 use super::parts::{blank, expr, gate, ln, weightless_rms};
 use super::placement::{post, pre};
+use crate::recipe::spec::{AttnResSpec, StreamMixing, StreamsSpec};
 use crate::recipe::spec::{
     BaseNorm, GateOn, GateOwner, GateShape, GateSpec, HypersphereSpec, MomentControlSpec, NormName, NormSpec,
     RecipeSpec, Scale, X0Mix,
 };
-use crate::recipe::spec::{StreamMixing, StreamsSpec};
 
 /// DeepNorm (DeepNet, decoder-only): `X_{l+1} = LN(α X_l + F_l(X_l))`, α = (2L)^{1/4};
 /// `W_V`, `W_O`, `W_1`, `W_2`, `W_3` × β = (8L)^{−1/4} at init.
@@ -212,4 +212,32 @@ pub fn mhc_lite() -> RecipeSpec {
             stochastic without Sinkhorn (Yang & Gao, 2026)",
         StreamMixing::MhcLite,
     )
+}
+
+/// Full Attention Residuals (Kimi Team, "Attention Residuals", 2026) on RMSNorm pre-norm: each
+/// sublayer reads a softmax mixture of the embedding and every earlier sublayer's output,
+/// weighted by its learned pseudo-query (zero at init: their mean) against the RMS-normalised
+/// outputs; the output reads them all the same way.
+pub fn attnres() -> RecipeSpec {
+    let mut r = super::placement::pre_rms();
+    r.name = "attnres".into();
+    r.about =
+        "Attention Residuals (full): each sublayer reads softmax(w_lᵀ RMS(v_i))-weighted earlier sublayer outputs \
+        instead of their sum, w_l = 0 at init (Kimi Team, 2026)"
+            .into();
+    r.attn_res = Some(AttnResSpec { blocks: None });
+    r
+}
+
+/// Block Attention Residuals with the paper's N = 8 blocks: sums within a block, attention over
+/// the embedding and the blocks' sums.
+pub fn attnres_block() -> RecipeSpec {
+    let mut r = attnres();
+    r.name = "attnres-block".into();
+    r.about =
+        "Block Attention Residuals: the sublayers in N = 8 blocks, summed within a block, attended across blocks \
+        (Kimi Team, 2026)"
+            .into();
+    r.attn_res = Some(AttnResSpec { blocks: Some(8) });
+    r
 }

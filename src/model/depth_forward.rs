@@ -1,0 +1,47 @@
+//! The forward through the layers when sublayers read over depth (Attention Residuals,
+//! [`super::depth_attention`]): from `X_1`, each sublayer reads its sources, runs its branch and
+//! adds the output to the open block; the output reads every source with its own query.
+
+use super::attention::{AttnContext, KvSlot};
+use super::depth_attention::Sources;
+use super::transformer::{Keep, LayersOut, SublayerTrace, Transformer};
+use burn::tensor::Tensor;
+
+impl Transformer {
+    /// The 2L sublayers reading over depth from `X_1`, then the output's read. A sublayer's trace
+    /// records what it read as `X_l`, its block's running sum as `z_l`, and its weights.
+    pub(super) fn run_attn_res(
+        &self,
+        x: Tensor<3>,
+        block: usize,
+        ctx: &AttnContext,
+        mut cache: Option<&mut [KvSlot]>,
+        keep: Keep,
+    ) -> LayersOut {
+        let k = self.meta.compute.kernels;
+        let head = self.attn_res_head.as_ref().expect("an Attention Residuals model has its output query");
+        let mut state = Sources::new(x, block, head.eps());
+        let (mut sums, mut traces) = (Vec::new(), Vec::new());
+        let mut record = |input, sum: Tensor<3>, branch, weights| {
+            if keep.sums {
+                sums.push(sum.clone());
+            }
+            if keep.traces {
+                let depth_weights = Some(weights);
+                let (approx_variance, streams) = (None, None);
+                traces.push(SublayerTrace { input, sum, branch, approx_variance, streams, depth_weights });
+            }
+        };
+        for (i, layer) in self.layers.iter().enumerate() {
+            let (input, weights) = state.read(layer.attn.attn_res.as_ref());
+            let kv = cache.as_deref_mut().map(|c| &mut c[i]);
+            let branch = layer.attn.branch(input.clone(), None, |f, x| f.forward(x, ctx, kv), k);
+            record(input, state.write(branch.clone()), branch, weights);
+            let (input, weights) = state.read(layer.ffn.attn_res.as_ref());
+            let branch = layer.ffn.branch(input.clone(), None, |f, x| f.forward(x, &ctx.compute), k);
+            record(input, state.write(branch.clone()), branch, weights);
+        }
+        let (hidden, _) = state.read(Some(head));
+        LayersOut { hidden, sums, traces }
+    }
+}
