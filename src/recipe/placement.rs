@@ -34,7 +34,15 @@ impl Placement {
         let uniform = r.sublayers.iter().all(|s| plain(s) && slots(s) == slots(first));
         let no_others =
             r.sublayers.iter().all(|s| [&s.input, &s.output, &s.outer].iter().all(|k| k.is_none() || is_ln(k)));
-        if !uniform || !no_others || r.regularizer != 0.0 || r.x0_mix.is_some() {
+        // A residual state beyond one vector, nGPT's sphere and the controls inside attention make
+        // a recipe of its own, not the placement its norms share.
+        let extras = r.streams.is_some()
+            || r.attn_res.is_some()
+            || r.hypersphere.is_some()
+            || r.attn_gate.is_on()
+            || r.attn_sink
+            || r.value_residual;
+        if !uniform || !no_others || extras || r.regularizer != 0.0 || r.x0_mix.is_some() {
             return None;
         }
         match (slots(first), r.final_norm.is_some()) {
@@ -74,6 +82,11 @@ mod tests {
         assert!(of("kitenorm").1 && !of("mix").1 && !of("dyt").1);
         // Gates and x0 mixing change the stream; logit controls leave the placement.
         for name in ["rezero", "skipinit", "layerscale", "x0-mix", "hybridnorm", "derf", "pre-1p", "admin", "ngpt"] {
+            assert_eq!(of(name).0, None, "{name}");
+        }
+        // A residual state beyond one vector and the controls inside attention are schemes of their
+        // own, though their norms sit where pre-norm's do.
+        for name in ["hc", "mhc", "mhc-lite", "attnres", "attnres-block", "gated-attn", "attn-sink", "value-residual"] {
             assert_eq!(of(name).0, None, "{name}");
         }
         assert_eq!(of("softcap").0, Some(Placement::Pre));
