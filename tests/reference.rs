@@ -259,7 +259,7 @@ fn replay(c: &Case, t: &TrainSettings, problems: &mut Vec<String>) -> Result<(Tr
     };
     let mut model = Transformer::new(&c.cfg, ParamSource::Loaded(weights(&c.file, "param/")), &c.device)
         .map_err(|e| format!("{}: {e:#}", c.name))?;
-    let mut optim = optim::build(&optim_cfg, &model);
+    let mut optim = optim::build(&optim::settings(&optim_cfg, &model), &model);
     let (want_loss, want_norm) = (floats(&c.file.tensors["traj/loss"]), floats(&c.file.tensors["traj/grad_norm"]));
     let mut worst_loss: f64 = 0.0;
     let streams = c.file.tensors.keys().any(|k| k.strip_prefix("param/").is_some_and(symmetric_first_mix));

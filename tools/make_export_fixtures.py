@@ -35,8 +35,9 @@ NORMLAB = os.environ.get("NORMLAB", "target/release/normlab")
 OUT = "tests/fixtures/export"
 TEXT = "Item 7 of the re"  # 16 bytes = 16 tokens
 # Presets whose scheme needs more depth to show: Block AttnRes's 8 blocks are single sublayers
-# below 8 layers (16 sublayers make blocks of 2).
-LAYERS = {"attnres-block": 8}
+# below 8 layers (16 sublayers make blocks of 2); CompleteP at its base depth of 2 is pre-rms
+# exactly (branches x 2/L = 1), at 4 layers its branches are halved.
+LAYERS = {"attnres-block": 8, "completep": 4}
 CORPUS = "".join(f"Item {i % 97} of the report concerns the {['north', 'south', 'east', 'west'][i % 4]} district. "
                  for i in range(2000))
 

@@ -21,7 +21,11 @@ src/modeling/modeling_llama_resformer.py; its learnable two-lambda form from mod
 records/track_1_short/2024-11-09_Replicateleloykun), and Attention Residuals (Kimi's AttnRes, arXiv
 2603.15031, full and block: the authors' MoonshotAI/Attention-Residuals README pseudocode, Figure 2
 of the paper; checked numerically against tokenbender/nanogpt-attnres-repro
-examples/nanogpt/attnres.py BlockAttnResReference, FullAttnResReference)), not from the Rust code.
+examples/nanogpt/attnres.py BlockAttnResReference, FullAttnResReference), GPAS (Gradient-Preserving
+Activation Scaling, arXiv 2506.22049: the authors' dandingsky/GPAS peft_pretraining/modeling_llama.py
+GPASBlock and LlamaDecoderLayer.forward's 'pre_gpas') and depth-only CompleteP (Dey et al., arXiv
+2505.01618: the authors' EleutherAI/nanoGPT-mup, branch completep, model.py Block.forward's
+residual_scaling and configure_optimizers' CompleteP groups)), not from the Rust code.
 It runs in float64 and, for each case, writes
 tests/fixtures/reference/<case>.safetensors with
 
@@ -37,8 +41,10 @@ tests/fixtures/reference/<case>.safetensors with
 
 The trajectory is trained with torch.optim.AdamW (weight decay on matrices only, none on
 vectors and scalars, except zc-rms's zero-centred gains, which are decayed with the matrices, and
-the hyper-connection parameters (`.hc.`, `hc_head.`), none of which is decayed, matrices included),
-torch.nn.utils.clip_grad_norm_ on all parameters together, gradient
+the hyper-connection parameters (`.hc.`, `hc_head.`), none of which is decayed, matrices included;
+one epsilon for all, except under CompleteP, where every parameter inside the Transformer layers
+(names starting with `layers.`) gets eps * L_base / L and the embedding, final norm and output
+projection keep eps), torch.nn.utils.clip_grad_norm_ on all parameters together, gradient
 accumulation over M micro-batches (each loss / M) and a linear warm-up then cosine schedule
 written from its formula (KiteNorm Table 1: warm-up from 1e-10). The Rust model config is in
 the file metadata ("config"), the training settings in "train".
@@ -193,11 +199,12 @@ def recipe(name):
     QK-clip (tau, alpha); appended later: the attention output gate ("elementwise" or "headwise"),
     attention sinks, a constant (parameter-free) embedding multiplier, the multi-stream residual
     kind (hc) and value residual learning (value_res); Attention Residuals (attn_res: the block
-    size S in sublayers, 1 for full AttnRes)."""
+    size S in sublayers, 1 for full AttnRes); GPAS (gpas: one learnable gate per layer after each
+    residual addition) and CompleteP (completep: the base depth L_base in layers, or None)."""
     subs, emb, fin, qk, reg, escale = [], None, None, None, 0.0, None
     ex = dict(v=None, attn_cap=None, final_cap=None, x0=None, clip=None, ngpt=False,
               attn_gate=None, sinks=False, embed_mult=None, hc=None, value_res=False,
-              attn_res=None)
+              attn_res=None, gpas=False, completep=None)
     for l in range(1, 2 * L + 1):
         k, attn = (l + 1) // 2, l % 2 == 1
         if name == "post":
@@ -352,6 +359,23 @@ def recipe(name):
             # mix; see attnres_forward. Full AttnRes: S = 1; block: S = ceil(2L / N) sublayers.
             subs.append(sub(inp=RMS)); fin = RMS
             ex["attn_res"] = 1 if name == "attnres" else math.ceil(2 * L / ATTNRES_BLOCKS)
+        elif name == "gpas":
+            # GPAS (Gradient-Preserving Activation Scaling) on pre-rms: the authors' modeling_llama.py
+            # (dandingsky/GPAS, commit 3198068) GPASBlock.forward: x - act_fn(gate) * x.detach(),
+            # act_fn SiLU, gate a scalar initialised at 0 and trained (not decayed); norm_type
+            # 'pre_gpas' in LlamaDecoderLayer.forward: one GPASBlock per decoder layer, applied
+            # after the attention's residual addition and again after the FFN's. Forward value
+            # (1 - SiLU(a)) x; the gradient reaches x unscaled through the undetached term.
+            subs.append(sub(inp=RMS)); fin = RMS; ex["gpas"] = True
+        elif name == "completep":
+            # Depth-only CompleteP (alpha = 1) on pre-rms: the authors' nanoGPT-mup (EleutherAI,
+            # branch completep) Block.forward: x = x + residual_scaling * attn(ln_1(x)), likewise
+            # the MLP, residual_scaling = depth_multiplier ** -depth_alpha_exp, depth_multiplier =
+            # L / L_base. Here L_base = 2 layers, so m = L / L_base = 2 and each branch is scaled
+            # by 1/2. The learning rates are unchanged (m ** (alpha - 1) = 1); Adam's epsilon of the
+            # hidden (layer) parameters is scaled by m ** -alpha (trajectory).
+            ex["completep"] = 2
+            subs.append(sub(inp=RMS, c=ex["completep"] / L)); fin = RMS
         else:
             raise ValueError(name)
     return subs, emb, fin, qk, reg, escale, ex
@@ -695,6 +719,8 @@ def forward(P, tokens, rec):
                 z = s["a"] * skip + s["c"] * branch
             sums.append(z)
             x = apply_norm(s["outer"], P, f"{pre}.outer_norm", z)
+            if ex["gpas"]:  # GPASBlock: x - SiLU(a) x.detach(), a shared by the layer's two additions
+                x = x - F.silu(P[f"layers.{i}.gpas"]) * x.detach()
     logits = apply_norm(fin, P, "final_norm", x) @ P["lm_head"]
     if ex["ngpt"]:  # nGPT: logits = sz * lm_head(h), sz used at stored * sqrt(d)
         logits = logits * (P["sz"] * (1.0 / D ** -0.5))
@@ -783,6 +809,9 @@ def make_params(rec, mlp, gen):
                 # zero at init (uniform weights, as the paper requires), perturbed so that the
                 # depth softmax is clearly non-uniform and every gradient path is exercised
                 P[f"{pre}.attn_res.query"] = n(D, std=ATTNRES_QUERY_STD)
+        if ex["gpas"]:  # the gate, 0 at init in the authors' code; perturbed so that SiLU(a) and
+            # SiLU'(a) are both nonzero, with alternating signs (SiLU(a) < 0 scales x up)
+            P[f"layers.{i}.gpas"] = (-1) ** i * (0.1 + 0.3 * n(1, std=1).abs())
         if ex["x0"] is not None:
             P[f"layers.{i}.resid_lambda"] = ex["x0"][0] + 0.2 * n(1, std=1)
             P[f"layers.{i}.x0_lambda"] = ex["x0"][1] + 0.3 * n(1, std=1)
@@ -871,6 +900,8 @@ CASES = {
     "value-residual": ("value-residual", "glu", 10000.0),
     "attnres": ("attnres", "glu", 10000.0),
     "attnres-block": ({"preset": "attnres", "attn_res": {"blocks": 3}}, "glu", 10000.0),
+    "gpas": ("gpas", "glu", 10000.0),
+    "completep": ("completep", "glu", 10000.0),
 }
 
 # ---- the trajectory: normlab's optimizer, written from its documented rules -----------------
@@ -910,8 +941,14 @@ def qk_clip(P, maxima, clip):
 
 
 def train_settings(rec):
-    """nGPT trains without weight decay and warm-up (the paper)."""
-    return dict(TRAIN, weight_decay=0.0, warmup_fraction=0.0) if rec[6]["ngpt"] else TRAIN
+    """nGPT trains without weight decay and warm-up (the paper). CompleteP's case trains with
+    eps = 1e-4, so that its per-group eps (eps x L_base/L inside the layers) moves the final
+    weights by ~8e-4 against one eps for all: at 1e-8 the split is below f32 rounding."""
+    if rec[6]["ngpt"]:
+        return dict(TRAIN, weight_decay=0.0, warmup_fraction=0.0)
+    if rec[6].get("completep"):
+        return dict(TRAIN, eps=1e-4)
+    return TRAIN
 
 
 def trajectory(P0, rec, gen):
@@ -923,11 +960,21 @@ def trajectory(P0, rec, gen):
     # weight decay to its zero-centred norm weights: with (1 + w), decay pulls the gain towards 1).
     # No hyper-connection parameter is decayed, not even the 2-D static_alpha, dynamic_alpha, proj.
     decayed = lambda k, v: (v.dim() >= 2 or k.endswith(".centred_gain")) and not is_hc_param(k)
-    decay = [v for k, v in P.items() if decayed(k, v)]
-    no_decay = [v for k, v in P.items() if not decayed(k, v)]
-    opt = torch.optim.AdamW(
-        [dict(params=decay, weight_decay=t["weight_decay"]), dict(params=no_decay, weight_decay=0.0)],
-        lr=t["lr"], betas=(t["beta1"], t["beta2"]), eps=t["eps"])
+    decay = [(k, v) for k, v in P.items() if decayed(k, v)]
+    no_decay = [(k, v) for k, v in P.items() if not decayed(k, v)]
+    groups = [(decay, t["weight_decay"]), (no_decay, 0.0)]
+    base = rec[6]["completep"]
+    if base is None:
+        groups = [dict(params=[v for _, v in ps], weight_decay=wd) for ps, wd in groups]
+    else:
+        # CompleteP (the authors' configure_optimizers, fixed January 19 2025): the hidden
+        # parameters (block norms, attention and FFN weights) get eps * m ** -alpha with
+        # m = L / L_base, alpha = 1; the embedding, the final norm and the unembedding keep eps.
+        hidden_eps = t["eps"] * base / L
+        groups = [dict(params=[v for k, v in ps if k.startswith("layers.") == hidden], weight_decay=wd,
+                       eps=hidden_eps if hidden else t["eps"])
+                  for ps, wd in groups for hidden in (True, False)]
+    opt = torch.optim.AdamW(groups, lr=t["lr"], betas=(t["beta1"], t["beta2"]), eps=t["eps"])
     toks = torch.randint(0, V, (t["steps"], t["micro_batches"], B, T + 1), generator=gen)
     losses, norms, lrs = [], [], []
     for s in range(t["steps"]):

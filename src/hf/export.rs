@@ -56,6 +56,7 @@ pub fn family_of(m: &ModelConfig) -> anyhow::Result<Option<Family>> {
             && ours.embedding_multiplier.is_none()
             && ours.streams.is_none()
             && ours.attn_res.is_none()
+            && !ours.gpas
         {
             return Ok(Some(if f == Family::Llama && m.attn_bias { Family::Qwen2 } else { f }));
         }

@@ -31,6 +31,8 @@ A sublayer may carry a learnable gate g on its branch, X_{l+1} = N_outer(a X_l +
 a scalar (ReZero, SkipInit) or one value per channel (LayerScale), owned by the sublayer
 (`layers.i.attn.gate`) or shared by the layer's two sublayers (`layers.i.gate`, ReZero). With
 `x0_mix`, each layer first mixes in the embedding stream, X = resid_lambda X + x0_lambda X_1.
+With `gpas` (GPAS), after each of layer i's two residual additions X = X - silu(gpas) X, one
+scalar `layers.i.gpas` per layer (the stop-gradient of training does not change the forward).
 A gate with `"on": "skip"` scales the skip instead, N_outer(a g X_l + c N_out(F(...))) (Admin);
 with `"on": "interpolate"` the sublayer steps from A = N_outer(X_l) towards the branch,
 N_outer(A + |g| (N_out(F(...)) - A)) (nGPT). A gate with a `factor` is used as stored * factor.
@@ -534,6 +536,14 @@ class Layer(nn.Module):
             self.gate = nn.Parameter(torch.ones(d if g["shape"] == "channel" else 1))
         if cfg.recipe.get("x0_mix"):
             self.resid_lambda, self.x0_lambda = nn.Parameter(torch.ones(1)), nn.Parameter(torch.zeros(1))
+        if cfg.recipe.get("gpas"):
+            self.gpas = nn.Parameter(torch.zeros(1))
+
+    def scale(self, x):
+        """GPAS: x - silu(alpha) sg(x), alpha this layer's scalar; x when the recipe has none."""
+        if not hasattr(self, "gpas"):
+            return x
+        return x - F.silu(self.gpas) * x.detach()
 
     def forward(self, x, positions, bias, cache=None, x0=None, values=None):
         if self.streams:  # x is the streams [B, T, n, d]
@@ -543,9 +553,9 @@ class Layer(nn.Module):
             x = self.resid_lambda * x + self.x0_lambda * x0
         gate = getattr(self, "gate", None)
         exact = x.pow(2).mean(-1, keepdim=True) if self.attn.input_norm and self.attn.input_norm.approximates() else None
-        x = self.attn(x, exact, shared_gate=gate, positions=positions, bias=bias, cache=cache, layer=self.i,
-                      values=values)
-        return self.ffn(x, self.ffn_variance(exact), shared_gate=gate)
+        x = self.scale(self.attn(x, exact, shared_gate=gate, positions=positions, bias=bias, cache=cache,
+                                 layer=self.i, values=values))
+        return self.scale(self.ffn(x, self.ffn_variance(exact), shared_gate=gate))
 
     def depth_forward(self, state, block, positions, bias, cache=None, values=None):
         """With attention residuals: each sublayer reads over depth and adds to the open block.

@@ -96,6 +96,9 @@ fn optional_json(r: &ResolvedRecipe, v: &mut Value) {
     if r.value_residual {
         v["value_residual"] = json!(true);
     }
+    if r.gpas {
+        v["gpas"] = json!(true);
+    }
     if let Some(m) = r.embedding_multiplier {
         v["embedding_multiplier"] = json!(m);
     }

@@ -18,6 +18,8 @@ pub struct Layer {
     /// layer (modded-nanogpt's block `lambdas`, nanochat's `resid_lambdas` and `x0_lambdas`).
     pub resid_lambda: Option<Param<Tensor<1>>>,
     pub x0_lambda: Option<Param<Tensor<1>>>,
+    /// GPAS's `α_k` (`[1]`), scaling the stream after both residual additions of this layer.
+    pub gpas: Option<Param<Tensor<1>>>,
 }
 
 /// Both sublayers' outputs, and BHyT's approximated FFN-input statistic when there is one.
@@ -33,6 +35,15 @@ impl Layer {
         match (&self.resid_lambda, &self.x0_lambda) {
             (Some(r), Some(l0)) => x * r.val().unsqueeze::<3>() + x0.clone() * l0.val().unsqueeze::<3>(),
             _ => x,
+        }
+    }
+
+    /// GPAS's `X − SiLU(α_k)·sg(X)` on a sublayer's output when the recipe has it
+    /// ([`super::gpas`]); `x` otherwise.
+    fn scale_activations(&self, x: Tensor<3>) -> Tensor<3> {
+        match &self.gpas {
+            Some(alpha) => super::gpas::gpas(x, alpha.val()),
+            None => x,
         }
     }
 
@@ -53,12 +64,15 @@ impl Layer {
         // BHyT (Algorithm 1): the block input's exact s_x², for the attention input norm…
         let exact = bhyt::block_statistic(&self.attn, &x);
         // X_{l+1} = N_outer(a·X_l + c·N_out(Attn(s·N_in(X_l))))
-        let attn = self.attn.forward(x, exact.clone(), |f, h| f.forward(h, ctx, kv), shared.clone(), keep_sums, k);
+        let mut attn = self.attn.forward(x, exact.clone(), |f, h| f.forward(h, ctx, kv), shared.clone(), keep_sums, k);
+        attn.next = self.scale_activations(attn.next);
         // …and its approximation ŝ² (Theorem 3.5) for the FFN input norm.
         let ffn_variance = bhyt::ffn_variance(&self.attn, &self.ffn, exact, value_output, [ctx.bhyt_len, d]);
         // X_{l+2} = N_outer(a·X_{l+1} + c·N_out(FFN(s·N_in(X_{l+1}))))
         let next = attn.next.clone();
-        let ffn = self.ffn.forward(next, ffn_variance.clone(), |f, h| f.forward(h, &ctx.compute), shared, keep_sums, k);
+        let mut ffn =
+            self.ffn.forward(next, ffn_variance.clone(), |f, h| f.forward(h, &ctx.compute), shared, keep_sums, k);
+        ffn.next = self.scale_activations(ffn.next);
         LayerOut { attn, ffn, ffn_variance }
     }
 }

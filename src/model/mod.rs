@@ -18,6 +18,7 @@
 //! - [`params`]: parameters by name (checkpoints, fixtures, gradient tests)
 //! - [`regularizer`]: KiteNorm's variance regulariser (KiteNorm eq. 24)
 //! - [`softcap`]: soft-capping `c·tanh(x/c)` of attention and output logits (Gemma 2)
+//! - [`gpas`]: GPAS, the forward-only scaling of the stream after each residual addition
 //! - [`normalized_step`]: nGPT's normalized update, the rule that replaces the residual step
 //! - [`hypersphere`]: nGPT's projection of the weights onto the unit sphere
 //! - [`qk_clip`]: QK-clip's per-head rescaling of `W_q`, `W_k` (Kimi K2)
@@ -38,6 +39,7 @@ pub mod decode;
 pub mod depth_attention;
 pub mod depth_forward;
 pub mod ffn;
+pub mod gpas;
 pub mod hypersphere;
 pub mod layer;
 pub mod linear;

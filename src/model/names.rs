@@ -4,7 +4,7 @@
 //! ```text
 //! tok_emb  emb_scale  emb_norm.*  layers.{i}.{attn|ffn}.{input_norm|output_norm|outer_norm}.{gain|shift|alpha|lambda}
 //! layers.{i}.attn.f.{wq,wk,wv,wo,q_norm.*,k_norm.*,v_norm.*}  layers.{i}.ffn.f.{w1,w3,w2}  final_norm.*  lm_head
-//! layers.{i}.{attn|ffn}.gate  layers.{i}.gate  layers.{i}.{resid_lambda|x0_lambda}
+//! layers.{i}.{attn|ffn}.gate  layers.{i}.gate  layers.{i}.{resid_lambda|x0_lambda}  layers.{i}.gpas
 //! sz  layers.{i}.attn.f.sqk  layers.{i}.ffn.f.suv                       (nGPT)
 //! layers.{i}.attn.f.{w_gate,sinks}                                     (gated attention, sinks)
 //! layers.{i}.{attn|ffn}.hc.*  hc_head.{proj,base,scale}               (residual streams)
@@ -22,6 +22,8 @@ pub const LOGIT_SCALE: &str = "sz";
 /// The per-layer x0-mixing scalars `λ_r` and `λ₀` (`layers.{i}.resid_lambda`, `layers.{i}.x0_lambda`).
 pub const RESID_LAMBDA: &str = "resid_lambda";
 pub const X0_LAMBDA: &str = "x0_lambda";
+/// GPAS's per-layer scalar `α_k` (`layers.{i}.gpas`).
+pub const GPAS: &str = "gpas";
 /// A residual gate: `layers.{i}.{attn|ffn}.gate`, or `layers.{i}.gate` when the layer shares it.
 pub const GATE: &str = "gate";
 /// The leaf name of a zero-centred, decayed norm gain (the optimizer decays these).
@@ -42,9 +44,12 @@ pub const SUBLAYER_NORMS: [&str; 3] = ["input_norm", "output_norm", "outer_norm"
 /// `attn` (sublayer 2i) or `ffn` (sublayer 2i + 1) of layer i.
 pub const BRANCHES: [&str; 2] = ["attn", "ffn"];
 
+/// The prefix of every parameter inside the Transformer layers.
+pub const LAYERS: &str = "layers";
+
 /// `layers.{i}`.
 pub fn layer(i: usize) -> String {
-    format!("layers.{i}")
+    format!("{LAYERS}.{i}")
 }
 
 /// `layers.{i}.{attn|ffn}` for 0-based sublayer `2i + b`.
@@ -74,10 +79,10 @@ pub fn is_stream_norm(name: &str) -> bool {
     owner == EMBEDDING_NORM || owner == FINAL_NORM || (SUBLAYER_NORMS.contains(&slot) && sublayer_of(owner).is_some())
 }
 
-/// Whether a parameter is a learned residual scale: a gate (`….gate`) or an x0-mixing λ.
+/// Whether a parameter is a learned residual scale: a gate (`….gate`), an x0-mixing λ or GPAS's α.
 pub fn is_residual_scale(name: &str) -> bool {
     let Some((owner, field)) = name.rsplit_once('.') else { return false };
-    owner.starts_with("layers.") && [GATE, RESID_LAMBDA, X0_LAMBDA].contains(&field)
+    owner.starts_with("layers.") && [GATE, RESID_LAMBDA, X0_LAMBDA, GPAS].contains(&field)
 }
 
 #[cfg(test)]

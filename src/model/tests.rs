@@ -542,7 +542,7 @@ fn a_recipe_resolved_for_other_sizes_is_refused() {
 /// The new parameters' initial values, against their papers: ReZero's one α per layer and
 /// SkipInit's α per sublayer at 0, LayerScale's λ ∈ ℝ^d at CaiT's 0.1 (depth ≤ 18), nanochat's
 /// λ_r = 1 and λ₀ = 0, Megatron's zero-centred LayerNorm-1p gain at 0, Derf's α₀ = 1, s₀ = 0,
-/// HybridNorm's value-norm gain at 1, Qwen3-Next's zero-centred RMSNorm gain at 0.
+/// HybridNorm's value-norm gain at 1, Qwen3-Next's zero-centred RMSNorm gain at 0, GPAS's α at 0.
 #[test]
 fn new_parameters_start_at_their_papers_values() {
     use crate::model::params::named_values;
@@ -559,6 +559,8 @@ fn new_parameters_start_at_their_papers_values() {
         ("hybridnorm", &[("layers.0.attn.f.v_norm.gain", 8, 1.0), ("layers.0.attn.f.q_norm.gain", 8, 1.0)]),
         // Qwen3-Next's zero-centred gains start at 0 (an applied gain of 1).
         ("zc-rms", &[("layers.0.attn.input_norm.centred_gain", 16, 0.0), ("final_norm.centred_gain", 16, 0.0)]),
+        // GPAS's α per layer starts at 0: SiLU(0) = 0, the identity (the authors' GPASBlock).
+        ("gpas", &[("layers.0.gpas", 1, 0.0), ("layers.2.gpas", 1, 0.0)]),
     ];
     for (recipe, params) in expect {
         let cfg = tiny(RecipeConfig::Preset(recipe.to_string()), 3);

@@ -58,6 +58,8 @@ pub struct ModelMeta {
     pub attn_res: Option<usize>,
     /// QK-clip's settings: a training forward then records every head's largest logit.
     pub qk_clip: Option<crate::recipe::QkClip>,
+    /// CompleteP's depth multiplier (the optimizer scales the layers' ε by it).
+    pub completep: Option<crate::recipe::CompleteP>,
     /// nGPT's settings (its unit-norm weights and scaling factors).
     pub hypersphere: Option<crate::recipe::Hypersphere>,
     /// What the recipe does to the weights after every optimizer step
@@ -299,6 +301,7 @@ impl Transformer {
             attn_res: recipe.attn_res.map(|a| a.block),
             qk_clip: recipe.qk_clip,
             hypersphere: recipe.hypersphere,
+            completep: recipe.completep,
             after_step: recipe.after_step(),
             compute,
         }
@@ -381,7 +384,9 @@ impl Transformer {
         };
         let resid_lambda = lambda(names::RESID_LAMBDA, |m| m.residual)?;
         let x0_lambda = lambda(names::X0_LAMBDA, |m| m.x0)?;
-        Ok(Layer { attn, ffn, gate, resid_lambda, x0_lambda })
+        let gpas =
+            recipe.gpas.then(|| b.vector(&names::child(&layer, names::GPAS), 1, Init::Constant(0.0))).transpose()?;
+        Ok(Layer { attn, ffn, gate, resid_lambda, x0_lambda, gpas })
     }
 
     pub fn n_layers(&self) -> usize {

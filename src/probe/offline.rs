@@ -63,7 +63,8 @@ pub fn probe_model(
 
 /// The learned scalars and the residual-path norms' parameters (means, the first 12).
 fn scalars_line(p: &OfflineProbe) -> String {
-    let shown = [".alpha", ".lambda", "output_norm.gain", "outer_norm.gain", "outer_norm.shift", ".gate", "_lambda"];
+    let shown =
+        [".alpha", ".lambda", "output_norm.gain", "outer_norm.gain", "outer_norm.shift", ".gate", "_lambda", ".gpas"];
     let scalars: Vec<String> = p
         .forward
         .scales

@@ -59,6 +59,8 @@ pub const PRESETS: &[Preset] = &[
     ("mhc-lite", residual::mhc_lite),
     ("attnres", residual::attnres),
     ("attnres-block", residual::attnres_block),
+    ("gpas", residual::gpas),
+    ("completep", residual::completep),
 ];
 
 /// All preset names, in the order `normlab recipes` lists them.

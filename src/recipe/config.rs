@@ -20,8 +20,8 @@
 use super::catalog::{PRESET_NAMES, preset};
 use super::presets::parts::blank;
 use super::spec::{
-    AttnGate, AttnResSpec, BaseNorm, HypersphereSpec, MomentControlSpec, NormSpec, QkClip, QkNorm, RecipeSpec, Scale,
-    StreamsSpec, SublayerSpec, X0Mix,
+    AttnGate, AttnResSpec, BaseNorm, CompletePSpec, HypersphereSpec, MomentControlSpec, NormSpec, QkClip, QkNorm,
+    RecipeSpec, Scale, StreamsSpec, SublayerSpec, X0Mix,
 };
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -80,6 +80,8 @@ pub struct RecipeOverlay {
     pub moment_control: Option<MomentControlSpec>,
     pub streams: Option<StreamsSpec>,
     pub attn_res: Option<AttnResSpec>,
+    pub gpas: Option<bool>,
+    pub completep: Option<CompletePSpec>,
     pub embedding_scale: Option<Scale>,
     pub embedding_multiplier: Option<Scale>,
     pub regularizer: Option<f64>,
@@ -112,7 +114,7 @@ impl RecipeOverlay {
         macro_rules! replace {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { r.$f = Some(v.clone()); } )* };
         }
-        replace!(embedding_scale, embedding_multiplier, hypersphere, moment_control, streams, attn_res);
+        replace!(embedding_scale, embedding_multiplier, hypersphere, moment_control, streams, attn_res, completep);
     }
 
     fn apply(&self) -> anyhow::Result<RecipeSpec> {
@@ -141,6 +143,7 @@ impl RecipeOverlay {
             attn_gate,
             attn_sink,
             value_residual,
+            gpas,
             regularizer
         );
         macro_rules! put {

@@ -29,6 +29,7 @@ pub fn describe(spec: &RecipeSpec) -> Vec<String> {
         None => "logits = W_out · X_{2L+1}".into(),
     });
     lines.extend(readout_notes(spec));
+    lines.extend(scaling_notes(spec));
     lines
 }
 
@@ -50,6 +51,26 @@ fn override_line(spec: &RecipeSpec, i: usize) -> String {
         Which::Ffn => ", FFN",
     };
     format!("layers k ∈ {}{which}:  {}", entry.range.as_deref().unwrap_or("?"), sublayer_equation(spec, &eff))
+}
+
+/// GPAS's forward-only scaling and CompleteP's depth scaling, a line each when present.
+fn scaling_notes(spec: &RecipeSpec) -> Vec<String> {
+    let mut lines = Vec::new();
+    if spec.gpas {
+        lines.push(
+            "after each residual addition of layer k: X ← X − SiLU(α_k)·sg(X)   [α_k learnable, 0 at init; sg: the \
+                gradient passes unscaled (GPAS)]"
+                .into(),
+        );
+    }
+    if let Some(c) = &spec.completep {
+        lines.push(format!(
+            "CompleteP: c includes L_base/L (L_base = {}); AdamW ε × L_base/L inside the layers; LR, init, decay as \
+                tuned at L_base",
+            c.base_layers
+        ));
+    }
+    lines
 }
 
 /// QK-norm, the regulariser and the recipe's parameters, a line each when present.

@@ -9,6 +9,7 @@
 //! - [`config`]: a recipe as written in a config file (preset name, or preset + overrides)
 //! - [`equation`]: the printed sublayer equations
 //! - [`placement`]: which of the papers' canonical placements a resolved recipe is
+//! - [`completep`]: CompleteP's depth parametrisation
 //! - [`hypersphere`]: nGPT's factors; [`moment_control`]: DeepScaleLM's initialisation option
 //! - [`after_step`]: what a recipe does to the weights after every optimizer step
 //! - [`theorem`]: the BHyT paper's Theorem 3.6 condition
@@ -17,6 +18,7 @@
 
 pub mod after_step;
 pub mod catalog;
+pub mod completep;
 pub mod config;
 pub mod equation;
 pub mod expr;
@@ -31,6 +33,7 @@ pub mod theorem;
 
 pub use after_step::AfterStep;
 pub use catalog::{PRESET_NAMES, preset};
+pub use completep::CompleteP;
 pub use config::{RecipeConfig, RecipeOverlay};
 pub use hypersphere::{Hypersphere, Scaled};
 pub use moment_control::MomentControl;
@@ -40,7 +43,7 @@ pub use spec::{
     AttnGate, BaseNorm, GateOn, GateOwner, GateShape, GateSpec, HypersphereSpec, MomentControlSpec, NormName, NormSpec,
     NormTable, QkClip, QkNorm, RecipeSpec, Scale, SublayerSpec, Which, X0Mix,
 };
-pub use spec::{AttnResSpec, StreamMixing, StreamsSpec};
+pub use spec::{AttnResSpec, CompletePSpec, StreamMixing, StreamsSpec};
 pub use streams::{AttnRes, Mixing, Streams};
 pub use theorem::theorem_3_6_warning;
 

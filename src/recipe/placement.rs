@@ -41,7 +41,8 @@ impl Placement {
             || r.hypersphere.is_some()
             || r.attn_gate.is_on()
             || r.attn_sink
-            || r.value_residual;
+            || r.value_residual
+            || r.gpas;
         if !uniform || !no_others || extras || r.regularizer != 0.0 || r.x0_mix.is_some() {
             return None;
         }

@@ -2,6 +2,7 @@
 //! overrides, turn norm specs into [`NormKind`]s, and reject anything malformed with a message
 //! that names the field.
 
+use super::completep;
 use super::expr::eval;
 use super::hypersphere::{self, Hypersphere};
 use super::moment_control::{self, MomentControl};
@@ -96,6 +97,11 @@ pub struct ResolvedRecipe {
     pub streams: Option<super::streams::Streams>,
     /// Attention Residuals' block size, when sublayers read an attention over depth.
     pub attn_res: Option<super::streams::AttnRes>,
+    /// GPAS's forward-only scaling after every residual addition ([`RecipeSpec::gpas`]).
+    pub gpas: bool,
+    /// CompleteP's depth multiplier, when the recipe scales the branches and ε with depth (the
+    /// sublayers' `residual` already include its `m^{-1}`).
+    pub completep: Option<super::completep::CompleteP>,
     pub regularizer: f64,
     /// The sizes and the norm ε it was resolved for: a model of other sizes needs its own.
     pub dims: Dims,
@@ -156,18 +162,17 @@ impl Resolver<'_> {
         check_bhyt_pairs(&sublayers)?;
         check_layer_gates(&sublayers)?;
         self.check_attention()?;
+        self.check_gpas(&sublayers)?;
         let vars = self.vars(dims);
         let hypersphere = self.hypersphere.as_ref().map(|h| hypersphere::resolve(h, self.0, &vars)).transpose()?;
         let moment_control = self.resolve_moment_control(&sublayers)?;
         let (streams, attn_res) = self.residual_state(&sublayers)?;
+        let completep = self.completep.as_ref().map(|c| completep::resolve(c, self.0, n_layers)).transpose()?;
+        // CompleteP: every branch × L_base/L.
+        completep.iter().for_each(|c| sublayers.iter_mut().for_each(|p| p.residual *= c.branch_scale()));
         let embedding_norm = self.norm(&self.embedding_norm, &vars, eps).context("embedding_norm")?;
         let final_norm = self.norm(&self.final_norm, &vars, eps).context("final_norm")?;
         let (embedding_scale, embedding_multiplier) = self.embedding_scales(&vars)?;
-        ensure!(
-            self.regularizer >= 0.0 && self.regularizer.is_finite(),
-            "`regularizer` must be ≥ 0, got {}",
-            self.regularizer
-        );
         Ok(ResolvedRecipe {
             dims,
             eps,
@@ -190,6 +195,8 @@ impl Resolver<'_> {
             moment_control,
             streams,
             attn_res,
+            gpas: self.gpas,
+            completep,
             regularizer: self.regularizer,
         })
     }
@@ -211,6 +218,29 @@ impl Resolver<'_> {
             check_residual_state(self.0, sublayers, state)?;
         }
         Ok((streams, attn_res))
+    }
+
+    /// GPAS scales the sum right after the residual addition: a post-norm's outer norm there would
+    /// undo it (the authors' Post-LN form scales the skip instead, which normlab does not build),
+    /// and nGPT's step has no such sum.
+    fn check_gpas(&self, sublayers: &[SublayerPlan]) -> anyhow::Result<()> {
+        if !self.gpas {
+            return Ok(());
+        }
+        for p in sublayers {
+            ensure!(
+                p.outer.is_none(),
+                "sublayer {}: `gpas` scales the sum after the residual addition, which an outer norm renormalises; use \
+                 it with pre-, Peri- or sandwich-norm recipes (no outer norm)",
+                p.index
+            );
+            ensure!(
+                p.gate.is_none_or(|g| g.on != GateOn::Interpolate),
+                "sublayer {}: `gpas` scales a residual sum, and nGPT's interpolation step has none",
+                p.index
+            );
+        }
+        Ok(())
     }
 
     /// The learnable embedding scale's initial value and the constant multiplier, each when the
@@ -288,7 +318,14 @@ impl Resolver<'_> {
         Ok(())
     }
 
+    /// The named parameters are finite (ratios in [0, 1], no reserved names) and the
+    /// regulariser's weight is ≥ 0.
     fn check_params(&self) -> anyhow::Result<()> {
+        ensure!(
+            self.regularizer >= 0.0 && self.regularizer.is_finite(),
+            "`regularizer` must be ≥ 0, got {}",
+            self.regularizer
+        );
         for (name, v) in &self.params {
             ensure!(v.is_finite(), "params.{name} must be a finite number");
             if name.ends_with("_ratio") {
@@ -602,6 +639,8 @@ fn check_residual_state(spec: &RecipeSpec, plans: &[SublayerPlan], state: &str) 
         ("hypersphere", spec.hypersphere.is_some()),
         ("moment_control", spec.moment_control.is_some()),
         ("regularizer", spec.regularizer > 0.0),
+        ("gpas", spec.gpas),
+        ("completep", spec.completep.is_some()),
     ];
     for (field, set) in conflicts {
         ensure!(!set, "`{field}` acts on a single residual stream; remove it or `{state}`");

@@ -601,6 +601,20 @@ pub struct AttnResSpec {
     pub blocks: Option<usize>,
 }
 
+/// `completep = { base_layers = 2 }`: CompleteP (Dey et al., "Don't be lazy: CompleteP enables
+/// compute-efficient deep transformers", NeurIPS 2025), the depth parametrisation α = 1 of the
+/// authors' `nanoGPT-mup` (branch `completep`). With `m = L / base_layers`, every residual branch
+/// is multiplied by `m^{-1}` before the addition and AdamW's ε of every parameter inside the
+/// Transformer layers by `m^{-1}` (the embedding, final norm and output projection keep ε);
+/// learning rates (`m^{α−1} = 1`), initialisations and weight decay stay as tuned at
+/// `base_layers`, which is what lets the best learning rate found there transfer to depth `L`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompletePSpec {
+    /// The depth `L_base` (Transformer layers) the hyperparameters were tuned at.
+    pub base_layers: usize,
+}
+
 /// The base norm that `"ln"` slots resolve to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -685,6 +699,15 @@ pub struct RecipeSpec {
     /// [`AttnResSpec`]); the plain sum when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attn_res: Option<AttnResSpec>,
+    /// GPAS (gradient-preserving activation scaling): after every residual addition the stream
+    /// is scaled down in the forward pass only, `X ← X − SiLU(α_k)·sg(X)`, one learnable `α_k`
+    /// per Transformer layer starting at 0 (see [`crate::model::gpas`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gpas: bool,
+    /// CompleteP's depth parametrisation (see [`CompletePSpec`]); standard parametrisation when
+    /// unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completep: Option<CompletePSpec>,
     /// Weight λ of KiteNorm's variance regulariser (KiteNorm eq. 24) in the training loss.
     #[serde(default)]
     pub regularizer: f64,

@@ -540,3 +540,35 @@ fn attention_residuals_refuse_what_they_replace() {
     let x0 = err("[recipe]\npreset = \"attnres\"\nx0_mix = { residual = 1.0, x0 = 0.0 }");
     assert!(x0.contains("remove it or `attn_res`"), "{x0}");
 }
+
+/// CompleteP at α = 1: every branch × L_base/L (2/12 for the 12-layer model here, 1 at the
+/// base depth, 2 when shallower than it), nothing else of pre-rms changed; the options that
+/// set their own scales are refused.
+#[test]
+fn completep_scales_every_branch_by_base_over_depth() {
+    let (c, pre) = (resolve("completep", 12), resolve("pre-rms", 12));
+    for (a, b) in c.sublayers.iter().zip(&pre.sublayers) {
+        assert!(close(a.residual, 2.0 / 12.0), "sublayer {}: c = {}", a.index, a.residual);
+        assert_eq!(SublayerPlan { residual: b.residual, ..a.clone() }, *b, "only c differs from pre-rms");
+    }
+    assert_eq!(c.completep.map(|p| (p.base_layers, p.multiplier)), Some((2, 6.0)));
+    assert!(resolve("completep", 2).sublayers.iter().all(|s| s.residual == 1.0), "m = 1 at the base depth");
+    assert!(resolve("completep", 1).sublayers.iter().all(|s| s.residual == 2.0));
+    let zero = err("[recipe]\npreset = \"completep\"\ncompletep = { base_layers = 0 }");
+    assert!(zero.contains("`completep.base_layers` must be ≥ 1"), "{zero}");
+    let streams = err("[recipe]\npreset = \"completep\"\nstreams = { n = 4, mixing = \"mhc\" }");
+    assert!(streams.contains("`completep` acts on a single residual stream"), "{streams}");
+    let sphere = err("[recipe]\npreset = \"ngpt\"\ncompletep = { base_layers = 2 }");
+    assert!(sphere.contains("use one or the other"), "{sphere}");
+}
+
+/// GPAS acts after the residual addition: an outer norm there, or a residual state other than
+/// one stream, is refused with the field named.
+#[test]
+fn gpas_refuses_an_outer_norm_and_other_residual_states() {
+    assert!(resolve("gpas", 4).gpas && !resolve("pre-rms", 4).gpas);
+    let post = err("[recipe]\npreset = \"post\"\ngpas = true");
+    assert!(post.contains("`gpas` scales the sum after the residual addition"), "{post}");
+    let hc = err("[recipe]\npreset = \"hc\"\ngpas = true");
+    assert!(hc.contains("`gpas` acts on a single residual stream"), "{hc}");
+}

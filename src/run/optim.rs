@@ -172,6 +172,11 @@ pub struct OptimConfig {
     pub update_clip: f64,
     pub muon: MuonSettings,
     pub lion: LionSettings,
+    /// AdamW's ε for the parameters inside the Transformer layers, when the recipe sets its own
+    /// (CompleteP's `ε·L_base/L`): not written in a config, set from the model by
+    /// [`crate::train::optim::settings`].
+    #[serde(skip)]
+    pub layer_eps: Option<f64>,
 }
 
 impl Default for OptimConfig {
@@ -188,6 +193,7 @@ impl Default for OptimConfig {
             update_clip: 0.0,
             muon: MuonSettings::default(),
             lion: LionSettings::default(),
+            layer_eps: None,
         }
     }
 }

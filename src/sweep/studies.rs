@@ -52,6 +52,7 @@ const MINUTES_SEEDNORM: Option<f64> = Some(1.1);
 const MINUTES_ATTENTION_SINKS: Option<f64> = Some(3.8);
 const MINUTES_STREAMS: Option<f64> = Some(6.2);
 const MINUTES_ATTNRES: Option<f64> = Some(3.0);
+const MINUTES_COMPLETEP: Option<f64> = Some(3.5);
 const MINUTES_OPTIMIZER_NORMS: Option<f64> = Some(2.9);
 const MINUTES_MUON_LOGITS: Option<f64> = Some(0.5);
 const MINUTES_PERILN_SFT: Option<f64> = Some(1.8);
@@ -316,6 +317,14 @@ pub const STUDIES: &[Study] = &[
         mini: ("configs/studies/attnres.toml", include_str!("../../configs/studies/attnres.toml")),
         full: Some(("configs/studies/attnres-full.toml", include_str!("../../configs/studies/attnres-full.toml"))),
         minutes: MINUTES_ATTNRES,
+    },
+    Study {
+        name: "completep",
+        figure: "CompleteP (Dey et al., NeurIPS 2025), Fig. 1 left: learning-rate transfer across depth",
+        claim: "under CompleteP (α = 1) the best learning rate stays the same as depth grows, under standard parametrisation it moves",
+        mini: ("configs/studies/completep.toml", include_str!("../../configs/studies/completep.toml")),
+        full: Some(("configs/studies/completep-full.toml", include_str!("../../configs/studies/completep-full.toml"))),
+        minutes: MINUTES_COMPLETEP,
     },
     Study {
         name: "norm-functions",

@@ -25,6 +25,8 @@ pub fn blank(name: &str, about: &str) -> RecipeSpec {
         attn_gate: AttnGate::None,
         attn_sink: false,
         value_residual: false,
+        gpas: false,
+        completep: None,
         x0_mix: None,
         qk_clip: None,
         hypersphere: None,

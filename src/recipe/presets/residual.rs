@@ -1,11 +1,12 @@
 //! Presets that scale, gate or reshape the residual update itself: DeepNorm, ReZero, SkipInit,
 //! LayerScale, x0 mixing, Admin's rescaled skip (closed form and profiled), nGPT's step on the
-//! hypersphere and DeepScaleLM. Notation as in [`super::placement`]; `g` a learnable residual
+//! hypersphere, DeepScaleLM, the residual states (Hyper-Connections, mHC, Attention Residuals), GPAS
+//! and CompleteP. Notation as in [`super::placement`]; `g` a learnable residual
 //! gate (see [`crate::recipe::spec::GateOn`]).
 
 use super::parts::{blank, expr, gate, ln, weightless_rms};
 use super::placement::{post, pre};
-use crate::recipe::spec::{AttnResSpec, StreamMixing, StreamsSpec};
+use crate::recipe::spec::{AttnResSpec, CompletePSpec, StreamMixing, StreamsSpec};
 use crate::recipe::spec::{
     BaseNorm, GateOn, GateOwner, GateShape, GateSpec, HypersphereSpec, MomentControlSpec, NormName, NormSpec,
     RecipeSpec, Scale, X0Mix,
@@ -239,5 +240,35 @@ pub fn attnres_block() -> RecipeSpec {
         (Kimi Team, 2026)"
             .into();
     r.attn_res = Some(AttnResSpec { blocks: Some(8) });
+    r
+}
+
+/// GPAS (Chen et al., 2025, "GPAS: Accelerating Convergence of LLM Pretraining via
+/// Gradient-Preserving Activation Scaling") on RMSNorm pre-norm, the authors' `pre_gpas`: after
+/// each residual addition `X ← X − SiLU(α_k)·sg(X)`, one `α_k` per layer, 0 at init.
+pub fn gpas() -> RecipeSpec {
+    let mut r = super::placement::pre_rms();
+    r.name = "gpas".into();
+    r.about = "GPAS: X = X + F(RMS(X)), then X ← X − SiLU(α_k)·sg(X) (forward-only scaling, gradient unchanged), \
+        α_k per layer, 0 at init (Chen et al., 2025)"
+        .into();
+    r.gpas = true;
+    r
+}
+
+/// The base depth of the `completep` preset: the shallowest model of the CompleteP paper's
+/// depth sweeps (2 to 128 layers), where its learning rate is tuned.
+pub const COMPLETEP_BASE_LAYERS: usize = 2;
+
+/// CompleteP (Dey et al., NeurIPS 2025, "Don't be lazy: CompleteP enables compute-efficient deep
+/// transformers"), α = 1, on RMSNorm pre-norm: every branch × L_base/L, AdamW's ε inside the
+/// layers × L_base/L, everything else as at the base depth.
+pub fn completep() -> RecipeSpec {
+    let mut r = super::placement::pre_rms();
+    r.name = "completep".into();
+    r.about = "CompleteP (α = 1): X = X + (L_base/L)·F(RMS(X)), AdamW ε × L_base/L inside the layers, L_base = 2; \
+        LR, init and decay as tuned at L_base (Dey et al., NeurIPS 2025)"
+        .into();
+    r.completep = Some(CompletePSpec { base_layers: COMPLETEP_BASE_LAYERS });
     r
 }

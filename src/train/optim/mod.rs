@@ -86,15 +86,27 @@ pub fn decayed_params<M: Module>(model: &M) -> Vec<ParamEntry> {
     param_table(model).into_iter().filter(|p| decays(&cfg, ParamRole::of(p))).collect()
 }
 
-/// The settings `model` trains with: `cfg`, except that nGPT (a recipe on the hypersphere)
-/// trains without weight decay, as the paper and its reference code do — after the projection a
-/// decayed matrix gives the same unit vectors, so decay would only stretch the step by
-/// `1/(1 − η·λ)`.
+/// The settings `model` trains with: `cfg`, except that
+/// - nGPT (a recipe on the hypersphere) trains without weight decay, as the paper and its
+///   reference code do — after the projection a decayed matrix gives the same unit vectors, so
+///   decay would only stretch the step by `1/(1 − η·λ)`;
+/// - CompleteP scales AdamW's ε of the parameters inside the layers by `L_base/L`, as the
+///   authors' `configure_optimizers` does (the embedding, final norm and output projection keep
+///   ε): at depth, each layer's updates are `L_base/L` smaller, and so is the ε they compete with.
 pub fn settings(cfg: &OptimConfig, model: &Transformer) -> OptimConfig {
-    match model.meta.hypersphere {
-        Some(_) => OptimConfig { weight_decay: 0.0, ..cfg.clone() },
-        None => cfg.clone(),
+    let mut out = cfg.clone();
+    if model.meta.hypersphere.is_some() {
+        out.weight_decay = 0.0;
     }
+    if let Some(c) = model.meta.completep {
+        out.layer_eps = Some(cfg.eps * c.branch_scale());
+    }
+    out
+}
+
+/// Whether a parameter lies inside the Transformer layers (`layers.{i}.…`).
+fn in_layers(name: &str) -> bool {
+    name.starts_with(&format!("{}.", crate::model::names::LAYERS))
 }
 
 /// One parameter's optimizer and whether it is decayed, for the run header and `normlab recipes`.
@@ -164,6 +176,9 @@ pub fn describe_groups<M: Module>(cfg: &OptimConfig, model: &M, values: bool) ->
         };
         lines.push(format!("{} ({size}): {}, {decay}", role.as_str(), first.optimizer));
     }
+    if let Some(eps) = cfg.layer_eps {
+        lines.push(format!("inside the layers: AdamW ε {eps:e} (CompleteP: ε·L_base/L), elsewhere {:e}", cfg.eps));
+    }
     lines
 }
 
@@ -207,7 +222,16 @@ pub fn build<M: Module>(cfg: &OptimConfig, model: &M) -> ModuleOptimizer {
         .with_beta_2(cfg.beta2 as f32)
         .with_epsilon(cfg.eps as f32)
         .with_weight_decay(0.0);
-    let base = adamw.clone().init().with_group(decayed, adamw.with_weight_decay(wd as f32).build(), None);
+    let mut base = adamw.clone().init().with_group(decayed, adamw.clone().with_weight_decay(wd as f32).build(), None);
+    if let Some(eps) = cfg.layer_eps {
+        // Later groups take precedence: the layers' parameters, then those of them decayed.
+        let layers = adamw.with_epsilon(eps as f32);
+        base = base.with_group(group(&|a| in_layers(&a.name)), layers.clone().build(), None).with_group(
+            group(&|a| in_layers(&a.name) && a.decayed),
+            layers.with_weight_decay(wd as f32).build(),
+            None,
+        );
+    }
     match cfg.name {
         OptimizerName::Adamw | OptimizerName::Lion => base,
         OptimizerName::Muon | OptimizerName::Normuon | OptimizerName::Muonh => {

@@ -76,3 +76,34 @@ fn update_clip_scales_each_tensor_to_the_limit() {
     let total = crate::train::update::UpdateSize::of(&updates);
     assert!((total.rms() - 0.25 * lr).abs() < 1e-7, "measured RMS {} vs {}", total.rms(), 0.25 * lr);
 }
+
+/// CompleteP's ε: a first Adam step moves a weight by `η·g/(|g| + ε)`. With every gradient
+/// `g = ε = 1e-3` that is η/2 where ε is kept (embedding, output projection, final norm) and
+/// `η·1/(1 + 1/4) = 0.8·η` inside the layers of an 8-layer model tuned at `L_base = 2`
+/// (`ε·L_base/L = ε/4`).
+#[test]
+fn completep_scales_epsilon_inside_the_layers_only() {
+    let recipe = crate::recipe::RecipeConfig::Preset("completep".into());
+    let cfg = ModelConfig { d_model: 16, n_layers: 8, n_heads: 2, recipe, ..Default::default() };
+    let m = Transformer::new(&cfg, ParamSource::Seeded(1), &crate::testutil::cpu().autodiff()).unwrap();
+    let (lr, eps) = (1e-2, 1e-3);
+    let optim = super::settings(&OptimConfig { eps, weight_decay: 0.0, ..Default::default() }, &m);
+    assert_eq!(optim.layer_eps, Some(eps / 4.0));
+    let dev = crate::testutil::cpu();
+    let mut grads = GradientsParams::new();
+    for p in param_table(&m) {
+        match p.shape.len() {
+            1 => grads.register(p.id, Tensor::<1>::full(p.shape.clone(), eps, &dev)),
+            _ => grads.register(p.id, Tensor::<2>::full([p.shape[0], p.shape[1]], eps, &dev)),
+        }
+    }
+    let before = named_values(&m);
+    let stepped = build(&optim, &m).step(lr, m.clone(), grads);
+    for ((name, b), (_, a)) in before.iter().zip(named_values(&stepped)) {
+        let want = if name.starts_with("layers.") { 0.8 * lr } else { 0.5 * lr };
+        let (b, a) = (b.try_to_vec::<f32>().unwrap(), a.try_to_vec::<f32>().unwrap());
+        for (x, y) in b.iter().zip(&a) {
+            assert!(((x - y) as f64 - want).abs() < 1e-6, "{name}: moved {} want {want}", x - y);
+        }
+    }
+}
