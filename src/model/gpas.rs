@@ -57,8 +57,9 @@ mod tests {
         let gx: Vec<f32> = x.grad(&grads).unwrap().into_data().try_to_vec::<f32>().unwrap();
         assert_eq!(gx, vec![1.0, 3.0, -2.0], "sg keeps the gradient to x unchanged");
         let ga: f32 = alpha.grad(&grads).unwrap().into_scalar();
-        let sig = 1.0 / (1.0 + 1f64.exp());
-        let dsilu = sig * (1.0 - (1.0 - sig));
+        let a = -1.0f64;
+        let sig = 1.0 / (1.0 + (-a).exp());
+        let dsilu = sig * (1.0 + a * (1.0 - sig));
         assert!((ga as f64 - 12.0 * dsilu).abs() < 1e-5, "{ga} vs {}", 12.0 * dsilu);
     }
 }

@@ -44,12 +44,14 @@ pub const SUBLAYER_NORMS: [&str; 3] = ["input_norm", "output_norm", "outer_norm"
 /// `attn` (sublayer 2i) or `ffn` (sublayer 2i + 1) of layer i.
 pub const BRANCHES: [&str; 2] = ["attn", "ffn"];
 
-/// The prefix of every parameter inside the Transformer layers.
-pub const LAYERS: &str = "layers";
-
 /// `layers.{i}`.
 pub fn layer(i: usize) -> String {
-    format!("{LAYERS}.{i}")
+    format!("layers.{i}")
+}
+
+/// Whether a parameter lies inside the Transformer layers (`layers.{i}.…`).
+pub fn in_layers(name: &str) -> bool {
+    name.starts_with("layers.")
 }
 
 /// `layers.{i}.{attn|ffn}` for 0-based sublayer `2i + b`.
@@ -82,7 +84,7 @@ pub fn is_stream_norm(name: &str) -> bool {
 /// Whether a parameter is a learned residual scale: a gate (`….gate`), an x0-mixing λ or GPAS's α.
 pub fn is_residual_scale(name: &str) -> bool {
     let Some((owner, field)) = name.rsplit_once('.') else { return false };
-    owner.starts_with("layers.") && [GATE, RESID_LAMBDA, X0_LAMBDA, GPAS].contains(&field)
+    in_layers(owner) && [GATE, RESID_LAMBDA, X0_LAMBDA, GPAS].contains(&field)
 }
 
 #[cfg(test)]

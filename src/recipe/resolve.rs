@@ -101,7 +101,7 @@ pub struct ResolvedRecipe {
     pub gpas: bool,
     /// CompleteP's depth multiplier, when the recipe scales the branches and ε with depth (the
     /// sublayers' `residual` already include its `m^{-1}`).
-    pub completep: Option<super::completep::CompleteP>,
+    pub completep: Option<completep::CompleteP>,
     pub regularizer: f64,
     /// The sizes and the norm ε it was resolved for: a model of other sizes needs its own.
     pub dims: Dims,

@@ -25,7 +25,7 @@ pub mod newton_schulz;
 mod record;
 
 use crate::model::Transformer;
-use crate::model::names::{OUTPUT_PROJECTION, TOKEN_EMBEDDING};
+use crate::model::names::{OUTPUT_PROJECTION, TOKEN_EMBEDDING, in_layers};
 use crate::model::params::{ParamEntry, param_table};
 use crate::run::config::OptimConfig;
 use crate::run::optim::OptimizerName;
@@ -102,11 +102,6 @@ pub fn settings(cfg: &OptimConfig, model: &Transformer) -> OptimConfig {
         out.layer_eps = Some(cfg.eps * c.branch_scale());
     }
     out
-}
-
-/// Whether a parameter lies inside the Transformer layers (`layers.{i}.…`).
-fn in_layers(name: &str) -> bool {
-    name.starts_with(&format!("{}.", crate::model::names::LAYERS))
 }
 
 /// One parameter's optimizer and whether it is decayed, for the run header and `normlab recipes`.
