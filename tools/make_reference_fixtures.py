@@ -25,7 +25,9 @@ examples/nanogpt/attnres.py BlockAttnResReference, FullAttnResReference), GPAS (
 Activation Scaling, arXiv 2506.22049: the authors' dandingsky/GPAS peft_pretraining/modeling_llama.py
 GPASBlock and LlamaDecoderLayer.forward's 'pre_gpas') and depth-only CompleteP (Dey et al., arXiv
 2505.01618: the authors' EleutherAI/nanoGPT-mup, branch completep, model.py Block.forward's
-residual_scaling and configure_optimizers' CompleteP groups)), not from the Rust code.
+residual_scaling and configure_optimizers' CompleteP groups) and TaperNorm (Kanavalau, Amo Alonso
+& Lall, arXiv 2602.10408: the gated taper from RMSNorm to a learned linear map, its EMA
+calibration and its global cosine gate schedule, from the paper's description)), not from the Rust code.
 It runs in float64 and, for each case, writes
 tests/fixtures/reference/<case>.safetensors with
 
@@ -79,6 +81,15 @@ RMS0 = dict(kind="rmsnorm", gain=False)                # weightless RMSNorm (F.r
 LN1P = dict(kind="layernorm-1p")                       # Megatron-LM's zero-centred gain
 SEED = dict(kind="seednorm")                           # SeeDNorm
 ZCRMS = dict(kind="rmsnorm-zc")                        # Qwen3-Next's zero-centred RMSNorm: (1 + w) x / rms
+TAPER = dict(kind="tapernorm")                         # TaperNorm: g RMSNorm(x) + (1 - g) c gamma~ x
+
+# TaperNorm's buffers: held in P (and written to the fixtures) but not learnable, not given to the
+# optimizer nor to gradient clipping; the trajectory's post-step hook (taper_step) sets them.
+TAPER_BUFFERS = ("taper_gate", "taper_scale", "taper_ema_scaled", "taper_ema_energy")
+
+
+def is_buffer(name):
+    return name.rsplit(".", 1)[-1] in TAPER_BUFFERS
 
 
 def dyt(alpha):
@@ -140,7 +151,17 @@ def norm_params(spec, name, gen):
     if k == "derf":
         p["gain"], p["shift"] = 1 + 0.2 * n(D), 0.2 * n(D)
         p["alpha"], p["offset"] = spec["alpha"] * (1 + 0.1 * n(1)), 0.3 * n(1)
+    if k == "tapernorm":  # gate 0.5 so both branches carry gradient; taper_gain and c (the
+        # calibrated scale, c ~ 1 / rms at calibration) perturbed about 1 and 0.8; EMAs from 0
+        p["gain"], p["taper_gain"] = 1 + 0.2 * n(D), 1 + 0.1 * n(D)
+        p["taper_gate"], p["taper_scale"] = torch.full((1,), 0.5), 0.8 + 0.05 * n(1)
+        p["taper_ema_scaled"], p["taper_ema_energy"] = torch.zeros(1), torch.zeros(1)
     return {f"{name}.{key}": v for key, v in p.items()}
+
+
+# When a dict, apply_norm appends, per TaperNorm (by name), each call's detached calibration
+# statistics (mean over tokens of ||gamma h||^2 / r(h), mean over tokens of ||gamma h||^2).
+TAPER_STATS = None
 
 
 def apply_norm(spec, P, name, x, variance=None):
@@ -148,6 +169,15 @@ def apply_norm(spec, P, name, x, variance=None):
         return x
     k = spec["kind"]
     g = P.get(f"{name}.gain")
+    if k == "tapernorm":  # TaperNorm: g gamma * x / r(x) + (1 - g) c gamma~ * x, r = sqrt(mean x^2 + eps)
+        r = torch.sqrt((x ** 2).mean(-1, keepdim=True) + EPS)
+        gate = P[f"{name}.taper_gate"]
+        if TAPER_STATS is not None:
+            with torch.no_grad():
+                energy = ((g * x) ** 2).sum(-1)  # ||gamma h_t||^2 per token
+                TAPER_STATS.setdefault(name, []).append(
+                    ((energy / r.squeeze(-1)).mean(), energy.mean()))
+        return gate * (g * x / r) + (1 - gate) * P[f"{name}.taper_scale"] * (P[f"{name}.taper_gain"] * x)
     if k in ("layernorm", "scalar-ln"):
         mu = x.mean(-1, keepdim=True)
         y = (x - mu) / torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + EPS)
@@ -200,11 +230,12 @@ def recipe(name):
     attention sinks, a constant (parameter-free) embedding multiplier, the multi-stream residual
     kind (hc) and value residual learning (value_res); Attention Residuals (attn_res: the block
     size S in sublayers, 1 for full AttnRes); GPAS (gpas: one learnable gate per layer after each
-    residual addition) and CompleteP (completep: the base depth L_base in layers, or None)."""
+    residual addition), CompleteP (completep: the base depth L_base in layers, or None) and
+    TaperNorm's gate schedule (taper: the post-step hook taper_step)."""
     subs, emb, fin, qk, reg, escale = [], None, None, None, 0.0, None
     ex = dict(v=None, attn_cap=None, final_cap=None, x0=None, clip=None, ngpt=False,
               attn_gate=None, sinks=False, embed_mult=None, hc=None, value_res=False,
-              attn_res=None, gpas=False, completep=None)
+              attn_res=None, gpas=False, completep=None, taper=False)
     for l in range(1, 2 * L + 1):
         k, attn = (l + 1) // 2, l % 2 == 1
         if name == "post":
@@ -376,6 +407,12 @@ def recipe(name):
             # hidden (layer) parameters is scaled by m ** -alpha (trajectory).
             ex["completep"] = 2
             subs.append(sub(inp=RMS, c=ex["completep"] / L)); fin = RMS
+        elif name == "tapernorm":
+            # TaperNorm (Kanavalau, Amo Alonso & Lall, arXiv 2602.10408) on pre-rms: every input norm
+            # is y = g gamma * h / r(h) + (1 - g) c gamma~ * h, gamma and gamma~ learnable, the
+            # global gate g and the scale c buffers; the final norm stays an ordinary RMSNorm. The
+            # gate follows taper_step after every optimizer step.
+            subs.append(sub(inp=TAPER)); fin = RMS; ex["taper"] = True
         else:
             raise ValueError(name)
     return subs, emb, fin, qk, reg, escale, ex
@@ -826,8 +863,8 @@ def make_params(rec, mlp, gen):
     if ex["ngpt"]:
         P["sz"] = D ** -0.5 * (1 + 0.3 * n(V, std=1))
         normalize_matrices(P)
-    # Round to f32 so the Rust side (f32) loads exactly these values.
-    return {k: v.float().double().requires_grad_(True) for k, v in P.items()}
+    # Round to f32 so the Rust side (f32) loads exactly these values. Buffers carry no gradient.
+    return {k: v.float().double().requires_grad_(not is_buffer(k)) for k, v in P.items()}
 
 
 def normalize_matrices(P):
@@ -902,6 +939,7 @@ CASES = {
     "attnres-block": ({"preset": "attnres", "attn_res": {"blocks": 3}}, "glu", 10000.0),
     "gpas": ("gpas", "glu", 10000.0),
     "completep": ("completep", "glu", 10000.0),
+    "tapernorm": ("tapernorm", "glu", 10000.0),
 }
 
 # ---- the trajectory: normlab's optimizer, written from its documented rules -----------------
@@ -940,6 +978,35 @@ def qk_clip(P, maxima, clip):
                     P[f"layers.{i}.attn.f.wk"][:, cols] *= gamma ** (1 - alpha)
 
 
+def taper_step(P, k, stats, t):
+    """TaperNorm's global schedule after optimizer step k (1-based, completed steps). S = the LR
+    warm-up length W (the gate is held at 1 through it), E = round(0.5 * steps) (taper end).
+    k <= S: each norm's EMAs take the step's statistics (the means over its micro-batches of the
+    per-pass token means that apply_norm recorded, under the weights before update k), decay 0.99;
+    k == S: c = ema_scaled / ema_energy (least squares c gamma h ~ gamma h / r) and gamma~ = gamma
+    (the value only; its AdamW moments are untouched); then the gate for the next step's forward:
+    1 up to S, 0.5 (1 + cos(pi (k - S) / (E - S))) between, 0 from E on."""
+    total = t["steps"]
+    s_end, e_end = round(t["warmup_fraction"] * total), round(0.5 * total)
+    if k >= e_end:
+        gate = 0.0
+    elif k <= s_end:
+        gate = 1.0
+    else:
+        gate = 0.5 * (1 + math.cos(math.pi * (k - s_end) / (e_end - s_end)))
+    with torch.no_grad():
+        for name in sorted({n.rsplit(".", 1)[0] for n in P if n.endswith(".taper_gate")}):
+            if k <= s_end:
+                scaled = torch.stack([a for a, _ in stats[name]]).mean()
+                energy = torch.stack([b for _, b in stats[name]]).mean()
+                P[f"{name}.taper_ema_scaled"].mul_(0.99).add_(0.01 * scaled)
+                P[f"{name}.taper_ema_energy"].mul_(0.99).add_(0.01 * energy)
+            if k == s_end:
+                P[f"{name}.taper_scale"].copy_(P[f"{name}.taper_ema_scaled"] / P[f"{name}.taper_ema_energy"])
+                P[f"{name}.taper_gain"].copy_(P[f"{name}.gain"])
+            P[f"{name}.taper_gate"].fill_(gate)
+
+
 def train_settings(rec):
     """nGPT trains without weight decay and warm-up (the paper). CompleteP's case trains with
     eps = 1e-4, so that its per-group eps (eps x L_base/L inside the layers) moves the final
@@ -953,15 +1020,16 @@ def train_settings(rec):
 
 def trajectory(P0, rec, gen):
     """Trains a copy of P0 for TRAIN["steps"] steps on fixed random batches."""
-    global LOGIT_MAXIMA
+    global LOGIT_MAXIMA, TAPER_STATS
     t = train_settings(rec)
-    P = {k: v.detach().clone().requires_grad_(True) for k, v in P0.items()}
+    P = {k: v.detach().clone().requires_grad_(not is_buffer(k)) for k, v in P0.items()}
+    params = [v for k, v in P.items() if not is_buffer(k)]  # TaperNorm's buffers stay out
     # Matrices are decayed; so are zc-rms's zero-centred gains (the Qwen3-Next release applies
     # weight decay to its zero-centred norm weights: with (1 + w), decay pulls the gain towards 1).
     # No hyper-connection parameter is decayed, not even the 2-D static_alpha, dynamic_alpha, proj.
     decayed = lambda k, v: (v.dim() >= 2 or k.endswith(".centred_gain")) and not is_hc_param(k)
-    decay = [(k, v) for k, v in P.items() if decayed(k, v)]
-    no_decay = [(k, v) for k, v in P.items() if not decayed(k, v)]
+    decay = [(k, v) for k, v in P.items() if decayed(k, v) and not is_buffer(k)]
+    no_decay = [(k, v) for k, v in P.items() if not decayed(k, v) and not is_buffer(k)]
     groups = [(decay, t["weight_decay"]), (no_decay, 0.0)]
     base = rec[6]["completep"]
     if base is None:
@@ -981,11 +1049,12 @@ def trajectory(P0, rec, gen):
         opt.zero_grad()
         total = 0.0
         LOGIT_MAXIMA = []
+        TAPER_STATS = {} if rec[6]["taper"] else None
         for m in range(t["micro_batches"]):
             loss = loss_of(P, rec, toks[s, m, :, :T], toks[s, m, :, 1:])
             (loss / t["micro_batches"]).backward()
             total += loss.item() / t["micro_batches"]
-        norm = torch.nn.utils.clip_grad_norm_(list(P.values()), t["grad_clip"])
+        norm = torch.nn.utils.clip_grad_norm_(params, t["grad_clip"])
         for g in opt.param_groups:
             g["lr"] = lr_at(s, t)
         opt.step()
@@ -993,7 +1062,9 @@ def trajectory(P0, rec, gen):
             normalize_matrices(P)
         if rec[6]["clip"] is not None:
             qk_clip(P, LOGIT_MAXIMA, rec[6]["clip"])
-        LOGIT_MAXIMA = None
+        if rec[6]["taper"]:
+            taper_step(P, s + 1, TAPER_STATS, t)
+        LOGIT_MAXIMA = TAPER_STATS = None
         losses.append(total); norms.append(norm.item()); lrs.append(lr_at(s, t))
     out = {"traj/tokens": toks[..., :T].contiguous(), "traj/targets": toks[..., 1:].contiguous()}
     out["traj/loss"] = torch.tensor(losses).float()
@@ -1087,7 +1158,9 @@ def main(only):
         traj, losses = trajectory(P, rec, gen)
         tensors = {f"param/{k}": v.detach().float() for k, v in P.items()}
         tensors.update(traj)
-        tensors.update({f"grad/{k}": v.grad.float() for k, v in P.items()})
+        # Buffers (TaperNorm's gate, scale and EMAs) get zero gradients: one entry per parameter.
+        tensors.update({f"grad/{k}": (torch.zeros_like(v) if is_buffer(k) else v.grad).float()
+                        for k, v in P.items()})
         tensors["input/tokens"], tensors["input/targets"] = tokens.contiguous(), targets.contiguous()
         tensors["out/logits"] = logits.detach().float()
         for k, v in (("loss", loss), ("ce", ce), ("reg", reg)):

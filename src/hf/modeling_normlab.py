@@ -26,6 +26,8 @@ Norm kinds (x: one position's d-vector, mean over the hidden dimension):
     derf            gain * erf(alpha * x + offset) + shift                 (Derf)
     seednorm        (tanh(x . beta) * alpha + gain) * x / rms(x)           (SeeDNorm)
     l2              x / ||x||                                               (nGPT's justnorm)
+    tapernorm       g * gain * x / sqrt(mean x^2 + eps) + (1 - g) * c * taper_gain * x   (TaperNorm;
+                    g = taper_gate, c = taper_scale: stored values the training schedule set)
 
 A sublayer may carry a learnable gate g on its branch, X_{l+1} = N_outer(a X_l + c g N_out(F(...))):
 a scalar (ReZero, SkipInit) or one value per channel (LayerScale), owned by the sublayer
@@ -160,6 +162,10 @@ class Norm(nn.Module):
             self.gain, self.alpha, self.beta = vector(), vector(), nn.Parameter(torch.zeros(width))
         if k == "zc-rms":
             self.centred_gain = nn.Parameter(torch.zeros(width))
+        if k == "tapernorm":  # the gate, the scale and the calibration averages are not learned
+            self.gain, self.taper_gain = vector(), vector()
+            for name in ("taper_gate", "taper_scale", "taper_ema_scaled", "taper_ema_energy"):
+                setattr(self, name, nn.Parameter(torch.ones(1), requires_grad=False))
 
     def affine(self, y):
         y = y * self.gain if hasattr(self, "gain") else y
@@ -185,6 +191,9 @@ class Norm(nn.Module):
             return x / x.norm(p=2, dim=-1, keepdim=True)
         if k == "zc-rms":
             return (1 + self.centred_gain) * x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        if k == "tapernorm":
+            normed = self.gain * x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+            return self.taper_gate * normed + (1 - self.taper_gate) * self.taper_scale * self.taper_gain * x
         if k == "seednorm":  # one tanh(x . beta) per token, from the un-normalised input
             rescale = torch.tanh((x * self.beta).sum(-1, keepdim=True))
             return (rescale * self.alpha + self.gain) * x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)

@@ -36,6 +36,7 @@ pub fn norm_json(n: &NormKind) -> Value {
         NormKind::L2 => json!({"kind": "l2"}),
         NormKind::SeeDNorm { eps, .. } => json!({"kind": "seednorm", "eps": eps}),
         NormKind::ZcRms { eps } => json!({"kind": "zc-rms", "eps": eps}),
+        NormKind::TaperNorm { eps } => json!({"kind": "tapernorm", "eps": eps}),
     }
 }
 

@@ -77,6 +77,9 @@ pub struct AttnContext {
     /// When set (QK-clip's training forward), each attention sublayer appends the largest
     /// logit `q·k/√h` of each head, `[H]`, outside the autodiff graph.
     pub head_max: Option<std::cell::RefCell<Vec<Tensor<1>>>>,
+    /// When set (a TaperNorm recipe's training forward), each layer appends the calibration
+    /// statistics `[2]` of its `tapernorm` input norms, attention's then the FFN's.
+    pub taper: Option<std::cell::RefCell<Vec<Tensor<1>>>>,
     /// The `T` of BHyT's variance approximation `‖W_V W_O‖²/(T d)`: the sequence length in
     /// training, a fixed length (the training one) when decoding, so that a position's output
     /// does not depend on how many tokens follow it.
@@ -146,6 +149,7 @@ impl AttnContext {
             mask,
             stats: None,
             head_max: None,
+            taper: None,
             bhyt_len: d.bhyt_len,
             causal: only_causal,
             compute,

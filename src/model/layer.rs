@@ -63,6 +63,7 @@ impl Layer {
         let shared = self.gate.as_ref().map(Param::val);
         // BHyT (Algorithm 1): the block input's exact s_x², for the attention input norm…
         let exact = bhyt::block_statistic(&self.attn, &x);
+        record_taper(&self.attn, &x, ctx);
         // X_{l+1} = N_outer(a·X_l + c·N_out(Attn(s·N_in(X_l))))
         let mut attn = self.attn.forward(x, exact.clone(), |f, h| f.forward(h, ctx, kv), shared.clone(), keep_sums, k);
         attn.next = self.scale_activations(attn.next);
@@ -70,9 +71,18 @@ impl Layer {
         let ffn_variance = bhyt::ffn_variance(&self.attn, &self.ffn, exact, value_output, [ctx.bhyt_len, d]);
         // X_{l+2} = N_outer(a·X_{l+1} + c·N_out(FFN(s·N_in(X_{l+1}))))
         let next = attn.next.clone();
+        record_taper(&self.ffn, &next, ctx);
         let mut ffn =
             self.ffn.forward(next, ffn_variance.clone(), |f, h| f.forward(h, &ctx.compute), shared, keep_sums, k);
         ffn.next = self.scale_activations(ffn.next);
         LayerOut { attn, ffn, ffn_variance }
+    }
+}
+
+/// TaperNorm's calibration statistics of `sub`'s input norm on its input `x`, appended to the
+/// forward's record when it keeps one and the slot is `tapernorm`.
+fn record_taper<F>(sub: &Sublayer<F>, x: &Tensor<3>, ctx: &AttnContext) {
+    if let (Some(record), Some(n)) = (&ctx.taper, sub.input_norm.as_ref().and_then(|n| n.as_taper())) {
+        record.borrow_mut().push(n.calibration(x.clone()));
     }
 }

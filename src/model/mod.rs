@@ -22,7 +22,8 @@
 //! - [`normalized_step`]: nGPT's normalized update, the rule that replaces the residual step
 //! - [`hypersphere`]: nGPT's projection of the weights onto the unit sphere
 //! - [`qk_clip`]: QK-clip's per-head rescaling of `W_q`, `W_k` (Kimi K2)
-//! - [`after_step`]: the recipe's after-step hooks (QK-clip, nGPT's projection) applied in order
+//! - [`after_step`]: the recipe's after-step hooks (QK-clip, nGPT's projection, TaperNorm's schedule) applied in order
+//! - [`taper`]: TaperNorm's schedule on the model's `tapernorm` slots
 //! - [`profile`]: Admin's profiling pass, setting the skip gates before step 1
 //! - [`streams`]: a residual state of n streams and its mixing (Hyper-Connections, mHC, mHC-lite)
 //! - [`stream_forward`]: the forward through the layers when the state is n streams
@@ -56,6 +57,7 @@ pub mod softcap;
 pub mod stream_forward;
 pub mod streams;
 pub mod sublayer;
+pub mod taper;
 pub mod transformer;
 
 pub use compute::{Compute, GPU_LIMIT, LOGITS_LIMIT, SCORES_LIMIT};

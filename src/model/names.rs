@@ -81,6 +81,12 @@ pub fn is_stream_norm(name: &str) -> bool {
     owner == EMBEDDING_NORM || owner == FINAL_NORM || (SUBLAYER_NORMS.contains(&slot) && sublayer_of(owner).is_some())
 }
 
+/// Whether a parameter is a buffer: stored with the weights but set by a schedule, never by a
+/// gradient (TaperNorm's gate, scale and calibration averages).
+pub fn is_buffer(name: &str) -> bool {
+    name.rsplit_once('.').is_some_and(|(_, leaf)| crate::norm::TAPER_BUFFERS.contains(&leaf))
+}
+
 /// Whether a parameter is a learned residual scale: a gate (`….gate`), an x0-mixing λ or GPAS's α.
 pub fn is_residual_scale(name: &str) -> bool {
     let Some((owner, field)) = name.rsplit_once('.') else { return false };
@@ -101,5 +107,6 @@ mod tests {
         assert!(!is_stream_norm("layers.0.attn.f.q_norm.gain") && !is_stream_norm("layers.0.ffn.f.w1"));
         assert!(is_residual_scale("layers.2.gate") && is_residual_scale("layers.0.ffn.gate"));
         assert!(is_residual_scale("layers.1.x0_lambda") && !is_residual_scale("layers.0.attn.f.wq"));
+        assert!(is_buffer("layers.0.ffn.input_norm.taper_gate") && !is_buffer("layers.0.ffn.input_norm.taper_gain"));
     }
 }

@@ -133,10 +133,12 @@ pub struct ParamCounts {
     pub non_embedding: usize,
 }
 
-/// [`ParamCounts`] from the shapes alone.
+/// [`ParamCounts`] from the shapes alone; buffers ([`super::names::is_buffer`]) are not
+/// parameters and are not counted.
 pub fn counts<M: Module>(module: &M) -> ParamCounts {
     let size = |p: &ParamEntry| p.shape.iter().product::<usize>();
-    let table = param_table(module);
+    let table: Vec<ParamEntry> =
+        param_table(module).into_iter().filter(|p| !super::names::is_buffer(&p.name)).collect();
     let all = table.iter().map(size).sum();
     let embedding = [super::names::TOKEN_EMBEDDING, super::names::OUTPUT_PROJECTION];
     let non_embedding = table.iter().filter(|p| !embedding.contains(&p.name.as_str())).map(size).sum();
@@ -150,9 +152,10 @@ pub fn matmul_params<M: Module>(module: &M) -> usize {
     param_table(module).iter().filter(|p| p.name != super::names::TOKEN_EMBEDDING).map(size).sum()
 }
 
-/// Number of scalar parameters, from the shapes alone (no data leaves the device).
+/// Number of scalar parameters, from the shapes alone (no data leaves the device); buffers
+/// are not counted.
 pub fn count<M: Module>(module: &M) -> usize {
-    param_table(module).iter().map(|p| p.shape.iter().product::<usize>()).sum()
+    counts(module).all
 }
 
 #[cfg(test)]

@@ -23,6 +23,13 @@ pub(super) fn tokens(device: &Device, seed: u64) -> (Tensor<2, Int>, Tensor<2, I
 /// Parameters that provably cannot learn, with the reason; the test below checks these have a
 /// zero gradient and every other parameter a non-zero one.
 fn provably_dead(recipe: &str, name: &str, n_layers: usize) -> Option<&'static str> {
+    let leaf = name.rsplit('.').next().unwrap_or(name);
+    if crate::norm::TAPER_BUFFERS.contains(&leaf) {
+        return Some("a TaperNorm buffer, set by the schedule and never by a gradient");
+    }
+    if recipe == "tapernorm" && leaf == "taper_gain" {
+        return Some("γ̃ is multiplied by 1 − g = 0 until the taper starts");
+    }
     let last = format!("layers.{}.ffn.outer_norm.shift", n_layers - 1);
     let kitenorm_scalar = matches!(recipe, "kitenorm" | "kitenorm-no-reg");
     (kitenorm_scalar && name.ends_with("outer_norm.shift") && name != last).then_some(
@@ -30,10 +37,10 @@ fn provably_dead(recipe: &str, name: &str, n_layers: usize) -> Option<&'static s
     )
 }
 
-#[test]
-fn every_parameter_of_every_recipe_receives_a_gradient() {
-    let device = cpu().autodiff();
-    let n_layers = 4;
+/// The recipes the gradient test runs: every preset at 4 layers, some variants, and the
+/// presets whose initial gates (ReZero, SkipInit) or β (SeeDNorm) leave a parameter without a
+/// gradient for one step, moved off that point.
+fn gradient_cases(n_layers: usize) -> Vec<(String, ModelConfig)> {
     // init_std 0.2: at 0.02 the un-normalised first layer of e.g. kitenorm-no-inner has
     // attention scores ~1e-6 and W_Q gradients ~1e-10 — alive, but not separable from rounding.
     let cfg = |r: &str| ModelConfig { init_std: 0.2, ..tiny(RecipeConfig::Preset(r.into()), n_layers) };
@@ -58,11 +65,24 @@ fn every_parameter_of_every_recipe_receives_a_gradient() {
     let seed = "preset = \"seednorm\"\nfinal_norm = { kind = \"seednorm\", beta = 0.1 }\n[sublayer]\ninput = { kind = \"seednorm\", beta = 0.1 }";
     let i = cases.iter().position(|(n, _)| n == "seednorm").unwrap();
     cases[i].1 = overlay(seed);
+    // TaperNorm's γ̃ learns once the gate falls; here mid-taper, at g = ½.
+    cases.push(("tapernorm-tapering".into(), cfg("tapernorm")));
+    cases
+}
+
+#[test]
+fn every_parameter_of_every_recipe_receives_a_gradient() {
+    let device = cpu().autodiff();
+    let n_layers = 4;
+    let cases = gradient_cases(n_layers);
     for (name, cfg) in cases {
         // Hyper-Connections' dynamic projections start at 0, where the stream norm's gain gets
         // no gradient for one step (W_α, W_β have one); here from 0.1.
-        let source =
-            if name == "hc" { ParamSource::Overlay(hc_dynamic_at(0.1, n_layers), 7) } else { ParamSource::Seeded(7) };
+        let source = match name.as_str() {
+            "hc" => ParamSource::Overlay(hc_dynamic_at(0.1, n_layers), 7),
+            "tapernorm-tapering" => ParamSource::Overlay(taper_gates_at(0.5, n_layers), 7),
+            _ => ParamSource::Seeded(7),
+        };
         let model = Transformer::new(&cfg, source, &device).unwrap();
         let (x, y) = tokens(&device, 3);
         let (loss, _, _) = model.loss(x, y, false);
@@ -90,6 +110,12 @@ fn every_parameter_of_every_recipe_receives_a_gradient() {
             }
         }
     }
+}
+
+/// Every TaperNorm gate of a `n_layers`-layer `tapernorm` model at `value`.
+fn taper_gates_at(value: f32, n_layers: usize) -> std::collections::BTreeMap<String, TensorData> {
+    let names = (0..n_layers).flat_map(|i| ["attn", "ffn"].map(|s| format!("layers.{i}.{s}.input_norm.taper_gate")));
+    names.map(|n| (n, TensorData::new(vec![value], [1]))).collect()
 }
 
 /// Every HC dynamic projection (`W_α` `[16, 5]`, `W_β` `[16]`, 4 streams, width 16) of a
@@ -449,7 +475,9 @@ fn fused_kernels_give_the_composite_loss_and_gradients_for_every_recipe() {
             let (x, y) = tokens(&device, 9);
             let (loss, _, _) = model.loss(x, y, false);
             let g = loss.clone().backward();
-            (values(loss), named_grads(&model, &g))
+            // Buffers (TaperNorm's gate and scale) take no gradient on either path.
+            let grads = named_grads(&model, &g).into_iter().filter(|(n, _)| !super::names::is_buffer(n));
+            (values(loss), grads.collect::<Vec<_>>())
         };
         let (composite, gc) = run(Kernels::Composite);
         let (fused, gf) = run(Kernels::Fused);
@@ -542,7 +570,8 @@ fn a_recipe_resolved_for_other_sizes_is_refused() {
 /// The new parameters' initial values, against their papers: ReZero's one α per layer and
 /// SkipInit's α per sublayer at 0, LayerScale's λ ∈ ℝ^d at CaiT's 0.1 (depth ≤ 18), nanochat's
 /// λ_r = 1 and λ₀ = 0, Megatron's zero-centred LayerNorm-1p gain at 0, Derf's α₀ = 1, s₀ = 0,
-/// HybridNorm's value-norm gain at 1, Qwen3-Next's zero-centred RMSNorm gain at 0, GPAS's α at 0.
+/// HybridNorm's value-norm gain at 1, Qwen3-Next's zero-centred RMSNorm gain at 0, GPAS's α at 0,
+/// TaperNorm's gate at 1.
 #[test]
 fn new_parameters_start_at_their_papers_values() {
     use crate::model::params::named_values;
@@ -561,6 +590,17 @@ fn new_parameters_start_at_their_papers_values() {
         ("zc-rms", &[("layers.0.attn.input_norm.centred_gain", 16, 0.0), ("final_norm.centred_gain", 16, 0.0)]),
         // GPAS's α per layer starts at 0: SiLU(0) = 0, the identity (the authors' GPASBlock).
         ("gpas", &[("layers.0.gpas", 1, 0.0), ("layers.2.gpas", 1, 0.0)]),
+        // TaperNorm starts as RMSNorm: γ = γ̃ = 1, the gate at 1, c at 1, the averages at 0.
+        (
+            "tapernorm",
+            &[
+                ("layers.0.attn.input_norm.taper_gain", 16, 1.0),
+                ("layers.0.attn.input_norm.taper_gate", 1, 1.0),
+                ("layers.1.ffn.input_norm.taper_scale", 1, 1.0),
+                ("layers.1.ffn.input_norm.taper_ema_scaled", 1, 0.0),
+                ("layers.2.attn.input_norm.taper_ema_energy", 1, 0.0),
+            ],
+        ),
     ];
     for (recipe, params) in expect {
         let cfg = tiny(RecipeConfig::Preset(recipe.to_string()), 3);

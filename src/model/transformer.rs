@@ -60,6 +60,8 @@ pub struct ModelMeta {
     pub qk_clip: Option<crate::recipe::QkClip>,
     /// CompleteP's depth multiplier (the optimizer scales the layers' ε by it).
     pub completep: Option<crate::recipe::CompleteP>,
+    /// TaperNorm's gate schedule, when a slot is `tapernorm`.
+    pub taper: Option<crate::recipe::Taper>,
     /// nGPT's settings (its unit-norm weights and scaling factors).
     pub hypersphere: Option<crate::recipe::Hypersphere>,
     /// What the recipe does to the weights after every optimizer step
@@ -114,6 +116,7 @@ struct Hidden {
     traces: Vec<SublayerTrace>,
     attention: Vec<super::attention::AttnStats>,
     head_max: Vec<Tensor<1>>,
+    taper: Vec<Tensor<1>>,
     last_hidden: Tensor<3>,
 }
 
@@ -131,6 +134,9 @@ pub struct ForwardOutput {
     /// Per attention sublayer, each head's largest logit `[H]`: recorded by a training forward
     /// of a QK-clip recipe, empty otherwise.
     pub head_max: Vec<Tensor<1>>,
+    /// Per `tapernorm` slot, its calibration statistics `[2]` ([`crate::norm::TaperNorm::calibration`]):
+    /// recorded by a training forward, empty otherwise.
+    pub taper: Vec<Tensor<1>>,
 }
 
 /// What the probes read of a forward: every sublayer's trace and attention diagnostics and the
@@ -154,6 +160,8 @@ pub struct LossParts {
     /// Mean log²Z over the counted tokens when the objective has a z-loss.
     pub z: Option<Tensor<1>>,
     pub head_max: Vec<Tensor<1>>,
+    /// Per `tapernorm` slot, its calibration statistics `[2]` (training forwards only).
+    pub taper: Vec<Tensor<1>>,
 }
 
 /// What a training step minimises besides the recipe's own terms: which targets count
@@ -172,6 +180,7 @@ struct CeParts {
     z: Option<Tensor<1>>,
     sums: Vec<Tensor<3>>,
     head_max: Vec<Tensor<1>>,
+    taper: Vec<Tensor<1>>,
 }
 
 impl Transformer {
@@ -302,6 +311,7 @@ impl Transformer {
             qk_clip: recipe.qk_clip,
             hypersphere: recipe.hypersphere,
             completep: recipe.completep,
+            taper: recipe.taper,
             after_step: recipe.after_step(),
             compute,
         }
@@ -470,8 +480,12 @@ impl Transformer {
         if keep.traces {
             ctx.stats = Some(Default::default());
         }
-        if self.meta.qk_clip.is_some() && self.tok_emb.val().is_require_grad() {
+        let training = self.tok_emb.val().is_require_grad();
+        if self.meta.qk_clip.is_some() && training {
             ctx.head_max = Some(Default::default());
+        }
+        if self.meta.taper.is_some() && training {
+            ctx.taper = Some(Default::default());
         }
         let x = self.embed(tokens);
         let k = self.meta.compute.kernels;
@@ -486,7 +500,8 @@ impl Transformer {
         }
         let attention = ctx.stats.map(|s| s.into_inner()).unwrap_or_default();
         let head_max = ctx.head_max.map(|s| s.into_inner()).unwrap_or_default();
-        Hidden { hidden: x, sums, traces, attention, head_max, last_hidden }
+        let taper = ctx.taper.map(|s| s.into_inner()).unwrap_or_default();
+        Hidden { hidden: x, sums, traces, attention, head_max, taper, last_hidden }
     }
 
     /// The 2L sublayers on one residual stream, from `X_1` to `X_{2L+1}`.
@@ -571,6 +586,7 @@ impl Transformer {
             attention: h.attention,
             last_hidden: h.last_hidden,
             head_max: h.head_max,
+            taper: h.taper,
         }
     }
 
@@ -611,7 +627,7 @@ impl Transformer {
                 Some(z) => ce.clone() + z.clone() * z_loss,
                 None => ce.clone(),
             };
-            return CeParts { objective, ce, z, sums: out.sums, head_max: out.head_max };
+            return CeParts { objective, ce, z, sums: out.sums, head_max: out.head_max, taper: out.taper };
         }
         let ctx = AttnContext::new(t, self.meta.rope, self.meta.compute, &tokens.device());
         let h = self.run_hidden(tokens, ctx, None, Keep { sums: keep_sums, traces: false });
@@ -621,7 +637,7 @@ impl Transformer {
         let w = self.output_weight();
         let p = self.meta.compute.precision;
         let out = chunked_cross_entropy(hidden, w, targets.reshape([b * t]), chunk, p, self.meta.final_softcap, z_loss);
-        CeParts { objective: out.objective, ce: out.ce, z: out.z, sums: h.sums, head_max: h.head_max }
+        CeParts { objective: out.objective, ce: out.ce, z: out.z, sums: h.sums, head_max: h.head_max, taper: h.taper }
     }
 
     /// Cross-entropy plus λ·R (KiteNorm eq. 24) when the recipe declares a regulariser.
@@ -641,13 +657,13 @@ impl Transformer {
     /// maxima of a QK-clip recipe's training forward (empty otherwise).
     pub fn loss_parts(&self, tokens: Tensor<2, Int>, targets: Tensor<2, Int>, objective: Objective) -> LossParts {
         let lambda = self.meta.regularizer;
-        let CeParts { objective, ce, z, sums, head_max } =
+        let CeParts { objective, ce, z, sums, head_max, taper } =
             self.cross_entropy_parts(tokens, targets, objective, lambda > 0.0);
         if lambda > 0.0 {
             let reg = variance_penalty(&sums);
-            LossParts { loss: objective + reg.clone() * lambda, ce, reg: Some(reg), z, head_max }
+            LossParts { loss: objective + reg.clone() * lambda, ce, reg: Some(reg), z, head_max, taper }
         } else {
-            LossParts { loss: objective, ce, reg: None, z, head_max }
+            LossParts { loss: objective, ce, reg: None, z, head_max, taper }
         }
     }
 }

@@ -52,6 +52,9 @@ pub enum NormKind {
     /// SeeDNorm: `[tanh(x·βᵀ)·α + γ] ⊙ x/√(mean(x²) + ε)`, `γ, α, β ∈ ℝ^d`, γ initialised to 1
     /// and α, β to `alpha`, `beta` everywhere.
     SeeDNorm { alpha: f64, beta: f64, eps: f64 },
+    /// TaperNorm: `g · γ ⊙ x/√(mean(x²) + ε) + (1 − g) · c · γ̃ ⊙ x`, `γ, γ̃ ∈ ℝ^d` (init 1), the
+    /// global gate `g` and the calibrated scale `c` buffers (see [`super::TaperNorm`]).
+    TaperNorm { eps: f64 },
 }
 
 impl NormKind {
@@ -87,6 +90,7 @@ impl NormKind {
             NormKind::ZcRms { .. } => "zcRMS".into(),
             NormKind::SeeDNorm { alpha: 1.0, beta: 0.0, .. } => "SeeD".into(),
             NormKind::SeeDNorm { alpha, beta, .. } => format!("SeeD[α₀={alpha}, β₀={beta}]"),
+            NormKind::TaperNorm { .. } => "Taper".into(),
         }
     }
 }

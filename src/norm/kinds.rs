@@ -177,6 +177,12 @@ pub const KINDS: &[KindInfo] = &[
             Ok(NormKind::SeeDNorm { alpha, beta, eps: o.eps })
         },
     },
+    KindInfo {
+        name: "tapernorm",
+        formula: "g · γ ⊙ x/√(mean(x²) + ε) + (1 − g) · c · γ̃ ⊙ x, g a global gate 1 → 0 (Kanavalau et al., 2026, TaperNorm)",
+        options: &[],
+        build: |o| Ok(NormKind::TaperNorm { eps: o.eps }),
+    },
 ];
 
 /// The kind a recipe names `name`.

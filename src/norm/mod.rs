@@ -20,11 +20,12 @@
 //! | Derf ("Stronger Normalization-Free Transformers") | `γ ⊙ erf(α x + s) + β` | `α, s ∈ ℝ`, `γ, β ∈ ℝ^d` |
 //! | L2 (nGPT's `justnorm`) | `x/‖x‖` | none |
 //! | SeeDNorm | `[tanh(x·βᵀ)·α + γ] ⊙ x/√(mean(x²) + ε)` | `γ, α, β ∈ ℝ^d` |
+//! | TaperNorm | `g · γ ⊙ x/√(mean(x²) + ε) + (1 − g) · c · γ̃ ⊙ x` | `γ, γ̃ ∈ ℝ^d`; buffers `g`, `c` |
 //!
 //! - [`kinds`]: the one table of kinds (names, formulas, options, how options build a kind)
 //! - [`kind`]: [`NormKind`], a slot's resolved description
 //! - [`module`]: [`Norm`], the module, one variant per kind
-//! - [`layer_norm`], [`rms_norm`], [`dyt`], [`bhyt`], [`derf`], [`seednorm`]: each kind's
+//! - [`layer_norm`], [`rms_norm`], [`dyt`], [`bhyt`], [`derf`], [`seednorm`], [`taper`]: each kind's
 //!   functional forward and its parameters
 //! - [`param`]: reading a slot's parameters (optional values, broadcasting)
 
@@ -38,6 +39,7 @@ mod module;
 mod param;
 mod rms_norm;
 mod seednorm;
+mod taper;
 
 pub use bhyt::{Bhyt, bhyt_rms_denominator, bhyt_star, bhyt_std_denominator, bhyt_with_variance, kappa};
 pub use derf::{Derf, derf};
@@ -49,6 +51,7 @@ pub use module::{Norm, input_norm, maybe_norm};
 use param::{broadcast, value};
 pub use rms_norm::{CENTRED_GAIN, RmsNorm, ZeroCentredRmsNorm, rms_norm, rms_with_variance};
 pub use seednorm::{SeeDNorm, seednorm};
+pub use taper::{TAPER_BUFFERS, TaperNorm};
 
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,8 @@
 //! [`Norm`]: one norm slot, one variant per kind, each holding exactly its own parameters.
 
-use super::{Bhyt, BhytDenominator, Derf, Dyt, LayerNorm, NormKind, RmsNorm, SeeDNorm, ZeroCentredRmsNorm, kappa};
+use super::{
+    Bhyt, BhytDenominator, Derf, Dyt, LayerNorm, NormKind, RmsNorm, SeeDNorm, TaperNorm, ZeroCentredRmsNorm, kappa,
+};
 use crate::init::{Init, ParamBuilder};
 use crate::kernels::{self, Kernels};
 use burn::module::Module;
@@ -42,6 +44,8 @@ pub enum Norm {
     SeeDNorm(SeeDNorm),
     /// `(1 + γ) ⊙ x/√(mean(x²) + ε)`, γ stored zero-centred and decayed (Qwen3-Next).
     ZcRms(ZeroCentredRmsNorm),
+    /// `g · γ ⊙ x/√(mean(x²) + ε) + (1 − g) · c · γ̃ ⊙ x` (TaperNorm).
+    TaperNorm(TaperNorm),
 }
 
 /// `x/√mean(x²)` → `x/‖x‖`: divides by `√d`, `d` the last axis.
@@ -116,10 +120,30 @@ impl Norm {
                 beta: param("beta", d, Init::Constant(beta))?,
                 eps,
             }),
+            NormKind::TaperNorm { eps } => Self::taper(eps, d, b, prefix)?,
             NormKind::Dyt { .. } | NormKind::BhytStar { .. } | NormKind::Bhyt { .. } | NormKind::Derf { .. } => {
                 anyhow::bail!("{kind:?} is built by Norm::pointwise")
             }
         })
+    }
+
+    /// TaperNorm's gains (1) and buffers: the gate and the scale at 1, the averages at 0, none
+    /// of them taking a gradient.
+    fn taper(eps: f64, d: usize, b: &mut ParamBuilder<'_>, prefix: &str) -> anyhow::Result<Self> {
+        let mut param = |name: &str, len: usize, init: Init| b.vector(&format!("{prefix}.{name}"), len, init);
+        let gain = param("gain", d, Init::Ones)?;
+        let taper_gain = param("taper_gain", d, Init::Ones)?;
+        let [gate, scale, scaled, energy] = super::TAPER_BUFFERS;
+        let mut buffer = |name: &str, init: Init| param(name, 1, init).map(|p| p.set_require_grad(false));
+        Ok(Norm::TaperNorm(TaperNorm {
+            gain,
+            taper_gain,
+            taper_gate: buffer(gate, Init::Ones)?,
+            taper_scale: buffer(scale, Init::Ones)?,
+            taper_ema_scaled: buffer(scaled, Init::Zeros)?,
+            taper_ema_energy: buffer(energy, Init::Zeros)?,
+            eps,
+        }))
     }
 
     /// The kinds built around a bounded function (tanh, erf) with their learnable scalars.
@@ -171,6 +195,7 @@ impl Norm {
             Norm::L2(n) => unit_l2(n.forward(x, k)),
             Norm::SeeDNorm(n) => n.forward(x),
             Norm::ZcRms(n) => n.forward(x, k),
+            Norm::TaperNorm(n) => n.forward(x, k),
         }
     }
 
@@ -194,7 +219,15 @@ impl Norm {
             Norm::L2(n) => Some(unit_l2(n.forward_sum(x, b, scales))),
             Norm::ZcRms(n) => Some(n.forward_sum(x, b, scales)),
             Norm::Dyt(_) | Norm::BhytStar(_) | Norm::Bhyt(_) | Norm::LayerNorm1p(_) | Norm::Derf(_) => None,
-            Norm::SeeDNorm(_) => None,
+            Norm::SeeDNorm(_) | Norm::TaperNorm(_) => None,
+        }
+    }
+
+    /// The slot as TaperNorm.
+    pub fn as_taper(&self) -> Option<&TaperNorm> {
+        match self {
+            Norm::TaperNorm(n) => Some(n),
+            _ => None,
         }
     }
 

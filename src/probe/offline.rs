@@ -63,8 +63,18 @@ pub fn probe_model(
 
 /// The learned scalars and the residual-path norms' parameters (means, the first 12).
 fn scalars_line(p: &OfflineProbe) -> String {
-    let shown =
-        [".alpha", ".lambda", "output_norm.gain", "outer_norm.gain", "outer_norm.shift", ".gate", "_lambda", ".gpas"];
+    let shown = [
+        ".alpha",
+        ".lambda",
+        "output_norm.gain",
+        "outer_norm.gain",
+        "outer_norm.shift",
+        ".gate",
+        "_lambda",
+        ".gpas",
+        ".taper_gate",
+        ".taper_scale",
+    ];
     let scalars: Vec<String> = p
         .forward
         .scales

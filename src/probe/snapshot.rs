@@ -409,7 +409,7 @@ fn spread_of(norm: &Norm) -> Option<(Spread, f64, Option<&Param<Tensor<1>>>)> {
             Some((Spread::Rms, n.eps, n.gain.as_ref()))
         }
         Norm::Dyt(_) | Norm::BhytStar(_) | Norm::Bhyt(_) | Norm::LayerNorm1p(_) | Norm::Derf(_) | Norm::L2(_) => None,
-        Norm::SeeDNorm(_) | Norm::ZcRms(_) => None,
+        Norm::SeeDNorm(_) | Norm::ZcRms(_) | Norm::TaperNorm(_) => None,
     }
 }
 

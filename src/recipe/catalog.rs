@@ -61,6 +61,7 @@ pub const PRESETS: &[Preset] = &[
     ("attnres-block", residual::attnres_block),
     ("gpas", residual::gpas),
     ("completep", residual::completep),
+    ("tapernorm", norm_functions::tapernorm),
 ];
 
 /// All preset names, in the order `normlab recipes` lists them.

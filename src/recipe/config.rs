@@ -21,7 +21,7 @@ use super::catalog::{PRESET_NAMES, preset};
 use super::presets::parts::blank;
 use super::spec::{
     AttnGate, AttnResSpec, BaseNorm, CompletePSpec, HypersphereSpec, MomentControlSpec, NormSpec, QkClip, QkNorm,
-    RecipeSpec, Scale, StreamsSpec, SublayerSpec, X0Mix,
+    RecipeSpec, Scale, StreamsSpec, SublayerSpec, TaperSpec, X0Mix,
 };
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -82,6 +82,7 @@ pub struct RecipeOverlay {
     pub attn_res: Option<AttnResSpec>,
     pub gpas: Option<bool>,
     pub completep: Option<CompletePSpec>,
+    pub taper: Option<TaperSpec>,
     pub embedding_scale: Option<Scale>,
     pub embedding_multiplier: Option<Scale>,
     pub regularizer: Option<f64>,
@@ -114,7 +115,16 @@ impl RecipeOverlay {
         macro_rules! replace {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { r.$f = Some(v.clone()); } )* };
         }
-        replace!(embedding_scale, embedding_multiplier, hypersphere, moment_control, streams, attn_res, completep);
+        replace!(
+            embedding_scale,
+            embedding_multiplier,
+            hypersphere,
+            moment_control,
+            streams,
+            attn_res,
+            completep,
+            taper
+        );
     }
 
     fn apply(&self) -> anyhow::Result<RecipeSpec> {

@@ -53,7 +53,8 @@ fn override_line(spec: &RecipeSpec, i: usize) -> String {
     format!("layers k ∈ {}{which}:  {}", entry.range.as_deref().unwrap_or("?"), sublayer_equation(spec, &eff))
 }
 
-/// GPAS's forward-only scaling and CompleteP's depth scaling, a line each when present.
+/// GPAS's forward-only scaling, CompleteP's depth scaling and TaperNorm's gate, a line each
+/// when present.
 fn scaling_notes(spec: &RecipeSpec) -> Vec<String> {
     let mut lines = Vec::new();
     if spec.gpas {
@@ -68,6 +69,14 @@ fn scaling_notes(spec: &RecipeSpec) -> Vec<String> {
             "CompleteP: c includes L_base/L (L_base = {}); AdamW ε × L_base/L inside the layers; LR, init, decay as \
                 tuned at L_base",
             c.base_layers
+        ));
+    }
+    if let Some(t) = &spec.taper {
+        let start = t.start.map_or("the end of the LR warm-up".to_string(), |s| format!("{s} of the run"));
+        lines.push(format!(
+            "Taper: g·γ⊙x/RMS(x) + (1 − g)·c·γ̃⊙x; g = 1 until {start} (c ← EMA_β(‖γ⊙x‖²/RMS)/EMA_β(‖γ⊙x‖²), γ̃ ← γ \
+                there; β = {}), then ½(1 + cos) to 0 at {} of the run",
+            t.decay, t.end
         ));
     }
     lines

@@ -12,6 +12,7 @@
 //! - [`completep`]: CompleteP's depth parametrisation
 //! - [`hypersphere`]: nGPT's factors; [`moment_control`]: DeepScaleLM's initialisation option
 //! - [`after_step`]: what a recipe does to the weights after every optimizer step
+//! - [`taper`]: TaperNorm's global gate schedule
 //! - [`theorem`]: the BHyT paper's Theorem 3.6 condition
 //! - [`streams`]: a residual state of n streams (Hyper-Connections, mHC, mHC-lite) or attended
 //!   over depth (Attention Residuals) resolved
@@ -29,6 +30,7 @@ pub mod presets;
 pub mod resolve;
 pub mod spec;
 pub mod streams;
+pub mod taper;
 pub mod theorem;
 
 pub use after_step::AfterStep;
@@ -43,8 +45,9 @@ pub use spec::{
     AttnGate, BaseNorm, GateOn, GateOwner, GateShape, GateSpec, HypersphereSpec, MomentControlSpec, NormName, NormSpec,
     NormTable, QkClip, QkNorm, RecipeSpec, Scale, SublayerSpec, Which, X0Mix,
 };
-pub use spec::{AttnResSpec, CompletePSpec, StreamMixing, StreamsSpec};
+pub use spec::{AttnResSpec, CompletePSpec, StreamMixing, StreamsSpec, TaperSpec};
 pub use streams::{AttnRes, Mixing, Streams};
+pub use taper::{Taper, TaperSteps};
 pub use theorem::theorem_3_6_warning;
 
 #[cfg(test)]

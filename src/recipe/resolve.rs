@@ -102,6 +102,8 @@ pub struct ResolvedRecipe {
     /// CompleteP's depth multiplier, when the recipe scales the branches and ε with depth (the
     /// sublayers' `residual` already include its `m^{-1}`).
     pub completep: Option<completep::CompleteP>,
+    /// TaperNorm's gate schedule, when a slot is `tapernorm`.
+    pub taper: Option<super::taper::Taper>,
     pub regularizer: f64,
     /// The sizes and the norm ε it was resolved for: a model of other sizes needs its own.
     pub dims: Dims,
@@ -172,6 +174,7 @@ impl Resolver<'_> {
         completep.iter().for_each(|c| sublayers.iter_mut().for_each(|p| p.residual *= c.branch_scale()));
         let embedding_norm = self.norm(&self.embedding_norm, &vars, eps).context("embedding_norm")?;
         let final_norm = self.norm(&self.final_norm, &vars, eps).context("final_norm")?;
+        let taper = super::taper::resolve(self.0, check_taper_slots(&sublayers, &final_norm)?)?;
         let (embedding_scale, embedding_multiplier) = self.embedding_scales(&vars)?;
         Ok(ResolvedRecipe {
             dims,
@@ -197,6 +200,7 @@ impl Resolver<'_> {
             attn_res,
             gpas: self.gpas,
             completep,
+            taper,
             regularizer: self.regularizer,
         })
     }
@@ -646,4 +650,22 @@ fn check_residual_state(spec: &RecipeSpec, plans: &[SublayerPlan], state: &str) 
         ensure!(!set, "`{field}` acts on a single residual stream; remove it or `{state}`");
     }
     Ok(())
+}
+
+/// Whether some sublayer input norm is `tapernorm`; TaperNorm in any other slot is refused.
+fn check_taper_slots(plans: &[SublayerPlan], final_norm: &Option<NormKind>) -> anyhow::Result<bool> {
+    let is_taper = |n: &Option<NormKind>| matches!(n, Some(NormKind::TaperNorm { .. }));
+    if let Some(p) = plans.iter().find(|p| is_taper(&p.output) || is_taper(&p.outer)) {
+        bail!(
+            "sublayer {}: `tapernorm` replaces a pre-norm (the sublayer's `input` norm); TaperNorm's paper tapers the \
+             internal pre-norms only",
+            p.index
+        );
+    }
+    ensure!(
+        !is_taper(final_norm),
+        "`final_norm` = \"tapernorm\": the final norm anchors the scale of the logits' input (TaperNorm's paper); \
+         tapering it needs an auxiliary scale loss, which normlab does not build; keep `rmsnorm` there"
+    );
+    Ok(plans.iter().any(|p| is_taper(&p.input)))
 }

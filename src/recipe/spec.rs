@@ -615,6 +615,39 @@ pub struct CompletePSpec {
     pub base_layers: usize,
 }
 
+/// `taper = { start = 0.1, end = 0.5, decay = 0.99 }`: the global gate of the recipe's
+/// `tapernorm` slots (TaperNorm; see [`crate::recipe::taper`]). Every field has a default, and
+/// a recipe with a `tapernorm` slot and no `taper` uses them all.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaperSpec {
+    /// The fraction of the run after which the gate starts to fall (and `c` is calibrated);
+    /// unset: the end of the learning-rate warm-up, through which the paper holds the gate at 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<f64>,
+    /// The fraction of the run after which the gate is 0 (default ½).
+    #[serde(default = "TaperSpec::default_end")]
+    pub end: f64,
+    /// The decay β of the calibration's moving averages (default 0.99).
+    #[serde(default = "TaperSpec::default_decay")]
+    pub decay: f64,
+}
+
+impl TaperSpec {
+    fn default_end() -> f64 {
+        0.5
+    }
+    fn default_decay() -> f64 {
+        0.99
+    }
+}
+
+impl Default for TaperSpec {
+    fn default() -> Self {
+        Self { start: None, end: Self::default_end(), decay: Self::default_decay() }
+    }
+}
+
 /// The base norm that `"ln"` slots resolve to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -708,6 +741,10 @@ pub struct RecipeSpec {
     /// unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completep: Option<CompletePSpec>,
+    /// The schedule of the `tapernorm` slots' global gate (see [`TaperSpec`]); its defaults
+    /// when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taper: Option<TaperSpec>,
     /// Weight λ of KiteNorm's variance regulariser (KiteNorm eq. 24) in the training loss.
     #[serde(default)]
     pub regularizer: f64,

@@ -572,3 +572,26 @@ fn gpas_refuses_an_outer_norm_and_other_residual_states() {
     let hc = err("[recipe]\npreset = \"hc\"\ngpas = true");
     assert!(hc.contains("`gpas` acts on a single residual stream"), "{hc}");
 }
+
+/// TaperNorm tapers the sublayer input norms only, under one schedule: its defaults when the
+/// recipe names no `taper`; an output or final slot, a `taper` with no slot to schedule and
+/// fractions out of range are refused with the field named.
+#[test]
+fn tapernorm_resolves_its_schedule_and_refuses_other_slots() {
+    let t = resolve("tapernorm", 4);
+    assert!(t.sublayers.iter().all(|s| matches!(s.input, Some(NormKind::TaperNorm { .. }))));
+    assert!(matches!(t.final_norm, Some(NormKind::RmsNorm { .. })), "the final norm stays");
+    assert_eq!(t.taper, Some(crate::recipe::Taper { start: None, end: 0.5, decay: 0.99 }));
+    let custom = from_toml("[recipe]\npreset = \"pre-rms\"\n[recipe.sublayer]\ninput = \"tapernorm\"").unwrap();
+    assert_eq!(custom.taper, t.taper, "a tapernorm slot without `taper` takes the defaults");
+    let out = err("[recipe]\npreset = \"peri-rms\"\n[recipe.sublayer]\noutput = \"tapernorm\"");
+    assert!(out.contains("`tapernorm` replaces a pre-norm"), "{out}");
+    let last = err("[recipe]\npreset = \"tapernorm\"\nfinal_norm = \"tapernorm\"");
+    assert!(last.contains("the final norm anchors the scale"), "{last}");
+    let none = err("[recipe]\npreset = \"pre-rms\"\ntaper = { end = 0.4 }");
+    assert!(none.contains("the recipe has none"), "{none}");
+    let late = err("[recipe]\npreset = \"tapernorm\"\ntaper = { start = 0.6, end = 0.5 }");
+    assert!(late.contains("`taper.start` = 0.6 must lie in [0, taper.end)"), "{late}");
+    let hc = err("[recipe]\npreset = \"hc\"\n[recipe.sublayer]\ninput = \"tapernorm\"");
+    assert!(hc.contains("single residual stream"), "{hc}");
+}

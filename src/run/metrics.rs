@@ -45,6 +45,9 @@ pub struct TrainRecord {
     /// QK-clip recipes: how many heads the clip rescaled after this step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qk_clipped: Option<usize>,
+    /// TaperNorm recipes: the gate `g` the next step's forward uses (1 → 0 over the taper).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taper_gate: Option<f64>,
     /// SpikeScore so far (spikes per step, [`super::spike_score`]), from the 128th step on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spike_score: Option<f64>,

@@ -101,6 +101,7 @@ mod tests {
             wall_s: 1.0,
             max_logit: None,
             qk_clipped: None,
+            taper_gate: None,
             spike_score: Some(0.25),
             loss_spike: false,
             grad_spike: false,

@@ -37,7 +37,7 @@ pub struct Opening {
 
 enum Msg {
     /// A record and the length of `metrics.jsonl` once it is written.
-    Record(MetricsRecord, u64),
+    Record(Box<MetricsRecord>, u64),
     /// `metrics.jsonl` was cut back to this length (a rollback).
     Truncated(u64),
     /// The run ended with this MLflow status; upload these files (artifact path, file).
@@ -63,7 +63,7 @@ impl Tracker {
     }
 
     pub fn record(&self, r: &MetricsRecord, metrics_len: u64) {
-        let _ = self.tx.send(Msg::Record(r.clone(), metrics_len));
+        let _ = self.tx.send(Msg::Record(Box::new(r.clone()), metrics_len));
     }
 
     pub fn truncated(&self, metrics_len: u64) {

@@ -129,6 +129,7 @@ mod tests {
             wall_s: 1.0,
             max_logit: None,
             qk_clipped: None,
+            taper_gate: None,
             spike_score: None,
             loss_spike: false,
             grad_spike: false,

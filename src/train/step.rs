@@ -29,6 +29,10 @@ pub struct StepGradients {
     /// QK-clip recipes: every attention sublayer's per-head largest logit over the step's
     /// micro-batches (and ranks), `[layer][head]`; empty otherwise.
     pub logit_maxima: Vec<Vec<f64>>,
+    /// TaperNorm recipes: every `tapernorm` slot's calibration statistics
+    /// ([`crate::norm::TaperNorm::calibration`]), the mean over the micro-batches and ranks;
+    /// empty otherwise.
+    pub taper_stats: Vec<[f64; 2]>,
 }
 
 /// Gradients of the mean loss over a step's micro-batches (inputs, targets), clipped to a global
@@ -50,8 +54,10 @@ pub fn gradients(
     let mut acc = GradientsAccumulator::<Transformer>::new();
     let mut values = Vec::with_capacity(n);
     let mut maxima: Vec<Tensor<1>> = Vec::new();
+    let mut taper: Vec<Tensor<1>> = Vec::new();
     for (x, y) in micro_batches {
-        let LossParts { loss, ce, reg, z, head_max } = model.loss_parts(x, y, objective);
+        let LossParts { loss, ce, reg, z, head_max, taper: stats } = model.loss_parts(x, y, objective);
+        taper = if taper.is_empty() { stats } else { taper.into_iter().zip(stats).map(|(a, b)| a + b).collect() };
         let grads = loss.clone().div_scalar(n as f64 / loss_scale).backward();
         acc.accumulate(model, GradientsParams::from_grads(grads, model));
         let reg = reg.unwrap_or_else(|| ce.zeros_like());
@@ -64,6 +70,7 @@ pub fn gradients(
         };
     }
     let logit_maxima = logit_maxima(maxima, step.ranks)?;
+    let taper_stats = taper_stats(taper, step)?;
     let grads = sum_over_ranks(model, acc.grads(), step.ranks)?;
     let grads = if loss_scale == 1.0 { grads } else { scale_all(model, grads, 1.0 / loss_scale) };
     let (grads, norms, scale) = clip_global(model, grads, grad_clip);
@@ -76,7 +83,22 @@ pub fn gradients(
     let mut sums: [f64; 4] = std::array::from_fn(|k| v.iter().skip(k).step_by(4).sum::<f64>());
     step.ranks.sum_f64(&mut sums);
     let [loss, ce, reg, z] = sums.map(|s| s / n as f64);
-    Ok(StepGradients { grads, norms, scale, loss, ce, reg, z, logit_maxima })
+    Ok(StepGradients { grads, norms, scale, loss, ce, reg, z, logit_maxima, taper_stats })
+}
+
+/// The per-slot calibration statistics summed over this rank's micro-batches, on the host as
+/// their mean over the step's micro-batches (every micro-batch has as many tokens).
+fn taper_stats(sums: Vec<Tensor<1>>, step: Share) -> anyhow::Result<Vec<[f64; 2]>> {
+    if sums.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut flat = Tensor::cat(sums, 0)
+        .into_data()
+        .convert::<f64>()
+        .try_into_vec::<f64>()
+        .map_err(|e| anyhow::anyhow!("reading the step's TaperNorm statistics from the device failed: {e:?}"))?;
+    step.ranks.sum_f64(&mut flat);
+    Ok(flat.chunks(2).map(|c| [c[0] / step.micro_batches as f64, c[1] / step.micro_batches as f64]).collect())
 }
 
 /// The per-layer per-head logit maxima on the host, the largest over the ranks.

@@ -306,6 +306,17 @@ fn every_optimizer_resumes_to_the_identical_curve() {
     });
 }
 
+/// TaperNorm's buffers go through the checkpoint: cut at step 5 while its averages collect
+/// (S = 6), the resumed run calibrates, tapers (E = 13) and ends as the uninterrupted one.
+#[test]
+fn a_tapernorm_run_resumes_to_the_identical_curve() {
+    let overlay: crate::recipe::RecipeOverlay =
+        toml::from_str("preset = \"tapernorm\"\ntaper = { start = 0.45, end = 0.9 }").unwrap();
+    resumes_to_the_identical_curve("resume-tapernorm", |c| {
+        c.model.recipe = crate::recipe::RecipeConfig::Custom(Box::new(overlay.clone()))
+    });
+}
+
 fn resumes_to_the_identical_curve(name: &str, edit: impl Fn(&mut RunConfig)) {
     let root = temp_dir(name);
     let mut whole = tiny_cfg(&root, 14);

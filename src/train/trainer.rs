@@ -16,6 +16,7 @@ use crate::dist::Ranks;
 use crate::io::jsonl::JsonlWriter;
 use crate::kernels::Precision;
 use crate::model::Transformer;
+use crate::model::after_step::StepSeen;
 use crate::model::qk_clip::ClipEvent;
 use crate::model::transformer::Objective;
 use crate::probe::{LiveProbe, ProbePaths};
@@ -27,7 +28,7 @@ use crate::run::loss_scale::ScaleDecision;
 use crate::run::metrics::{DivergedRecord, EvalRecord, MetricsRecord, TrainRecord};
 use crate::run::skip::SkipDecision;
 use burn::module::Module;
-use burn::optim::ModuleOptimizer;
+use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -348,15 +349,8 @@ impl Trainer {
         };
         let mut facts = StepFacts::new(&g, lr, skipped, f16.then_some(loss_scale), tokens);
         if facts.skipped.is_none() {
-            let before = self.model.clone();
-            let mut stepped = self.optim.step(lr, self.model.clone(), g.grads);
-            if self.cfg.optim.update_clip > 0.0 {
-                stepped = update::clip(&before, stepped, self.cfg.optim.update_clip * lr);
-            }
-            let (model, events) = stepped.after_step(&g.logit_maxima);
-            facts.updates = update::measure(&before, &model)?;
-            self.model = model;
-            facts.clip_event = events.qk_clip;
+            let seen = self.step_seen(&g.logit_maxima, &g.taper_stats);
+            self.apply_update(g.grads, seen, lr, &mut facts)?;
         }
         // The probe step's update by kind and layer (the probe only runs on an applied update).
         let probe =
@@ -368,6 +362,36 @@ impl Trainer {
         }
         let warnings = self.observe(&record, &g.norms, probe, warnings)?;
         Ok(StepResult::Done(Box::new(record), warnings))
+    }
+
+    /// What the after-step hooks read of the step being taken: the forward's records and where
+    /// the step stands in the run.
+    fn step_seen<'a>(&self, logit_maxima: &'a [Vec<f64>], taper_stats: &'a [[f64; 2]]) -> StepSeen<'a> {
+        let total = self.state.total_steps;
+        let warmup = self.cfg.schedule.warmup_steps(total);
+        StepSeen { logit_maxima, taper_stats, done: self.state.step + 1, total, warmup }
+    }
+
+    /// The optimizer's update of `grads` at rate `lr` (clipped under `optim.update_clip`), then
+    /// the recipe's after-step hooks on `seen`; what they did goes into `facts`.
+    fn apply_update(
+        &mut self,
+        grads: GradientsParams,
+        seen: StepSeen<'_>,
+        lr: f64,
+        facts: &mut StepFacts,
+    ) -> anyhow::Result<()> {
+        let before = self.model.clone();
+        let mut stepped = self.optim.step(lr, self.model.clone(), grads);
+        if self.cfg.optim.update_clip > 0.0 {
+            stepped = update::clip(&before, stepped, self.cfg.optim.update_clip * lr);
+        }
+        let (model, events) = stepped.after_step(seen);
+        facts.updates = update::measure(&before, &model)?;
+        self.model = model;
+        facts.clip_event = events.qk_clip;
+        facts.taper_gate = events.taper_gate;
+        Ok(())
     }
 
     /// What an activation probe of this step needs: the weights before the update, the first
@@ -428,6 +452,7 @@ impl Trainer {
             wall_s: clock.now(),
             max_logit: f.clip_event.map(|e| e.max_logit),
             qk_clipped: f.clip_event.map(|e| e.heads_clipped),
+            taper_gate: f.taper_gate,
             spike_score: self.state.spikes.score(),
             loss_spike: spike.as_ref().is_some_and(|s| s.loss_spike),
             grad_spike: spike.as_ref().is_some_and(|s| s.grad_spike),
@@ -671,6 +696,8 @@ struct StepFacts {
     tokens: u64,
     /// What QK-clip did after the update (QK-clip recipes).
     clip_event: Option<ClipEvent>,
+    /// TaperNorm's gate after the update (TaperNorm recipes).
+    taper_gate: Option<f64>,
     /// Mean log²Z with a z-loss.
     z: Option<f64>,
     /// Every parameter's applied update (empty on a skipped step).
@@ -696,6 +723,7 @@ impl StepFacts {
             loss_scale,
             tokens,
             clip_event: None,
+            taper_gate: None,
             z,
             updates: Vec::new(),
         }
@@ -728,6 +756,7 @@ fn tensorboard_scalars(r: &TrainRecord) -> Vec<(&'static str, f32)> {
     // OLMo-core's tag, so that its runs and these chart side by side.
     v.extend(r.spike_score.map(|s| ("spike/SpikeScore (total)", s as f32)));
     v.extend(r.z.map(|z| ("train/z", z as f32)));
+    v.extend(r.taper_gate.map(|g| ("train/taper_gate", g as f32)));
     v.extend(r.update_rms.map(|u| ("train/update_rms", u as f32)));
     v.extend(r.update_ratio.map(|u| ("train/update_ratio", u as f32)));
     v

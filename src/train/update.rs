@@ -73,9 +73,11 @@ pub fn measure(before: &Transformer, after: &Transformer) -> anyhow::Result<Vec<
         .convert::<f64>()
         .try_into_vec::<f64>()
         .map_err(|e| anyhow::anyhow!("reading the step's update norms from the device failed: {e:?}"))?;
+    // A buffer moved by an after-step hook (TaperNorm's gate) is not an update of the optimizer.
     Ok(table
         .into_iter()
         .zip(v.chunks(2))
+        .filter(|(p, _)| !crate::model::names::is_buffer(&p.name))
         .map(|(p, s)| ParamUpdate {
             role: ParamRole::of(&p),
             len: p.shape.iter().product(),

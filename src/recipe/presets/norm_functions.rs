@@ -141,3 +141,18 @@ pub fn seednorm() -> RecipeSpec {
     r.final_norm = norm(NormName::kind("seednorm"));
     r
 }
+
+/// TaperNorm (Kanavalau, Amo Alonso & Lall, 2026, "Gated Normalization Removal and Scale
+/// Anchoring in Pre-Norm Transformers") in every sublayer input norm of RMSNorm pre-norm:
+/// `g·γ⊙x/RMS(x) + (1 − g)·c·γ̃⊙x`, one gate held at 1 through the LR warm-up, then a
+/// half-cosine to 0 at half of training; the final RMSNorm stays (the paper's scale anchor).
+pub fn tapernorm() -> RecipeSpec {
+    let mut r = super::placement::pre_rms();
+    r.name = "tapernorm".into();
+    r.about = "TaperNorm: pre-norm whose input RMSNorms taper into fixed scalings c·γ̃ ⊙ x, gate 1 through the LR \
+        warm-up then cosine to 0 at ½ of the run; final RMSNorm kept (Kanavalau et al., 2026)"
+        .into();
+    r.sublayer.input = Some(NormSpec::Kind(NormName::kind("tapernorm")));
+    r.taper = Some(crate::recipe::spec::TaperSpec::default());
+    r
+}

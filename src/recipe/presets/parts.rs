@@ -27,6 +27,7 @@ pub fn blank(name: &str, about: &str) -> RecipeSpec {
         value_residual: false,
         gpas: false,
         completep: None,
+        taper: None,
         x0_mix: None,
         qk_clip: None,
         hypersphere: None,

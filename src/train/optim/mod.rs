@@ -116,10 +116,12 @@ pub struct Assignment {
     pub decayed: bool,
 }
 
-/// Which optimizer each parameter of `model` goes to under `cfg`.
+/// Which optimizer each parameter of `model` goes to under `cfg`. Buffers (TaperNorm's gate,
+/// scale and averages) take no gradient and go to none.
 pub fn assignments<M: Module>(cfg: &OptimConfig, model: &M) -> Vec<Assignment> {
     param_table(model)
         .into_iter()
+        .filter(|p| !crate::model::names::is_buffer(&p.name))
         .map(|p| {
             let role = ParamRole::of(&p);
             Assignment {
