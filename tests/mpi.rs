@@ -2,8 +2,9 @@
 //! installs) against the same run in one process: micro-batches of 4, batch 8 (two
 //! micro-batches, one per rank, or accumulated in one process). Every step's loss and
 //! gradient norm, every validation and the final weights agree within 1e-6 relative, for
-//! pre-norm and for KiteNorm with its variance regulariser under AdamW, and for pre-norm under
-//! NorMuon (Muon's orthogonalised step and its per-neuron state on every rank). A rank killed mid-run ends the job
+//! pre-norm, for KiteNorm with its variance regulariser and for TaperNorm (its calibration
+//! statistics summed over the ranks) under AdamW, and for pre-norm under NorMuon (Muon's
+//! orthogonalised step and its per-neuron state on every rank). A rank killed mid-run ends the job
 //! with one error line naming it; resuming with one rank and with two continues the
 //! uninterrupted curve. Built only with the `mpi` feature.
 #![cfg(feature = "mpi")]
@@ -123,7 +124,8 @@ fn same_weights(a: &Path, b: &Path) {
 #[test]
 fn two_ranks_train_the_single_process_run() {
     let s = Scratch::new("mpi-equal");
-    for (recipe, optim) in [("pre", "adamw"), ("kitenorm", "adamw"), ("pre", "normuon")] {
+    // TaperNorm's calibration averages take each step's statistics summed over the ranks.
+    for (recipe, optim) in [("pre", "adamw"), ("kitenorm", "adamw"), ("pre", "normuon"), ("tapernorm", "adamw")] {
         let cfg = config(&s, recipe, 20);
         let cfg = cfg.to_str().unwrap();
         let (one, two) = (s.join(format!("{recipe}-{optim}-1")), s.join(format!("{recipe}-{optim}-2")));
@@ -140,6 +142,9 @@ fn two_ranks_train_the_single_process_run() {
         assert_eq!(m.lines().filter(|l| l.contains("\"type\":\"train\"")).count(), 20, "one writer");
         if recipe == "kitenorm" {
             assert!(!m.contains("\"reg\":null"), "the regulariser is part of every step's loss");
+        }
+        if recipe == "tapernorm" {
+            assert!(m.contains("\"taper_gate\":0.0"), "the gate reaches 0 within the 20 steps");
         }
     }
 }

@@ -70,35 +70,32 @@ pub fn gradients(
         };
     }
     let logit_maxima = logit_maxima(maxima, step.ranks)?;
-    let taper_stats = taper_stats(taper, step)?;
     let grads = sum_over_ranks(model, acc.grads(), step.ranks)?;
     let grads = if loss_scale == 1.0 { grads } else { scale_all(model, grads, 1.0 / loss_scale) };
     let (grads, norms, scale) = clip_global(model, grads, grad_clip);
-    // One read of all the scalars at the end: no device synchronisation per micro-batch.
-    let v = Tensor::cat(values, 0)
+    let ([loss, ce, reg, z], taper_stats) = step_means(values, taper, step)?;
+    Ok(StepGradients { grads, norms, scale, loss, ce, reg, z, logit_maxima, taper_stats })
+}
+
+/// The step's means over its micro-batches (and ranks) of `[loss, ce, reg, z]` (`values`: one
+/// `[4]` per micro-batch of this rank) and of each TaperNorm slot's statistics (`taper`: one
+/// `[2]` per slot, summed over this rank's micro-batches, which all have as many tokens). One
+/// read from the device for all of them at the end, none per micro-batch, and one sum over
+/// the ranks.
+fn step_means(values: Vec<Tensor<1>>, taper: Vec<Tensor<1>>, step: Share) -> anyhow::Result<([f64; 4], Vec<[f64; 2]>)> {
+    let local = 4 * values.len();
+    let v = Tensor::cat(values.into_iter().chain(taper).collect(), 0)
         .into_data()
         .convert::<f64>()
         .try_into_vec::<f64>()
         .map_err(|e| anyhow::anyhow!("reading the step's losses from the device failed: {e:?}"))?;
-    let mut sums: [f64; 4] = std::array::from_fn(|k| v.iter().skip(k).step_by(4).sum::<f64>());
+    let (losses, stats) = v.split_at(local);
+    let mut sums: Vec<f64> = (0..4).map(|k| losses.iter().skip(k).step_by(4).sum::<f64>()).collect();
+    sums.extend_from_slice(stats);
     step.ranks.sum_f64(&mut sums);
-    let [loss, ce, reg, z] = sums.map(|s| s / n as f64);
-    Ok(StepGradients { grads, norms, scale, loss, ce, reg, z, logit_maxima, taper_stats })
-}
-
-/// The per-slot calibration statistics summed over this rank's micro-batches, on the host as
-/// their mean over the step's micro-batches (every micro-batch has as many tokens).
-fn taper_stats(sums: Vec<Tensor<1>>, step: Share) -> anyhow::Result<Vec<[f64; 2]>> {
-    if sums.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut flat = Tensor::cat(sums, 0)
-        .into_data()
-        .convert::<f64>()
-        .try_into_vec::<f64>()
-        .map_err(|e| anyhow::anyhow!("reading the step's TaperNorm statistics from the device failed: {e:?}"))?;
-    step.ranks.sum_f64(&mut flat);
-    Ok(flat.chunks(2).map(|c| [c[0] / step.micro_batches as f64, c[1] / step.micro_batches as f64]).collect())
+    let means: Vec<f64> = sums.iter().map(|s| s / step.micro_batches as f64).collect();
+    let taper_stats = means[4..].chunks(2).map(|c| [c[0], c[1]]).collect();
+    Ok(([means[0], means[1], means[2], means[3]], taper_stats))
 }
 
 /// The per-layer per-head logit maxima on the host, the largest over the ranks.
