@@ -3,7 +3,8 @@
 use super::resolve::Dims;
 use super::resolve::{Branch, ResolvedRecipe, SublayerPlan, norm_kind};
 use super::spec::{
-    AttnGate, GateOn, GateOwner, GateShape, GateSpec, NormSpec, QkNorm, RecipeSpec, Scale, SublayerSpec, Which,
+    AttnGate, GateOn, GateOwner, GateShape, GateSpec, NormSpec, QkNorm, RecipeSpec, Scale, SublayerSpec, TaperSpec,
+    Which,
 };
 use crate::norm::NormKind;
 
@@ -71,7 +72,7 @@ fn scaling_notes(spec: &RecipeSpec) -> Vec<String> {
             c.base_layers
         ));
     }
-    if let Some(t) = &spec.taper {
+    if let Some(t) = taper_schedule(spec) {
         let start = t.start.map_or("the end of the LR warm-up".to_string(), |s| format!("{s} of the run"));
         lines.push(format!(
             "Taper: g·γ⊙x/RMS(x) + (1 − g)·c·γ̃⊙x; g = 1 until {start} (c ← EMA_β(‖γ⊙x‖²/RMS)/EMA_β(‖γ⊙x‖²), γ̃ ← γ \
@@ -80,6 +81,14 @@ fn scaling_notes(spec: &RecipeSpec) -> Vec<String> {
         ));
     }
     lines
+}
+
+/// The taper schedule of a recipe with a `tapernorm` input slot: its `taper`, or the defaults
+/// the resolver gives it.
+fn taper_schedule(spec: &RecipeSpec) -> Option<TaperSpec> {
+    let tapers = |s: &SublayerSpec| s.input.as_ref().is_some_and(|n| n.table().kind.as_str() == "tapernorm");
+    let any = tapers(&spec.sublayer) || spec.layers.iter().any(tapers);
+    spec.taper.clone().or_else(|| any.then(TaperSpec::default))
 }
 
 /// QK-norm, the regulariser and the recipe's parameters, a line each when present.

@@ -594,4 +594,8 @@ fn tapernorm_resolves_its_schedule_and_refuses_other_slots() {
     assert!(late.contains("`taper.start` = 0.6 must lie in [0, taper.end)"), "{late}");
     let hc = err("[recipe]\npreset = \"hc\"\n[recipe.sublayer]\ninput = \"tapernorm\"");
     assert!(hc.contains("single residual stream"), "{hc}");
+    // The printed equations state the schedule, the defaults' too.
+    let o: RecipeOverlay = toml::from_str("preset = \"pre-rms\"\n[sublayer]\ninput = \"tapernorm\"").unwrap();
+    let lines = equation::describe(&RecipeConfig::Custom(Box::new(o)).spec().unwrap()).join("\n");
+    assert!(lines.contains("until the end of the LR warm-up") && lines.contains("to 0 at 0.5 of the run"), "{lines}");
 }
