@@ -85,14 +85,15 @@ pub struct RmsNorm {
     pub eps: f64,
 }
 
+/// [`rms_norm`], or its fused kernel when `k` fuses on `x`.
+pub(super) fn rms_norm_by<const D: usize>(x: Tensor<D>, gamma: Option<Tensor<1>>, eps: f64, k: Kernels) -> Tensor<D> {
+    if k.fuse(&x) { kernels::norm_affine(x, gamma, None, eps, false) } else { rms_norm(x, gamma, eps) }
+}
+
 impl RmsNorm {
     /// [`rms_norm`], or its fused kernel when `k` fuses on `x`.
     pub fn forward<const D: usize>(&self, x: Tensor<D>, k: Kernels) -> Tensor<D> {
-        if k.fuse(&x) {
-            kernels::norm_affine(x, value(&self.gain), None, self.eps, false)
-        } else {
-            rms_norm(x, value(&self.gain), self.eps)
-        }
+        rms_norm_by(x, value(&self.gain), self.eps, k)
     }
 
     /// RMSNorm-Approx's FFN-input form: `γ ⊙ x / √(s² + ε)` with a given per-token `s²`

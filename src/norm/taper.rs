@@ -18,7 +18,8 @@
 //! # Shapes
 //! - input and output: `[..., d]`; γ, γ̃: `[d]`; `g`, `c`, the averages: `[1]`
 
-use super::{broadcast, rms_norm};
+use super::broadcast;
+use super::rms_norm::rms_norm_by;
 use crate::kernels::{self, Kernels};
 use burn::module::{Module, Param};
 use burn::tensor::Tensor;
@@ -42,7 +43,7 @@ pub struct TaperNorm {
     pub eps: f64,
 }
 
-/// The leaf names of TaperNorm's buffers, in the order of [`TaperNorm::buffers`].
+/// The leaf names of TaperNorm's buffers (stored with the weights, never given a gradient).
 pub const TAPER_BUFFERS: [&str; 4] = ["taper_gate", "taper_scale", "taper_ema_scaled", "taper_ema_energy"];
 
 impl TaperNorm {
@@ -50,11 +51,7 @@ impl TaperNorm {
     /// the fused kernel where `k` fuses.
     pub fn forward<const D: usize>(&self, x: Tensor<D>, k: Kernels) -> Tensor<D> {
         let g = self.taper_gate.val();
-        let normed = if k.fuse(&x) {
-            kernels::norm_affine(x.clone(), Some(self.gain.val()), None, self.eps, false)
-        } else {
-            rms_norm(x.clone(), Some(self.gain.val()), self.eps)
-        };
+        let normed = rms_norm_by(x.clone(), Some(self.gain.val()), self.eps, k);
         // (1 − g)·c·γ̃ is a [d] vector: one pass over x for the whole linear branch.
         let linear = self.taper_gain.val() * (self.taper_scale.val() * (g.clone().neg() + 1.0));
         normed * broadcast::<D>(g) + x * broadcast::<D>(linear)
@@ -69,11 +66,6 @@ impl TaperNorm {
         let n = energy.shape().num_elements();
         let scaled = (energy.clone() / r).reshape([n]).mean();
         Tensor::cat(vec![scaled, energy.reshape([n]).mean()], 0)
-    }
-
-    /// The four buffers, in the order of [`TAPER_BUFFERS`].
-    pub fn buffers(&self) -> [&Param<Tensor<1>>; 4] {
-        [&self.taper_gate, &self.taper_scale, &self.taper_ema_scaled, &self.taper_ema_energy]
     }
 }
 
