@@ -96,6 +96,14 @@ fn tiny_runs_on_the_gpu_path_track_the_cpu_in_f32_and_f16() {
         .unwrap();
     let (cpu, cpu_val) = losses(&root, "cpu", "f32", true);
     let (gpu, gpu_val) = losses(&root, "wgpu", "f32", true);
+    // The GPU run kept its compiled kernels and autotune results under the run's cache
+    // (`data.cache_dir`/kernels, one cubecl environment database), where the next run finds them.
+    let kept: Vec<_> = std::fs::read_dir(root.join("cache/kernels"))
+        .expect("a kernel cache under data.cache_dir")
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "db") && e.metadata().unwrap().len() > 0)
+        .collect();
+    assert!(!kept.is_empty(), "no kernel database under {}", root.join("cache/kernels").display());
     let gap = worst_gap(&gpu, &cpu);
     eprintln!("lm: wgpu f32 vs cpu f32, largest relative loss gap {gap:.1e}");
     assert!(gap < 1e-5, "lm: wgpu f32 leaves the CPU curve by {gap:.1e}");
@@ -108,4 +116,33 @@ fn tiny_runs_on_the_gpu_path_track_the_cpu_in_f32_and_f16() {
     let gap = worst_gap(&half, &cpu);
     eprintln!("lm: wgpu f16 vs cpu f32, largest relative loss gap {gap:.1e}");
     assert!(gap < 5e-3 && gap > 0.0, "lm: wgpu f16 vs cpu f32 gap {gap:.1e}");
+}
+
+/// `normlab bench profile` on the GPU path: the step and every piece measured on the device,
+/// written as `bench/profile.json`'s type, rows for each group.
+#[test]
+fn a_train_step_is_profiled_on_the_gpu_path() {
+    assert!(vulkan_driver(), "no Vulkan driver: apt-get install mesa-vulkan-drivers (lavapipe; tools/lavapipe.sh)");
+    let root = temp("profile");
+    let out = root.join("profile.json");
+    let args = ["bench", "profile", "--device", "wgpu", "--dims", "tiny", "--warmup", "1", "--steps", "2"];
+    let run = Command::new(env!("CARGO_BIN_EXE_normlab"))
+        .args(args)
+        .args(["--ceiling-gemm", "128", "--ceiling-len", "65536", "--out"])
+        .arg(&out)
+        .env("NORMLAB_CACHE", root.join("cache"))
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let r: normlab::bench::profile::ProfileReport =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(r.device, "wgpu");
+    let rows: Vec<&str> = r.rows.iter().map(|r| r.what.as_str()).collect();
+    for want in ["matmuls (layers)", "attention core", "norms", "output head and loss", "optimizer", "other"] {
+        assert!(rows.contains(&want), "{want} missing from {rows:?}");
+    }
+    assert!(r.step_ms > 0.0 && r.parts.iter().all(|p| p.ms.is_finite() && p.ms >= 0.0), "{:?}", r.parts);
+    assert!(root.join("cache/kernels").is_dir(), "the benchmark's kernel cache under NORMLAB_CACHE");
+    let table = String::from_utf8_lossy(&run.stdout);
+    assert!(table.contains("ceilings (burn): GEMM 128³"), "{table}");
 }

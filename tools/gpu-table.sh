@@ -3,6 +3,8 @@
 #   1. KiteNorm Table-1 dims, `pre` and `kitenorm` in f32/bf16 on `cuda` beside
 #      tools/torch_gpu.py f32 and bf16 autocast (PyTorch eager), in one `normlab bench`
 #      invocation (first: bf16 on `cuda` is the number PyTorch users compare with);
+#   1b. `normlab bench profile` of `pre` at Table-1 dims on `cuda` in bf16 and f32, beside
+#      PyTorch's ceilings (tools/torch_ceilings.py: cuBLAS GEMM, elementwise bandwidth);
 #   2. `pre` in f32/f16 on `vulkan` beside PyTorch eager (NVIDIA's Vulkan driver has no bf16);
 #   3. `generate` tokens/s of the Table-1 model on `vulkan` and `cuda`;
 #   4. 200 steps of the Table-1 model (micro-batch 8 x 512) on `cuda` (bf16, f32) and `vulkan`
@@ -17,8 +19,11 @@
 # libglvnd0 libegl1 libgl1 libglx0; VK_DRIVER_FILES=/usr/share/vulkan/icd.d/nvidia_icd.json).
 # burn compiles and autotunes each kernel on first use: on an H200 the first `cuda` f32 train
 # step of the Table-1 model took ≈ 90 s, and half precision longer, so a short budget measures
-# f32 only (the steps left over are logged as skipped). The compiled kernels come back as
-# OUT/cubecl-cache.tar.xz: unpacked into target/ before the next run, they are reused.
+# f32 only (the steps left over are logged as skipped). Every step keeps its compiled kernels
+# and autotune results in one kernel cache, target/normlab-cache/kernels (NORMLAB_CACHE is
+# set to target/normlab-cache; docs/gpu.md, "Kernel cache"): carry target/normlab-cache into
+# the next lease and its steps skip that work. It also comes back as
+# OUT/kernel-cache.tar.xz (unpack with `tar -C target/normlab-cache -xJf`).
 set -uo pipefail
 bin=$1 out=$2 budget=${3:-540}
 start=$(date +%s)
@@ -55,12 +60,18 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >>"$log" 2>
 # NVRTC for burn's CUDA runtime: the CUDA toolkit's, or PyTorch's nvidia-* wheels'.
 wheels=$(python3 -c 'import nvidia, os; print(":".join(os.path.join(p, d, "lib") for p in nvidia.__path__ for d in sorted(os.listdir(p))))' 2>/dev/null)
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${wheels}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export NORMLAB_CACHE="$PWD/target/normlab-cache"
+mkdir -p "$NORMLAB_CACHE"
 table1=(--dims table1 --kernels fused --warmup 5 --steps 10 --fwd-steps 5 --torch-python python3)
 step cuda-table 300 "$bin" bench model --device cuda --recipes pre,kitenorm --precision f32,bf16 "${table1[@]}" --out "$out/cuda.json"
+for p in bf16 f32; do
+    step "profile-cuda-$p" 120 "$bin" bench profile --device cuda --dims table1 --recipe pre --precision $p \
+        --warmup 2 --steps 5 --torch-python python3 --out "$out/profile-cuda-$p.json"
+done
 step vulkan-table 220 "$bin" bench model --device vulkan --recipes pre --precision f32,f16 "${table1[@]}" --out "$out/vulkan.json"
 work=$(mktemp -d)
 run=(--config configs/kitenorm-table1.toml --force --quiet --set 'model.recipe="pre"' --set train.batch_size=8
-    --set train.micro_batch_size=8 --set train.seq_len=512 --set "data.cache_dir=\"$work/cache\"")
+    --set train.micro_batch_size=8 --set train.seq_len=512)
 gen=(--prompt "The meaning of" --max-new-tokens 256 --temperature 0)
 for dev in vulkan cuda; do
     step "train-$dev-for-generate" 60 "$bin" train "${run[@]}" --set train.steps=2 --set "run.dir=\"$work/gen-$dev\"" --set "run.device=\"$dev\""
@@ -79,8 +90,6 @@ done
 step cuda-attention-ab 100 "$bin" bench model --device cuda --recipes pre --kernels composite --precision bf16 \
     --dims table1 --warmup 3 --steps 5 --fwd-steps 5 --out "$out/cuda-composite.json"
 rm -f "$out/.mem"
-# burn's compiled kernels (PTX, SPIR-V pipelines) and autotune results, which cubecl keeps
-# under the outermost Cargo project's target/environment: carried back into target/ for the
-# next lease (e.g. as a carried path), they spare it most of the first steps' compilation.
-[ -d target/environment ] && tar -C target -cJf "$out/cubecl-cache.tar.xz" environment
+# The kernel cache every step above shared (compiled kernels and autotune results).
+tar -C "$NORMLAB_CACHE" -cJf "$out/kernel-cache.tar.xz" kernels
 echo "== done after $(( $(date +%s) - start )) s" >>"$log"

@@ -39,6 +39,9 @@ pub enum DimsChoice {
     Llama1b,
     /// Llama-3.2-3B: d 3072, 28 layers, 24 heads, 8 key/value heads, FFN 8192, 2 × 1024.
     Llama3b,
+    /// A smoke-test size (byte vocabulary, d 32, 2 layers, 2 heads, GLU 64, 2 × 32): the GPU
+    /// code path on a software device (lavapipe) in seconds.
+    Tiny,
 }
 
 impl Dims {
@@ -92,6 +95,10 @@ impl Dims {
         seq: 1024,
     };
 
+    /// [`DimsChoice::Tiny`].
+    pub const TINY: Dims =
+        Dims { vocab: 256, d_model: 32, n_layers: 2, n_heads: 2, n_kv_heads: None, d_ff: 64, batch: 2, seq: 32 };
+
     /// `reference` or `table1`, with optional `batch` / `seq` overrides.
     pub fn of(choice: DimsChoice, batch: Option<usize>, seq: Option<usize>) -> anyhow::Result<Dims> {
         let base = match choice {
@@ -100,6 +107,7 @@ impl Dims {
             DimsChoice::Speed => Dims::SPEED,
             DimsChoice::Llama1b => Dims::LLAMA_1B,
             DimsChoice::Llama3b => Dims::LLAMA_3B,
+            DimsChoice::Tiny => Dims::TINY,
         };
         let d = Dims { batch: batch.unwrap_or(base.batch), seq: seq.unwrap_or(base.seq), ..base };
         anyhow::ensure!(d.batch > 0 && d.seq > 0, "--batch and --seq must be > 0");

@@ -106,7 +106,7 @@ pub struct BenchOptions {
 
 /// Runs the benchmark, prints a line per measurement, writes `opts.out` and returns the report.
 pub fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
-    let device = opts.device.open()?;
+    let device = opts.device.open(&super::kernel_cache::kernel_cache())?;
     let on_cpu = opts.device.is_cpu();
     check(opts, &device)?;
     let timing = Timing { warmup: opts.warmup, steps: opts.steps, fwd_steps: opts.fwd_steps };

@@ -131,7 +131,7 @@ pub fn read(path: &std::path::Path) -> anyhow::Result<SpeedReport> {
 pub fn run(o: &SpeedOptions) -> anyhow::Result<SpeedReport> {
     anyhow::ensure!(o.rounds > 0 && o.steps > 0, "--trials and --round-steps must be > 0");
     anyhow::ensure!(!o.recipes.is_empty(), "no recipes to measure");
-    let device = o.device.open()?;
+    let device = o.device.open(&super::kernel_cache::kernel_cache())?;
     crate::run::checked::check_precision(&device, &o.device.to_string(), o.precision)?;
     let mut speeds: Vec<RecipeSpeed> = o.recipes.iter().map(|r| empty(r)).collect();
     for round in 0..o.rounds {

@@ -131,6 +131,29 @@ fn time_training(
     Ok((params, losses, times))
 }
 
+/// The seconds of each of `timing.steps` AdamW steps after `timing.warmup` untimed ones, the
+/// device drained at the end of each (`bench profile`'s whole step).
+pub fn step_times(case: &Case, dims: &Dims, device: &Device, timing: Timing) -> anyhow::Result<Vec<f64>> {
+    let ad = device.clone().autodiff();
+    let mut model = build(case, dims, &ad)?;
+    let mut optim = AdamWConfig::new().with_beta_2(0.95).with_epsilon(1e-8).with_weight_decay(0.1).init();
+    let (x, y) = dims.lcg_batch(&ad);
+    let mut times = Vec::new();
+    for i in 0..timing.warmup + timing.steps {
+        ad.sync().map_err(|e| anyhow::anyhow!("device sync failed: {e:?}"))?;
+        let t0 = Instant::now();
+        let (loss, _, _) = model.loss(x.clone(), y.clone(), false);
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        model = optim.step(1e-3, model, grads);
+        let _: f32 = loss.into_scalar();
+        ad.sync().map_err(|e| anyhow::anyhow!("device sync failed: {e:?}"))?;
+        if i >= timing.warmup {
+            times.push(t0.elapsed().as_secs_f64());
+        }
+    }
+    Ok(times)
+}
+
 /// The seconds of `fwd_steps` forwards (after two untimed ones), no autodiff.
 fn time_forwards(case: &Case, dims: &Dims, device: &Device, fwd_steps: usize) -> anyhow::Result<Vec<f64>> {
     let plain = build(case, dims, device)?;

@@ -29,6 +29,11 @@ fn run_script(python: &str, script: &str, args: &[String]) -> anyhow::Result<Tor
     Ok(bench)
 }
 
+/// Runs `python script args…`; its last JSON object.
+pub fn run_json<T: serde::de::DeserializeOwned>(python: &str, script: &str, args: &[String]) -> anyhow::Result<T> {
+    run_python(python, script, args, "")
+}
+
 /// Runs `python script` with `input` on its standard input; its last JSON object.
 pub fn run_with_input<T: serde::de::DeserializeOwned>(python: &str, script: &str, input: &str) -> anyhow::Result<T> {
     run_python(python, script, &[], input)

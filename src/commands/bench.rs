@@ -16,6 +16,13 @@ pub enum BenchCmd {
     /// setting and precision: forward and train tokens/s, peak memory, MFU on a GPU, beside
     /// the PyTorch twin run in the same invocation (default bench/model.json).
     Model(ModelArgs),
+    /// Where a train step's time goes on a device: the step, then each piece alone at the
+    /// model's shapes (matmuls by shape, attention's core, norms, the sublayers' elementwise
+    /// work, the loss head, AdamW, gradient norms, a host synchronisation, the probe pass),
+    /// each as time per step and TFLOP/s or GB/s against a large GEMM and a large elementwise
+    /// pass measured in the same invocation (through PyTorch too with --torch-python)
+    /// (default bench/profile.json).
+    Profile(ProfileArgs),
     /// Each f32 matmul of a reference-model train step (forward, dX, dW, attention) in burn's
     /// CPU backend and, with --torch-python, in PyTorch (default bench/gemm.json).
     Gemm(GemmArgs),
@@ -62,7 +69,8 @@ pub struct ModelChoice {
     pub device: DeviceName,
     /// `reference` (the CPU reference model, 8 × 256), `table1` (KiteNorm Table 1: V 50257,
     /// d 512, 12 layers, GLU 1536, micro-batch 4 × 2048), `speed` (the BHyT paper's Llama-3.2
-    /// ratios at CPU size), `llama1b` or `llama3b` (the BHyT paper's models).
+    /// ratios at CPU size), `llama1b` or `llama3b` (the BHyT paper's models), `tiny` (d 32, 2
+    /// layers, 2 × 32: a smoke test).
     #[arg(long, value_enum)]
     pub dims: Option<DimsChoice>,
     /// Override the dims' batch size (sequences).
@@ -110,6 +118,40 @@ pub struct ModelArgs {
     pub rounds: u64,
     /// Write the JSON results here (atomically; default bench/model.json).
     #[arg(long, default_value = "bench/model.json")]
+    pub out: PathBuf,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ProfileArgs {
+    /// The recipe to profile.
+    #[arg(long, default_value = "pre")]
+    pub recipe: String,
+    #[command(flatten)]
+    pub model: ModelChoice,
+    #[command(flatten)]
+    pub steps: Steps,
+    /// `train.precision`: f32, bf16, f16.
+    #[arg(long, value_enum, default_value = "f32")]
+    pub precision: Precision,
+    /// `model.kernels`.
+    #[arg(long, value_enum, default_value = "fused")]
+    pub kernels: Kernels,
+    /// `probe.every`: the probe pass's share of a step is its time over this.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..))]
+    pub probe_every: u64,
+    /// The ceilings' GEMM size n (n³ product; default 4096 on a GPU, 1024 on the CPU).
+    #[arg(long)]
+    pub ceiling_gemm: Option<usize>,
+    /// The ceilings' elementwise pass length in values (default 2²⁸ on a GPU, 2²⁵ on the CPU).
+    #[arg(long)]
+    pub ceiling_len: Option<usize>,
+    /// Also measure the ceilings through PyTorch with this Python (cuBLAS on CUDA).
+    #[arg(long)]
+    pub torch_python: Option<String>,
+    #[arg(long, default_value = "tools/torch_ceilings.py")]
+    pub torch_script: String,
+    /// Write the JSON results here (atomically; default bench/profile.json).
+    #[arg(long, default_value = "bench/profile.json")]
     pub out: PathBuf,
 }
 
@@ -235,6 +277,7 @@ pub struct SpeedArgs {
 pub fn run(cmd: BenchCmd) -> anyhow::Result<i32> {
     match cmd {
         BenchCmd::Model(a) => model(a),
+        BenchCmd::Profile(a) => profile(a),
         BenchCmd::Gemm(a) => {
             let torch = a.torch_python.as_deref().map(|py| (py, a.torch_script.as_str()));
             bench::gemm::write(torch, a.steps.warmup, a.steps.steps as usize, &a.out).map(|_| 0)
@@ -275,13 +318,40 @@ fn model(a: ModelArgs) -> anyhow::Result<i32> {
     bench::run(&opts).map(|_| 0)
 }
 
+/// `bench profile`.
+fn profile(a: ProfileArgs) -> anyhow::Result<i32> {
+    use bench::ceilings::CeilingSizes;
+    let default = CeilingSizes::for_device(!a.model.device.is_cpu());
+    let sizes = CeilingSizes {
+        gemm_n: a.ceiling_gemm.unwrap_or(default.gemm_n),
+        copy_len: a.ceiling_len.unwrap_or(default.copy_len),
+    };
+    ensure!(sizes.gemm_n > 0 && sizes.copy_len > 0, "--ceiling-gemm and --ceiling-len must be > 0");
+    let o = bench::profile::ProfileOptions {
+        device: a.model.device,
+        dims: dims(&a.model, DimsChoice::default())?,
+        recipe: a.recipe,
+        kernels: a.kernels,
+        precision: a.precision,
+        warmup: a.steps.warmup,
+        steps: a.steps.steps as usize,
+        probe_every: a.probe_every as usize,
+        ceiling_sizes: sizes,
+        torch: a.torch_python.map(|py| (py, a.torch_script)),
+        out: a.out,
+    };
+    let r = bench::profile::run(&o)?;
+    outln!("{}", bench::profile::table(&r));
+    Ok(0)
+}
+
 /// `bench optimizers`.
 fn optimizers(a: OptimizersArgs) -> anyhow::Result<i32> {
     let o = crate::bench::optimizers::OptimizerBenchOptions {
         recipe: a.recipe,
         optimizers: a.optimizers,
         dims: dims(&a.model, DimsChoice::default())?,
-        device: a.model.device.open()?,
+        device: a.model.device.open(&crate::bench::kernel_cache())?,
         device_name: a.model.device.to_string(),
         rounds: a.rounds as usize,
         steps: a.round_steps as usize,

@@ -7,6 +7,7 @@
 //! - [`failure`]: a GPU engine's failures as one `error:` line
 //! - [`peak`]: stated peaks and model FLOPs utilisation
 //! - [`gpu`]: which GPU each rank of a node takes
+//! - [`kernel_cache`]: where burn's GPU runtimes keep compiled kernels and autotune results
 //! - [`cpu`]: denormals flushed, the global pool, the allocator's thresholds
 //! - [`memory`]: peak resident memory
 //! - [`machine`]: the [`Machine`] record
@@ -15,6 +16,7 @@ mod cpu;
 pub mod cuda;
 pub mod failure;
 mod gpu;
+pub mod kernel_cache;
 mod machine;
 mod memory;
 mod name;

@@ -28,11 +28,13 @@ impl DeviceName {
 
     /// The burn device. A CUDA device is first asked of the driver ([`super::cuda::probe`]), so
     /// a missing driver or device is an error here rather than a panic in burn's engine
-    /// thread; a GPU device is recorded for [`super::failure::line`].
-    pub fn open(self) -> anyhow::Result<Device> {
+    /// thread; a GPU device is recorded for [`super::failure::line`] and keeps its compiled
+    /// kernels and autotune results under `kernel_cache` ([`super::kernel_cache`]).
+    pub fn open(self, kernel_cache: &std::path::Path) -> anyhow::Result<Device> {
         if self.is_cpu() {
             return Ok(Device::flex());
         }
+        super::kernel_cache::use_dir(kernel_cache)?;
         let device = self.open_gpu()?;
         super::failure::record(&self.to_string());
         Ok(device)

@@ -536,7 +536,7 @@ impl Attention {
 
     /// `softmax(q kᵀ/√h + M) v`, `[B, H, t, h]`; the fused softmax applies a purely causal `M`
     /// without reading it.
-    fn attend(&self, q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, ctx: &AttnContext) -> Tensor<4> {
+    pub fn attend(&self, q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, ctx: &AttnContext) -> Tensor<4> {
         let scale = self.scale();
         let t = q.dims()[2];
         let Compute { kernels: kn, precision: p, scores_limit, .. } = ctx.compute;

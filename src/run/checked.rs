@@ -127,7 +127,7 @@ impl CheckedConfig {
     /// would run it and produce NaN).
     pub fn open_device(&self) -> anyhow::Result<Device> {
         let name = self.run.device;
-        let device = name.open()?;
+        let device = name.open(&self.data.cache_dir().join("kernels"))?;
         check_precision(&device, &name.to_string(), self.train.precision)?;
         Ok(device)
     }
