@@ -3,8 +3,8 @@
 #   1. KiteNorm Table-1 dims, `pre` and `kitenorm` in f32/bf16 on `cuda` beside
 #      tools/torch_gpu.py f32 and bf16 autocast (PyTorch eager), in one `normlab bench`
 #      invocation (first: bf16 on `cuda` is the number PyTorch users compare with);
-#   1b. `normlab bench profile` of `pre` at Table-1 dims on `cuda` in bf16 and f32, beside
-#      PyTorch's ceilings (tools/torch_ceilings.py: cuBLAS GEMM, elementwise bandwidth);
+#   1b. `normlab bench profile` at Table-1 dims on `cuda`: `pre` and `kitenorm` in bf16, `pre`
+#      in f32, beside PyTorch's ceilings (tools/torch_ceilings.py: cuBLAS GEMM, elementwise bandwidth);
 #   2. `pre` in f32/f16 on `vulkan` beside PyTorch eager (NVIDIA's Vulkan driver has no bf16);
 #   3. `generate` tokens/s of the Table-1 model on `vulkan` and `cuda`;
 #   4. 200 steps of the Table-1 model (micro-batch 8 x 512) on `cuda` (bf16, f32) and `vulkan`
@@ -64,9 +64,10 @@ export NORMLAB_CACHE="$PWD/target/normlab-cache"
 mkdir -p "$NORMLAB_CACHE"
 table1=(--dims table1 --kernels fused --warmup 5 --steps 10 --fwd-steps 5 --torch-python python3)
 step cuda-table 300 "$bin" bench model --device cuda --recipes pre,kitenorm --precision f32,bf16 "${table1[@]}" --out "$out/cuda.json"
-for p in bf16 f32; do
-    step "profile-cuda-$p" 120 "$bin" bench profile --device cuda --dims table1 --recipe pre --precision $p \
-        --warmup 2 --steps 5 --torch-python python3 --out "$out/profile-cuda-$p.json"
+for c in pre:bf16 kitenorm:bf16 pre:f32; do
+    r=${c%%:*} p=${c##*:}
+    step "profile-cuda-$r-$p" 100 "$bin" bench profile --device cuda --dims table1 --recipe "$r" --precision "$p" \
+        --warmup 2 --steps 5 --torch-python python3 --out "$out/profile-cuda-$r-$p.json"
 done
 step vulkan-table 220 "$bin" bench model --device vulkan --recipes pre --precision f32,f16 "${table1[@]}" --out "$out/vulkan.json"
 work=$(mktemp -d)
