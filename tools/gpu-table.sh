@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# The GPU table of docs/gpu.md on one NVIDIA machine, within a time budget, each step bounded:
-#   1. KiteNorm Table-1 dims, `pre` and `kitenorm` in f32/bf16 on `cuda` beside
-#      tools/torch_gpu.py f32 and bf16 autocast (PyTorch eager), in one `normlab bench`
-#      invocation (first: bf16 on `cuda` is the number PyTorch users compare with);
-#   1b. `normlab bench profile` at Table-1 dims on `cuda`: `pre` and `kitenorm` in bf16, `pre`
-#      in f32, beside PyTorch's ceilings (tools/torch_ceilings.py: cuBLAS GEMM, elementwise bandwidth);
-#   2. `pre` in f32/f16 on `vulkan` beside PyTorch eager (NVIDIA's Vulkan driver has no bf16);
-#   3. `generate` tokens/s of the Table-1 model on `vulkan` and `cuda`;
-#   4. 200 steps of the Table-1 model (micro-batch 8 x 512) on `cuda` (bf16, f32) and `vulkan`
+# The GPU table of docs/gpu.md on one NVIDIA machine, within a time budget, each step bounded,
+# in this order (what the issue of GPU speed needs first comes first):
+#   1. KiteNorm Table-1 dims, `pre` in bf16 and f32 on `cuda` beside tools/torch_gpu.py f32 and
+#      bf16 autocast (PyTorch eager), in one `normlab bench` invocation (bf16 first: it is the
+#      number PyTorch users compare with);
+#   2. `normlab bench profile` at Table-1 dims on `cuda`, `pre` then `kitenorm` in bf16, beside
+#      PyTorch's ceilings (tools/torch_ceilings.py: cuBLAS GEMM, elementwise bandwidth);
+#   3. `kitenorm` as in 1, then the profile of `pre` in f32;
+#   4. PyTorch `--compile` in bf16 and f32 at the bench's sizes;
+#   5. `pre` in f32/f16 on `vulkan` beside PyTorch eager (NVIDIA's Vulkan driver has no bf16);
+#   6. `generate` tokens/s of the Table-1 model on `vulkan` and `cuda`;
+#   7. 200 steps of the Table-1 model (micro-batch 8 x 512) on `cuda` (bf16, f32) and `vulkan`
 #      (f32): the loss curves, for agreement;
-#   5. PyTorch `--compile` in bf16 and f32 at the bench's sizes;
-#   6. `pre` in bf16 on `cuda` with `--kernels composite` (no fused attention in forwards).
+#   8. `pre` in bf16 on `cuda` with `--kernels composite` (no fused attention in forwards).
 # Steps run in this order; one that the budget no longer fits is skipped and logged so, as is
-# one not named in GPU_TABLE_STEPS when that is set (e.g. GPU_TABLE_STEPS="cuda-table curve-cuda-bf16").
+# one not named in GPU_TABLE_STEPS when that is set (e.g. GPU_TABLE_STEPS="cuda-table-pre profile-cuda-pre-bf16").
 # GPU memory: the most `nvidia-smi` reports in use while each step runs (sampled every 200 ms).
 #   tools/gpu-table.sh BIN OUT_DIR [SECONDS]     # BIN built with --features vulkan,cuda
 # `vulkan` needs the Vulkan loader and glvnd beside NVIDIA's driver (Debian: libvulkan1
@@ -63,11 +65,18 @@ export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${wheels}${LD_LIBRARY_PATH:+:$LD_L
 export NORMLAB_CACHE="$PWD/target/normlab-cache"
 mkdir -p "$NORMLAB_CACHE"
 table1=(--dims table1 --kernels fused --warmup 5 --steps 10 --fwd-steps 5 --torch-python python3)
-step cuda-table 300 "$bin" bench model --device cuda --recipes pre,kitenorm --precision f32,bf16 "${table1[@]}" --out "$out/cuda.json"
-for c in pre:bf16 kitenorm:bf16 pre:f32; do
-    r=${c%%:*} p=${c##*:}
-    step "profile-cuda-$r-$p" 100 "$bin" bench profile --device cuda --dims table1 --recipe "$r" --precision "$p" \
-        --warmup 2 --steps 5 --torch-python python3 --out "$out/profile-cuda-$r-$p.json"
+table() { step "cuda-table-$1" "$2" "$bin" bench model --device cuda --recipes "$1" --precision bf16,f32 "${table1[@]}" --out "$out/cuda-$1.json"; }
+profile() {
+    step "profile-cuda-$1-$2" "$3" "$bin" bench profile --device cuda --dims table1 --recipe "$1" --precision "$2" \
+        --warmup 2 --steps 5 --torch-python python3 --out "$out/profile-cuda-$1-$2.json"
+}
+table pre 200
+profile pre bf16 150
+profile kitenorm bf16 100
+table kitenorm 150
+profile pre f32 80
+for dt in bf16 f32; do
+    step "torch-compile-$dt" 80 python3 tools/torch_gpu.py --V 50257 --D 512 --L 12 --H 8 --FF 1536 --B 4 --T 2048 --warmup 5 --steps 10 --compile --dtype $dt
 done
 step vulkan-table 220 "$bin" bench model --device vulkan --recipes pre --precision f32,f16 "${table1[@]}" --out "$out/vulkan.json"
 work=$(mktemp -d)
@@ -83,9 +92,6 @@ for c in cuda:bf16 vulkan:f32 cuda:f32; do
     dev=${c%%:*} p=${c##*:}
     step "curve-$dev-$p" 100 "$bin" train "${run[@]}" "${curve[@]}" --set "run.device=\"$dev\"" --set "train.precision=\"$p\"" --set "run.dir=\"$work/curve-$dev-$p\""
     cp "$work/curve-$dev-$p/metrics.jsonl" "$out/curve-$dev-$p.jsonl" 2>/dev/null
-done
-for dt in bf16 f32; do
-    step "torch-compile-$dt" 80 python3 tools/torch_gpu.py --V 50257 --D 512 --L 12 --H 8 --FF 1536 --B 4 --T 2048 --warmup 5 --steps 10 --compile --dtype $dt
 done
 # burn's fused attention in forwards (`fused`) against the composite ops (`composite`).
 step cuda-attention-ab 100 "$bin" bench model --device cuda --recipes pre --kernels composite --precision bf16 \

@@ -78,7 +78,7 @@ pub(crate) fn build(case: &Case, dims: &Dims, device: &Device) -> anyhow::Result
 /// Times `warmup + steps` train steps and `2 + fwd_steps` forwards.
 pub fn bench_recipe(case: &Case, dims: &Dims, device: &Device, timing: Timing) -> anyhow::Result<RecipeBench> {
     let rss_reset = crate::device::reset_peak_rss();
-    let (params, losses, times) = time_training(case, dims, device, timing)?;
+    let TrainSteps { params, losses, times } = train_steps(case, dims, device, timing, StepEnd::LossRead)?;
     let train_peak_rss_mb = if rss_reset { crate::device::peak_rss_mb() } else { None };
     let ftimes = time_forwards(case, dims, device, timing.fwd_steps)?;
     let tokens = (dims.batch * dims.seq) as f64;
@@ -104,54 +104,55 @@ pub fn bench_recipe(case: &Case, dims: &Dims, device: &Device, timing: Timing) -
     })
 }
 
-/// `warmup + steps` AdamW steps on one fixed batch: the parameter count, every step's loss,
-/// and the seconds of each step after the warm-up.
-fn time_training(
-    case: &Case,
-    dims: &Dims,
-    device: &Device,
-    timing: Timing,
-) -> anyhow::Result<(usize, Vec<f64>, Vec<f64>)> {
+/// What [`train_steps`] measured: the parameter count, every step's loss, and the seconds of
+/// each step after the warm-up.
+struct TrainSteps {
+    params: usize,
+    losses: Vec<f64>,
+    times: Vec<f64>,
+}
+
+/// Whether a timed step ends when its loss is read (the queue may still hold the optimizer's
+/// work, as in training) or when the device is drained (the step's whole cost, for `bench
+/// profile`, whose pieces are timed the same way).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum StepEnd {
+    LossRead,
+    DeviceDrained,
+}
+
+/// `warmup + steps` AdamW steps on one fixed batch.
+fn train_steps(case: &Case, dims: &Dims, device: &Device, timing: Timing, end: StepEnd) -> anyhow::Result<TrainSteps> {
     let ad = device.clone().autodiff();
     let mut model = build(case, dims, &ad)?;
     let params = crate::model::params::count(&model);
     let mut optim = AdamWConfig::new().with_beta_2(0.95).with_epsilon(1e-8).with_weight_decay(0.1).init();
     let (x, y) = dims.lcg_batch(&ad);
+    let drain = || ad.sync().map_err(|e| anyhow::anyhow!("device sync failed: {e:?}"));
     let (mut losses, mut times) = (Vec::new(), Vec::new());
     for i in 0..timing.warmup + timing.steps {
+        if end == StepEnd::DeviceDrained {
+            drain()?;
+        }
         let t0 = Instant::now();
         let (loss, _, _) = model.loss(x.clone(), y.clone(), false);
         let grads = GradientsParams::from_grads(loss.backward(), &model);
         model = optim.step(1e-3, model, grads);
         losses.push(loss.into_scalar::<f32>() as f64);
+        if end == StepEnd::DeviceDrained {
+            drain()?;
+        }
         if i >= timing.warmup {
             times.push(t0.elapsed().as_secs_f64());
         }
     }
-    Ok((params, losses, times))
+    Ok(TrainSteps { params, losses, times })
 }
 
 /// The seconds of each of `timing.steps` AdamW steps after `timing.warmup` untimed ones, the
 /// device drained at the end of each (`bench profile`'s whole step).
 pub fn step_times(case: &Case, dims: &Dims, device: &Device, timing: Timing) -> anyhow::Result<Vec<f64>> {
-    let ad = device.clone().autodiff();
-    let mut model = build(case, dims, &ad)?;
-    let mut optim = AdamWConfig::new().with_beta_2(0.95).with_epsilon(1e-8).with_weight_decay(0.1).init();
-    let (x, y) = dims.lcg_batch(&ad);
-    let mut times = Vec::new();
-    for i in 0..timing.warmup + timing.steps {
-        ad.sync().map_err(|e| anyhow::anyhow!("device sync failed: {e:?}"))?;
-        let t0 = Instant::now();
-        let (loss, _, _) = model.loss(x.clone(), y.clone(), false);
-        let grads = GradientsParams::from_grads(loss.backward(), &model);
-        model = optim.step(1e-3, model, grads);
-        let _: f32 = loss.into_scalar();
-        ad.sync().map_err(|e| anyhow::anyhow!("device sync failed: {e:?}"))?;
-        if i >= timing.warmup {
-            times.push(t0.elapsed().as_secs_f64());
-        }
-    }
-    Ok(times)
+    Ok(train_steps(case, dims, device, timing, StepEnd::DeviceDrained)?.times)
 }
 
 /// The seconds of `fwd_steps` forwards (after two untimed ones), no autodiff.
