@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU table of docs/gpu.md on one NVIDIA machine, within a time budget, each step bounded,
-# in this order (what the issue of GPU speed needs first comes first):
+# in this order (bf16 on `cuda` beside PyTorch, and where its step's time goes, first):
 #   1. KiteNorm Table-1 dims, `pre` in bf16 and f32 on `cuda` beside tools/torch_gpu.py f32 and
 #      bf16 autocast (PyTorch eager), in one `normlab bench` invocation (bf16 first: it is the
 #      number PyTorch users compare with);
@@ -25,7 +25,8 @@
 # and autotune results in one kernel cache, target/normlab-cache/kernels (NORMLAB_CACHE is
 # set to target/normlab-cache; docs/gpu.md, "Kernel cache"): carry target/normlab-cache into
 # the next lease and its steps skip that work. It also comes back as
-# OUT/kernel-cache.tar.xz (unpack with `tar -C target/normlab-cache -xJf`).
+# OUT/kernel-cache.tar.xz (unpack with `tar -C target/normlab-cache -xJf`); the JSON results of a
+# run that reaches its end come back as OUT/results.tar.xz.
 set -uo pipefail
 bin=$1 out=$2 budget=${3:-540}
 start=$(date +%s)
@@ -97,6 +98,11 @@ done
 step cuda-attention-ab 100 "$bin" bench model --device cuda --recipes pre --kernels composite --precision bf16 \
     --dims table1 --warmup 3 --steps 5 --fwd-steps 5 --out "$out/cuda-composite.json"
 rm -f "$out/.mem"
+# The device tool returns at most 8 files: the measurements travel as one archive beside the log.
+shopt -s nullglob
+results=("$out"/*.json "$out"/*.jsonl)
+shopt -u nullglob
+[ ${#results[@]} -gt 0 ] && tar -C "$out" -cJf "$out/results.tar.xz" "${results[@]##*/}" && rm -f "${results[@]}"
 # The kernel cache every step above shared (compiled kernels and autotune results).
 tar -C "$NORMLAB_CACHE" -cJf "$out/kernel-cache.tar.xz" kernels
 echo "== done after $(( $(date +%s) - start )) s" >>"$log"
