@@ -13,6 +13,8 @@
 #![cfg(feature = "wgpu")]
 
 mod common;
+#[path = "gpu/norms.rs"]
+mod norms;
 
 use std::path::Path;
 use std::process::Command;
@@ -145,4 +147,16 @@ fn a_train_step_is_profiled_on_the_gpu_path() {
     assert!(root.join("cache/kernels").is_dir(), "the benchmark's kernel cache under NORMLAB_CACHE");
     let table = String::from_utf8_lossy(&run.stdout);
     assert!(table.contains("ceilings (burn): GEMM 128³"), "{table}");
+}
+
+/// Every norm kind's fused GPU kernel, forward and backward, against its composite formula
+/// on the same device (`tests/gpu/norms.rs`).
+#[test]
+fn every_norm_kind_has_a_fused_gpu_kernel_matching_its_formula() {
+    assert!(vulkan_driver(), "no Vulkan driver: apt-get install mesa-vulkan-drivers (lavapipe; tools/lavapipe.sh)");
+    let root = temp("norms");
+    let device = normlab::device::DeviceName::Wgpu.open(&root.join("kernels")).unwrap().autodiff();
+    for d in [48, 300] {
+        norms::check_every_kind(&device, d);
+    }
 }

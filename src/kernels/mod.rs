@@ -5,8 +5,9 @@
 //!
 //! The composite formulas (in `norm` and `model`) stay the reference: `model.kernels =
 //! "composite"` uses them everywhere, and on backends other than `Flex` (wgpu, cuda) and for
-//! element types other than f32/f64 they are used whatever the setting ([`fusable`]). The tests
-//! check every fused op against the composite one and against finite differences in f64.
+//! element types other than f32/f64 they are used whatever the setting ([`fusable`]), except
+//! for the norms, which have GPU kernels too (`gpu`, [`Kernels::fuse_norm`]). The tests check
+//! every fused op against the composite one and against finite differences in f64.
 //!
 //! - [`extension`]: the backend extension: the ops on `Flex` and their backward on `Autodiff<Flex>`
 //! - [`norm`]: LayerNorm, RMSNorm and their scalarised forms in one pass
@@ -19,10 +20,13 @@
 //! - [`sgemm`], [`strided`]: f32 matmuls (packed AVX2 + FMA; strided operands)
 //! - [`simd`]: the element type and the loops the kernels share
 //! - [`precision`]: mixed precision (`train.precision`)
+//! - `gpu` (features `wgpu`, `cuda`): every norm as a fused CubeCL kernel on burn's GPU backend
 
 pub mod attention;
 mod extension;
 pub mod given_rms;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+pub mod gpu;
 pub mod norm;
 pub mod precision;
 pub mod rope;
@@ -66,6 +70,22 @@ impl Kernels {
     pub fn fuse<const D: usize>(self, x: &Tensor<D>) -> bool {
         self == Kernels::Fused && fusable(x)
     }
+
+    /// Whether a norm of `x` takes a fused kernel: the CPU's, or the GPU's ([`gpu_norm`]).
+    pub fn fuse_norm<const D: usize>(self, x: &Tensor<D>) -> bool {
+        self == Kernels::Fused && (fusable(x) || gpu_norm(x))
+    }
+}
+
+/// Whether the GPU norm kernels compute on `x` (an f32 tensor on a CubeCL device).
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn gpu_norm<const D: usize>(x: &Tensor<D>) -> bool {
+    gpu::runs_on(x)
+}
+
+#[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+fn gpu_norm<const D: usize>(_: &Tensor<D>) -> bool {
+    false
 }
 
 /// Whether the fused kernels can compute on `x`: a `Flex` tensor (with or without autodiff)
@@ -92,6 +112,11 @@ pub fn norm_affine<const D: usize>(
     centred: bool,
 ) -> Tensor<D> {
     let [gain, shift] = affine(&x, gain, shift);
+    #[cfg(any(feature = "wgpu", feature = "cuda"))]
+    if gpu_norm(&x) {
+        let lambda = Tensor::ones([1], (&x.device(), x.dtype()));
+        return gpu::row_norm(x, [gain, shift, lambda], None, gpu::RowNorm::affine(eps, centred));
+    }
     Tensor::from_dispatch(<Dispatch as FusedOps>::norm_affine(
         x.into_dispatch(),
         gain.into_dispatch(),
@@ -138,6 +163,10 @@ pub fn tanh_norm<const D: usize>(
     let [gain, shift] = affine(&x, gain, shift);
     let (device, dtype) = (x.device(), x.dtype());
     assert_eq!(variance.is_some(), n.denominator == Denominator::Given, "a variance goes with Denominator::Given");
+    #[cfg(any(feature = "wgpu", feature = "cuda"))]
+    if gpu_norm(&x) {
+        return gpu::row_norm(x, [gain, shift, lambda], variance, gpu::RowNorm::tanh(n));
+    }
     let variance = variance
         .map(Tensor::into_dispatch)
         .unwrap_or_else(|| Tensor::<1>::zeros([1], (&device, dtype)).into_dispatch());
@@ -154,6 +183,12 @@ pub fn tanh_norm<const D: usize>(
 /// `γ ⊙ x / √(v + ε)` over the last axis with a given per-row `v` (`[…, 1]`): RMSNorm-Approx's
 /// FFN-input norm (see [`given_rms`]). `gain`: `[d]` or absent.
 pub fn rms_given<const D: usize>(x: Tensor<D>, gain: Option<Tensor<1>>, v: Tensor<D>, eps: f64) -> Tensor<D> {
+    #[cfg(any(feature = "wgpu", feature = "cuda"))]
+    if gpu_norm(&x) {
+        let [gain, shift] = affine(&x, gain, None);
+        let lambda = Tensor::ones([1], (&x.device(), x.dtype()));
+        return gpu::row_norm(x, [gain, shift, lambda], Some(v), gpu::RowNorm::given_rms(eps));
+    }
     let [gain, _] = affine(&x, gain, None);
     Tensor::from_dispatch(<Dispatch as FusedOps>::rms_given(
         x.into_dispatch(),

@@ -94,7 +94,7 @@ impl Bhyt {
     pub fn forward<const D: usize>(&self, x: Tensor<D>, k: Kernels) -> Tensor<D> {
         let lambda = self.lambda.val();
         let gain = Some(self.gain.val());
-        if k.fuse(&x) {
+        if k.fuse_norm(&x) {
             let denominator = match self.denominator {
                 BhytDenominator::Std => Denominator::Std,
                 BhytDenominator::Rms => Denominator::Rms,
@@ -125,7 +125,7 @@ impl Bhyt {
         let variance = kernels::widen(variance);
         let lambda = self.lambda.val();
         let gain = Some(self.gain.val());
-        if k.fuse(&x) {
+        if k.fuse_norm(&x) {
             let n = TanhNorm { denominator: Denominator::Given, kappa: self.kappa, eps: self.eps };
             return kernels::tanh_norm(x, lambda, gain, None, Some(variance), n);
         }

@@ -44,7 +44,7 @@ impl Dyt {
         let alpha = self.alpha.val();
         let gain = Some(self.gain.val());
         let shift = Some(self.shift.val());
-        if k.fuse(&x) {
+        if k.fuse_norm(&x) {
             let n = TanhNorm { denominator: Denominator::One, kappa: 1.0, eps: 0.0 };
             return kernels::tanh_norm(x, alpha, gain, shift, None, n);
         }

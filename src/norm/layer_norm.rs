@@ -52,7 +52,7 @@ impl LayerNorm {
     /// [`layer_norm`], or its fused kernel when `k` fuses on `x`.
     pub fn forward<const D: usize>(&self, x: Tensor<D>, k: Kernels) -> Tensor<D> {
         let (gain, shift) = (value(&self.gain), value(&self.shift));
-        if k.fuse(&x) {
+        if k.fuse_norm(&x) {
             kernels::norm_affine(x, gain, shift, self.eps, true)
         } else {
             layer_norm(x, gain, shift, self.eps)
@@ -63,7 +63,7 @@ impl LayerNorm {
     pub fn forward_1p<const D: usize>(&self, x: Tensor<D>, k: Kernels) -> Tensor<D> {
         let gain = value(&self.gain).map(|g| g + 1.0);
         let shift = value(&self.shift);
-        if k.fuse(&x) {
+        if k.fuse_norm(&x) {
             kernels::norm_affine(x, gain, shift, self.eps, true)
         } else {
             layer_norm(x, gain, shift, self.eps)

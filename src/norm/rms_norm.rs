@@ -60,7 +60,7 @@ impl ZeroCentredRmsNorm {
 
     /// `(1 + γ) ⊙ x/√(mean(x²) + ε)`, by the fused kernel when `k` fuses on `x`.
     pub fn forward<const D: usize>(&self, x: Tensor<D>, k: Kernels) -> Tensor<D> {
-        if k.fuse(&x) {
+        if k.fuse_norm(&x) {
             kernels::norm_affine(x, Some(self.gain()), None, self.eps, false)
         } else {
             rms_norm(x, Some(self.gain()), self.eps)
@@ -87,7 +87,7 @@ pub struct RmsNorm {
 
 /// [`rms_norm`], or its fused kernel when `k` fuses on `x`.
 pub(super) fn rms_norm_by<const D: usize>(x: Tensor<D>, gamma: Option<Tensor<1>>, eps: f64, k: Kernels) -> Tensor<D> {
-    if k.fuse(&x) { kernels::norm_affine(x, gamma, None, eps, false) } else { rms_norm(x, gamma, eps) }
+    if k.fuse_norm(&x) { kernels::norm_affine(x, gamma, None, eps, false) } else { rms_norm(x, gamma, eps) }
 }
 
 impl RmsNorm {
@@ -101,7 +101,7 @@ impl RmsNorm {
     /// half-precision input is normalised in f32.
     pub fn forward_with_variance<const D: usize>(&self, x: Tensor<D>, variance: Tensor<D>, k: Kernels) -> Tensor<D> {
         let (x, variance) = (kernels::widen(x), kernels::widen(variance));
-        if k.fuse(&x) && k.fuse(&variance) && x.dtype() == variance.dtype() {
+        if k.fuse_norm(&x) && k.fuse_norm(&variance) && x.dtype() == variance.dtype() {
             return kernels::rms_given(x, value(&self.gain), variance, self.eps);
         }
         rms_with_variance(x, variance, value(&self.gain), self.eps)

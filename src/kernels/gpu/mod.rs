@@ -1,0 +1,72 @@
+//! The norms as fused GPU kernels: one forward and one backward CubeCL kernel for every norm
+//! kind ([`row_norm`]), a burn backend extension ([`GpuNorms`]) on burn's CubeCL backend (wgpu,
+//! vulkan, cuda) with its backward hand-written on `Autodiff<Cube>`. The composite formulas
+//! stay the reference (`model.kernels = "composite"`), as for the CPU kernels.
+//!
+//! Every norm is one row map `y = γ ⊙ φ(λ (x − m) / D) + β` ([`RowNorm`]):
+//!
+//! | kind | `m` | `D` | `φ` | `λ` |
+//! |---|---|---|---|---|
+//! | LayerNorm (vector, scalar) | μ | `√(σ² + ε)` | id | 1 |
+//! | RMSNorm (vector, scalar) | 0 | `√(mean(x²) + ε)` | id | 1 |
+//! | RMSNorm with a given `v` | 0 | `√(v + ε)` | id | 1 |
+//! | DyT | 0 | 1 | tanh | α |
+//! | BHyT* (eq. 1) | 0 | `κ √(σ² + ε) + |μ|` | tanh | λ |
+//! | BHyT, exact RMS | 0 | `κ √(mean(x²) + ε)` | tanh | λ |
+//! | BHyT, given `ŝ²` (Theorem 3.5) | 0 | `κ √(v + ε)` | tanh | λ |
+//!
+//! Backward, with `c = x − m`, `w = 1/D`, `s = λ w`, `g = ∂y ⊙ γ ⊙ φ′(s c)` and
+//! `∂D/∂x_j = a x_j + b` (the row's own statistic; 0 for `D = 1` and a given `v`):
+//!
+//! ```text
+//! ∂D = −w² λ Σ_j g_j c_j        ∂x_j = s (g_j − [m = μ] mean(g)) + ∂D (a x_j + b)
+//! ∂γ = Σ_rows ∂y ⊙ φ(s c)      ∂β = Σ_rows ∂y     ∂λ = Σ g c w     ∂v = ∂D κ / (2 √(v + ε))
+//! ```
+//!
+//! The kernels run on f32 (the norms' inputs are widened to f32 in every precision,
+//! [`super::widen`]); a norm of another type takes the composite path.
+
+//!
+//! - [`spec`]: [`RowNorm`], which norm of the table
+//! - [`row_norm`]: the forward and backward CubeCL kernels and their launches
+//! - [`extension`]: the backend extension [`GpuNorms`] on `CubeBackend` (and `Fusion`)
+//! - [`autodiff`]: its backward on `Autodiff<Cube>`
+
+mod autodiff;
+pub mod extension;
+mod row_norm;
+pub mod spec;
+
+use burn::backend::{Dispatch, DispatchDevice};
+use burn::tensor::{DType, Tensor};
+pub use extension::GpuNorms;
+pub use spec::{Root, RowNorm};
+
+/// Whether the GPU norm kernels compute on `x`: an f32 tensor on a CubeCL device (with or
+/// without autodiff).
+pub fn runs_on<const D: usize>(x: &Tensor<D>) -> bool {
+    x.dtype() == DType::F32 && matches!(x.device().inner().as_dispatch(), DispatchDevice::Cube(_))
+}
+
+/// The norm `n` of `x` by the GPU kernels; `gain`, `shift`: `[d]` or `[1]`; `lambda`: `[1]`;
+/// `v`: `[…, 1]`, required for a given statistic.
+pub fn row_norm<const D: usize>(
+    x: Tensor<D>,
+    [gain, shift, lambda]: [Tensor<1>; 3],
+    v: Option<Tensor<D>>,
+    n: RowNorm,
+) -> Tensor<D> {
+    assert_eq!(v.is_some(), n.root == Root::Given, "a given statistic goes with a v per row");
+    // An unread `[1]` stand-in where no statistic is given: a constant, never a parameter.
+    let v = v
+        .map(Tensor::into_dispatch)
+        .unwrap_or_else(|| Tensor::<1>::zeros([1], (&x.device(), x.dtype())).into_dispatch());
+    Tensor::from_dispatch(<Dispatch as GpuNorms>::row_norm(
+        x.into_dispatch(),
+        gain.into_dispatch(),
+        shift.into_dispatch(),
+        lambda.into_dispatch(),
+        v,
+        n,
+    ))
+}
