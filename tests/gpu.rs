@@ -12,6 +12,8 @@
 //! it): it never passes without having run.
 #![cfg(feature = "wgpu")]
 
+#[path = "gpu/attention.rs"]
+mod attention;
 mod common;
 #[path = "gpu/norms.rs"]
 mod norms;
@@ -159,4 +161,14 @@ fn every_norm_kind_has_a_fused_gpu_kernel_matching_its_formula() {
     for d in [48, 300] {
         norms::check_every_kind(&device, d);
     }
+}
+
+/// The fused GPU attention, forward and backward, against the composite formula on the same
+/// device (`tests/gpu/attention.rs`).
+#[test]
+fn fused_gpu_attention_matches_its_formula() {
+    assert!(vulkan_driver(), "no Vulkan driver: apt-get install mesa-vulkan-drivers (lavapipe; tools/lavapipe.sh)");
+    let root = temp("attention");
+    let device = normlab::device::DeviceName::Wgpu.open(&root.join("kernels")).unwrap().autodiff();
+    attention::check(&device);
 }

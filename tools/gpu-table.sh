@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # The GPU table of docs/gpu.md on one NVIDIA machine, within a time budget, each step bounded,
-# in this order (bf16 on `cuda` beside PyTorch, and where its step's time goes, first):
+# in this order (bf16 on `cuda` beside PyTorch, the fused GPU kernels against the composite ops,
+# and where the step's time goes, first):
 #   1. KiteNorm Table-1 dims, `pre` in bf16 and f32 on `cuda` beside tools/torch_gpu.py f32 and
 #      bf16 autocast (PyTorch eager), in one `normlab bench` invocation (bf16 first: it is the
 #      number PyTorch users compare with);
-#   2. `normlab bench profile` at Table-1 dims on `cuda`, `pre` then `kitenorm` in bf16, beside
+#   2. `pre` in bf16 on `cuda` with `--kernels composite` (no fused GPU norms or attention: the
+#      A/B of the kernels in src/kernels/gpu);
+#   3. `normlab bench profile` at Table-1 dims on `cuda`, `pre` then `kitenorm` in bf16, beside
 #      PyTorch's ceilings (tools/torch_ceilings.py: cuBLAS GEMM, elementwise bandwidth);
-#   3. `kitenorm` as in 1, then the profile of `pre` in f32;
-#   4. PyTorch `--compile` in bf16 and f32 at the bench's sizes;
-#   5. `pre` in f32/f16 on `vulkan` beside PyTorch eager (NVIDIA's Vulkan driver has no bf16);
-#   6. `generate` tokens/s of the Table-1 model on `vulkan` and `cuda`;
-#   7. 200 steps of the Table-1 model (micro-batch 8 x 512) on `cuda` (bf16, f32) and `vulkan`
-#      (f32): the loss curves, for agreement;
-#   8. `pre` in bf16 on `cuda` with `--kernels composite` (no fused attention in forwards).
+#   4. `kitenorm` as in 1, then the profile of `pre` in f32;
+#   5. PyTorch `--compile` in bf16 and f32 at the bench's sizes;
+#   6. `pre` in f32/f16 on `vulkan` beside PyTorch eager (NVIDIA's Vulkan driver has no bf16);
+#   7. `generate` tokens/s of the Table-1 model on `vulkan` and `cuda`;
+#   8. 200 steps of the Table-1 model (micro-batch 8 x 512) on `cuda` (bf16, f32) and `vulkan`
+#      (f32): the loss curves, for agreement.
 # Steps run in this order; one that the budget no longer fits is skipped and logged so, as is
 # one not named in GPU_TABLE_STEPS when that is set (e.g. GPU_TABLE_STEPS="cuda-table-pre profile-cuda-pre-bf16").
 # GPU memory: the most `nvidia-smi` reports in use while each step runs (sampled every 200 ms).
@@ -72,6 +74,9 @@ profile() {
         --warmup 2 --steps 5 --torch-python python3 --out "$out/profile-cuda-$1-$2.json"
 }
 table pre 200
+# The fused GPU kernels (`fused`, in 1) against burn's composite ops (`composite`).
+step cuda-composite-pre 100 "$bin" bench model --device cuda --recipes pre --kernels composite --precision bf16 \
+    --dims table1 --warmup 3 --steps 5 --fwd-steps 5 --out "$out/cuda-composite.json"
 profile pre bf16 150
 profile kitenorm bf16 100
 table kitenorm 150
@@ -94,9 +99,6 @@ for c in cuda:bf16 vulkan:f32 cuda:f32; do
     step "curve-$dev-$p" 100 "$bin" train "${run[@]}" "${curve[@]}" --set "run.device=\"$dev\"" --set "train.precision=\"$p\"" --set "run.dir=\"$work/curve-$dev-$p\""
     cp "$work/curve-$dev-$p/metrics.jsonl" "$out/curve-$dev-$p.jsonl" 2>/dev/null
 done
-# burn's fused attention in forwards (`fused`) against the composite ops (`composite`).
-step cuda-attention-ab 100 "$bin" bench model --device cuda --recipes pre --kernels composite --precision bf16 \
-    --dims table1 --warmup 3 --steps 5 --fwd-steps 5 --out "$out/cuda-composite.json"
 rm -f "$out/.mem"
 # The device tool returns at most 8 files: the measurements travel as one archive beside the log.
 shopt -s nullglob

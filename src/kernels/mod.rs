@@ -6,7 +6,8 @@
 //! The composite formulas (in `norm` and `model`) stay the reference: `model.kernels =
 //! "composite"` uses them everywhere, and on backends other than `Flex` (wgpu, cuda) and for
 //! element types other than f32/f64 they are used whatever the setting ([`fusable`]), except
-//! for the norms, which have GPU kernels too (`gpu`, [`Kernels::fuse_norm`]). The tests check
+//! for the norms and causal attention, which have GPU kernels too (`gpu`,
+//! [`Kernels::fuse_norm`], [`Kernels::fuse_attention`]). The tests check
 //! every fused op against the composite one and against finite differences in f64.
 //!
 //! - [`extension`]: the backend extension: the ops on `Flex` and their backward on `Autodiff<Flex>`
@@ -20,7 +21,8 @@
 //! - [`sgemm`], [`strided`]: f32 matmuls (packed AVX2 + FMA; strided operands)
 //! - [`simd`]: the element type and the loops the kernels share
 //! - [`precision`]: mixed precision (`train.precision`)
-//! - `gpu` (features `wgpu`, `cuda`): every norm as a fused CubeCL kernel on burn's GPU backend
+//! - `gpu` (features `wgpu`, `cuda`): every norm, and causal attention with its backward, as
+//!   fused CubeCL kernels on burn's GPU backend
 
 pub mod attention;
 mod extension;
@@ -75,6 +77,23 @@ impl Kernels {
     pub fn fuse_norm<const D: usize>(self, x: &Tensor<D>) -> bool {
         self == Kernels::Fused && (fusable(x) || gpu_norm(x))
     }
+
+    /// Whether causal attention of queries `q` takes a fused kernel ([`causal_attention`]):
+    /// the CPU's, or the GPU's ([`gpu_attention`]).
+    pub fn fuse_attention(self, q: &Tensor<4>) -> bool {
+        self == Kernels::Fused && (fusable(q) || gpu_attention(q))
+    }
+}
+
+/// Whether the GPU attention kernels compute on queries `q`.
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn gpu_attention(q: &Tensor<4>) -> bool {
+    gpu::attention_runs_on(q)
+}
+
+#[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+fn gpu_attention(_: &Tensor<4>) -> bool {
+    false
 }
 
 /// Whether the GPU norm kernels compute on `x` (an f32 tensor on a CubeCL device).
@@ -215,11 +234,16 @@ pub fn rope(x: Tensor<4>, cos: Tensor<2>, sin: Tensor<2>) -> Tensor<4> {
     Tensor::from_dispatch(<Dispatch as FusedOps>::rope(x.into_dispatch(), cos.into_dispatch(), sin.into_dispatch()))
 }
 
-/// Causal attention `softmax(scale · q kᵀ + M) v` in one op (see [`attention`]): `q`:
+/// Causal attention `softmax(scale · q kᵀ + M) v` in one op (see [`attention`]; on a GPU the
+/// kernels of `gpu`, in f32): `q`:
 /// `[B, H, T, h]`, `k`, `v`: `[B, H, S, h]` (the `S − T` first keys cached, seen by every
 /// query) → `[B, H, T, h]`; no mask tensor, no `T × S` probabilities kept for backward.
 pub fn causal_attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, scale: f64) -> Tensor<4> {
     assert!(scale > 0.0, "the attention scale must be positive");
+    #[cfg(any(feature = "wgpu", feature = "cuda"))]
+    if gpu_attention(&q) {
+        return gpu::causal_attention(q, k, v, scale);
+    }
     Tensor::from_dispatch(<Dispatch as FusedOps>::causal_attention(
         q.into_dispatch(),
         k.into_dispatch(),

@@ -543,14 +543,15 @@ impl Attention {
         // The fused kernels compute a plain softmax: a soft-capped attention, or one with sinks,
         // stays composite.
         let fusable = self.softcap.is_none() && self.sinks.is_none();
-        if fusable && ctx.causal && ctx.stats.is_none() && kn.fuse(&q) {
-            return kernels::causal_attention(q, k, v, scale);
-        }
         let whole = t == k.dims()[2];
+        // A GPU forward no gradient flows through: burn's flash attention (tensor cores).
         if fusable && ctx.causal && ctx.stats.is_none() && kn == Kernels::Fused && whole && gpu_forward_only(&q) {
             let scale = self.sqk.as_ref().map(|_| scale);
             let causal = AttentionModuleOptions { scale, softcap: None, is_causal: true };
             return attention(p.compute(q), p.compute(k), p.compute(v), None, None, causal);
+        }
+        if fusable && ctx.causal && ctx.stats.is_none() && kn.fuse_attention(&q) {
+            return kernels::causal_attention(q, k, v, scale);
         }
         let [b, h, _, _] = q.dims();
         if ctx.stats.is_none() && b * h * t * k.dims()[2] > scores_limit {

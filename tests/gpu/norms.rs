@@ -9,7 +9,7 @@ use normlab::kernels::{self, Denominator, Kernels, TanhNorm};
 use normlab::norm;
 
 /// Pseudo-random values in [−1, 1) (xorshift; fixed by `seed`).
-fn noise(n: usize, seed: u64) -> Vec<f32> {
+pub fn noise(n: usize, seed: u64) -> Vec<f32> {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..n)
         .map(|_| {
@@ -22,7 +22,7 @@ fn noise(n: usize, seed: u64) -> Vec<f32> {
 }
 
 /// `n` values around `centre` with spread `spread`.
-fn around(n: usize, seed: u64, centre: f32, spread: f32) -> Vec<f32> {
+pub fn around(n: usize, seed: u64, centre: f32, spread: f32) -> Vec<f32> {
     noise(n, seed).into_iter().map(|v| centre + spread * v).collect()
 }
 
@@ -49,7 +49,7 @@ fn outputs(device: &Device, inputs: &[Vec<f32>], f: &NormFn) -> Vec<Vec<f32>> {
 }
 
 /// Largest difference relative to the largest reference magnitude.
-fn gap(got: &[f32], want: &[f32]) -> f32 {
+pub fn gap(got: &[f32], want: &[f32]) -> f32 {
     assert_eq!(got.len(), want.len());
     let scale = want.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-6);
     got.iter().zip(want).fold(0f32, |m, (a, b)| m.max((a - b).abs())) / scale

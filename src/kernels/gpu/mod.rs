@@ -1,7 +1,9 @@
-//! The norms as fused GPU kernels: one forward and one backward CubeCL kernel for every norm
-//! kind ([`row_norm`]), a burn backend extension ([`GpuNorms`]) on burn's CubeCL backend (wgpu,
-//! vulkan, cuda) with its backward hand-written on `Autodiff<Cube>`. The composite formulas
-//! stay the reference (`model.kernels = "composite"`), as for the CPU kernels.
+//! Fused GPU kernels on burn's CubeCL backend (wgpu, vulkan, cuda), each a burn backend
+//! extension whose backward is hand-written on `Autodiff<Cube>`: every norm kind as one
+//! forward and one backward kernel ([`row_norm`]), and causal attention whose backward
+//! recomputes the probabilities from the saved log-sum-exp instead of keeping the T × S
+//! matrix ([`causal_attention`]). The composite formulas stay the reference
+//! (`model.kernels = "composite"`), as for the CPU kernels.
 //!
 //! Every norm is one row map `y = γ ⊙ φ(λ (x − m) / D) + β` ([`RowNorm`]):
 //!
@@ -28,24 +30,52 @@
 
 //!
 //! - [`spec`]: [`RowNorm`], which norm of the table
-//! - [`row_norm`]: the forward and backward CubeCL kernels and their launches
-//! - [`extension`]: the backend extension [`GpuNorms`] on `CubeBackend` (and `Fusion`)
-//! - [`autodiff`]: its backward on `Autodiff<Cube>`
+//! - [`row_norm`]: the norms' forward and backward CubeCL kernels and their launches
+//! - [`attention`]: attention's forward and backward CubeCL kernels and their launches
+//! - [`reduce`]: sums and maxima over a cube's units
+//! - [`extension`]: the backend extensions [`GpuNorms`], [`GpuAttention`] on `CubeBackend`
+//! - [`autodiff`], [`attention_grad`]: their backward on `Autodiff<Cube>`
 
+mod attention;
+mod attention_grad;
 mod autodiff;
 pub mod extension;
+mod reduce;
 mod row_norm;
 pub mod spec;
 
 use burn::backend::{Dispatch, DispatchDevice};
 use burn::tensor::{DType, Tensor};
-pub use extension::GpuNorms;
+pub use extension::{GpuAttention, GpuNorms};
 pub use spec::{Root, RowNorm};
 
-/// Whether the GPU norm kernels compute on `x`: an f32 tensor on a CubeCL device (with or
-/// without autodiff).
+/// Whether `x` is on a CubeCL device (with or without autodiff).
+fn on_gpu<const D: usize>(x: &Tensor<D>) -> bool {
+    matches!(x.device().inner().as_dispatch(), DispatchDevice::Cube(_))
+}
+
+/// Whether the GPU norm kernels compute on `x`: an f32 tensor on a CubeCL device.
 pub fn runs_on<const D: usize>(x: &Tensor<D>) -> bool {
-    x.dtype() == DType::F32 && matches!(x.device().inner().as_dispatch(), DispatchDevice::Cube(_))
+    x.dtype() == DType::F32 && on_gpu(x)
+}
+
+/// Whether the GPU attention kernels compute on queries `q` `[B, H, T, h]`: on a CubeCL
+/// device, with a head width a cube's units cover.
+pub fn attention_runs_on(q: &Tensor<4>) -> bool {
+    on_gpu(q) && q.dims()[3] <= attention::MAX_HEAD
+}
+
+/// Causal `softmax(scale · q kᵀ + M) v` by the GPU kernels, in f32 (half-precision inputs are
+/// widened, as the composite path widens the scores): `q` `[B, H, T, h]`, `k`, `v`
+/// `[B, H, S, h]` with `S ≥ T`, the `S − T` first keys cached.
+pub fn causal_attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, scale: f64) -> Tensor<4> {
+    let [q, k, v] = [q, k, v].map(super::widen);
+    Tensor::from_dispatch(<Dispatch as GpuAttention>::attention(
+        q.into_dispatch(),
+        k.into_dispatch(),
+        v.into_dispatch(),
+        scale,
+    ))
 }
 
 /// The norm `n` of `x` by the GPU kernels; `gain`, `shift`: `[d]` or `[1]`; `lambda`: `[1]`;

@@ -11,6 +11,7 @@
 //! `x`, `y`, `∂y`, `∂x`: rows × `d`, contiguous; `gain`, `shift`: `d` or 1 (read with step
 //! 0); `λ`: 1; `v`: one per row (`Given`) or 1 (unused).
 
+use super::reduce::cube_sum;
 use super::spec::{Root, RowNorm};
 use burn::backend::cubecl::dtype_to_storage_type;
 use burn::tensor::{DType, Shape};
@@ -64,26 +65,6 @@ struct RowShape {
 struct Constants {
     kappa: f32,
     eps: f32,
-}
-
-/// Sum of each unit's `value` over the cube (a tree in shared memory; `CUBE_DIM` a power of
-/// two). Every unit returns the total.
-#[cube]
-fn cube_sum<F: Float>(shared: &mut Shared<[F]>, value: F) -> F {
-    shared[UNIT_POS as usize] = value;
-    sync_cube();
-    let mut active = CUBE_DIM;
-    while active > 1 {
-        active /= 2;
-        if UNIT_POS < active {
-            let other = shared[(UNIT_POS + active) as usize];
-            shared[UNIT_POS as usize] += other;
-        }
-        sync_cube();
-    }
-    let total = shared[0];
-    sync_cube();
-    total
 }
 
 /// `Σ_j (x_j − m)` or `Σ_j (x_j − m)²` over the row starting at `base`.
