@@ -144,10 +144,24 @@ fn forward_kernel<F: Float>(
     }
 }
 
-/// `P = exp(s a·b − L)` of a row `a` in shared memory and the row of `m` at `base`.
+/// `(P, dS)` of one query–key pair: `P = exp(s q·k − L)`, `dS = P (∂O·v − Δ)`. One side's
+/// rows are in shared memory (`a` is its `q` or `k`, `b` its `∂O` or `v`), the other's are
+/// read at `base` of `m_a` (`k` or `q`) and `m_b` (`v` or `∂O`).
 #[cube]
-fn probability<F: Float>(a: &Shared<[F]>, m: &Tensor<F>, base: usize, h: usize, scale: F, lse: F) -> F {
-    (scale * dot_row::<F>(a, m, base, h) - lse).exp()
+#[allow(clippy::too_many_arguments)]
+fn pair<F: Float>(
+    a: &Shared<[F]>,
+    b: &Shared<[F]>,
+    m_a: &Tensor<F>,
+    m_b: &Tensor<F>,
+    base: usize,
+    h: usize,
+    scale: F,
+    lse: F,
+    delta: F,
+) -> (F, F) {
+    let p = (scale * dot_row::<F>(a, m_a, base, h) - lse).exp();
+    (p, p * (dot_row::<F>(b, m_b, base, h) - delta))
 }
 
 /// `∂q`, one cube per query row.
@@ -189,9 +203,8 @@ fn dq_kernel<F: Float>(
         let j = c + u;
         let mut ds = F::new(0.0);
         if j < keys {
-            let base = (bh * s + j) * h;
-            let p = probability::<F>(&qs, k, base, h, scale, l);
-            ds = p * (dot_row::<F>(&dos, v, base, h) - di);
+            let (_, d) = pair::<F>(&qs, &dos, k, v, (bh * s + j) * h, h, scale, l, di);
+            ds = d;
         }
         dss[u] = ds;
         sync_cube();
@@ -252,8 +265,9 @@ fn dkv_kernel<F: Float>(
         let mut p = F::new(0.0);
         let mut ds = F::new(0.0);
         if c + u < queries {
-            p = probability::<F>(&ks, q, row * h, h, scale, lse[row]);
-            ds = p * (dot_row::<F>(&vs, d_o, row * h, h) - delta[row]);
+            let (pp, d) = pair::<F>(&ks, &vs, q, d_o, row * h, h, scale, lse[row], delta[row]);
+            p = pp;
+            ds = d;
         }
         ps[u] = p;
         dss[u] = ds;

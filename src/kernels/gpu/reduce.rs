@@ -4,29 +4,22 @@
 
 use cubecl::prelude::*;
 
-/// Sum of each unit's `value` over the cube (a tree in shared memory; `CUBE_DIM` a power of
-/// two). Every unit returns the total.
+/// Sum of each unit's `value` over the cube.
 #[cube]
 pub fn cube_sum<F: Float>(shared: &mut Shared<[F]>, value: F) -> F {
-    shared[UNIT_POS as usize] = value;
-    sync_cube();
-    let mut active = CUBE_DIM;
-    while active > 1 {
-        active /= 2;
-        if UNIT_POS < active {
-            let other = shared[(UNIT_POS + active) as usize];
-            shared[UNIT_POS as usize] += other;
-        }
-        sync_cube();
-    }
-    let total = shared[0];
-    sync_cube();
-    total
+    tree::<F>(shared, value, false)
 }
 
-/// The largest of each unit's `value` over the cube (as [`cube_sum`]).
+/// The largest of each unit's `value` over the cube.
 #[cube]
 pub fn cube_max<F: Float>(shared: &mut Shared<[F]>, value: F) -> F {
+    tree::<F>(shared, value, true)
+}
+
+/// The units' values combined pairwise, halving the active units each round: by `max`, or by
+/// `+`.
+#[cube]
+fn tree<F: Float>(shared: &mut Shared<[F]>, value: F, #[comptime] max: bool) -> F {
     shared[UNIT_POS as usize] = value;
     sync_cube();
     let mut active = CUBE_DIM;
@@ -35,11 +28,16 @@ pub fn cube_max<F: Float>(shared: &mut Shared<[F]>, value: F) -> F {
         if UNIT_POS < active {
             let other = shared[(UNIT_POS + active) as usize];
             let mine = shared[UNIT_POS as usize];
-            shared[UNIT_POS as usize] = select(other > mine, other, mine);
+            if max {
+                shared[UNIT_POS as usize] = select(other > mine, other, mine);
+            } else {
+                shared[UNIT_POS as usize] = mine + other;
+            }
         }
         sync_cube();
     }
-    let top = shared[0];
+    let result = shared[0];
+    // No unit may write `shared` again before every unit has read the result.
     sync_cube();
-    top
+    result
 }
