@@ -1,12 +1,15 @@
 //! The GPU code path without a GPU: with `--features wgpu` and a Vulkan driver —
 //! Debian's `mesa-vulkan-drivers` gives lavapipe, a software Vulkan device on the CPU — the same
 //! tiny language-model run trains on `run.device = cpu` (fused kernels) and on `wgpu` (burn's
-//! cubecl kernels, the composite ops, validation and probes included). Per-step training losses
+//! cubecl kernels and normlab's fused GPU norms and attention, validation and probes included). Per-step training losses
 //! must agree within 1e-5 relative in f32 (the two backends sum in different orders; measured
 //! ≈3e-7), and an f16 run on the GPU must track the CPU's f32 curve within the f16 bound of
 //! `train::precision_tests` (5e-3). `.ci/run` runs it; the pairs task (masked loss, padded
 //! batches, KV-cache decoding) on the GPU is `tools/wgpu-smoke.sh`, kept out of CI because its
-//! varying batch lengths compile kernels per shape (≈ 4.5 min per run on lavapipe).
+//! varying batch lengths compile kernels per shape (≈ 4.5 min per run on lavapipe). The fused
+//! GPU kernels (`kernels::gpu`: every norm kind, causal attention) are checked against their
+//! composite formulas on the same device, outputs and gradients (`gpu/norms.rs`,
+//! `gpu/attention.rs`).
 //!
 //! Without a Vulkan driver the test fails, naming the package that gives one (`.ci/run` installs
 //! it): it never passes without having run.
