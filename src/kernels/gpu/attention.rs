@@ -290,9 +290,8 @@ fn dkv_kernel<F: Float>(
 /// The launch of one attention kernel: the cube shape and the sizes.
 struct Launch {
     units: u32,
-    rows_q: usize,
-    rows_k: usize,
     heads: usize,
+    /// `[T, S, h]`.
     dims: [usize; 3],
     scale: f64,
 }
@@ -307,7 +306,7 @@ impl Launch {
             "attention kernels: head width {h} (at most {MAX_HEAD}), {s} keys for {t} queries"
         );
         let units = h.next_power_of_two().max(32) as u32;
-        Launch { units, rows_q: t, rows_k: s, heads: b * n, dims: [t, s, h], scale }
+        Launch { units, heads: b * n, dims: [t, s, h], scale }
     }
 
     fn grid(&self, rows: usize) -> CubeCount {
@@ -338,7 +337,7 @@ pub fn forward(q: CubeTensor, k: CubeTensor, v: CubeTensor, scale: f64) -> (Cube
     let dtype = dtype_to_storage_type(q.dtype);
     forward_kernel::launch(
         &q.client.clone(),
-        at.grid(at.rows_q),
+        at.grid(at.dims[0]),
         CubeDim::new_1d(at.units),
         q.into_tensor_arg(),
         k.into_tensor_arg(),
@@ -363,7 +362,7 @@ pub fn dq(saved: Saved, scale: f64) -> CubeTensor {
     let dtype = dtype_to_storage_type(q.dtype);
     dq_kernel::launch(
         &q.client.clone(),
-        at.grid(at.rows_q),
+        at.grid(at.dims[0]),
         CubeDim::new_1d(at.units),
         q.into_tensor_arg(),
         k.into_tensor_arg(),
@@ -387,7 +386,7 @@ pub fn dkv(saved: Saved, scale: f64) -> (CubeTensor, CubeTensor) {
     let dtype = dtype_to_storage_type(q.dtype);
     dkv_kernel::launch(
         &q.client.clone(),
-        at.grid(at.rows_k),
+        at.grid(at.dims[1]),
         CubeDim::new_1d(at.units),
         q.into_tensor_arg(),
         k.into_tensor_arg(),

@@ -393,6 +393,7 @@ pub fn backward(
     let shape = if what == Out::Dv { v.meta.shape().clone() } else { x.meta.shape().clone() };
     let out = empty_like(&x, shape);
     let units = units(&x, d);
+    // The backward reads no shift: its step is unused.
     let dims = shape_arg(rows, d, &gain, &gain);
     let dtype: DType = x.dtype;
     backward_kernel::launch(
