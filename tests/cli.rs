@@ -237,6 +237,14 @@ fn edge_values_and_damaged_files_get_one_clear_line() {
     assert!(stderr(&o).contains("--top-k must be ≥ 1"), "{}", stderr(&o));
     expect_error(&["train", "--config", cfg.to_str().unwrap(), "--set", "run.keep_checkpoints=0"], "keep_checkpoints");
     expect_error(&["bench", "model", "--recipes", "pre", "--rounds", "3"], "--rounds measures `pre` against PyTorch");
+    expect_error(&["bench", "curve", "--dims", "tiny", "--precision", "f16"], "PyTorch's twin trains in f32 or bf16");
+    // cuBLAS's products need a CUDA device: refused on the CPU before the run starts.
+    let elsewhere = format!("run.dir={:?}", root.join("cublas").to_str().unwrap());
+    let cublas = ["--set", "model.kernels=\"cublas\"", "--set", &elsewhere];
+    expect_error(
+        &[&["train", "--config", cfg.to_str().unwrap()][..], &cublas].concat(),
+        "runs on run.device = \"cuda\"",
+    );
 
     // A corrupt record is named by the readers, not skipped.
     let metrics = r.join("metrics.jsonl");

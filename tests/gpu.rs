@@ -9,7 +9,8 @@
 //! varying batch lengths compile kernels per shape (≈ 4.5 min per run on lavapipe). The fused
 //! GPU kernels (`kernels::gpu`: every norm kind, causal attention) are checked against their
 //! composite formulas on the same device, outputs and gradients (`gpu/norms.rs`,
-//! `gpu/attention.rs`).
+//! `gpu/attention.rs`), and the product op cuBLAS computes on `cuda` against burn's matmul of
+//! the transposed operands (`gpu/gemm.rs`).
 //!
 //! Without a Vulkan driver the test fails, naming the package that gives one (`.ci/run` installs
 //! it): it never passes without having run.
@@ -18,6 +19,8 @@
 #[path = "gpu/attention.rs"]
 mod attention;
 mod common;
+#[path = "gpu/gemm.rs"]
+mod gemm;
 #[path = "gpu/norms.rs"]
 mod norms;
 
@@ -174,4 +177,14 @@ fn fused_gpu_attention_matches_its_formula() {
     let root = temp("attention");
     let device = normlab::device::DeviceName::Wgpu.open(&root.join("kernels")).unwrap().autodiff();
     attention::check(&device);
+}
+
+/// The GPU product op (`kernels::gpu::gemm`, cuBLAS's on `cuda`) with its hand-written
+/// backward, against burn's matmul on the same device (`tests/gpu/gemm.rs`).
+#[test]
+fn the_gpu_product_op_matches_the_matmul_of_its_transposed_operands() {
+    assert!(vulkan_driver(), "no Vulkan driver: apt-get install mesa-vulkan-drivers (lavapipe; tools/lavapipe.sh)");
+    let root = temp("gemm");
+    let device = normlab::device::DeviceName::Wgpu.open(&root.join("kernels")).unwrap().autodiff();
+    gemm::check(&device);
 }

@@ -37,6 +37,8 @@ def main():
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
+    if a.device == "auto":  # CUDA where PyTorch sees it, else the CPU (beside lavapipe)
+        a.device = "cuda" if torch.cuda.is_available() else "cpu"
     dev = torch.device(a.device)
     cuda = dev.type == "cuda"
     if cuda:

@@ -1,7 +1,7 @@
-//! The GPU side by side: `torch_gpu.py` (PyTorch eager on CUDA) in f32 and in bf16 autocast at
-//! the benchmark's sizes, run before normlab's measurements in the same invocation (so a
-//! benchmark cut short still holds them), and the ratio of normlab's `pre` in each of its
-//! precisions over both.
+//! The GPU side by side: `torch_gpu.py` (PyTorch eager on CUDA; on the CPU where PyTorch sees
+//! no CUDA, as beside lavapipe) in f32 and in bf16 autocast at the benchmark's sizes, run
+//! before normlab's measurements in the same invocation (so a benchmark cut short still holds
+//! them), and the ratio of normlab's `pre` in each of its precisions over both.
 
 use super::torch::{TorchBench, run_torch_gpu};
 use super::{Dims, RecipeBench, Timing};
@@ -30,8 +30,9 @@ pub struct GpuRatio {
 pub fn run_twins(python: &str, script: &str, dims: &Dims, timing: Timing) -> anyhow::Result<(TorchBench, TorchBench)> {
     let torch_f32 = run_torch_gpu(python, script, dims, "f32", timing.warmup, timing.steps)?;
     let torch_bf16 = run_torch_gpu(python, script, dims, "bf16", timing.warmup, timing.steps)?;
+    let on = torch_f32.other.get("cfg").and_then(|c| c.get("device")).and_then(|d| d.as_str()).unwrap_or("?");
     crate::io::term::err(format_args!(
-        "PyTorch eager on CUDA: f32 train {:.0} tok/s, bf16 autocast train {:.0} tok/s",
+        "PyTorch eager on {on}: f32 train {:.0} tok/s, bf16 autocast train {:.0} tok/s",
         torch_f32.train_tok_s, torch_bf16.train_tok_s
     ));
     Ok((torch_f32, torch_bf16))

@@ -9,6 +9,8 @@
 //! - [`kernel_cache`]: where a benchmark's GPU device keeps its compiled kernels
 //! - [`torch`]: the PyTorch twins run in the same invocation
 //! - [`gpu`]: the GPU side by side with `torch_gpu.py`
+//! - [`curve`]: `pre`'s training losses beside `torch_gpu.py`'s from the same initial weights
+//!   (`bench/curve.json`)
 //! - [`rounds`]: paired rounds against PyTorch on the CPU
 //! - [`gemm`]: each matmul of a train step (`bench/gemm.json`)
 //! - [`profile`], [`profile_parts`], [`ceilings`]: where a train step's time goes on a device,
@@ -22,6 +24,7 @@
 
 pub mod allreduce;
 pub mod ceilings;
+pub mod curve;
 pub mod data;
 pub mod dims;
 pub mod gemm;

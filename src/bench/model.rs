@@ -183,7 +183,7 @@ fn check(opts: &BenchOptions, device: &Device) -> anyhow::Result<()> {
     for &p in &opts.precisions {
         crate::run::checked::check_precision(device, &opts.device.to_string(), p)?;
     }
-    Ok(())
+    opts.kernels.iter().try_for_each(|k| k.check_on(device))
 }
 
 /// Every recipe (all presets when none is named) in every kernel setting and precision,

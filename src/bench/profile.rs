@@ -73,10 +73,12 @@ pub struct ProfileOptions {
 pub fn run(o: &ProfileOptions) -> anyhow::Result<ProfileReport> {
     let device = o.device.open(&super::kernel_cache::kernel_cache())?;
     crate::run::checked::check_precision(&device, &o.device.to_string(), o.precision)?;
+    o.kernels.check_on(&device)?;
     let sizes = o.ceiling_sizes;
     let torch_ceiling = match &o.torch {
         Some((py, script)) => {
-            let on = if o.device.is_cpu() { "cpu" } else { "cuda" };
+            // A GPU device beside PyTorch on CUDA where it sees CUDA, else on the CPU (lavapipe).
+            let on = if o.device.is_cpu() { "cpu" } else { "auto" };
             Some(ceilings::torch((py, script), on, sizes, o.precision, o.steps)?)
         }
         None => None,

@@ -106,9 +106,9 @@ pub fn bench_recipe(case: &Case, dims: &Dims, device: &Device, timing: Timing) -
 
 /// What [`train_steps`] measured: the parameter count, every step's loss, and the seconds of
 /// each step after the warm-up.
-struct TrainSteps {
+pub(crate) struct TrainSteps {
     params: usize,
-    losses: Vec<f64>,
+    pub(crate) losses: Vec<f64>,
     times: Vec<f64>,
 }
 
@@ -116,13 +116,19 @@ struct TrainSteps {
 /// work, as in training) or when the device is drained (the step's whole cost, for `bench
 /// profile`, whose pieces are timed the same way).
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum StepEnd {
+pub(crate) enum StepEnd {
     LossRead,
     DeviceDrained,
 }
 
 /// `warmup + steps` AdamW steps on one fixed batch.
-fn train_steps(case: &Case, dims: &Dims, device: &Device, timing: Timing, end: StepEnd) -> anyhow::Result<TrainSteps> {
+pub(crate) fn train_steps(
+    case: &Case,
+    dims: &Dims,
+    device: &Device,
+    timing: Timing,
+    end: StepEnd,
+) -> anyhow::Result<TrainSteps> {
     let ad = device.clone().autodiff();
     let mut model = build(case, dims, &ad)?;
     let params = crate::model::params::count(&model);

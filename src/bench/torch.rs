@@ -102,7 +102,8 @@ pub fn run_torch_gpu(
 }
 
 fn gpu_args(dims: &Dims, dtype: &str, warmup: usize, steps: usize) -> Vec<String> {
-    let mut args = vec!["--device".into(), "cuda".into(), "--dtype".into(), dtype.into()];
+    // `auto`: CUDA where PyTorch sees it, else the CPU (a GPU device without CUDA: lavapipe).
+    let mut args = vec!["--device".into(), "auto".into(), "--dtype".into(), dtype.into()];
     args.extend(dims.torch_args());
     args.extend(["--warmup".into(), warmup.to_string(), "--steps".into(), steps.to_string()]);
     args
@@ -124,7 +125,7 @@ mod tests {
         let args = gpu_args(&Dims::TABLE1, "bf16", 10, 20).join(" ");
         assert_eq!(
             args,
-            "--device cuda --dtype bf16 --V 50257 --D 512 --L 12 --H 8 --FF 1536 --B 4 --T 2048 --warmup 10 --steps 20"
+            "--device auto --dtype bf16 --V 50257 --D 512 --L 12 --H 8 --FF 1536 --B 4 --T 2048 --warmup 10 --steps 20"
         );
     }
 }

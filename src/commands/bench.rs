@@ -23,6 +23,10 @@ pub enum BenchCmd {
     /// pass measured in the same invocation (through PyTorch too with --torch-python)
     /// (default bench/profile.json).
     Profile(ProfileArgs),
+    /// `pre`'s training losses beside PyTorch's (tools/torch_gpu.py) from the same initial
+    /// weights on the same batch, held against the precision's tolerance (default
+    /// bench/curve.json).
+    Curve(CurveArgs),
     /// Each f32 matmul of a reference-model train step (forward, dX, dW, attention) in burn's
     /// CPU backend and, with --torch-python, in PyTorch (default bench/gemm.json).
     Gemm(GemmArgs),
@@ -156,6 +160,29 @@ pub struct ProfileArgs {
 }
 
 #[derive(clap::Args, Debug)]
+pub struct CurveArgs {
+    #[command(flatten)]
+    pub model: ModelChoice,
+    /// `train.precision`: f32 or bf16 (PyTorch's twin: f32, or bf16 autocast).
+    #[arg(long, value_enum, default_value = "f32")]
+    pub precision: Precision,
+    /// `model.kernels`.
+    #[arg(long, value_enum, default_value = "fused")]
+    pub kernels: Kernels,
+    /// Training steps on each side (≥ 1).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..))]
+    pub steps: u64,
+    /// PyTorch's Python (its `torch` on CUDA beside a `cuda` device, else on the CPU).
+    #[arg(long, default_value = "python3")]
+    pub torch_python: String,
+    #[arg(long, default_value = "tools/torch_gpu.py")]
+    pub torch_script: String,
+    /// Write the JSON results here (atomically; default bench/curve.json).
+    #[arg(long, default_value = "bench/curve.json")]
+    pub out: PathBuf,
+}
+
+#[derive(clap::Args, Debug)]
 pub struct GemmArgs {
     #[command(flatten)]
     pub steps: Steps,
@@ -278,6 +305,7 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<i32> {
     match cmd {
         BenchCmd::Model(a) => model(a),
         BenchCmd::Profile(a) => profile(a),
+        BenchCmd::Curve(a) => curve(a),
         BenchCmd::Gemm(a) => {
             let torch = a.torch_python.as_deref().map(|py| (py, a.torch_script.as_str()));
             bench::gemm::write(torch, a.steps.warmup, a.steps.steps as usize, &a.out).map(|_| 0)
@@ -342,6 +370,22 @@ fn profile(a: ProfileArgs) -> anyhow::Result<i32> {
     };
     let r = bench::profile::run(&o)?;
     outln!("{}", bench::profile::table(&r));
+    Ok(0)
+}
+
+/// `bench curve`.
+fn curve(a: CurveArgs) -> anyhow::Result<i32> {
+    let o = bench::curve::CurveOptions {
+        device: a.model.device,
+        dims: dims(&a.model, DimsChoice::default())?,
+        kernels: a.kernels,
+        precision: a.precision,
+        steps: a.steps as usize,
+        torch: (a.torch_python, a.torch_script),
+        out: a.out,
+    };
+    let r = bench::curve::run(&o)?;
+    outln!("{}", bench::curve::table(&r));
     Ok(0)
 }
 

@@ -22,11 +22,15 @@ enum Failure {
     NoDriver,
     NoAdapter,
     Lost,
+    /// A call of `model.kernels = "cublas"` (`kernels::gpu::cublas`, whose panics start `cuBLAS:`).
+    Cublas,
 }
 
 fn classify(msg: &str) -> Option<Failure> {
     let m = msg.to_ascii_lowercase();
-    if m.contains("out of device memory") || m.contains("out-of-memory") || m.contains("out of memory") {
+    if msg.starts_with("cuBLAS:") {
+        Some(Failure::Cublas)
+    } else if m.contains("out of device memory") || m.contains("out-of-memory") || m.contains("out of memory") {
         Some(Failure::OutOfMemory)
     } else if m.contains("unable to dynamically load") || m.contains("cuda installation not found") {
         Some(Failure::NoDriver)
@@ -63,6 +67,10 @@ fn text(device: &str, f: Failure, msg: &str) -> String {
              (NVIDIA's, or Debian's mesa-vulkan-drivers), or pick another device: \
              --set run.device='\"cpu\"'"
         ),
+        Failure::Cublas => format!(
+            "device `{device}`: {cause}; run with model.kernels = \"fused\" (burn's own products) \
+             instead of \"cublas\""
+        ),
         Failure::Lost => format!(
             "device `{device}`: the GPU was lost ({cause}); check `nvidia-smi` or the kernel log, \
              then resume the run from its last checkpoint"
@@ -90,6 +98,10 @@ mod tests {
         assert_eq!(classify(toolkit), Some(Failure::NoDriver));
         assert!(text("cuda:0", Failure::NoDriver, toolkit).contains("(CUDA installation not found.)"));
         assert_eq!(classify("index out of bounds: the len is 3 but the index is 7"), None);
+        // normlab's own cuBLAS route (kernels::gpu::cublas) names itself.
+        let cublas = "cuBLAS: gemm 8192×512×1536: CublasError(CUBLAS_STATUS_NOT_SUPPORTED)";
+        assert_eq!(classify(cublas), Some(Failure::Cublas));
+        assert!(text("cuda:0", Failure::Cublas, cublas).contains("model.kernels = \"fused\""));
     }
 
     #[test]

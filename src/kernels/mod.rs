@@ -7,7 +7,8 @@
 //! "composite"` uses them everywhere, and on backends other than `Flex` (wgpu, cuda) and for
 //! element types other than f32/f64 they are used whatever the setting ([`fusable`]), except
 //! for the norms and causal attention, which have GPU kernels too (`gpu`,
-//! [`Kernels::fuse_norm`], [`Kernels::fuse_attention`]). The tests check
+//! [`Kernels::fuse_norm`], [`Kernels::fuse_attention`]); `model.kernels = "cublas"` adds the
+//! layers' products by cuBLAS on `cuda` (`gpu::cublas`). The tests check
 //! every fused op against the composite one and against finite differences in f64.
 //!
 //! - [`extension`]: the backend extension: the ops on `Flex` and their backward on `Autodiff<Flex>`
@@ -22,7 +23,7 @@
 //! - [`simd`]: the element type and the loops the kernels share
 //! - [`precision`]: mixed precision (`train.precision`)
 //! - `gpu` (features `wgpu`, `cuda`): every norm, and causal attention with its backward, as
-//!   fused CubeCL kernels on burn's GPU backend
+//!   fused CubeCL kernels on burn's GPU backend; the layers' products by cuBLAS on `cuda`
 
 pub mod attention;
 mod extension;
@@ -59,30 +60,65 @@ pub enum Kernels {
     Fused,
     /// The composite formulas everywhere (the reference).
     Composite,
+    /// As `Fused`, and the layers' products (every projection and the head) by cuBLAS on a
+    /// `cuda` device ([`gpu::cublas`]); a run on another device is refused when checked.
+    Cublas,
 }
 
 impl Kernels {
     /// `a · b` in `p`: the strided gemm of [`matmul`] where the fused path applies (an f32 or
-    /// f64 compute type on `Flex`), else [`Precision::matmul`].
+    /// f64 compute type on `Flex`), a matrix product by the GPU product op under `cublas` on a
+    /// GPU device (cuBLAS on `cuda`), else [`Precision::matmul`].
     pub fn matmul<const D: usize>(self, p: Precision, a: Tensor<D>, b: Tensor<D>) -> Tensor<D> {
-        if p == Precision::F32 && self.fuse(&a) { matmul(a, b) } else { p.matmul(a, b) }
+        if p == Precision::F32 && self.fuse(&a) {
+            return matmul(a, b);
+        }
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
+        if self == Kernels::Cublas && D == 2 && gpu::on_gpu(&a) {
+            return gpu_matrix_product(p.compute(a), p.compute(b));
+        }
+        p.matmul(a, b)
+    }
+
+    /// Refuses kernels `device` cannot run: `cublas` away from a `cuda` device, or where
+    /// `libcublas` does not load (the message names the fix).
+    pub fn check_on(self, device: &burn::tensor::Device) -> anyhow::Result<()> {
+        if self != Kernels::Cublas {
+            return Ok(());
+        }
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
+        return gpu::cublas_on(device).map_err(anyhow::Error::msg);
+        #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+        anyhow::bail!(
+            "model.kernels = \"cublas\" runs on run.device = \"cuda\" only (a build with --features cuda), not on \
+             {device:?}; use \"fused\""
+        )
     }
 
     /// Whether an operation on `x` takes the fused path.
     pub fn fuse<const D: usize>(self, x: &Tensor<D>) -> bool {
-        self == Kernels::Fused && fusable(x)
+        self != Kernels::Composite && fusable(x)
     }
 
     /// Whether a norm of `x` takes a fused kernel: the CPU's, or the GPU's ([`gpu_norm`]).
     pub fn fuse_norm<const D: usize>(self, x: &Tensor<D>) -> bool {
-        self == Kernels::Fused && (fusable(x) || gpu_norm(x))
+        self != Kernels::Composite && (fusable(x) || gpu_norm(x))
     }
 
     /// Whether causal attention of queries `q` takes a fused kernel ([`causal_attention`]):
     /// the CPU's, or the GPU's ([`gpu_attention`]).
     pub fn fuse_attention(self, q: &Tensor<4>) -> bool {
-        self == Kernels::Fused && (fusable(q) || gpu_attention(q))
+        self != Kernels::Composite && (fusable(q) || gpu_attention(q))
     }
+}
+
+/// The matrix product `a · b` (`D = 2`) by [`gpu::gemm`], in the operands' type.
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn gpu_matrix_product<const D: usize>(a: Tensor<D>, b: Tensor<D>) -> Tensor<D> {
+    let mut dims = a.dims();
+    let (m, k, n) = (dims[0], dims[D - 1], b.dims()[D - 1]);
+    dims[D - 1] = n;
+    gpu::gemm(a.reshape([m, k]), b.reshape([k, n]), gpu::Transposes::NONE).reshape(dims)
 }
 
 /// Whether the GPU attention kernels compute on queries `q`.

@@ -545,7 +545,7 @@ impl Attention {
         let fusable = self.softcap.is_none() && self.sinks.is_none();
         let whole = t == k.dims()[2];
         // A GPU forward no gradient flows through: burn's flash attention (tensor cores).
-        if fusable && ctx.causal && ctx.stats.is_none() && kn == Kernels::Fused && whole && gpu_forward_only(&q) {
+        if fusable && ctx.causal && ctx.stats.is_none() && kn != Kernels::Composite && whole && gpu_forward_only(&q) {
             let scale = self.sqk.as_ref().map(|_| scale);
             let causal = AttentionModuleOptions { scale, softcap: None, is_causal: true };
             return attention(p.compute(q), p.compute(k), p.compute(v), None, None, causal);

@@ -129,6 +129,7 @@ impl CheckedConfig {
         let name = self.run.device;
         let device = name.open(&self.data.cache_dir().join("kernels"))?;
         check_precision(&device, &name.to_string(), self.train.precision)?;
+        self.model.kernels.check_on(&device)?;
         Ok(device)
     }
 }

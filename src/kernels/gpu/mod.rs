@@ -32,6 +32,9 @@
 //! - [`spec`]: [`RowNorm`], which norm of the table
 //! - [`row_norm`]: the norms' forward and backward CubeCL kernels and their launches
 //! - [`attention`]: attention's forward and backward CubeCL kernels and their launches
+//! - [`gemm`]: `op(A) · op(B)` as a backend extension ([`GpuGemm`]), by cuBLAS on `cuda`
+//!   ([`cublas`], feature `cuda`) and by burn's matmul elsewhere; its backward in [`gemm_grad`]
+//! - [`transposes`]: [`Transposes`], which operands of a product enter transposed
 //! - [`reduce`]: sums and maxima over a cube's units
 //! - [`extension`]: the backend extensions [`GpuNorms`], [`GpuAttention`] on `CubeBackend`
 //! - [`autodiff`], [`attention_grad`]: their backward on `Autodiff<Cube>`
@@ -39,18 +42,25 @@
 mod attention;
 mod attention_grad;
 mod autodiff;
+#[cfg(feature = "cuda")]
+pub mod cublas;
 pub mod extension;
+pub mod gemm;
+mod gemm_grad;
 mod reduce;
 mod row_norm;
 pub mod spec;
+mod transposes;
 
 use burn::backend::{Dispatch, DispatchDevice};
 use burn::tensor::{DType, Tensor};
 pub use extension::{GpuAttention, GpuNorms};
+pub use gemm::GpuGemm;
 pub use spec::{Root, RowNorm};
+pub use transposes::Transposes;
 
 /// Whether `x` is on a CubeCL device (with or without autodiff).
-fn on_gpu<const D: usize>(x: &Tensor<D>) -> bool {
+pub fn on_gpu<const D: usize>(x: &Tensor<D>) -> bool {
     matches!(x.device().inner().as_dispatch(), DispatchDevice::Cube(_))
 }
 
@@ -99,4 +109,25 @@ pub fn row_norm<const D: usize>(
         v,
         n,
     ))
+}
+
+/// `op(a) · op(b)` of matrices on a CubeCL device by [`GpuGemm`] (cuBLAS on `cuda`), in their
+/// type: `a` `[m, k]`, `b` `[k, n]` (each stored transposed where `t` says).
+pub fn gemm(a: Tensor<2>, b: Tensor<2>, t: Transposes) -> Tensor<2> {
+    Tensor::from_dispatch(<Dispatch as GpuGemm>::gemm(a.into_dispatch(), b.into_dispatch(), t))
+}
+
+/// Whether the layers' products can be handed to cuBLAS on `device`: a CUDA device, in a build
+/// with `cuda`, with `libcublas` loading. The text names what is missing and the fix.
+pub fn cublas_on(device: &burn::tensor::Device) -> Result<(), String> {
+    let cuda = matches!(device.clone().inner().as_dispatch(), DispatchDevice::Cube(d) if d.runtime() == cubecl::RuntimeId::Cuda);
+    if !cuda {
+        return Err(
+            "model.kernels = \"cublas\" runs on run.device = \"cuda\" only; use \"fused\" on other devices".into()
+        );
+    }
+    #[cfg(feature = "cuda")]
+    return cublas::available();
+    #[cfg(not(feature = "cuda"))]
+    unreachable!("a CUDA device exists only in a build with the cuda feature")
 }
