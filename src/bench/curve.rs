@@ -143,11 +143,14 @@ fn compare(o: &CurveOptions, normlab: Vec<f64>, torch: Vec<f64>, torch_device: &
 pub fn worst_gap(a: &[f64], b: &[f64]) -> (f64, usize) {
     a.iter()
         .zip(b)
-        .map(|(x, y)| {
-            if x.is_finite() && y.is_finite() { (x - y).abs() / y.abs().max(f64::MIN_POSITIVE) } else { f64::INFINITY }
-        })
+        .map(|(&x, &y)| gap(x, y))
         .enumerate()
         .fold((0.0, 0), |(w, s), (i, g)| if g > w { (g, i + 1) } else { (w, s) })
+}
+
+/// `|x − y| / |y|`, infinite where either loss is not finite.
+fn gap(x: f64, y: f64) -> f64 {
+    if x.is_finite() && y.is_finite() { (x - y).abs() / y.abs().max(f64::MIN_POSITIVE) } else { f64::INFINITY }
 }
 
 /// One line per tenth of the steps: both losses and their gap.
@@ -155,7 +158,7 @@ pub fn table(r: &CurveReport) -> String {
     let every = (r.normlab.len() / 10).max(1);
     let mut s = format!("step  normlab {:<6} PyTorch {:<4}  gap\n", r.device, r.torch_device);
     for (i, (a, b)) in r.normlab.iter().zip(&r.torch).enumerate().filter(|(i, _)| (i + 1) % every == 0 || *i == 0) {
-        s += &format!("{:>4}  {a:>14.6} {b:>12.6}  {:.1e}\n", i + 1, (a - b).abs() / b.abs());
+        s += &format!("{:>4}  {a:>14.6} {b:>12.6}  {:.1e}\n", i + 1, gap(*a, *b));
     }
     s + &format!(
         "worst gap {:.1e} at step {} (bound {:.0e} for {:?}): {}",
