@@ -9,8 +9,9 @@
 //! varying batch lengths compile kernels per shape (≈ 4.5 min per run on lavapipe). The fused
 //! GPU kernels (`kernels::gpu`: every norm kind, causal attention) are checked against their
 //! composite formulas on the same device, outputs and gradients (`gpu/norms.rs`,
-//! `gpu/attention.rs`), and the product op cuBLAS computes on `cuda` against burn's matmul of
-//! the transposed operands (`gpu/gemm.rs`).
+//! `gpu/attention.rs`), the chunked loss's fused cross-entropy against the composite chunk
+//! (`gpu/loss.rs`), and the product op cuBLAS computes on `cuda` against burn's matmul of the
+//! transposed operands (`gpu/gemm.rs`).
 //!
 //! Without a Vulkan driver the test fails, naming the package that gives one (`.ci/run` installs
 //! it): it never passes without having run.
@@ -21,6 +22,8 @@ mod attention;
 mod common;
 #[path = "gpu/gemm.rs"]
 mod gemm;
+#[path = "gpu/loss.rs"]
+mod loss;
 #[path = "gpu/norms.rs"]
 mod norms;
 
@@ -98,12 +101,18 @@ fn worst_gap(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| (x - y).abs() / y.abs()).fold(0.0, f64::max)
 }
 
-#[test]
-fn tiny_runs_on_the_gpu_path_track_the_cpu_in_f32_and_f16() {
-    assert!(vulkan_driver(), "no Vulkan driver: apt-get install mesa-vulkan-drivers (lavapipe; tools/lavapipe.sh)");
-    let root = temp("track");
+/// A scratch directory holding the tiny run's corpus.
+fn corpus(name: &str) -> common::Scratch {
+    let root = temp(name);
     std::fs::write(root.join("text.txt"), "Fellow citizens of the Senate and House of Representatives. ".repeat(400))
         .unwrap();
+    root
+}
+
+#[test]
+fn a_tiny_run_on_the_gpu_path_tracks_the_cpu_in_f32() {
+    assert!(vulkan_driver(), "no Vulkan driver: apt-get install mesa-vulkan-drivers (lavapipe; tools/lavapipe.sh)");
+    let root = corpus("track");
     let (cpu, cpu_val) = losses(&root, "cpu", "f32", true);
     let (gpu, gpu_val) = losses(&root, "wgpu", "f32", true);
     // The GPU run kept its compiled kernels and autotune results under the run's cache
@@ -121,6 +130,13 @@ fn tiny_runs_on_the_gpu_path_track_the_cpu_in_f32_and_f16() {
     let gap = worst_gap(&gpu_val, &cpu_val);
     eprintln!("lm: validation (fused attention) wgpu f32 vs cpu f32, largest relative gap {gap:.1e}");
     assert!(gap < 1e-5, "lm: wgpu validation loss leaves the CPU's by {gap:.1e}");
+}
+
+/// The f16 run apart from the f32 one, so that the two (the longest GPU tests) run side by side.
+#[test]
+fn a_tiny_run_on_the_gpu_path_in_f16_tracks_the_cpu_in_f32() {
+    assert!(vulkan_driver(), "no Vulkan driver: apt-get install mesa-vulkan-drivers (lavapipe; tools/lavapipe.sh)");
+    let root = corpus("half");
     let (cpu, _) = losses(&root, "cpu", "f32", false);
     let (half, _) = losses(&root, "wgpu", "f16", false);
     let gap = worst_gap(&half, &cpu);
@@ -187,4 +203,14 @@ fn the_gpu_product_op_matches_the_matmul_of_its_transposed_operands() {
     let root = temp("gemm");
     let device = normlab::device::DeviceName::Wgpu.open(&root.join("kernels")).unwrap().autodiff();
     gemm::check(&device);
+}
+
+/// The chunked loss's fused GPU cross-entropy, values and gradients, against the composite
+/// chunk on the same device (`tests/gpu/loss.rs`).
+#[test]
+fn the_fused_gpu_cross_entropy_matches_the_composite_chunk() {
+    assert!(vulkan_driver(), "no Vulkan driver: apt-get install mesa-vulkan-drivers (lavapipe; tools/lavapipe.sh)");
+    let root = temp("loss");
+    let device = normlab::device::DeviceName::Wgpu.open(&root.join("kernels")).unwrap().autodiff();
+    loss::check(&device);
 }

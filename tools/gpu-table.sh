@@ -5,8 +5,8 @@
 #   1. KiteNorm Table-1 dims, `pre` in bf16 and f32 on `cuda` beside tools/torch_gpu.py f32 and
 #      bf16 autocast (PyTorch eager), in one `normlab bench` invocation (bf16 first: it is the
 #      number PyTorch users compare with);
-#   2. `pre` in bf16 on `cuda` with `--kernels composite` (no fused GPU norms or attention: the
-#      A/B of the kernels in src/kernels/gpu), then with `--kernels cublas` (the layers'
+#   2. `pre` in bf16 on `cuda` with `--kernels composite` (no fused GPU norms, attention or
+#      cross-entropy: the A/B of the kernels in src/kernels/gpu), then with `--kernels cublas` (the layers'
 #      products by cuBLAS);
 #   3. `normlab bench curve`: `pre`'s bf16 losses beside PyTorch bf16 autocast from the same
 #      initial weights on the same batch (100 steps, Table-1 dims), held against bf16's bound;

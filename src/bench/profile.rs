@@ -3,7 +3,7 @@
 //! ([`super::profile_parts`]): the layers' matmuls by shape, attention's core, every norm slot,
 //! the two sublayer functions whole (their elementwise work is what they take beyond their
 //! matmuls and attention's core), the output head with the loss, AdamW's step, the gradient
-//! norms, one host synchronisation and the probe pass. Each group is shown as time per step,
+//! norms, the host synchronisations and the probe pass. Each group is shown as time per step,
 //! share of the step, and its achieved TFLOP/s or GB/s against the device's ceilings measured
 //! in the same invocation ([`super::ceilings`]); what the pieces do not account for (the
 //! embedding, residual additions, autodiff's bookkeeping, launch gaps between kernels) is

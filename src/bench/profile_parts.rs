@@ -214,8 +214,7 @@ pub fn loss_head(t: &Timer, model: &Transformer, dims: &Dims) -> anyhow::Result<
             let logits = widen(c.precision.matmul(h, w.clone())).reshape([1, n, vocab]);
             crate::model::transformer::cross_entropy(logits, targets.clone().reshape([1, n]))
         } else {
-            chunked_cross_entropy(h, w.clone(), targets.clone(), chunk, c.precision, model.meta.final_softcap, 0.0)
-                .objective
+            chunked_cross_entropy(h, w.clone(), targets.clone(), chunk, c, model.meta.final_softcap, 0.0).objective
         };
         loss.backward()
     })?;
@@ -258,11 +257,12 @@ pub fn optimizer(t: &Timer, model: Transformer, dims: &Dims) -> anyhow::Result<V
 }
 
 /// One read of a scalar from the device, the queue empty: what each host synchronisation of
-/// a step costs at least (the trainer reads its losses once per step).
+/// a step costs at least. The trainer reads twice a step: the losses with the gradient norms
+/// after the backward (`train::step`), and the update's size after the optimizer.
 pub fn host_sync(t: &Timer) -> anyhow::Result<ProfilePart> {
     let x = Tensor::<1>::random([1], Distribution::Normal(0.0, 1.0), &t.device);
     let secs = t.time(|| -> f32 { (x.clone() + 1.0).into_scalar() })?;
-    Ok(part("device read of one scalar", PartGroup::HostSync, 1.0, secs))
+    Ok(part("device reads (2 a step)", PartGroup::HostSync, 2.0, secs))
 }
 
 /// The live probe's traced forward and its statistics read back ([`crate::probe::snapshot`]),

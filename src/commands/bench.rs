@@ -18,7 +18,7 @@ pub enum BenchCmd {
     Model(ModelArgs),
     /// Where a train step's time goes on a device: the step, then each piece alone at the
     /// model's shapes (matmuls by shape, attention's core, norms, the sublayers' elementwise
-    /// work, the loss head, AdamW, gradient norms, a host synchronisation, the probe pass),
+    /// work, the loss head, AdamW, gradient norms, the host synchronisations, the probe pass),
     /// each as time per step and TFLOP/s or GB/s against a large GEMM and a large elementwise
     /// pass measured in the same invocation (through PyTorch too with --torch-python)
     /// (default bench/profile.json).

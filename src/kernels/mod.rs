@@ -6,10 +6,11 @@
 //! The composite formulas (in `norm` and `model`) stay the reference: `model.kernels =
 //! "composite"` uses them everywhere, and on backends other than `Flex` (wgpu, cuda) and for
 //! element types other than f32/f64 they are used whatever the setting ([`fusable`]), except
-//! for the norms and causal attention, which have GPU kernels too (`gpu`,
-//! [`Kernels::fuse_norm`], [`Kernels::fuse_attention`]); `model.kernels = "cublas"` adds the
-//! layers' products by cuBLAS on `cuda` (`gpu::cublas`). The tests check
-//! every fused op against the composite one and against finite differences in f64.
+//! for the norms, causal attention and the chunked loss's cross-entropy, which have GPU kernels
+//! too (`gpu`, [`Kernels::fuse_norm`], [`Kernels::fuse_attention`], [`Kernels::fuse_loss`]);
+//! `model.kernels = "cublas"` adds the layers' products by cuBLAS on `cuda` (`gpu::cublas`).
+//! The tests check every fused op against the composite one and against finite differences in
+//! f64.
 //!
 //! - [`extension`]: the backend extension: the ops on `Flex` and their backward on `Autodiff<Flex>`
 //! - [`norm`]: LayerNorm, RMSNorm and their scalarised forms in one pass
@@ -22,8 +23,8 @@
 //! - [`sgemm`], [`strided`]: f32 matmuls (packed AVX2 + FMA; strided operands)
 //! - [`simd`]: the element type and the loops the kernels share
 //! - [`precision`]: mixed precision (`train.precision`)
-//! - `gpu` (features `wgpu`, `cuda`): every norm, and causal attention with its backward, as
-//!   fused CubeCL kernels on burn's GPU backend; the layers' products by cuBLAS on `cuda`
+//! - `gpu` (features `wgpu`, `cuda`): every norm, causal attention with its backward, and the
+//!   chunked loss's cross-entropy as fused CubeCL kernels on burn's GPU backend; the layers' products by cuBLAS on `cuda`
 
 pub mod attention;
 mod extension;
@@ -105,6 +106,12 @@ impl Kernels {
         self != Kernels::Composite && (fusable(x) || gpu_norm(x))
     }
 
+    /// Whether a chunk's cross-entropy over the logits `l` takes the fused GPU kernel
+    /// ([`chunk_cross_entropy`]): f32 logits on a GPU device.
+    pub fn fuse_loss(self, l: &Tensor<2>) -> bool {
+        self != Kernels::Composite && gpu_norm(l)
+    }
+
     /// Whether causal attention of queries `q` takes a fused kernel ([`causal_attention`]):
     /// the CPU's, or the GPU's ([`gpu_attention`]).
     pub fn fuse_attention(self, q: &Tensor<4>) -> bool {
@@ -119,6 +126,27 @@ fn gpu_matrix_product<const D: usize>(a: Tensor<D>, b: Tensor<D>) -> Tensor<D> {
     let (m, k, n) = (dims[0], dims[D - 1], b.dims()[D - 1]);
     dims[D - 1] = n;
     gpu::gemm(a.reshape([m, k]), b.reshape([k, n]), gpu::Transposes::NONE).reshape(dims)
+}
+
+/// A chunk's cross-entropy terms `[n, 2]` (`log Z − ℓ_t` and `log²Z` per row, 0 where the
+/// target is −1) and with `grads` the gradient of `Σ terms · (1, c_z) / N` with respect to the
+/// raw logits (`inv_count` = `1/N`), by the fused GPU kernel ([`gpu::cross_entropy`]); only
+/// where [`Kernels::fuse_loss`] holds. `targets`: `[n]` token ids as f32.
+pub fn chunk_cross_entropy(
+    logits: Tensor<2>,
+    targets: Tensor<1>,
+    inv_count: Tensor<1>,
+    softcap: Option<f64>,
+    z_loss: f64,
+    grads: bool,
+) -> (Tensor<2>, Option<Tensor<2>>) {
+    #[cfg(any(feature = "wgpu", feature = "cuda"))]
+    return gpu::cross_entropy(logits, targets, inv_count, gpu::LossSpec { softcap, z_loss }, grads);
+    #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+    {
+        let _ = (logits, targets, inv_count, softcap, z_loss, grads);
+        unreachable!("Kernels::fuse_loss holds on GPU devices only, which need the wgpu or cuda feature")
+    }
 }
 
 /// Whether the GPU attention kernels compute on queries `q`.

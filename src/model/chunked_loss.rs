@@ -10,7 +10,11 @@
 //! its value is `L` exactly and its gradient with respect to `h` and `W` is the true one (the
 //! loss enters the training objective linearly, so any upstream factor scales it correctly).
 //! Three matmuls per chunk, as forward plus backward of the unchunked loss; the composite
-//! path, [`super::transformer::masked_cross_entropy`], is the reference.
+//! path, [`super::transformer::masked_cross_entropy`], is the reference. The products go
+//! through [`Kernels::matmul`] (cuBLAS under `model.kernels = "cublas"` on `cuda`). On a GPU
+//! device with fused kernels, a chunk's softmax, loss terms and logits' gradient are one
+//! kernel ([`chunk_cross_entropy`]) instead of the composite ops over the `[chunk, V]` logits,
+//! which stay its reference (`model.kernels = "composite"`).
 //!
 //! With PaLM's z-loss `c · mean log²Z` (`log Z` the log-sum-exp of a row) the logits' gradient
 //! gains `2c · log Z · p / n`, so a chunk's factor is `(p ⊙ (1 + 2c·log Z) − onehot) / n`.
@@ -25,7 +29,8 @@
 //! - `h`: `[N, d]` final hidden states, `w`: `[d, V]` output projection, `targets`: `[N]`
 //!   (−1: not counted) → `[1]`, the mean over counted targets.
 
-use crate::kernels::{Precision, widen};
+use super::compute::Compute;
+use crate::kernels::{Kernels, Precision, chunk_cross_entropy, widen};
 use burn::tensor::{IndexingUpdateOp, Int, Tensor};
 
 /// The loss over all chunks: `objective` = CE + c·z carrying the gradients, and the CE and
@@ -43,11 +48,12 @@ pub fn chunked_cross_entropy(
     w: Tensor<2>,
     targets: Tensor<1, Int>,
     chunk: usize,
-    p: Precision,
+    compute: Compute,
     softcap: Option<f64>,
     z_loss: f64,
 ) -> ChunkedLoss {
     let [n, _] = h.dims();
+    let p = compute.precision;
     let grads = h.is_tracked() || w.is_tracked();
     // Off the autodiff tape altogether: nothing of a chunk outlives it.
     let hd = h.clone().without_autodiff();
@@ -56,7 +62,9 @@ pub fn chunked_cross_entropy(
     let keep = targets.clone().greater_equal_elem(0);
     let count = keep.clone().int().sum().float().clamp_min(1.0);
     let wt = p.compute(wd.clone().transpose());
-    let whole = Whole { wt, wc: p.compute(wd), hd, targets, keep, count, p, softcap, z_loss };
+    let ids = targets.clone().float();
+    let kernels = compute.kernels;
+    let whole = Whole { wt, wc: p.compute(wd), hd, targets, ids, keep, count, p, kernels, softcap, z_loss };
     let step = chunk.max(1);
     let mut loss_sum = Tensor::zeros([1], &whole.count.device());
     let mut z_sum = loss_sum.clone();
@@ -91,15 +99,18 @@ pub fn chunked_cross_entropy(
 }
 
 /// What every chunk reads: the detached hidden states, the projection in the compute type
-/// (and its transpose), the targets, which of them count, and how many do.
+/// (and its transpose), the targets (also as f32 ids for the fused kernel), which of them
+/// count, and how many do.
 struct Whole {
     hd: Tensor<2>,
     wc: Tensor<2>,
     wt: Tensor<2>,
     targets: Tensor<1, Int>,
+    ids: Tensor<1>,
     keep: Tensor<1, burn::tensor::Bool>,
     count: Tensor<1>,
     p: Precision,
+    kernels: Kernels,
     softcap: Option<f64>,
     z_loss: f64,
 }
@@ -120,7 +131,10 @@ impl Whole {
         let counted = self.keep.clone().narrow(0, start, len).unsqueeze_dim(1);
         let mask = hc.zeros_like().narrow(1, 0, 1).mask_fill(counted, 1.0);
         let tc = tc.clamp_min(0).unsqueeze_dim::<2>(1);
-        let raw = widen(p.matmul(hc.clone(), self.wc.clone()));
+        let raw = widen(self.kernels.matmul(p, hc.clone(), self.wc.clone()));
+        if self.kernels.fuse_loss(&raw) {
+            return self.fused(raw, hc, start, grads);
+        }
         // Each `[len, V]` buffer is consumed by the next operation (computed in place when it
         // is the only owner): at most two live at once, the capped logits a third under a
         // soft-cap (its gradient needs them).
@@ -151,8 +165,23 @@ impl Whole {
         if let (Some(c), Some(l)) = (self.softcap, capped) {
             dlogits = dlogits * (-(l / c).square() + 1.0);
         }
-        let h_rows = widen(p.matmul(dlogits.clone(), self.wt.clone()));
-        let w_share = widen(p.matmul(hc.transpose(), dlogits));
-        Chunk { loss, z, grads: Some((h_rows, w_share)) }
+        Chunk { loss, z, grads: Some(self.shares(hc, dlogits)) }
+    }
+
+    /// The chunk at `start` by the fused GPU kernel ([`chunk_cross_entropy`]) from its raw
+    /// logits `raw` and hidden rows `hc`.
+    fn fused(&self, raw: Tensor<2>, hc: Tensor<2>, start: usize, grads: bool) -> Chunk {
+        let ids = self.ids.clone().narrow(0, start, hc.dims()[0]);
+        let inv_count = self.count.clone().recip();
+        let (terms, dlogits) = chunk_cross_entropy(raw, ids, inv_count, self.softcap, self.z_loss, grads);
+        let loss = terms.clone().narrow(1, 0, 1).sum();
+        let z = terms.narrow(1, 1, 1).sum();
+        Chunk { loss, z, grads: dlogits.map(|d| self.shares(hc, d)) }
+    }
+
+    /// The chunk's rows of `∂L/∂h` and share of `∂L/∂W` from its logits' gradient.
+    fn shares(&self, hc: Tensor<2>, dlogits: Tensor<2>) -> (Tensor<2>, Tensor<2>) {
+        let (k, p) = (self.kernels, self.p);
+        (widen(k.matmul(p, dlogits.clone(), self.wt.clone())), widen(k.matmul(p, hc.transpose(), dlogits)))
     }
 }

@@ -405,8 +405,8 @@ fn every_chunk_size_gives_the_unchunked_loss_and_gradients() {
         let (rh, rw) = (values(h.grad(&g).unwrap()), values(w.grad(&g).unwrap()));
         for chunk in [1, 3, 4, 11, 64] {
             let (h, w) = (leaf(&hv, [n, d]), leaf(&wv, [d, v]));
-            let p = crate::kernels::Precision::F32;
-            let loss = super::chunked_loss::chunked_cross_entropy(h.clone(), w.clone(), targets(), chunk, p, cap, 0.0)
+            let c = super::Compute::for_device(crate::kernels::Kernels::Fused, &h.device());
+            let loss = super::chunked_loss::chunked_cross_entropy(h.clone(), w.clone(), targets(), chunk, c, cap, 0.0)
                 .objective;
             assert!(rel_err(&values(loss.clone()), &values(reference.clone()), 1e-12) < 1e-6, "chunk {chunk} {cap:?}");
             let g = (loss * 0.5).backward();

@@ -635,8 +635,8 @@ impl Transformer {
         let chunk = (limit / v).max(1);
         let hidden = h.hidden.reshape([b * t, d]);
         let w = self.output_weight();
-        let p = self.meta.compute.precision;
-        let out = chunked_cross_entropy(hidden, w, targets.reshape([b * t]), chunk, p, self.meta.final_softcap, z_loss);
+        let c = self.meta.compute;
+        let out = chunked_cross_entropy(hidden, w, targets.reshape([b * t]), chunk, c, self.meta.final_softcap, z_loss);
         CeParts { objective: out.objective, ce: out.ce, z: out.z, sums: h.sums, head_max: h.head_max, taper: h.taper }
     }
 

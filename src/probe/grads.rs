@@ -23,23 +23,50 @@ pub struct GradNorms {
 }
 
 /// Measures every parameter's gradient norm on the device and brings them to the host in one
-/// transfer (the trainer's clipping, the live and the offline probes all use this).
+/// transfer (the offline probes use this; the trainer reads the squares with its step's losses,
+/// [`GradSquares`]).
 pub fn measure<M: Module>(model: &M, grads: &GradientsParams) -> GradNorms {
-    let flat = named_flat_grads(model, grads);
-    let squares: Vec<Tensor<1>> = flat.iter().filter_map(|(_, g)| g.clone().map(|g| g.square().sum())).collect();
-    let values: Vec<f64> = if squares.is_empty() {
-        Vec::new()
-    } else {
-        let data = Tensor::cat(squares, 0).into_data().convert::<f32>();
-        data.iter::<f32>().map(f64::from).collect()
+    let squares = GradSquares::of(model, grads);
+    let values: Vec<f64> = match &squares.squares {
+        Some(t) => t.clone().into_data().convert::<f32>().iter::<f32>().map(f64::from).collect(),
+        None => Vec::new(),
     };
-    let mut it = values.into_iter();
-    let per_param: Vec<(String, f64)> = flat
-        .into_iter()
-        .map(|(name, g)| (name, if g.is_some() { it.next().unwrap_or(0.0).sqrt() } else { 0.0 }))
-        .collect();
-    let total = per_param.iter().map(|(_, n)| n * n).sum::<f64>().sqrt();
-    GradNorms { total, per_param }
+    squares.norms(&values)
+}
+
+/// Every parameter's squared gradient norm, still on the device: one `[k]` tensor for the `k`
+/// parameters that have a gradient, and every parameter's name in module order, for
+/// [`GradSquares::norms`] once the values are read.
+pub struct GradSquares {
+    names: Vec<(String, bool)>,
+    /// `Σ g²` of each parameter with a gradient, in module order; `None` when none has one.
+    pub squares: Option<Tensor<1>>,
+}
+
+impl GradSquares {
+    pub fn of<M: Module>(model: &M, grads: &GradientsParams) -> Self {
+        let flat = named_flat_grads(model, grads);
+        let squares: Vec<Tensor<1>> = flat.iter().filter_map(|(_, g)| g.clone().map(|g| g.square().sum())).collect();
+        let names = flat.into_iter().map(|(name, g)| (name, g.is_some())).collect();
+        Self { names, squares: (!squares.is_empty()).then(|| Tensor::cat(squares, 0)) }
+    }
+
+    /// How many values [`GradSquares::squares`] holds.
+    pub fn count(&self) -> usize {
+        self.names.iter().filter(|(_, has)| *has).count()
+    }
+
+    /// The norms from the squares' `values` as read from the device.
+    pub fn norms(self, values: &[f64]) -> GradNorms {
+        let mut it = values.iter().copied();
+        let per_param: Vec<(String, f64)> = self
+            .names
+            .into_iter()
+            .map(|(name, has)| (name, if has { it.next().unwrap_or(0.0).sqrt() } else { 0.0 }))
+            .collect();
+        let total = per_param.iter().map(|(_, n)| n * n).sum::<f64>().sqrt();
+        GradNorms { total, per_param }
+    }
 }
 
 /// TensorBoard histograms `hist/grad/l001`… of every sublayer's gradient entries (all of its

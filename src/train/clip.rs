@@ -1,6 +1,7 @@
 //! Global gradient-norm clipping: `g ← g · min(1, c / ‖g‖)` with `‖g‖` the L2 norm over all
 //! parameters together. burn's built-in clipping works per tensor, which is a different rule.
-//! The norms are measured by [`crate::probe::grads::measure`], which the probes share.
+//! The norms are measured by [`crate::probe::grads::measure`] (or read with the step's losses,
+//! [`crate::probe::grads::GradSquares`]), which the probes share.
 
 use crate::model::params::param_table;
 use crate::probe::grads::{GradNorms, measure};
@@ -16,9 +17,16 @@ pub fn clip_scale(total: f64, max_norm: f64) -> f64 {
 /// Returns the gradients, the norms before clipping and the factor applied.
 pub fn clip_global<M: Module>(model: &M, grads: GradientsParams, max_norm: f64) -> (GradientsParams, GradNorms, f64) {
     let norms = measure(model, &grads);
-    let scale = clip_scale(norms.total, max_norm);
-    let grads = if scale != 1.0 { scale_all(model, grads, scale) } else { grads };
+    let (grads, scale) = clip_to(model, grads, norms.total, max_norm);
     (grads, norms, scale)
+}
+
+/// The gradients, whose global norm is `total`, rescaled when `max_norm > 0` and `total`
+/// exceeds it; and the factor applied.
+pub fn clip_to<M: Module>(model: &M, grads: GradientsParams, total: f64, max_norm: f64) -> (GradientsParams, f64) {
+    let scale = clip_scale(total, max_norm);
+    let grads = if scale != 1.0 { scale_all(model, grads, scale) } else { grads };
+    (grads, scale)
 }
 
 /// Every parameter's gradient multiplied by `factor` (clipping; undoing a loss scale).

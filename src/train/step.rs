@@ -5,11 +5,12 @@
 //! call this, so that test checks the training loop's own arithmetic.
 
 use super::allreduce::sum_over_ranks;
-use super::clip::{clip_global, scale_all};
+use super::clip::{clip_to, scale_all};
 use crate::dist::Ranks;
+use crate::kernels::widen;
 use crate::model::Transformer;
 use crate::model::transformer::{LossParts, Objective};
-use crate::probe::grads::GradNorms;
+use crate::probe::grads::{GradNorms, GradSquares};
 use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::tensor::{Int, Tensor};
 
@@ -69,48 +70,67 @@ pub fn gradients(
             maxima.into_iter().zip(head_max).map(|(a, b)| a.max_pair(b)).collect()
         };
     }
-    let logit_maxima = logit_maxima(maxima, step.ranks)?;
     let grads = sum_over_ranks(model, acc.grads(), step.ranks)?;
     let grads = if loss_scale == 1.0 { grads } else { scale_all(model, grads, 1.0 / loss_scale) };
-    let (grads, norms, scale) = clip_global(model, grads, grad_clip);
-    let ([loss, ce, reg, z], taper_stats) = step_means(values, taper, step)?;
+    let read = read_step(values, taper, maxima, GradSquares::of(model, &grads), step)?;
+    let (grads, scale) = clip_to(model, grads, read.norms.total, grad_clip);
+    let [loss, ce, reg, z] = read.means;
+    let StepRead { norms, logit_maxima, taper_stats, .. } = read;
     Ok(StepGradients { grads, norms, scale, loss, ce, reg, z, logit_maxima, taper_stats })
 }
 
-/// The step's means over its micro-batches (and ranks) of `[loss, ce, reg, z]` (`values`: one
-/// `[4]` per micro-batch of this rank) and of each TaperNorm slot's statistics (`taper`: one
-/// `[2]` per slot, summed over this rank's micro-batches, which all have as many tokens). One
-/// read from the device for all of them at the end, none per micro-batch, and one sum over
-/// the ranks.
-fn step_means(values: Vec<Tensor<1>>, taper: Vec<Tensor<1>>, step: Share) -> anyhow::Result<([f64; 4], Vec<[f64; 2]>)> {
-    let local = 4 * values.len();
-    let v = Tensor::cat(values.into_iter().chain(taper).collect(), 0)
-        .into_data()
-        .convert::<f64>()
-        .try_into_vec::<f64>()
-        .map_err(|e| anyhow::anyhow!("reading the step's losses from the device failed: {e:?}"))?;
-    let (losses, stats) = v.split_at(local);
+/// What a step brings to the host, over the ranks: the means of `[loss, ce, reg, z]` and of
+/// each TaperNorm slot's statistics, the per-layer per-head logit maxima, the gradient norms.
+struct StepRead {
+    means: [f64; 4],
+    taper_stats: Vec<[f64; 2]>,
+    logit_maxima: Vec<Vec<f64>>,
+    norms: GradNorms,
+}
+
+/// One read from the device for the whole step, none per micro-batch: `values` (one `[4]` per
+/// micro-batch of this rank), `taper` (one `[2]` per slot, summed over this rank's
+/// micro-batches, which all have as many tokens), `maxima` (one `[heads]` per layer, the
+/// largest over this rank's micro-batches) and the summed gradients' squares (the same on
+/// every rank). Then the sums and maxima over the ranks, on the host.
+fn read_step(
+    values: Vec<Tensor<1>>,
+    taper: Vec<Tensor<1>>,
+    maxima: Vec<Tensor<1>>,
+    squares: GradSquares,
+    step: Share,
+) -> anyhow::Result<StepRead> {
+    let heads = maxima.first().map_or(0, |m| m.dims()[0]);
+    let sizes = [4 * values.len(), 2 * taper.len(), heads * maxima.len()];
+    // The losses are on the autodiff device, the gradients' squares off it: one kind, f32.
+    let parts = values.into_iter().chain(taper).chain(maxima).chain(squares.squares.clone());
+    let parts = parts.map(|t| widen(t.without_autodiff())).collect();
+    let v =
+        Tensor::cat(parts, 0).into_data().convert::<f64>().try_into_vec::<f64>().map_err(|e| {
+            anyhow::anyhow!("reading the step's losses and gradient norms from the device failed: {e:?}")
+        })?;
+    let (losses, rest) = v.split_at(sizes[0]);
+    let (stats, rest) = rest.split_at(sizes[1]);
+    let (maxima, squared) = rest.split_at(sizes[2]);
+    let (means, taper_stats) = step_means(losses, stats, step);
+    let mut maxima = maxima.to_vec();
+    if heads > 0 {
+        step.ranks.max_f64(&mut maxima);
+    }
+    let logit_maxima = maxima.chunks(heads.max(1)).map(<[f64]>::to_vec).collect();
+    Ok(StepRead { means, taper_stats, logit_maxima, norms: squares.norms(squared) })
+}
+
+/// The step's means over its micro-batches and ranks of `[loss, ce, reg, z]` (`losses`: four
+/// per micro-batch of this rank) and of each TaperNorm slot's two statistics (`stats`, summed
+/// over this rank's micro-batches): one sum over the ranks.
+fn step_means(losses: &[f64], stats: &[f64], step: Share) -> ([f64; 4], Vec<[f64; 2]>) {
     let mut sums: Vec<f64> = (0..4).map(|k| losses.iter().skip(k).step_by(4).sum::<f64>()).collect();
     sums.extend_from_slice(stats);
     step.ranks.sum_f64(&mut sums);
     let means: Vec<f64> = sums.iter().map(|s| s / step.micro_batches as f64).collect();
     let taper_stats = means[4..].chunks(2).map(|c| [c[0], c[1]]).collect();
-    Ok(([means[0], means[1], means[2], means[3]], taper_stats))
-}
-
-/// The per-layer per-head logit maxima on the host, the largest over the ranks.
-fn logit_maxima(maxima: Vec<Tensor<1>>, ranks: crate::dist::Ranks) -> anyhow::Result<Vec<Vec<f64>>> {
-    if maxima.is_empty() {
-        return Ok(Vec::new());
-    }
-    let heads = maxima[0].dims()[0];
-    let mut flat = Tensor::cat(maxima, 0)
-        .into_data()
-        .convert::<f64>()
-        .try_into_vec::<f64>()
-        .map_err(|e| anyhow::anyhow!("reading the step's attention-logit maxima from the device failed: {e:?}"))?;
-    ranks.max_f64(&mut flat);
-    Ok(flat.chunks(heads).map(<[f64]>::to_vec).collect())
+    ([means[0], means[1], means[2], means[3]], taper_stats)
 }
 
 /// Which part of a step this process computes.

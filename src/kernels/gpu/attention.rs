@@ -20,10 +20,10 @@
 //! `[B, H, T, 1]`; all contiguous.
 
 use super::reduce::{cube_max, cube_sum};
+use super::rows::empty;
 use burn::backend::cubecl::dtype_to_storage_type;
 use burn::tensor::Shape;
 use burn_cubecl::kernel::into_contiguous;
-use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
@@ -317,10 +317,6 @@ impl Launch {
         let [t, s, h] = self.dims.map(|v| v as u32);
         DimsLaunch::new(t, s, h, self.scale as f32)
     }
-}
-
-fn empty(like: &CubeTensor, shape: Shape) -> CubeTensor {
-    empty_device_contiguous_dtype(like.client.clone(), like.device.clone(), shape, like.dtype)
 }
 
 /// The row statistics' shape `[B, H, T, 1]` of queries `q`.

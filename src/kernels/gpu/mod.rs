@@ -35,13 +35,17 @@
 //! - [`gemm`]: `op(A) · op(B)` as a backend extension ([`GpuGemm`]), by cuBLAS on `cuda`
 //!   ([`cublas`], feature `cuda`) and by burn's matmul elsewhere; its backward in [`gemm_grad`]
 //! - [`transposes`]: [`Transposes`], which operands of a product enter transposed
+//! - [`cross_entropy`]: a chunk's cross-entropy terms and its logits' gradient in one launch
+//!   ([`GpuCrossEntropy`]), for the chunked loss
 //! - [`reduce`]: sums and maxima over a cube's units
+//! - [`rows`]: the one-cube-per-row launch the row kernels share
 //! - [`extension`]: the backend extensions [`GpuNorms`], [`GpuAttention`] on `CubeBackend`
 //! - [`autodiff`], [`attention_grad`]: their backward on `Autodiff<Cube>`
 
 mod attention;
 mod attention_grad;
 mod autodiff;
+pub mod cross_entropy;
 #[cfg(feature = "cuda")]
 pub mod cublas;
 pub mod extension;
@@ -49,11 +53,13 @@ pub mod gemm;
 mod gemm_grad;
 mod reduce;
 mod row_norm;
+mod rows;
 pub mod spec;
 mod transposes;
 
 use burn::backend::{Dispatch, DispatchDevice};
 use burn::tensor::{DType, Tensor};
+pub use cross_entropy::{GpuCrossEntropy, LossSpec};
 pub use extension::{GpuAttention, GpuNorms};
 pub use gemm::GpuGemm;
 pub use spec::{Root, RowNorm};
@@ -109,6 +115,26 @@ pub fn row_norm<const D: usize>(
         v,
         n,
     ))
+}
+
+/// A chunk's cross-entropy terms by the fused kernel ([`cross_entropy`]): each row's
+/// `(log Z − ℓ_t, log²Z)` `[n, 2]` from the raw `logits` `[n, V]` (f32 on a CubeCL device) and
+/// the `targets` `[n]` as f32 ids (−1: not counted), and with `grads` the logits' gradient
+/// scaled by `inv_count` `[1]`.
+pub fn cross_entropy(
+    logits: Tensor<2>,
+    targets: Tensor<1>,
+    inv_count: Tensor<1>,
+    spec: LossSpec,
+    grads: bool,
+) -> (Tensor<2>, Option<Tensor<2>>) {
+    let [l, t, c] = [logits.into_dispatch(), targets.into_dispatch(), inv_count.into_dispatch()];
+    if grads {
+        let (terms, grad) = <Dispatch as GpuCrossEntropy>::cross_entropy_grad(l, t, c, spec);
+        (Tensor::from_dispatch(terms), Some(Tensor::from_dispatch(grad)))
+    } else {
+        (Tensor::from_dispatch(<Dispatch as GpuCrossEntropy>::cross_entropy_rows(l, t, c, spec)), None)
+    }
 }
 
 /// `op(a) · op(b)` of matrices on a CubeCL device by [`GpuGemm`] (cuBLAS on `cuda`), in their

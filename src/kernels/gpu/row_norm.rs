@@ -12,11 +12,11 @@
 //! 0); `λ`: 1; `v`: one per row (`Given`) or 1 (unused).
 
 use super::reduce::cube_sum;
+use super::rows::{empty, grid, row_index, units};
 use super::spec::{Root, RowNorm};
 use burn::backend::cubecl::dtype_to_storage_type;
-use burn::tensor::{DType, Shape};
+use burn::tensor::DType;
 use burn_cubecl::kernel::into_contiguous;
-use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
@@ -130,12 +130,6 @@ fn row_stats<F: Float>(
         den += mean.abs();
     }
     (mean, root, F::new(1.0) / den)
-}
-
-/// The row this cube computes (cubes laid out over x then y).
-#[cube]
-fn row_index() -> usize {
-    (CUBE_POS_Y * CUBE_COUNT_X + CUBE_POS_X) as usize
 }
 
 /// `y = γ ⊙ φ(λ (x − m) w) + β`, one cube per row.
@@ -304,20 +298,6 @@ fn statistic_slope<F: Float>(mean: F, root: F, kappa: F, inv_d: F, #[comptime] s
     (a, b)
 }
 
-/// Units per cube: a power of two, at most 256 and the device's limit, at least 32 (or the
-/// limit) and no more than the row needs.
-fn units(t: &CubeTensor, d: usize) -> u32 {
-    let max = t.client.properties().hardware.max_units_per_cube.clamp(1, 256);
-    let max = if max.is_power_of_two() { max } else { max.next_power_of_two() >> 1 };
-    (d.next_power_of_two() as u32).clamp(32.min(max), max)
-}
-
-/// The launch grid: one cube per row, rows over x (at most 65 535) then y.
-fn grid(rows: usize) -> CubeCount {
-    let x = rows.clamp(1, 65_535);
-    CubeCount::Static(x as u32, rows.div_ceil(x).max(1) as u32, 1)
-}
-
 /// The step a parameter of length 1 or `d` is read with.
 fn step(p: &CubeTensor) -> u32 {
     u32::from(p.meta.shape().num_elements() != 1)
@@ -338,10 +318,6 @@ fn rows_and_width(x: &CubeTensor) -> (usize, usize) {
     (shape.num_elements() / d.max(1), d)
 }
 
-fn empty_like(x: &CubeTensor, shape: Shape) -> CubeTensor {
-    empty_device_contiguous_dtype(x.client.clone(), x.device.clone(), shape, x.dtype)
-}
-
 /// The forward of `n` (see [`forward_kernel`]).
 pub fn forward(
     x: CubeTensor,
@@ -353,7 +329,7 @@ pub fn forward(
 ) -> CubeTensor {
     let [x, gain, shift, lambda, v] = [x, gain, shift, lambda, v].map(into_contiguous);
     let (rows, d) = rows_and_width(&x);
-    let out = empty_like(&x, x.meta.shape().clone());
+    let out = empty(&x, x.meta.shape().clone());
     let units = units(&x, d);
     let dims = shape_arg(rows, d, &gain, &shift);
     let dtype: DType = x.dtype;
@@ -391,7 +367,7 @@ pub fn backward(
     let [dy, x, gain, lambda, v] = [dy, x, gain, lambda, v].map(into_contiguous);
     let (rows, d) = rows_and_width(&x);
     let shape = if what == Out::Dv { v.meta.shape().clone() } else { x.meta.shape().clone() };
-    let out = empty_like(&x, shape);
+    let out = empty(&x, shape);
     let units = units(&x, d);
     // The backward reads no shift: its step is unused.
     let dims = shape_arg(rows, d, &gain, &gain);
