@@ -126,15 +126,14 @@ struct Chunk {
 
 impl Whole {
     fn chunk(&self, start: usize, len: usize, grads: bool) -> Chunk {
-        let p = self.p;
-        let (hc, tc) = (self.hd.clone().narrow(0, start, len), self.targets.clone().narrow(0, start, len));
-        let counted = self.keep.clone().narrow(0, start, len).unsqueeze_dim(1);
-        let mask = hc.zeros_like().narrow(1, 0, 1).mask_fill(counted, 1.0);
-        let tc = tc.clamp_min(0).unsqueeze_dim::<2>(1);
-        let raw = widen(self.kernels.matmul(p, hc.clone(), self.wc.clone()));
+        let hc = self.hd.clone().narrow(0, start, len);
+        let raw = widen(self.kernels.matmul(self.p, hc.clone(), self.wc.clone()));
         if self.kernels.fuse_loss(&raw) {
             return self.fused(raw, hc, start, grads);
         }
+        let counted = self.keep.clone().narrow(0, start, len).unsqueeze_dim(1);
+        let mask = hc.zeros_like().narrow(1, 0, 1).mask_fill(counted, 1.0);
+        let tc = self.targets.clone().narrow(0, start, len).clamp_min(0).unsqueeze_dim::<2>(1);
         // Each `[len, V]` buffer is consumed by the next operation (computed in place when it
         // is the only owner): at most two live at once, the capped logits a third under a
         // soft-cap (its gradient needs them).
