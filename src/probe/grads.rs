@@ -51,11 +51,6 @@ impl GradSquares {
         Self { names, squares: (!squares.is_empty()).then(|| Tensor::cat(squares, 0)) }
     }
 
-    /// How many values [`GradSquares::squares`] holds.
-    pub fn count(&self) -> usize {
-        self.names.iter().filter(|(_, has)| *has).count()
-    }
-
     /// The norms from the squares' `values` as read from the device.
     pub fn norms(self, values: &[f64]) -> GradNorms {
         let mut it = values.iter().copied();
