@@ -138,8 +138,9 @@ enum Cmd {
         #[arg(long)]
         no_cache: bool,
     },
-    /// Serve a trained run over HTTP: OpenAI-compatible POST /v1/completions (streaming with
-    /// "stream": true), POST /v1/normalize for pairs runs, GET /health, GET /metrics.
+    /// Serve a trained run over HTTP: OpenAI-compatible POST /v1/completions and POST
+    /// /v1/chat/completions (streaming with "stream": true), GET /v1/models, POST /v1/normalize
+    /// for pairs runs, GET /health, GET /metrics.
     Serve {
         #[arg(long, value_name = "RUN_DIR")]
         checkpoint: PathBuf,
@@ -306,9 +307,13 @@ enum Cmd {
         #[arg(long, required_unless_present = "peft", conflicts_with = "peft")]
         hf: Option<PathBuf>,
         /// A LoRA run's adapters as a peft adapter directory (adapter_config.json,
-        /// adapter_model.safetensors) for the parent run's --hf export.
+        /// adapter_model.safetensors) whose base_model_name_or_path is the parent run's --hf
+        /// export: --base, else the parent exported into PEFT/base.
         #[arg(long)]
         peft: Option<PathBuf>,
+        /// With --peft: the parent run's --hf export, named as the adapter's base.
+        #[arg(long, requires = "peft")]
+        base: Option<PathBuf>,
         /// Write into a directory that already holds files (replacing the files an export
         /// writes there).
         #[arg(long)]
@@ -383,6 +388,13 @@ enum DataCmd {
 }
 
 fn main() {
+    // A chat template's rendering worker (normlab::data::chat::bounded): before anything else.
+    if std::env::args().nth(1).as_deref() == Some(normlab::data::chat::bounded::WORKER_ARG) {
+        std::process::exit(normlab::data::chat::bounded::worker_main());
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        normlab::data::chat::bounded::enable(exe);
+    }
     let cli = Cli::parse();
     // A GPU runtime's failure (no driver, no adapter, out of device memory) panics in its
     // engine thread: one `error:` line instead.
@@ -464,9 +476,9 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             let o = normlab::serve::ServeOptions { checkpoint, host, port, max_batch, queue, signals: true, grace };
             commands::serve::serve(o)
         }
-        Cmd::Export { run_dir, hf, peft, force } => match (hf, peft) {
+        Cmd::Export { run_dir, hf, peft, base, force } => match (hf, peft) {
             (Some(hf), _) => commands::hf::export(&run_dir, &hf, force).map(|()| 0),
-            (None, Some(peft)) => commands::hf::export_peft(&run_dir, &peft, force).map(|()| 0),
+            (None, Some(peft)) => commands::hf::export_peft(&run_dir, &peft, force, base.as_deref()).map(|()| 0),
             (None, None) => anyhow::bail!("give --hf DIR (the whole model) or --peft DIR (a LoRA run's adapters)"),
         },
         Cmd::Recipes { name, config, layers, d_model } => {

@@ -102,6 +102,17 @@ fn the_saved_run_commands_read_it(run_dir: &Path, whole: &Path) {
         serde_json::from_str(&std::fs::read_to_string(run_dir.join("probes/init.json")).unwrap()).unwrap();
     assert_eq!(init["sublayers"].as_array().unwrap().len(), 4);
     assert!(run_dir.join("probes/step-300.json").is_file());
+    // The attention entropy of the binary's probe (which flushes denormals): a number on each
+    // attention sublayer, between 0 and ln(context) = ln 32.
+    for file in ["init", "step-300"] {
+        let p: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(run_dir.join(format!("probes/{file}.json"))).unwrap())
+                .unwrap();
+        let entropies: Vec<f64> =
+            p["sublayers"].as_array().unwrap().iter().filter_map(|s| s["attn_entropy"].as_f64()).collect();
+        assert_eq!(entropies.len(), 2, "{file}: {p}");
+        assert!(entropies.iter().all(|e| *e > 0.0 && *e < 32f64.ln()), "{file}: {entropies:?}");
+    }
     let sample = || {
         run(bin()
             .args(["generate", "--prompt", "Item 5 of", "--max-new-tokens", "40", "--seed", "3", "--checkpoint"])

@@ -155,6 +155,86 @@ fn bad_input_is_one_error_line_and_leaves_the_parent_alone() {
     assert_eq!(digests(&parent), before, "no failed fine-tuning changed the parent");
 }
 
+/// A chat template is a user's code: one that loops without end, one that doubles a string
+/// until memory runs out, one that renders nothing and one that drops the assistant's turns
+/// are each one `error:` line naming the problem, within seconds; so are a tokenizer other than
+/// the parent's and a `parent_sha256` that is not a digest (cut inside a UTF-8 character, it
+/// once panicked).
+#[test]
+fn hostile_templates_and_mismatched_settings_are_refused() {
+    let root = common::Scratch::new("finetune-hostile");
+    let parent = parent(&root);
+    let ok = root.join("ok.jsonl");
+    write_jsonl(&ok, &records("messages"));
+    let template = |name: &str, text: &str| {
+        let p = root.join(name);
+        std::fs::write(&p, text).unwrap();
+        format!("data.chat_template={}", p.display())
+    };
+    let chatml_turns = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}";
+    let loops = template(
+        "loops.jinja",
+        "{% for i in range(100000) %}{% for j in range(100000) %}{{ '' }}{% endfor %}{% endfor %}",
+    );
+    let doubling = template(
+        "doubling.jinja",
+        "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}",
+    );
+    let empty = template("empty.jinja", "{% for m in messages %}{% endfor %}");
+    let drops = template(
+        "drops.jinja",
+        &chatml_turns.replace("{% for m in messages %}", "{% for m in messages if m.role != 'assistant' %}"),
+    );
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec![&loops], "more than 50000000 steps"),
+        (vec![&doubling], "more than 1024 MiB of memory"),
+        (vec![&empty], "renders a conversation as empty text"),
+        (vec![&drops], "would learn no token"),
+        (vec!["data.tokenizer=\"gpt2\""], "differs from the parent's \"byte\""),
+        (vec!["finetune.parent_sha256=\"a€€€€\""], "not the a€€€€… finetune.parent_sha256 asks for"),
+    ];
+    for (i, (extra, want)) in cases.into_iter().enumerate() {
+        let started = std::time::Instant::now();
+        let o = finetune(&parent, &ok, &root.join(format!("bad-{i}")), &extra);
+        let line = common::error_line(&o);
+        assert!(line.contains(want), "{want}: {line}");
+        assert!(started.elapsed().as_secs() < 60, "{want}: refused after {:?}", started.elapsed());
+        assert!(!root.join(format!("bad-{i}")).join("config.toml").exists(), "{want}: no run was made");
+    }
+}
+
+/// OpenAI's content parts (`[{"type": "text", "text": …}]`) and a byte-order mark at the start
+/// of the file are read as the server and `data prepare` read them: the same tokens as plain
+/// strings, so the same losses.
+#[test]
+fn content_parts_and_a_bom_train_as_plain_text() {
+    let root = common::Scratch::new("finetune-parts");
+    let parent = parent(&root);
+    let plain = root.join("plain.jsonl");
+    write_jsonl(&plain, &records("messages"));
+    let parts: Vec<serde_json::Value> = records("messages")
+        .into_iter()
+        .map(|mut r| {
+            for m in r["messages"].as_array_mut().unwrap() {
+                let t = m["content"].as_str().unwrap().to_string();
+                let (a, b) = t.split_at(t.len() / 2);
+                m["content"] = serde_json::json!([{"type": "text", "text": a}, {"type": "text", "text": b}]);
+            }
+            r
+        })
+        .collect();
+    let with_parts = root.join("parts.jsonl");
+    write_jsonl(&with_parts, &parts);
+    let text = std::fs::read_to_string(&with_parts).unwrap();
+    std::fs::write(&with_parts, format!("\u{feff}{text}")).unwrap();
+    let (a, b) = (root.join("sft-plain"), root.join("sft-parts"));
+    for (data, dir) in [(&plain, &a), (&with_parts, &b)] {
+        let o = finetune(&parent, data, dir, &[]);
+        assert!(o.status.success(), "{}: {}", data.display(), common::stderr(&o));
+    }
+    assert_eq!(train_losses(&a), train_losses(&b));
+}
+
 /// The OpenAI client's `chat.completions.create`, streamed and not, answers what
 /// `/v1/completions` answers for the conversation rendered by ChatML by hand (the template's
 /// definition) and stopped at `<|im_end|>`, with the same log-probabilities.
@@ -243,4 +323,288 @@ fn a_sweep_fine_tunes_each_methods_best_run() {
     assert!(sft.iter().all(|r| r["final_train_loss"].as_f64().is_some_and(f64::is_finite)), "{sft:?}");
     let o = bin().args(["sweep", "--executor", "slurm", "--config"]).arg(&file).output().unwrap();
     assert!(common::error_line(&o).contains("sweep.finetune"), "{}", common::stderr(&o));
+}
+
+/// POSTs `body` to `url`; the status and the JSON answer.
+fn post_json(url: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let mut r = agent.post(url).header("content-type", "application/json").send(body.to_string()).unwrap();
+    let status = r.status().as_u16();
+    (status, serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap())
+}
+
+fn get_status(url: &str) -> u16 {
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    agent.get(url).call().map(|r| r.status().as_u16()).unwrap_or(0)
+}
+
+/// `n` alternating user / assistant messages ending with a user turn.
+fn chat_messages(n: usize) -> serde_json::Value {
+    let m: Vec<serde_json::Value> = (0..n)
+        .map(|i| serde_json::json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": format!("Spell {i}.")}))
+        .collect();
+    serde_json::Value::Array(m)
+}
+
+/// A run whose template loops without end for 5-message conversations and doubles a string
+/// for 7-message ones (ChatML otherwise): while four such requests of each kind are in flight,
+/// `/health` answers; each gets a 400 naming its bound; a plain conversation is answered after
+/// them; one SIGTERM ends the server.
+#[test]
+fn a_runaway_template_never_holds_the_server() {
+    let root = common::Scratch::new("finetune-serve-hostile");
+    let parent = parent(&root);
+    let data = root.join("chat.jsonl");
+    write_jsonl(&data, &records("messages"));
+    let template = root.join("runaway.jinja");
+    std::fs::write(
+        &template,
+        "{% if messages|length == 5 %}{% for i in range(100000) %}{% for j in range(100000) %}{{ '' }}{% endfor %}\
+         {% endfor %}{% elif messages|length == 7 %}{% set ns = namespace(s='ab') %}{% for i in range(40) %}\
+         {% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}{% endif %}{% for m in messages %}<|im_start|>\
+         {{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n\
+         {% endif %}",
+    )
+    .unwrap();
+    let sft = root.join("sft");
+    let tmpl = format!("data.chat_template={}", template.display());
+    let o = finetune(&parent, &data, &sft, &[tmpl.as_str()]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let mut s = common::serve(&sft, &[]);
+    let url = format!("{}/v1/chat/completions", s.url);
+    let hostile: Vec<_> = [5, 5, 5, 5, 7, 7, 7, 7]
+        .into_iter()
+        .map(|n| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                post_json(&url, &serde_json::json!({"messages": chat_messages(n), "max_tokens": 4}))
+            })
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    assert_eq!(get_status(&format!("{}/health", s.url)), 200);
+    assert!(started.elapsed().as_secs() < 5, "/health waited {:?}", started.elapsed());
+    for (i, h) in hostile.into_iter().enumerate() {
+        let (status, body) = h.join().unwrap();
+        let want = if i < 4 { "more than 50000000 steps" } else { "more than 1024 MiB of memory" };
+        assert_eq!(status, 400, "{body}");
+        assert!(body["error"]["message"].as_str().unwrap().contains(want), "{want}: {body}");
+    }
+    let (status, body) = post_json(&url, &serde_json::json!({"messages": chat_messages(1), "max_tokens": 4}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(s.terminate(std::time::Duration::from_secs(30)), Some(143), "one SIGTERM ends the server");
+}
+
+/// OpenAI's fields as its specification and vLLM accept them: `null` for the optional ones,
+/// the `developer` and `tool` roles, an assistant turn with `content: null`, zero penalties,
+/// `GET /v1/models/{id}`; a chat answer without `max_tokens` may run to the end of the
+/// context; an answer cut by `max_tokens` inside the end-of-turn marker ends before it.
+#[test]
+fn the_chat_endpoint_takes_what_the_openai_specification_allows() {
+    let root = common::Scratch::new("finetune-openai-fields");
+    let parent = parent(&root);
+    let data = root.join("chat.jsonl");
+    write_jsonl(&data, &records("messages"));
+    let sft = root.join("sft");
+    let o = finetune(&parent, &data, &sft, &["train.steps=200", "train.seq_len=160", "optim.lr=5e-3"]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let s = common::serve(&sft, &[]);
+    let chat = format!("{}/v1/chat/completions", s.url);
+    let nulls = serde_json::json!({"messages": [{"role": "developer", "content": "Be brief."},
+        {"role": "user", "content": "Spell 3."}], "logprobs": null, "stream": null, "max_tokens": 8,
+        "presence_penalty": 0, "frequency_penalty": 0, "temperature": 0});
+    let (status, body) = post_json(&chat, &nulls);
+    assert_eq!(status, 200, "{body}");
+    let tools = serde_json::json!({"messages": [{"role": "user", "content": "Spell 3."},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+         "function": {"name": "spell", "arguments": "{}"}}]}, {"role": "tool", "tool_call_id": "c1", "content": "3"},
+        {"role": "user", "content": "Spell 4."}], "max_tokens": 4});
+    let (status, body) = post_json(&chat, &tools);
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = post_json(&chat, &serde_json::json!({"messages": chat_messages(1), "presence_penalty": 0.5}));
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["param"], "presence_penalty");
+    let completion =
+        serde_json::json!({"prompt": "Item", "echo": null, "logprobs": null, "stream": null, "max_tokens": 2});
+    let (status, body) = post_json(&format!("{}/v1/completions", s.url), &completion);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(get_status(&format!("{}/v1/models/sft", s.url)), 200);
+    assert_eq!(get_status(&format!("{}/v1/models/gpt-4", s.url)), 404);
+    // Without max_tokens: up to the end of the 160-token context (OpenAI's and vLLM's default).
+    let greedy = serde_json::json!({"messages": [{"role": "user", "content": "Spell 3."}], "temperature": 0});
+    let (_, whole) = post_json(&chat, &greedy);
+    let usage = &whole["usage"];
+    let (prompt, answer) = (usage["prompt_tokens"].as_u64().unwrap(), usage["completion_tokens"].as_u64().unwrap());
+    match whole["choices"][0]["finish_reason"].as_str().unwrap() {
+        "length" => assert_eq!(prompt + answer, 160, "{whole}"),
+        _ => assert!(answer < 160 - prompt, "{whole}"),
+    }
+    // Cut three bytes into `<|im_end|>` (byte tokenizer: a token a byte), the answer is the one
+    // that stopped at the marker.
+    assert_eq!(whole["choices"][0]["finish_reason"], "stop", "the fine-tuned model ends its turn: {whole}");
+    let text = whole["choices"][0]["message"]["content"].as_str().unwrap().to_string();
+    let mut cut = greedy.clone();
+    cut["max_tokens"] = serde_json::json!(text.len() + 3);
+    let (_, body) = post_json(&chat, &cut);
+    assert_eq!(body["choices"][0]["finish_reason"], "length", "{body}");
+    assert_eq!(body["choices"][0]["message"]["content"].as_str().unwrap(), text, "{body}");
+}
+
+/// Renders `requests` with Python's jinja2 as `transformers` sets it up
+/// (`tools/render_chat_template.py`).
+fn jinja2_render(requests: &serde_json::Value) -> Vec<String> {
+    use std::io::Write;
+    let mut child = Command::new("python3")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tools/render_chat_template.py"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(requests.to_string().as_bytes()).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "jinja2 (pip install jinja2): {}", common::stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// For ChatML, Qwen2.5's, Llama-3's and Llama-3.2's templates (tests/fixtures/chat_templates):
+/// the export's `tokenizer_config.json` template, rendered by jinja2 as `transformers` renders
+/// it with the export's own special tokens, gives the text the original template gives with
+/// its own (Llama-3's `<|begin_of_text|>`, not the export's `Ċ`), and as many bytes as the
+/// server's prompt has tokens (a byte run). A template's turn end is its stop marker, from a
+/// `.jinja` file too (a Llama-3 answer stops at `<|eot_id|>`). The export names no pad token,
+/// so `generate()` without a mask hides no newline.
+#[test]
+fn the_export_renders_each_template_as_the_run_did() {
+    let root = common::Scratch::new("finetune-export-templates");
+    let parent = parent(&root);
+    let data = root.join("chat.jsonl");
+    write_jsonl(&data, &records("messages"));
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/chat_templates");
+    let conversations = [
+        serde_json::json!([{"role": "user", "content": "Spell 3."}]),
+        serde_json::json!([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Spell 3."},
+            {"role": "assistant", "content": "3 is spelled xxxx."}, {"role": "user", "content": "Spell 4."}]),
+    ];
+    for (name, stop) in [
+        ("chatml", "<|im_end|>"),
+        ("qwen25.json", "<|im_end|>"),
+        ("llama3.json", "<|eot_id|>"),
+        ("llama32.json", "<|eot_id|>"),
+        ("llama3.jinja", "<|eot_id|>"),
+    ] {
+        let (source, bos, eos) = match name {
+            "chatml" => (normlab::data::chat::template::CHATML.to_string(), String::new(), String::new()),
+            n if n.ends_with(".jinja") => {
+                (std::fs::read_to_string(fixtures.join(n)).unwrap(), String::new(), String::new())
+            }
+            n => {
+                let c: serde_json::Value =
+                    serde_json::from_str(&std::fs::read_to_string(fixtures.join(n)).unwrap()).unwrap();
+                let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+                (s("chat_template"), s("bos_token"), s("eos_token"))
+            }
+        };
+        let spec = if name == "chatml" { "chatml".to_string() } else { fixtures.join(name).display().to_string() };
+        let sft = root.join(format!("sft-{name}"));
+        let o = finetune(&parent, &data, &sft, &[&format!("data.chat_template={spec}"), "train.seq_len=512"]);
+        assert!(o.status.success(), "{name}: {}", common::stderr(&o));
+        let info: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(sft.join("run.json")).unwrap()).unwrap();
+        assert_eq!(info["data"]["chat"]["template"]["stop"], stop, "{name}");
+        let hf = root.join(format!("hf-{name}"));
+        let o = bin().args(["export"]).arg(&sft).arg("--hf").arg(&hf).output().unwrap();
+        assert!(o.status.success(), "{name}: {}", common::stderr(&o));
+        let exported: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(hf.join("tokenizer_config.json")).unwrap()).unwrap();
+        assert!(exported.get("pad_token").is_none(), "{name}: {exported}");
+        let config: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(hf.join("config.json")).unwrap()).unwrap();
+        assert!(config["pad_token_id"].is_null(), "{name}: no pad id: {config}");
+        let mut requests = Vec::new();
+        for m in &conversations {
+            requests.push(serde_json::json!({"source": source, "bos_token": bos, "eos_token": eos, "messages": m,
+                "add_generation_prompt": true}));
+            requests.push(serde_json::json!({"source": exported["chat_template"], "bos_token": exported["bos_token"],
+                "eos_token": exported["eos_token"], "messages": m, "add_generation_prompt": true}));
+        }
+        let texts = jinja2_render(&serde_json::Value::Array(requests));
+        let s = common::serve(&sft, &[]);
+        for (i, m) in conversations.iter().enumerate() {
+            let (original, export) = (&texts[2 * i], &texts[2 * i + 1]);
+            assert_eq!(export, original, "{name}: the export renders as the original template");
+            if bos.len() > 1 {
+                assert!(export.starts_with(&bos), "{name}: {export:?}");
+            }
+            let (status, r) = post_json(
+                &format!("{}/v1/chat/completions", s.url),
+                &serde_json::json!({"messages": m, "max_tokens": 1}),
+            );
+            assert_eq!(status, 200, "{name}: {r}");
+            assert_eq!(r["usage"]["prompt_tokens"].as_u64().unwrap() as usize, export.len(), "{name}: {export:?}");
+        }
+    }
+}
+
+/// `export --peft` names an exported base as the adapter's `base_model_name_or_path` (so that
+/// `AutoPeftModelForCausalLM.from_pretrained(ADAPTER)` finds it): the parent exported into
+/// `ADAPTER/base` (the same files as `export PARENT --hf`), or `--base`, checked to be an
+/// export of the parent's model; a file or a run directory as `--peft` is named as such.
+#[test]
+fn the_peft_adapter_names_an_exported_base() {
+    let root = common::Scratch::new("finetune-peft-base");
+    let parent = parent(&root);
+    let data = root.join("chat.jsonl");
+    write_jsonl(&data, &records("messages"));
+    let lora = root.join("sft-lora");
+    let o = finetune(&parent, &data, &lora, &["model.lora.rank=2"]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let adapter = root.join("adapter");
+    let o = bin().arg("export").arg(&lora).arg("--peft").arg(&adapter).output().unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let cfg: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(adapter.join("adapter_config.json")).unwrap()).unwrap();
+    let base = PathBuf::from(cfg["base_model_name_or_path"].as_str().unwrap());
+    assert!(base.is_absolute() && base == std::path::absolute(adapter.join("base")).unwrap(), "{cfg}");
+    let own = root.join("parent-hf");
+    let o = bin().arg("export").arg(&parent).arg("--hf").arg(&own).output().unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    for f in ["config.json", "model.safetensors", "tokenizer.json"] {
+        assert_eq!(std::fs::read(base.join(f)).unwrap(), std::fs::read(own.join(f)).unwrap(), "{f}");
+    }
+    let named = root.join("adapter-named");
+    let o = bin().arg("export").arg(&lora).arg("--peft").arg(&named).arg("--base").arg(&own).output().unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let cfg: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(named.join("adapter_config.json")).unwrap()).unwrap();
+    assert_eq!(
+        cfg["base_model_name_or_path"].as_str().unwrap(),
+        std::path::absolute(&own).unwrap().display().to_string()
+    );
+    let other = root.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let cfg = common::tiny_run(&other, 2, "recipe = \"peri\"\n", "");
+    let o = bin().args(["train", "--quiet", "--config"]).arg(&cfg).output().unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let other_hf = root.join("other-hf");
+    assert!(bin().arg("export").arg(other.join("run")).arg("--hf").arg(&other_hf).output().unwrap().status.success());
+    let file = root.join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let cases: Vec<(Vec<&std::ffi::OsStr>, &str)> =
+        vec![(vec![other_hf.as_os_str()], "is not an export of this run's model"), (vec![], "give --peft a directory")];
+    for (i, (base_arg, want)) in cases.into_iter().enumerate() {
+        let mut c = bin();
+        c.arg("export").arg(&lora).arg("--peft");
+        if i == 1 {
+            c.arg(&file)
+        } else {
+            c.arg(root.join("bad-adapter"))
+        };
+        if let Some(b) = base_arg.first() {
+            c.arg("--base").arg(b);
+        }
+        let line = common::error_line(&c.output().unwrap());
+        assert!(line.contains(want), "{want}: {line}");
+    }
 }

@@ -24,12 +24,13 @@ pub fn export(run: &Path, out: &Path, force: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `normlab export RUN --peft OUT`: a LoRA run's adapters for `peft`.
-pub fn export_peft(run: &Path, out: &Path, force: bool) -> anyhow::Result<()> {
-    crate::hf::export::export_peft(run, out, force)?;
+/// `normlab export RUN --peft OUT [--base HF_DIR]`: a LoRA run's adapters for `peft`.
+pub fn export_peft(run: &Path, out: &Path, force: bool, base: Option<&Path>) -> anyhow::Result<()> {
+    let base = crate::hf::export::export_peft(run, out, force, base)?;
     errln!(
-        "wrote {} as a peft LoRA adapter: PeftModel.from_pretrained(base, \"{}\") on the parent run's --hf export",
+        "wrote {} as a peft LoRA adapter on the base {}: AutoPeftModelForCausalLM.from_pretrained(\"{}\")",
         out.display(),
+        base.display(),
         out.display()
     );
     Ok(())

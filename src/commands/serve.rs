@@ -14,7 +14,8 @@ pub fn serve(o: ServeOptions) -> anyhow::Result<i32> {
     }
     let task = if server.pairs { ", POST /v1/normalize (pairs)" } else { "" };
     outln!(
-        "serving {} ({}) on http://{}: POST /v1/completions{task}, GET /health, GET /metrics; Ctrl-C stops",
+        "serving {} ({}) on http://{}: POST /v1/completions, POST /v1/chat/completions{task}, GET /v1/models, \
+         GET /health, GET /metrics; Ctrl-C stops",
         server.model,
         server.recipe,
         server.addr

@@ -15,7 +15,7 @@ use crate::model::ModelConfig;
 use crate::run::saved::SavedRun;
 use anyhow::Context;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// How a run is exported.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,7 +102,7 @@ fn config_json(m: &ModelConfig, f: Family, max_positions: usize, ids: ConfigIds)
     // (OLMo 2's eos_token_id 50279 lies outside a small vocabulary).
     o.insert("bos_token_id".into(), serde_json::json!(ids.bos));
     o.insert("eos_token_id".into(), serde_json::json!(ids.eos));
-    o.insert("pad_token_id".into(), serde_json::json!(ids.pad));
+    o.insert("pad_token_id".into(), serde_json::Value::Null);
     o.remove("rope_scaling");
     Ok(v)
 }
@@ -129,15 +129,15 @@ fn tokenizer_json(saved: &SavedRun, run: &Path) -> anyhow::Result<String> {
 /// Refuses to write where an export would destroy what it did not make: into a run directory
 /// (the exported run's own included), onto a file, or into a directory that holds files unless
 /// `force` (which replaces only the files an export writes).
-fn check_out(run: &Path, out: &Path, force: bool) -> anyhow::Result<()> {
+fn check_out(run: &Path, out: &Path, force: bool, flag: &str) -> anyhow::Result<()> {
     let same =
         |a: &Path, b: &Path| std::fs::canonicalize(a).ok().is_some_and(|a| std::fs::canonicalize(b).ok() == Some(a));
     anyhow::ensure!(
         !(crate::run::layout::holds_run(out) || same(run, out)),
-        "{} is a normlab run directory; export writes a Hugging Face checkpoint beside it: give --hf a new directory",
+        "{} is a normlab run directory; export writes beside it: give {flag} a new directory",
         out.display()
     );
-    anyhow::ensure!(!out.exists() || out.is_dir(), "{} is a file; give --hf a directory", out.display());
+    anyhow::ensure!(!out.exists() || out.is_dir(), "{} is a file; give {flag} a directory", out.display());
     let first = out.is_dir().then(|| std::fs::read_dir(out).ok()?.flatten().next()).flatten();
     if let (Some(f), false) = (first, force) {
         anyhow::bail!(
@@ -153,8 +153,12 @@ fn check_out(run: &Path, out: &Path, force: bool) -> anyhow::Result<()> {
 /// Writes a LoRA run's adapters as a `peft` adapter directory for the parent run's own export:
 /// on the family's `nn.Linear` modules ([`super::lora::peft_adapter`]), or on
 /// `modeling_normlab.py`'s projection parameters ([`super::lora::peft_adapter_params`]).
-pub fn export_peft(run: &Path, out: &Path, force: bool) -> anyhow::Result<()> {
-    check_out(run, out, force)?;
+/// `adapter_config.json`'s `base_model_name_or_path` names that export by its absolute path, so
+/// that `AutoPeftModelForCausalLM.from_pretrained(OUT)` finds it: `base` (the parent's `--hf`
+/// export, checked to hold the parent's model), else the parent exported into `OUT/base`.
+/// Returns the base's path.
+pub fn export_peft(run: &Path, out: &Path, force: bool, base: Option<&Path>) -> anyhow::Result<PathBuf> {
+    check_out(run, out, force, "--peft")?;
     let saved = SavedRun::open(run)?;
     let m = &saved.cfg.model;
     let l = m.lora.as_ref().with_context(|| {
@@ -169,7 +173,23 @@ pub fn export_peft(run: &Path, out: &Path, force: bool) -> anyhow::Result<()> {
     let plain = ModelConfig { lora: None, ..m.clone() };
     let file = tensors::read(&saved.weights)?;
     crate::run::checkpoint::check_finite(&file, &saved.weights)?;
-    let base = saved.cfg.finetune.as_ref().map_or(String::new(), |ft| ft.parent.display().to_string());
+    let base_dir = match base {
+        Some(b) => check_base(b, &plain)?,
+        None => {
+            let parent = saved.cfg.finetune.as_ref().map(|ft| ft.parent.clone()).with_context(|| {
+                format!(
+                    "{} has no parent run (it was not fine-tuned), so there is no base to export; give --base, the \
+                     --hf export of the model its adapters were trained on",
+                    run.display()
+                )
+            })?;
+            let dir = out.join("base");
+            export(&parent, &dir, force).with_context(|| format!("exporting the parent {}", parent.display()))?;
+            dir
+        }
+    };
+    let base_dir = std::path::absolute(&base_dir).unwrap_or(base_dir);
+    let base = base_dir.display().to_string();
     let (adapter, config) = match family_of(&plain)? {
         Some(f) => {
             let maps = mappings(f, m.n_layers, m.attn_bias, m.tie_embeddings);
@@ -180,12 +200,50 @@ pub fn export_peft(run: &Path, out: &Path, force: bool) -> anyhow::Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     write_atomic(&out.join("adapter_config.json"), serde_json::to_string_pretty(&config)?.as_bytes())?;
     let meta = BTreeMap::from([("format".into(), "pt".into())]);
-    tensors::write(&out.join("adapter_model.safetensors"), &adapter, &meta)
+    tensors::write(&out.join("adapter_model.safetensors"), &adapter, &meta)?;
+    Ok(base_dir)
+}
+
+/// `base` as a LoRA run's base: a `--hf` export (its `config.json`'s `normlab.model`) of the
+/// run's model without its adapters.
+fn check_base(base: &Path, plain: &ModelConfig) -> anyhow::Result<PathBuf> {
+    let cfg = base.join("config.json");
+    let text = std::fs::read_to_string(&cfg).with_context(|| {
+        format!("--base {} holds no config.json; give the parent run's --hf export", base.display())
+    })?;
+    let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", cfg.display()))?;
+    let theirs: Option<ModelConfig> = serde_json::from_value(v["normlab"]["model"].clone()).ok();
+    let same = theirs.is_some_and(|t| {
+        ModelConfig { kernels: Default::default(), ..t } == ModelConfig { kernels: Default::default(), ..plain.clone() }
+    });
+    anyhow::ensure!(
+        same,
+        "--base {} is not an export of this run's model (its config.json's normlab.model differs); give the parent \
+         run's --hf export",
+        base.display()
+    );
+    Ok(base.to_path_buf())
+}
+
+/// The chat template as the export carries it: the run's, rendering `bos_token` and `eos_token`
+/// as the run rendered them (the template's own, from its `tokenizer_config.json`, or empty),
+/// not as the export's tokenizer names its boundary. Top-level `set`s shadow the tokenizer's
+/// values in Jinja; under `trim_blocks` the newline right after them is dropped, so a template
+/// that starts with one gets one more.
+pub fn exported_template(t: &crate::data::chat::template::ChatTemplate) -> String {
+    let literal = |s: &str| serde_json::Value::String(s.to_string()).to_string();
+    let newline = if t.source.starts_with('\n') { "\n" } else { "" };
+    format!(
+        "{{% set bos_token = {} %}}{{% set eos_token = {} %}}{newline}{}",
+        literal(&t.bos_token),
+        literal(&t.eos_token),
+        t.source
+    )
 }
 
 /// Writes the Hugging Face directory; returns the layout it was written in.
 pub fn export(run: &Path, out: &Path, force: bool) -> anyhow::Result<Layout> {
-    check_out(run, out, force)?;
+    check_out(run, out, force, "--hf")?;
     let saved = SavedRun::open(run)?;
     let tok = tokenizer_json(&saved, run)?;
     let file = tensors::read(&saved.weights)?;
@@ -224,7 +282,7 @@ pub fn export(run: &Path, out: &Path, force: bool) -> anyhow::Result<Layout> {
     let pretty = |v: serde_json::Value| serde_json::to_string_pretty(&v);
     let mut tok_cfg = special::tokenizer_config(&boundary, seq_len)?;
     if let Some(t) = saved.chat_template() {
-        tok_cfg["chat_template"] = serde_json::Value::String(t.source);
+        tok_cfg["chat_template"] = serde_json::Value::String(exported_template(&t));
     }
     write_atomic(&out.join("tokenizer_config.json"), pretty(tok_cfg)?.as_bytes())?;
     write_atomic(&out.join("special_tokens_map.json"), pretty(special::special_tokens_map(&boundary)?)?.as_bytes())?;

@@ -180,7 +180,7 @@ pub fn config_json(m: &ModelConfig, r: &ResolvedRecipe, seq_len: usize, ids: Con
         "torch_dtype": "float32",
         "bos_token_id": ids.bos,
         "eos_token_id": ids.eos,
-        "pad_token_id": ids.pad,
+        "pad_token_id": null,
         "recipe": recipe_json(r, m.norm_eps),
         // normlab's own description, from which the model is rebuilt exactly.
         "normlab": {"model": m, "seq_len": seq_len},

@@ -1,7 +1,12 @@
 //! The files beside `tokenizer.json` that tools read for special tokens:
 //! `tokenizer_config.json` (so `AutoTokenizer.from_pretrained(OUT)` loads the fast tokenizer
 //! without custom code) and `special_tokens_map.json`, with the run's document boundary
-//! ([`crate::data::boundary`]) as BOS, EOS and PAD; and the ids `config.json` names.
+//! ([`crate::data::boundary`]) as BOS and EOS; and the ids `config.json` names.
+//!
+//! There is no pad token, as Llama's checkpoints have none: every id of a normlab vocabulary is
+//! a content token (the boundary of a byte run is the newline), and `generate(input_ids)`
+//! without an attention mask infers one from the pad id, hiding every such token of the prompt.
+//! Without a pad id the mask is all ones; a caller that pads a batch passes its own mask.
 //!
 //! The boundary is written by its vocabulary spelling ("ĊĊ" for "\n\n"), which real text never
 //! contains, so registering it as a special token changes no tokenization. `config.json`'s
@@ -19,11 +24,10 @@ pub struct ConfigIds {
     pub bos: u32,
     /// Where `generate()` stops; `None` when the boundary is not a whole document end.
     pub eos: Option<u32>,
-    pub pad: u32,
 }
 
 pub fn config_ids(b: &Boundary) -> ConfigIds {
-    ConfigIds { bos: b.id, eos: b.whole.then_some(b.id), pad: b.id }
+    ConfigIds { bos: b.id, eos: b.whole.then_some(b.id) }
 }
 
 /// `tokenizer_config.json` for a tokenizer whose boundary is `b`, in a model of context
@@ -34,7 +38,6 @@ pub fn tokenizer_config(b: &Boundary, context: usize) -> anyhow::Result<Value> {
         "tokenizer_class": "PreTrainedTokenizerFast",
         "bos_token": token,
         "eos_token": token,
-        "pad_token": token,
         "add_bos_token": false,
         "add_eos_token": false,
         "model_max_length": context,
@@ -46,7 +49,7 @@ pub fn tokenizer_config(b: &Boundary, context: usize) -> anyhow::Result<Value> {
 /// `special_tokens_map.json`.
 pub fn special_tokens_map(b: &Boundary) -> anyhow::Result<Value> {
     let token = spelling(b)?;
-    Ok(json!({"bos_token": token, "eos_token": token, "pad_token": token}))
+    Ok(json!({"bos_token": token, "eos_token": token}))
 }
 
 fn spelling(b: &Boundary) -> anyhow::Result<&str> {

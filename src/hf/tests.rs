@@ -178,7 +178,7 @@ fn every_preset_exports_and_transformers_gives_normlabs_logits() {
                     "{name}: modeling_normlab.py changed; rerun the tool"
                 );
                 // Byte runs: the boundary is "\n" (10), half the document separator "\n\n".
-                let ids = super::special::ConfigIds { bos: 10, eos: None, pad: 10 };
+                let ids = super::special::ConfigIds { bos: 10, eos: None };
                 let want = remote::config_json(&m, &recipe, seq_len, ids);
                 assert_eq!(config, want, "{name}: export now writes another config.json");
                 raw

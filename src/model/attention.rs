@@ -636,8 +636,10 @@ pub fn attn_stats(scores: Tensor<4>, sinks: Option<Tensor<1>>) -> AttnStats {
     let max_logit = per_head.clone().max().reshape([1]);
     let has_sink = sinks.is_some();
     let probs = softmax_with_sink(scores, sinks);
-    // Masked entries have p = 0; clamping log p makes their p·log p exactly 0.
-    let plogp = |p: Tensor<4>| p.clone() * p.clamp_min(1e-38).log();
+    // Masked entries have p = 0; clamping log p makes their p·log p exactly 0. The clamp is a
+    // normal f32: the binary flushes denormals to zero, which would make it log 0 = −∞ and the
+    // product NaN.
+    let plogp = |p: Tensor<4>| p.clone() * p.clamp_min(1e-30).log();
     let mut entropy = -plogp(probs.clone()).sum_dim(3);
     if has_sink {
         let sink_mass = -(probs.clone().sum_dim(3) - 1.0);

@@ -190,19 +190,23 @@ impl RunConfig {
             apply_set(&mut edited, s)?;
         }
         let err = match Self::deserialize(&edited, text) {
-            Ok(cfg) => return Ok(cfg),
+            Ok(cfg) => {
+                super::edit::check_f32_range(&edited).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+                return Ok(cfg);
+            }
             Err(e) => e,
         };
+        let clip = super::edit::clip;
         if !sets.is_empty() && Self::deserialize(table, text).is_ok() {
             let mut t = table.clone();
             for s in sets {
                 apply_set(&mut t, s)?;
                 if let Err(e) = Self::deserialize(&t, None) {
-                    bail!("--set `{s}`: {}", e.message);
+                    bail!("--set `{}`: {}", clip(s), clip(&e.message));
                 }
             }
         }
-        bail!("{origin}{}: {}", err.place, err.message)
+        bail!("{origin}{}: {}", err.place, clip(&err.message))
     }
 
     /// The config of a table, or where (in `text`, when given) and why it is wrong.

@@ -21,17 +21,64 @@ pub fn set_value(table: &mut toml::Table, key: &str, value: toml::Value) {
 /// (`model.recipe=peri`), then merged into `table`.
 pub fn apply_set(table: &mut toml::Table, set: &str) -> anyhow::Result<()> {
     let Some((key, raw)) = set.split_once('=') else {
-        bail!("--set `{set}` is not key=value; e.g. --set optim.lr=1e-3");
+        bail!("--set `{}` is not key=value; e.g. --set optim.lr=1e-3", clip(set));
     };
     let key = key.trim();
-    ensure!(!key.is_empty(), "--set `{set}`: empty key");
+    ensure!(!key.is_empty(), "--set `{}`: empty key", clip(set));
     let quoted = toml::Value::String(raw.trim().to_string()).to_string();
     let doc: toml::Table = toml::from_str(&format!("{key} = {raw}"))
         .or_else(|_| toml::from_str(&format!("{key} = {quoted}")))
-        .map_err(|_| anyhow::anyhow!("--set `{set}`: `{key}` is not a valid key; use dotted names like optim.lr"))?;
+        .map_err(|_| {
+            anyhow::anyhow!("--set `{}`: `{}` is not a valid key; use dotted names like optim.lr", clip(set), clip(key))
+        })?;
     merge(table, doc);
     replace_budget(table, key);
     Ok(())
+}
+
+/// Text a user gave, shortened for a message: every word of more than [`CLIP`] characters
+/// cut to its start and its length (a 300-digit value is not printed whole).
+pub fn clip(text: &str) -> String {
+    text.split(' ')
+        .map(|w| match w.char_indices().nth(CLIP) {
+            Some((at, _)) => format!("{}… ({} characters)", &w[..at], w.chars().count()),
+            None => w.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The longest word [`clip`] leaves whole.
+const CLIP: usize = 40;
+
+/// Every float of `table` that f32, which the model computes in, cannot hold: finite past its
+/// largest finite value, or nonzero below its smallest normal one; the first as an error naming
+/// its key. (`inf` and `nan` as written are left to the fields' own checks.)
+pub fn check_f32_range(table: &toml::Table) -> anyhow::Result<()> {
+    fn walk(prefix: &str, v: &toml::Value) -> anyhow::Result<()> {
+        match v {
+            toml::Value::Float(x) => {
+                let a = x.abs();
+                ensure!(
+                    a.is_nan()
+                        || a.is_infinite()
+                        || a == 0.0
+                        || (a >= f32::MIN_POSITIVE as f64 && a <= f32::MAX as f64),
+                    "{prefix} = {x:e} is outside what f32 holds (magnitudes {:e} to {:e}, or 0), and the model computes \
+                     in f32; give a value in that range",
+                    f32::MIN_POSITIVE,
+                    f32::MAX
+                );
+                Ok(())
+            }
+            toml::Value::Table(t) => t
+                .iter()
+                .try_for_each(|(k, v)| walk(&if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") }, v)),
+            toml::Value::Array(a) => a.iter().enumerate().try_for_each(|(i, v)| walk(&format!("{prefix}[{i}]"), v)),
+            _ => Ok(()),
+        }
+    }
+    table.iter().try_for_each(|(k, v)| walk(k, v))
 }
 
 /// The three ways to give a run's length; one `--set` of any of them replaces the others the

@@ -123,7 +123,9 @@ pub fn load_run(dir: &Path) -> anyhow::Result<(CheckedConfig, Tokenizer)> {
 /// Opens a fine-tuning run's parent (`section.parent`), refuses a run directory that is the
 /// parent's own, and records (or checks) the digest of the parent's weights in `section`.
 pub fn open_parent(section: &mut super::finetune::FinetuneSection, run_dir: &Path) -> anyhow::Result<SavedRun> {
-    let parent = SavedRun::open(&section.parent)?;
+    let parent = SavedRun::open(&section.parent).with_context(|| {
+        format!("the fine-tune's parent (finetune.parent = {}) cannot be opened", section.parent.display())
+    })?;
     let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
         (Ok(a), Ok(b)) => a == b,
         _ => a == b,
@@ -141,7 +143,7 @@ pub fn open_parent(section: &mut super::finetune::FinetuneSection, run_dir: &Pat
              changed since, or name another run",
             parent.weights.display(),
             &sha[..12],
-            &want[..want.len().min(12)]
+            want.chars().take(12).collect::<String>()
         );
     }
     section.parent_weights = Some(parent.weights.clone());

@@ -69,7 +69,9 @@ impl ScheduleConfig {
         );
         ensure!(
             self.warmup_start_lr >= 0.0 && self.warmup_start_lr <= peak,
-            "schedule.warmup_start_lr must be in [0, optim.lr]"
+            "schedule.warmup_start_lr = {:e} must be in [0, optim.lr = {peak:e}]; lower schedule.warmup_start_lr, or \
+             raise optim.lr",
+            self.warmup_start_lr
         );
         ensure!(self.end_lr >= 0.0 && self.end_lr <= peak, "schedule.end_lr must be in [0, optim.lr]");
         if let Some(r) = self.end_lr_ratio {

@@ -47,6 +47,26 @@ pub struct StreamOptions {
     pub include_usage: bool,
 }
 
+/// A field that may be sent as `null` (the OpenAI specification allows it for every optional
+/// field): `null` and absent both mean the default.
+pub fn null_is_default<'de, D: serde::Deserializer<'de>, T: Default + Deserialize<'de>>(d: D) -> Result<T, D::Error> {
+    Option::<T>::deserialize(d).map(Option::unwrap_or_default)
+}
+
+/// OpenAI's `presence_penalty` / `frequency_penalty`: accepted at 0 (their default; `null`
+/// too), which is what this server samples with; any other value is refused by name.
+pub fn check_penalties(presence: Option<f64>, frequency: Option<f64>) -> Result<(), ApiError> {
+    for (name, v) in [("presence_penalty", presence), ("frequency_penalty", frequency)] {
+        if let Some(v) = v.filter(|v| *v != 0.0) {
+            return Err(ApiError::bad(
+                format!("{name} = {v} is not supported: this server samples without penalties; send 0 or leave it out"),
+                Some(name),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// `POST /v1/completions`. Unknown fields are refused.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -62,19 +82,26 @@ pub struct CompletionRequest {
     pub top_k: Option<usize>,
     pub stop: Option<Stop>,
     pub seed: Option<u64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_default")]
     pub stream: bool,
     pub stream_options: Option<StreamOptions>,
     /// Completions per prompt; choice `i·n + j` is prompt `i`'s `j`-th, drawn with seed `seed + j`.
     pub n: Option<usize>,
     /// The prompt is returned before the completion (with its log-probabilities when
     /// `logprobs` is set; the first token's is `null`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_default")]
     pub echo: bool,
     /// Log-probabilities of the tokens and the `logprobs` most likely tokens at each position.
     pub logprobs: Option<usize>,
+    /// Accepted at 0 ([`check_penalties`]).
+    pub presence_penalty: Option<f64>,
+    pub frequency_penalty: Option<f64>,
     /// Accepted and ignored.
     pub user: Option<String>,
+    /// Unset `max_tokens` means the rest of the context (chat, as OpenAI and vLLM), not
+    /// [`DEFAULT_MAX_TOKENS`] (completions, as OpenAI).
+    #[serde(skip)]
+    pub max_tokens_default_rest: bool,
 }
 
 /// One prompt of a request, as given.
@@ -167,6 +194,7 @@ pub fn prompts(prompt: &Value) -> Result<Vec<PromptIn>, ApiError> {
 impl CompletionRequest {
     /// The sampling settings, checked (OpenAI's ranges; temperature 0 is greedy).
     pub fn sampling(&self) -> Result<Sampling, ApiError> {
+        check_penalties(self.presence_penalty, self.frequency_penalty)?;
         let temperature = self.temperature.unwrap_or(1.0);
         if !(0.0..=2.0).contains(&temperature) {
             return Err(ApiError::bad("temperature must be between 0 and 2", Some("temperature")));
@@ -255,6 +283,7 @@ impl CompletionRequest {
             ));
         }
         match self.max_tokens {
+            None if self.max_tokens_default_rest => Ok(room),
             None => Ok(DEFAULT_MAX_TOKENS.min(room)),
             Some(0) => Err(ApiError::bad("max_tokens must be at least 1 (0 only with echo)", Some("max_tokens"))),
             Some(n) if n > room => Err(ApiError::bad(

@@ -4,7 +4,7 @@
 //! template's end-of-turn marker (and the request's `stop` strings), answered in OpenAI's chat
 //! form: `message` (or streamed `delta`s), `logprobs.content` with `top_logprobs`, `usage`.
 
-use super::api::{ApiError, CompletionRequest, Stop, StreamOptions, parse};
+use super::api::{ApiError, CompletionRequest, Stop, StreamOptions, null_is_default, parse};
 use super::app::{App, json_response, now, sse_response};
 use super::completions::{Answer, Started, choice_chunks, collect, start};
 use super::engine::Finish;
@@ -29,56 +29,72 @@ pub struct ChatRequest {
     pub top_k: Option<usize>,
     pub stop: Option<Stop>,
     pub seed: Option<u64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_default")]
     pub stream: bool,
     pub stream_options: Option<StreamOptions>,
     pub n: Option<usize>,
     /// Log-probabilities of the answer's tokens, with `top_logprobs` alternatives each.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_default")]
     pub logprobs: bool,
     pub top_logprobs: Option<usize>,
+    /// Accepted at 0 ([`super::api::check_penalties`]).
+    pub presence_penalty: Option<f64>,
+    pub frequency_penalty: Option<f64>,
     /// Accepted and ignored.
     pub user: Option<String>,
 }
 
-/// One message: `content` a string or a list of `{"type": "text", "text": …}` parts.
+/// One message: `content` a string, a list of `{"type": "text", "text": …}` parts, or `null`
+/// (an assistant turn that called tools); roles as OpenAI names them (`developer` is the
+/// system turn, as OpenAI defines it; `tool` a tool's result).
 #[derive(Debug, Deserialize)]
 pub struct ChatMessage {
     pub role: String,
+    #[serde(default)]
     pub content: Value,
     /// Accepted and ignored.
     pub name: Option<String>,
+    /// Accepted and ignored (this model calls no tools): an assistant turn's `tool_calls`, a
+    /// tool turn's `tool_call_id`.
+    pub tool_calls: Option<Value>,
+    pub tool_call_id: Option<String>,
 }
 
 impl ChatMessage {
     fn message(&self, i: usize) -> Result<Message, ApiError> {
         let bad = |m: String| ApiError::bad(format!("messages[{i}]: {m}"), Some("messages"));
         let role = Role::parse(&self.role).map_err(|e| bad(e.to_string()))?;
-        let content = match &self.content {
-            Value::String(s) => s.clone(),
-            Value::Array(parts) => parts
-                .iter()
-                .map(|p| match (p.get("type").and_then(Value::as_str), p.get("text").and_then(Value::as_str)) {
-                    (Some("text"), Some(t)) => Ok(t),
-                    _ => Err(bad(
-                        "content parts must be {\"type\": \"text\", \"text\": …}; this model reads text".into()
-                    )),
-                })
-                .collect::<Result<String, _>>()?,
-            _ => return Err(bad("content must be a string or a list of text parts".into())),
-        };
+        let content = crate::data::chat::text_content(&self.content).map_err(bad)?;
         Ok(Message { role, content })
     }
 }
 
-/// The completion request the chat request is decoded as.
-fn as_completion(app: &App, req: ChatRequest) -> Result<(CompletionRequest, Option<usize>), ApiError> {
+/// The messages of a request, checked.
+fn messages(req: &ChatRequest) -> Result<Vec<Message>, ApiError> {
     if req.messages.is_empty() {
         return Err(ApiError::bad("messages must not be empty", Some("messages")));
     }
-    let messages: Vec<Message> =
-        req.messages.iter().enumerate().map(|(i, m)| m.message(i)).collect::<Result<_, _>>()?;
-    let prompt = app.chat.render(&messages, true).map_err(|e| ApiError::bad(format!("{e:#}"), Some("messages")))?;
+    req.messages.iter().enumerate().map(|(i, m)| m.message(i)).collect()
+}
+
+/// The prompt: `messages` rendered by the run's template on a blocking thread (a template is a
+/// user's code, bounded in time and memory by [`crate::data::chat::bounded`]), so that the
+/// server's async workers, its health check and its shutdown never wait on it.
+async fn render(app: &App, messages: Vec<Message>) -> Result<String, ApiError> {
+    let template = app.chat.clone();
+    tokio::task::spawn_blocking(move || template.render(&messages, true))
+        .await
+        .map_err(|e| ApiError {
+            status: 500,
+            message: format!("the chat template's rendering failed: {e}"),
+            param: None,
+        })?
+        .map_err(|e| ApiError::bad(format!("{e:#}"), Some("messages")))
+}
+
+/// The completion request the chat request is decoded as.
+fn as_completion(prompt: String, req: ChatRequest) -> Result<(CompletionRequest, Option<usize>), ApiError> {
+    super::api::check_penalties(req.presence_penalty, req.frequency_penalty)?;
     if req.top_logprobs.is_some() && !req.logprobs {
         return Err(ApiError::bad("top_logprobs needs logprobs: true", Some("top_logprobs")));
     }
@@ -97,14 +113,18 @@ fn as_completion(app: &App, req: ChatRequest) -> Result<(CompletionRequest, Opti
         n: req.n,
         echo: false,
         logprobs,
+        presence_penalty: None,
+        frequency_penalty: None,
         user: req.user,
+        max_tokens_default_rest: true,
     };
     Ok((c, logprobs))
 }
 
 pub async fn chat_completions(app: Arc<App>, body: &[u8]) -> Result<axum::response::Response, ApiError> {
     let req: ChatRequest = parse(body)?;
-    let (req, logprobs) = as_completion(&app, req)?;
+    let prompt = render(&app, messages(&req)?).await?;
+    let (req, logprobs) = as_completion(prompt, req)?;
     req.logprobs()?;
     let s = start(&app, &req, Some(&app.chat.stop))?;
     if s.stream {

@@ -114,6 +114,7 @@ pub(super) fn start(app: &App, req: &CompletionRequest, end_of_turn: Option<&str
                 sampling,
                 seed: req.seed.unwrap_or(count).wrapping_add(j),
                 stops: stops.clone(),
+                end_of_turn: end_of_turn.map(String::from),
                 end_token: app.end_token,
                 logprobs,
                 score_prompt: req.echo && logprobs.is_some(),

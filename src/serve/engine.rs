@@ -69,6 +69,9 @@ pub struct Job {
     pub sampling: Sampling,
     pub seed: u64,
     pub stops: Vec<String>,
+    /// The chat template's end-of-turn marker (also in `stops`), held back when a completion
+    /// is cut inside it.
+    pub end_of_turn: Option<String>,
     /// A token that ends the completion (a pairs run's `<end>`), not part of the text.
     pub end_token: Option<u32>,
     /// The `k` most likely tokens kept at each scored position; `None`: no log-probabilities.
@@ -92,7 +95,7 @@ struct Row {
 
 impl Row {
     fn new(job: Job) -> Self {
-        let text = TextState::new(job.stops.clone());
+        let text = TextState::new(job.stops.clone(), job.end_of_turn.clone());
         Self { rng: SplitMix64::new(job.seed), job, out: Vec::new(), scores: Vec::new(), text, next: 0 }
     }
 }

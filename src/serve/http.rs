@@ -1,4 +1,5 @@
 //! The routes: `POST /v1/completions`, `POST /v1/chat/completions`, `POST /v1/normalize` (pairs runs), `GET /v1/models`,
+//! `GET /v1/models/{id}`,
 //! vLLM's `POST /tokenize`, `POST /detokenize` and `GET /tokenizer_info`, `GET /health`,
 //! `GET /metrics`. Bodies are read as bytes and parsed here, so that every malformed request
 //! gets OpenAI's JSON error object with a 4xx status.
@@ -22,6 +23,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/normalize", post(normalize))
         .route("/v1/models", get(models))
+        .route("/v1/models/{id}", get(model))
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
         .route("/tokenizer_info", get(tokenizer_info))
@@ -34,7 +36,8 @@ pub fn router(app: Arc<App>) -> Router {
 }
 
 /// Every route, for the messages that refuse another.
-const ROUTES: &str = "POST /v1/completions, POST /v1/chat/completions, POST /v1/normalize, GET /v1/models, POST /tokenize, POST /detokenize, \
+const ROUTES: &str = "POST /v1/completions, POST /v1/chat/completions, POST /v1/normalize, GET /v1/models, \
+    GET /v1/models/{id}, POST /tokenize, POST /detokenize, \
     GET /tokenizer_info, GET /health and GET /metrics";
 
 /// The largest request body read (bytes).
@@ -121,12 +124,22 @@ async fn tokenizer_info(State(app): State<Arc<App>>) -> Response {
     )
 }
 
+/// The one model's entry, as `GET /v1/models` lists it and `GET /v1/models/{id}` returns it.
+fn model_entry(app: &App) -> serde_json::Value {
+    json!({"id": app.model, "object": "model", "created": 0, "owned_by": "normlab", "max_model_len": app.context})
+}
+
 async fn models(State(app): State<Arc<App>>) -> Response {
-    json_response(
-        200,
-        &json!({"object": "list", "data": [{"id": app.model, "object": "model", "created": 0, "owned_by": "normlab",
-            "max_model_len": app.context}]}),
-    )
+    json_response(200, &json!({"object": "list", "data": [model_entry(&app)]}))
+}
+
+/// OpenAI's model retrieval: the served model by its id; any other id is a 404.
+async fn model(State(app): State<Arc<App>>, axum::extract::Path(id): axum::extract::Path<String>) -> Response {
+    if id == app.model {
+        return json_response(200, &model_entry(&app));
+    }
+    let message = format!("the model `{id}` does not exist; this server serves `{}`", app.model);
+    error(&app, ApiError { status: 404, message, param: Some("model") })
 }
 
 async fn health(State(app): State<Arc<App>>) -> Response {

@@ -53,6 +53,7 @@ fn start(app: &App, body: &[u8]) -> Result<(bool, UnboundedReceiver<Event>), Api
         sampling: Sampling::GREEDY,
         seed: 0,
         stops: Vec::new(),
+        end_of_turn: None,
         end_token: Some(end),
         logprobs: None,
         score_prompt: false,

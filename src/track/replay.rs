@@ -37,7 +37,7 @@ pub fn send_run(dir: &Path, target: Option<&TrackTarget>, parent: Option<String>
         experiment: cfg.run.experiment.clone().unwrap_or_else(|| crate::run::track_target::DEFAULT_EXPERIMENT.into()),
         run_name: name_of(dir),
         tags: super::run_tags(&recipe, sweep.as_deref()),
-        config_toml: text,
+        config_toml: with_vocab_size(&text, dir),
         parent_run_id: parent,
     };
     let metrics = layout::metrics(dir);
@@ -57,7 +57,7 @@ pub fn send_run(dir: &Path, target: Option<&TrackTarget>, parent: Option<String>
 }
 
 /// Feeds the worker every complete record after what the server has; returns their count.
-fn add_records(w: &mut Worker, bytes: &[u8], path: &Path) -> anyhow::Result<usize> {
+pub(super) fn add_records(w: &mut Worker, bytes: &[u8], path: &Path) -> anyhow::Result<usize> {
     let mut at = w.state().delivered_bytes as usize;
     let mut n = 0;
     while let Some(len) = bytes.get(at..).and_then(|rest| rest.iter().position(|&b| b == b'\n')) {
@@ -69,6 +69,20 @@ fn add_records(w: &mut Worker, bytes: &[u8], path: &Path) -> anyhow::Result<usiz
         n += 1;
     }
     Ok(n)
+}
+
+/// `config.toml`'s text with `model.vocab_size` as the run trained it: a config that did not
+/// set it (its vocabulary follows the tokenizer) gets the one `run.json` records.
+fn with_vocab_size(text: &str, dir: &Path) -> String {
+    let (Ok(mut table), Ok(info)) =
+        (toml::from_str::<toml::Table>(text), crate::io::json::read::<layout::RunInfo>(&layout::info(dir)))
+    else {
+        return text.to_string();
+    };
+    if let Some(toml::Value::Table(model)) = table.get_mut("model") {
+        model.entry("vocab_size").or_insert(toml::Value::Integer(info.data.vocab_size as i64));
+    }
+    toml::to_string(&table).unwrap_or_else(|_| text.to_string())
 }
 
 /// The MLflow status of a run directory's `status.json`.

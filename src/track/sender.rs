@@ -20,6 +20,10 @@ use std::time::{Duration, Instant};
 pub const FLUSH_EVERY: Duration = Duration::from_secs(2);
 /// How long a server may stay silent before the thread stops trying.
 pub const GIVE_UP: Duration = Duration::from_secs(120);
+/// How long the end of a run waits for the thread to send what is left, upload the artifacts
+/// and set the status; past it the run exits, and what the server has not acknowledged stays
+/// for `normlab track`.
+pub const FINISH_WAIT: Duration = Duration::from_secs(5);
 
 /// What the tracking server is told about a run when it is first created.
 #[derive(Clone, Debug)]
@@ -48,18 +52,49 @@ enum Msg {
 pub struct Tracker {
     tx: Sender<Msg>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// Closed when the thread has ended.
+    done: Receiver<()>,
+    dir: PathBuf,
     warnings: Arc<Mutex<Vec<String>>>,
 }
 
 impl Tracker {
     /// Starts the thread; `metrics_len` is the length of `metrics.jsonl` now (what a resumed
-    /// run kept).
+    /// run kept). Records of `metrics.jsonl` the server never acknowledged (a run killed while
+    /// they were buffered) are sent first.
     pub fn start(opening: Opening, metrics_len: u64) -> Self {
         let warnings = Arc::new(Mutex::new(Vec::new()));
         let (tx, rx) = channel();
-        let w = Worker::new(opening, warnings.clone(), metrics_len);
-        let thread = std::thread::Builder::new().name("normlab-track".into()).spawn(move || w.serve(rx)).ok();
-        Self { tx, thread, warnings }
+        let (done_tx, done) = channel::<()>();
+        let dir = opening.dir.clone();
+        let mut w = Worker::new(opening, warnings.clone(), metrics_len);
+        w.catch_up(metrics_len);
+        let thread = std::thread::Builder::new()
+            .name("normlab-track".into())
+            .spawn(move || {
+                w.serve(rx);
+                drop(done_tx);
+            })
+            .ok();
+        Self { tx, thread, done, dir, warnings }
+    }
+
+    /// Waits up to [`FINISH_WAIT`] for the thread to end; a thread still waiting on its server
+    /// is left behind (the process exits without it) with a warning.
+    fn wait_for_thread(&mut self) {
+        let Some(t) = self.thread.take() else { return };
+        match self.done.recv_timeout(FINISH_WAIT) {
+            Err(RecvTimeoutError::Timeout) => self.warnings.lock().unwrap_or_else(|e| e.into_inner()).push(format!(
+                "the tracking server did not take the end of the run within {} s; the run ends without waiting — {} \
+                 records what the server acknowledged; send the rest with `normlab track {}`",
+                FINISH_WAIT.as_secs(),
+                crate::run::layout::tracking(&self.dir).display(),
+                self.dir.display()
+            )),
+            _ => {
+                let _ = t.join();
+            }
+        }
     }
 
     pub fn record(&self, r: &MetricsRecord, metrics_len: u64) {
@@ -78,9 +113,7 @@ impl Tracker {
     /// Ends the run on the server (after sending what is left) and returns the last warnings.
     pub fn finish(mut self, status: &'static str, artifacts: Vec<(String, PathBuf)>) -> Vec<String> {
         let _ = self.tx.send(Msg::Finish(status, artifacts));
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        self.wait_for_thread();
         self.take_warnings()
     }
 }
@@ -88,9 +121,9 @@ impl Tracker {
 impl Drop for Tracker {
     /// A run that ends without [`Tracker::finish`] (an error) is marked failed.
     fn drop(&mut self) {
-        if let Some(t) = self.thread.take() {
+        if self.thread.is_some() {
             let _ = self.tx.send(Msg::Finish("FAILED", Vec::new()));
-            let _ = t.join();
+            self.wait_for_thread();
         }
     }
 }
@@ -146,6 +179,17 @@ impl Worker {
             gave_up: false,
             live: true,
             warnings,
+        }
+    }
+
+    /// Buffers the records of the first `metrics_len` bytes of `metrics.jsonl` that the server
+    /// has not acknowledged.
+    fn catch_up(&mut self, metrics_len: u64) {
+        let path = crate::run::layout::metrics(&self.opening.dir);
+        let bytes = std::fs::read(&path).unwrap_or_default();
+        let upto = (metrics_len as usize).min(bytes.len());
+        if let Err(e) = super::replay::add_records(self, &bytes[..upto], &path) {
+            self.warn(format!("records not sent: {e:#}"));
         }
     }
 

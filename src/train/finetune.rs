@@ -22,6 +22,16 @@ pub fn parent_init(cfg: &CheckedConfig, parent: SavedRun) -> anyhow::Result<(Par
          [model.lora] (and model.kernels)",
         parent.run.display()
     );
+    let (mine, theirs) = (cfg.data.tokenizer, parent.cfg.data.tokenizer);
+    ensure!(
+        mine == theirs,
+        "data.tokenizer = \"{}\" differs from the parent's \"{}\" ({}): a fine-tune reads its conversations with its \
+         parent's tokenizer, whose ids the parent's embeddings and output layer hold; leave data.tokenizer as the \
+         parent has it",
+        mine.name(),
+        theirs.name(),
+        parent.run.display()
+    );
     let file = crate::io::tensors::read(&parent.weights)?;
     crate::run::checkpoint::check_finite(&file, &parent.weights)?;
     Ok((ParamSource::Overlay(file.tensors, cfg.train.seed), Some(parent.tokenizer)))

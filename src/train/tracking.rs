@@ -26,7 +26,8 @@ impl Trainer {
                 .unwrap_or_else(|| crate::run::track_target::DEFAULT_EXPERIMENT.into()),
             run_name: crate::track::replay::name_of(dir),
             tags: crate::track::run_tags(&cfg.recipe().name, sweep.as_deref()),
-            config_toml: cfg.to_toml_to_train().unwrap_or_default(),
+            // The config as trained, `model.vocab_size` (fitted to the tokenizer) included.
+            config_toml: cfg.to_toml().unwrap_or_default(),
             parent_run_id: parent,
         };
         Some(Tracker::start(opening, state.metrics_bytes))

@@ -128,6 +128,24 @@ impl Drop for Served {
     }
 }
 
+impl Served {
+    /// Sends SIGTERM and waits up to `within` for the server to exit; its exit code, `None`
+    /// when it was still running (it is then killed).
+    pub fn terminate(&mut self, within: std::time::Duration) -> Option<i32> {
+        let pid = self.child.id().to_string();
+        let _ = std::process::Command::new("kill").args(["-TERM", &pid]).status();
+        let until = std::time::Instant::now() + within;
+        while std::time::Instant::now() < until {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                use std::os::unix::process::ExitStatusExt;
+                return status.code().or(status.signal().map(|s| 128 + s));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        None
+    }
+}
+
 /// Starts `normlab serve` on `run` with `extra` flags; waits for its address line.
 pub fn serve(run: &Path, extra: &[&str]) -> Served {
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_normlab"))

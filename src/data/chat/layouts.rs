@@ -1,6 +1,7 @@
 //! Conversation records in the layouts fine-tuning data is published in, one record each:
 //!
-//! - `messages` (OpenAI): `{"messages": [{"role": "system"|"user"|"assistant", "content": …}]}`
+//! - `messages` (OpenAI): `{"messages": [{"role": "system"|"user"|"assistant", "content": …}]}`,
+//!   `content` a string or OpenAI's list of text parts, as the server reads them
 //! - `conversations` (ShareGPT, LIMA): `{"conversations": [...]}`, either turns as
 //!   `{"from": "human"|"gpt"|"system", "value": …}` (or `role`/`content`), or LIMA's plain
 //!   strings, which alternate user, assistant, user, … from the first
@@ -70,8 +71,9 @@ fn turn(t: &Value, i: usize) -> anyhow::Result<Message> {
     }
     let field = |a: &str, b: &str| t.get(a).or_else(|| t.get(b));
     let role = field("role", "from").and_then(Value::as_str).context("no `role` (or `from`) string")?;
-    let content = field("content", "value").and_then(Value::as_str).context("no `content` (or `value`) string")?;
-    Ok(Message { role: Role::parse(role)?, content: content.to_string() })
+    let content = field("content", "value").context("no `content` (or `value`) string")?;
+    let content = super::text_content(content).map_err(|e| anyhow::anyhow!("`content`: {e}"))?;
+    Ok(Message { role: Role::parse(role)?, content })
 }
 
 fn alpaca(r: &Value) -> anyhow::Result<Vec<Message>> {
@@ -123,5 +125,15 @@ mod tests {
         assert!(e.contains("messages") && e.contains("data.chat_layout"), "{e}");
         let e = err(json!({"messages": [{"role": "user"}]}));
         assert!(e.contains("content"), "{e}");
+        let e = err(json!({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}));
+        assert!(e.contains("text parts"), "{e}");
+    }
+
+    /// OpenAI's content parts read as the server reads them: the texts joined.
+    #[test]
+    fn content_parts_read_as_their_texts() {
+        let parts = json!({"messages": [{"role": "user", "content": [{"type": "text", "text": "Hel"},
+            {"type": "text", "text": "lo"}]}, {"role": "assistant", "content": "hi"}]});
+        assert_eq!(conversation(&parts, ChatLayout::Auto).unwrap().messages[0].content, "Hello");
     }
 }

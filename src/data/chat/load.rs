@@ -21,6 +21,9 @@ pub struct ChatCorpus {
     pub layout: ChatLayout,
     pub train: Vec<Conversation>,
     pub val: Vec<Conversation>,
+    /// Each conversation's record number in its file (1-based), for messages.
+    pub train_records: Vec<usize>,
+    pub val_records: Vec<usize>,
     pub split_rule: String,
 }
 
@@ -41,21 +44,27 @@ pub struct ChatInfo {
 }
 
 impl ChatCorpus {
+    /// Where the `i`-th conversation of a split whose record numbers are `records` came from.
+    fn record(&self, records: &[usize], i: usize) -> String {
+        format!("{} record {}", self.name, records.get(i).copied().unwrap_or(i + 1))
+    }
+
     /// The conversations rendered whole: what the corpus hash, the BPE trainer and the token
     /// files see.
     pub fn documents(&self) -> anyhow::Result<Corpus> {
-        let docs = |cs: &[Conversation]| -> anyhow::Result<Vec<Document>> {
+        let docs = |cs: &[Conversation], records: &[usize]| -> anyhow::Result<Vec<Document>> {
             cs.iter()
                 .enumerate()
                 .map(|(i, c)| {
-                    Ok(Document { name: format!("conversation {i}"), text: self.template.render(&c.messages, false)? })
+                    let text = self.template.render(&c.messages, false).with_context(|| self.record(records, i))?;
+                    Ok(Document { name: format!("conversation {i}"), text })
                 })
                 .collect()
         };
         Ok(Corpus {
             name: self.name.clone(),
-            train: docs(&self.train)?,
-            val: docs(&self.val)?,
+            train: docs(&self.train, &self.train_records)?,
+            val: docs(&self.val, &self.val_records)?,
             split_rule: self.split_rule.clone(),
         })
     }
@@ -70,11 +79,7 @@ pub fn load(cfg: &DataConfig) -> anyhow::Result<ChatCorpus> {
         return Ok(split(all, cfg.val_every, name, template, ChatLayout::Messages));
     }
     let path = Path::new(&cfg.corpus);
-    ensure!(
-        path.is_file(),
-        "the conversation file {} does not exist; give a .jsonl, .json or .parquet file of conversations",
-        path.display()
-    );
+    check_file(path)?;
     let records = crate::data::read::records::records(path, None)?;
     ensure!(
         records.len() >= 2,
@@ -95,6 +100,19 @@ pub fn load(cfg: &DataConfig) -> anyhow::Result<ChatCorpus> {
     Ok(split(all, cfg.val_every, name, template, layout))
 }
 
+/// The conversations' path names a regular file: a directory, a FIFO or a device (`/dev/zero`)
+/// is named as what it is.
+fn check_file(path: &Path) -> anyhow::Result<()> {
+    const GIVE: &str = "give a .jsonl, .json or .parquet file of conversations";
+    let what = match std::fs::metadata(path) {
+        Err(_) => "does not exist",
+        Ok(m) if m.is_dir() => "is a directory",
+        Ok(m) if !m.is_file() => "is not a regular file (a FIFO, socket or device)",
+        Ok(_) => return Ok(()),
+    };
+    anyhow::bail!("the conversation file {} {what}; {GIVE}", path.display())
+}
+
 /// Every `val_every`-th conversation held out (at least one).
 fn split(
     all: Vec<Conversation>,
@@ -104,28 +122,43 @@ fn split(
     layout: ChatLayout,
 ) -> ChatCorpus {
     let (mut train, mut val) = (Vec::new(), Vec::new());
+    let (mut train_records, mut val_records) = (Vec::new(), Vec::new());
     for (i, c) in all.into_iter().enumerate() {
-        if (i + 1) % val_every == 0 { val.push(c) } else { train.push(c) }
+        if (i + 1) % val_every == 0 {
+            val.push(c);
+            val_records.push(i + 1);
+        } else {
+            train.push(c);
+            train_records.push(i + 1);
+        }
     }
     if val.is_empty()
-        && let Some(c) = train.pop()
+        && let (Some(c), Some(r)) = (train.pop(), train_records.pop())
     {
         val.push(c);
+        val_records.push(r);
     }
     let split_rule = format!("every {val_every}th conversation (in order) is held out");
-    ChatCorpus { name, template, layout, train, val, split_rule }
+    ChatCorpus { name, template, layout, train, val, train_records, val_records, split_rule }
 }
 
 /// The conversations as examples (not yet fitted to the context) and what `data.json` records.
 pub fn examples(tok: &Tokenizer, c: &ChatCorpus) -> anyhow::Result<(Vec<Example>, Vec<Example>, ChatInfo)> {
-    let split = |cs: &[Conversation]| -> anyhow::Result<Vec<Example>> {
+    let split = |cs: &[Conversation], records: &[usize]| -> anyhow::Result<Vec<Example>> {
         use rayon::prelude::*;
         cs.par_iter()
             .enumerate()
-            .map(|(i, conv)| encode::encode(tok, &c.template, conv).with_context(|| format!("conversation {}", i + 1)))
+            .map(|(i, conv)| encode::encode(tok, &c.template, conv).with_context(|| c.record(records, i)))
             .collect()
     };
-    let (train, val) = (split(&c.train)?, split(&c.val)?);
+    let (train, val) = (split(&c.train, &c.train_records)?, split(&c.val, &c.val_records)?);
+    ensure!(
+        train.iter().any(|e| e.learned.iter().any(|r| !r.is_empty())),
+        "the chat template renders none of the {} training conversations' assistant turns as text of their own, so \
+         fine-tuning would learn no token (a loss of 0); use a template that writes each assistant turn (e.g. \
+         chatml)",
+        train.len()
+    );
     let info = ChatInfo {
         template: c.template.clone(),
         layout: c.layout,

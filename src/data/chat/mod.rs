@@ -3,6 +3,7 @@
 //!
 //! - [`layouts`]: OpenAI `messages`, ShareGPT / LIMA `conversations`, Alpaca records as
 //!   [`Conversation`]s
+//! - [`bounded`]: a user's template rendered within bounds on its steps, output, memory and time
 //! - [`template`]: the Jinja chat template `transformers`' `apply_chat_template` reads, and
 //!   normlab's default (ChatML)
 //! - [`encode`]: a conversation as an [`Example`](super::example::Example) whose learned ranges
@@ -11,6 +12,7 @@
 //!   addresses)
 //! - [`load`]: a run's conversations, their held-out split and what `data.json` records
 
+pub mod bounded;
 pub mod builtin;
 pub mod encode;
 pub mod layouts;
@@ -26,20 +28,42 @@ pub enum Role {
     System,
     User,
     Assistant,
+    /// A tool's result (OpenAI's `tool` turn), rendered as the template renders it; never learned.
+    Tool,
 }
 
 impl Role {
-    /// The role a record names: OpenAI's `system`/`user`/`assistant`, ShareGPT's `human`/`gpt`
-    /// (and `model`, `bot`, `chatgpt`, as published ShareGPT dumps spell the assistant).
+    /// The role a record names: OpenAI's `system`/`developer` (OpenAI's name for the system
+    /// turn of its newer models)/`user`/`assistant`/`tool`, ShareGPT's `human`/`gpt` (and
+    /// `model`, `bot`, `chatgpt`, as published ShareGPT dumps spell the assistant).
     pub fn parse(name: &str) -> anyhow::Result<Self> {
         Ok(match name {
-            "system" => Role::System,
+            "system" | "developer" => Role::System,
             "user" | "human" => Role::User,
             "assistant" | "gpt" | "model" | "bot" | "chatgpt" => Role::Assistant,
-            other => {
-                anyhow::bail!("unknown role `{other}`; give system, user or assistant (or ShareGPT's human / gpt)")
-            }
+            "tool" => Role::Tool,
+            other => anyhow::bail!(
+                "unknown role `{other}`; give system (or developer), user, assistant or tool (or ShareGPT's human / gpt)"
+            ),
         })
+    }
+}
+
+/// A message's text from OpenAI's `content`: a string, a list of `{"type": "text", "text": …}`
+/// parts (joined), or `null` (an assistant turn that only called tools: empty).
+pub fn text_content(content: &serde_json::Value) -> Result<String, String> {
+    use serde_json::Value;
+    match content {
+        Value::String(s) => Ok(s.clone()),
+        Value::Null => Ok(String::new()),
+        Value::Array(parts) => parts
+            .iter()
+            .map(|p| match (p.get("type").and_then(Value::as_str), p.get("text").and_then(Value::as_str)) {
+                (Some("text"), Some(t)) => Ok(t),
+                _ => Err("content parts must be {\"type\": \"text\", \"text\": …}; this model reads text parts".into()),
+            })
+            .collect(),
+        _ => Err("content must be a string, a list of text parts or null".into()),
     }
 }
 

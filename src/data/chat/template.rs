@@ -10,8 +10,8 @@
 //! every normlab tokenizer, so it needs no new token ids.
 
 use super::Message;
-use anyhow::{Context, anyhow};
-use minijinja::{Environment, Error, ErrorKind, context};
+use anyhow::Context;
+use minijinja::{Environment, Error, ErrorKind};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -41,8 +41,9 @@ impl ChatTemplate {
     }
 
     /// `data.chat_template`: `chatml`, a `.jinja` file, or a `tokenizer_config.json` (its
-    /// `chat_template`, `bos_token` and `eos_token`). A template from a file stops at its
-    /// `eos_token` when it names one, else at ChatML's marker.
+    /// `chat_template`, `bos_token` and `eos_token`). A template from a file stops where it
+    /// ends an assistant turn (Llama-3's `<|eot_id|>`, ChatML's `<|im_end|>`), else at its
+    /// `eos_token`, else at ChatML's marker.
     pub fn named(spec: &str) -> anyhow::Result<Self> {
         if spec == "chatml" {
             return Ok(Self::chatml());
@@ -51,32 +52,60 @@ impl ChatTemplate {
         let text = std::fs::read_to_string(path).with_context(|| {
             format!("cannot read the chat template {spec}; give `chatml`, a .jinja file or a tokenizer_config.json")
         })?;
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text).to_string();
         let t = if path.extension().is_some_and(|e| e == "json") { from_config(&text, spec)? } else { plain(text) };
         t.check()?;
-        Ok(t)
+        t.with_stop()
     }
 
     /// Renders `messages`; with `generation_prompt`, followed by the opening of an assistant
-    /// turn. A template that fails is one error naming the template's problem.
+    /// turn. A template that fails, or runs past its bounds ([`super::bounded`]), is one error
+    /// naming the template's problem.
     pub fn render(&self, messages: &[Message], generation_prompt: bool) -> anyhow::Result<String> {
-        let env = environment();
-        let tmpl =
-            env.template_from_str(&self.source).map_err(|e| anyhow!("the chat template does not parse: {e:#}"))?;
-        let ctx = context! {
-            messages => messages,
-            add_generation_prompt => generation_prompt,
-            bos_token => &self.bos_token,
-            eos_token => &self.eos_token,
-        };
-        tmpl.render(ctx).map_err(|e| anyhow!("the chat template failed to render: {e:#}"))
+        super::bounded::render(&super::bounded::Request {
+            source: self.source.clone(),
+            bos_token: self.bos_token.clone(),
+            eos_token: self.eos_token.clone(),
+            messages: serde_json::to_value(messages)?,
+            add_generation_prompt: generation_prompt,
+        })
     }
 
     /// Renders a two-turn conversation, so a template that cannot render is refused when it is
-    /// named rather than at the first example.
+    /// named rather than at the first example, and one that renders nothing is refused too.
     fn check(&self) -> anyhow::Result<()> {
         use super::Role::{Assistant, User};
         let m = |role, c: &str| Message { role, content: c.into() };
-        self.render(&[m(User, "q"), m(Assistant, "a")], false).map(drop)
+        let text = self.render(&[m(User, "q"), m(Assistant, "a")], false)?;
+        anyhow::ensure!(
+            !text.trim().is_empty(),
+            "the chat template renders a conversation as empty text, so there is nothing to train on or answer; \
+             give a template that writes the messages (e.g. `chatml`)"
+        );
+        Ok(())
+    }
+
+    /// Where this template ends an assistant turn: the text it writes after the answer's
+    /// content (a user turn, then an assistant turn whose content is a marker), whitespace
+    /// trimmed; `None` when it writes nothing there.
+    fn turn_end(&self) -> anyhow::Result<Option<String>> {
+        use super::Role::{Assistant, User};
+        const ANSWER: &str = "NORMLAB_ANSWER_7f3c";
+        let m = |role, c: &str| Message { role, content: c.into() };
+        let through = self.render(&[m(User, "q"), m(Assistant, ANSWER)], false)?;
+        let after = through.rfind(ANSWER).map(|i| through[i + ANSWER.len()..].trim().to_string());
+        Ok(after.filter(|s| !s.is_empty()))
+    }
+
+    /// The stop marker: where the template ends an assistant turn, else the `eos_token`, else
+    /// ChatML's marker.
+    fn with_stop(mut self) -> anyhow::Result<Self> {
+        self.stop = match self.turn_end()? {
+            Some(end) => end,
+            None if !self.eos_token.is_empty() => self.eos_token.clone(),
+            None => CHATML_STOP.into(),
+        };
+        Ok(self)
     }
 }
 
@@ -84,32 +113,70 @@ fn plain(source: String) -> ChatTemplate {
     ChatTemplate { source, bos_token: String::new(), eos_token: String::new(), stop: CHATML_STOP.into() }
 }
 
-/// `tokenizer_config.json`'s template; its special tokens are strings or `{"content": …}`.
+/// `tokenizer_config.json`'s template: a string, or transformers' list of named templates
+/// (`[{"name": "default", "template": …}, …]`, of which the default is the chat template);
+/// its special tokens are strings or `{"content": …}`.
 fn from_config(text: &str, name: &str) -> anyhow::Result<ChatTemplate> {
     let v: serde_json::Value = serde_json::from_str(text).with_context(|| format!("{name} is not JSON"))?;
-    let source = v
-        .get("chat_template")
-        .and_then(|t| t.as_str())
-        .with_context(|| format!("{name} has no `chat_template` string"))?;
+    let source = match v.get("chat_template") {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(serde_json::Value::Array(named)) => named
+            .iter()
+            .find(|t| t.get("name").and_then(|n| n.as_str()) == Some("default"))
+            .and_then(|t| t.get("template")?.as_str())
+            .with_context(|| {
+                format!("{name}'s `chat_template` is a list of named templates without one named `default`")
+            })?
+            .to_string(),
+        _ => anyhow::bail!("{name} has no `chat_template` string (nor a list of named templates)"),
+    };
     let token = |k: &str| -> String {
         let t = v.get(k);
         t.and_then(|t| t.as_str().or_else(|| t.get("content")?.as_str())).unwrap_or_default().to_string()
     };
     let (bos_token, eos_token) = (token("bos_token"), token("eos_token"));
-    let stop = if eos_token.is_empty() { CHATML_STOP.into() } else { eos_token.clone() };
-    Ok(ChatTemplate { source: source.into(), bos_token, eos_token, stop })
+    Ok(ChatTemplate { source, bos_token, eos_token, stop: CHATML_STOP.into() })
 }
 
-/// Jinja as `transformers` sets it up for chat templates.
-fn environment() -> Environment<'static> {
+/// Jinja as `transformers` sets it up for chat templates: `trim_blocks`, `lstrip_blocks`, loop
+/// controls, Python's string methods, `raise_exception` and `strftime_now`; bounded in steps
+/// ([`super::bounded::FUEL`]).
+pub(super) fn environment() -> Environment<'static> {
     let mut env = Environment::new();
     env.set_trim_blocks(true);
     env.set_lstrip_blocks(true);
+    env.set_fuel(Some(super::bounded::FUEL));
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
     env.add_function("raise_exception", |msg: String| -> Result<String, Error> {
         Err(Error::new(ErrorKind::InvalidOperation, msg))
     });
+    env.add_function("strftime_now", |format: String| -> Result<String, Error> {
+        strftime_now(&format).map_err(|e| Error::new(ErrorKind::InvalidOperation, e))
+    });
     env
+}
+
+/// `transformers`' `strftime_now(format)`: `datetime.now().strftime(format)`, the local time
+/// formatted by the C library's `strftime`, which Python's calls too.
+#[cfg(unix)]
+fn strftime_now(format: &str) -> Result<String, String> {
+    let fmt = std::ffi::CString::new(format).map_err(|_| "strftime_now's format holds a NUL byte".to_string())?;
+    let mut buf = vec![0u8; 256 + 4 * format.len()];
+    // SAFETY: `time` and `localtime_r` fill the values they are given; `strftime` writes at
+    // most `buf.len()` bytes into `buf` and returns how many.
+    let n = unsafe {
+        let now = libc::time(std::ptr::null_mut());
+        let mut tm: libc::tm = std::mem::zeroed();
+        libc::localtime_r(&now, &mut tm);
+        libc::strftime(buf.as_mut_ptr().cast(), buf.len(), fmt.as_ptr(), &tm)
+    };
+    buf.truncate(n);
+    String::from_utf8(buf).map_err(|_| "strftime_now wrote invalid UTF-8".to_string())
+}
+
+#[cfg(not(unix))]
+fn strftime_now(_format: &str) -> Result<String, String> {
+    Err("strftime_now needs a Unix C library".into())
 }
 
 #[cfg(test)]

@@ -24,8 +24,14 @@ pub fn records(path: &Path, limit: Option<usize>) -> anyhow::Result<Vec<Value>> 
     }
 }
 
+/// The file's text, a leading byte-order mark dropped (as `data prepare` reads files).
 fn read(path: &Path) -> anyhow::Result<String> {
-    std::fs::read_to_string(path).with_context(|| format!("cannot read {} as UTF-8 text", path.display()))
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {} as UTF-8 text", path.display()))?;
+    Ok(match text.strip_prefix('\u{feff}') {
+        Some(rest) => rest.to_string(),
+        None => text,
+    })
 }
 
 fn jsonl(path: &Path, limit: usize) -> anyhow::Result<Vec<Value>> {
