@@ -417,6 +417,23 @@ fn abandoned_creations_are_cleared_and_a_run_without_its_checkpoints_is_refused(
     assert_eq!(listing(&run), before);
 }
 
+/// A sweep killed while creating one of its runs leaves a `.NAME.creating-PID` directory; a
+/// rerun that finds every run done still removes it.
+#[test]
+fn a_rerun_sweep_clears_the_creations_a_kill_left() {
+    let root = common::Scratch::new("faults-sweep-create");
+    let cfg = common::tiny_sweep(&root, "\"optim.lr\" = [3e-3]", 1, 4);
+    let o = bin().args(["sweep", "--config"]).arg(&cfg).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let runs = root.join("sweep").join("runs");
+    let abandoned = runs.join(".lr=0.003.creating-999999");
+    std::fs::create_dir_all(abandoned.join("checkpoints")).unwrap();
+    let o = bin().args(["sweep", "--config"]).arg(&cfg).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("already done"), "{}", stderr(&o));
+    assert!(!abandoned.exists(), "the abandoned temporary is removed");
+}
+
 /// Item 14: messages that name the problem and its fix: in configs and flags.
 #[test]
 fn messages_about_configs_and_flags_name_the_problem_and_the_fix() {

@@ -192,6 +192,7 @@ fn hostile_templates_and_mismatched_settings_are_refused() {
         (vec![&drops], "would learn no token"),
         (vec!["data.tokenizer=\"gpt2\""], "differs from the parent's \"byte\""),
         (vec!["finetune.parent_sha256=\"a€€€€\""], "not the a€€€€… finetune.parent_sha256 asks for"),
+        (vec!["model.lora.rank=100000"], "model.lora.rank = 100000 is not below d_model = 32"),
     ];
     for (i, (extra, want)) in cases.into_iter().enumerate() {
         let started = std::time::Instant::now();
@@ -201,6 +202,13 @@ fn hostile_templates_and_mismatched_settings_are_refused() {
         assert!(started.elapsed().as_secs() < 60, "{want}: refused after {:?}", started.elapsed());
         assert!(!root.join(format!("bad-{i}")).join("config.toml").exists(), "{want}: no run was made");
     }
+    // LoRA on a model drawn at random trains, with a word that its base is frozen noise.
+    std::fs::create_dir_all(root.join("lora-random")).unwrap();
+    let cfg = common::tiny_run(&root.join("lora-random"), 2, "", "");
+    let o =
+        bin().args(["train", "--quiet", "--config"]).arg(&cfg).args(["--set", "model.lora.rank=2"]).output().unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert!(common::stderr(&o).contains("frozen random weights"), "{}", common::stderr(&o));
 }
 
 /// OpenAI's content parts (`[{"type": "text", "text": …}]`) and a byte-order mark at the start
@@ -409,6 +417,13 @@ fn the_chat_endpoint_takes_what_the_openai_specification_allows() {
     let sft = root.join("sft");
     let o = finetune(&parent, &data, &sft, &["train.steps=200", "train.seq_len=160", "optim.lr=5e-3"]);
     assert!(o.status.success(), "{}", common::stderr(&o));
+    // `perplexity` scores the held-out conversations as the run's validation loss does.
+    let o = bin().arg("perplexity").arg("--checkpoint").arg(&sft).output().unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let printed = String::from_utf8_lossy(&o.stdout).into_owned();
+    let last_eval = common::records(&sft, "eval").last().unwrap()["val_loss"].as_f64().unwrap();
+    assert!(printed.contains(&format!("val_loss {last_eval:.4}")), "{printed} vs {last_eval}");
+    assert!(printed.contains("assistant's tokens only"), "{printed}");
     let s = common::serve(&sft, &[]);
     let chat = format!("{}/v1/chat/completions", s.url);
     let nulls = serde_json::json!({"messages": [{"role": "developer", "content": "Be brief."},
@@ -607,4 +622,32 @@ fn the_peft_adapter_names_an_exported_base() {
         let line = common::error_line(&c.output().unwrap());
         assert!(line.contains(want), "{want}: {line}");
     }
+}
+
+/// The report of a fine-tune whose parent was retrained since says that the parent's weights
+/// are no longer those it was fine-tuned from, beside the parent's (new) loss.
+#[test]
+fn the_report_says_when_the_parent_changed() {
+    let root = common::Scratch::new("finetune-parent-changed");
+    let parent = parent(&root);
+    let data = root.join("chat.jsonl");
+    write_jsonl(&data, &records("messages"));
+    let sft = root.join("sft");
+    let o = finetune(&parent, &data, &sft, &[]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let report = |dir: &Path| {
+        let o = bin().arg("report").arg(dir).output().unwrap();
+        assert!(o.status.success(), "{}", common::stderr(&o));
+        std::fs::read_to_string(dir.join("report/report.md")).unwrap()
+    };
+    assert!(!report(&sft).contains("weights changed since"), "the parent is as it was");
+    let o = bin()
+        .args(["train", "--quiet", "--force", "--config"])
+        .arg(root.join("cfg.toml"))
+        .args(["--set", "train.steps=25"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let md = report(&sft);
+    assert!(md.contains("pretraining (its weights changed since)") && md.contains("not those this run was"), "{md}");
 }

@@ -176,3 +176,28 @@ fn a_rollback_without_checkpoints_is_refused() {
     let e = common::error_line(&o);
     assert!(e.contains("run.checkpoint_every"), "{e}");
 }
+
+/// Spikes that call for a rollback with no checkpoint before them are said once, not at every
+/// step they stay inside the window.
+#[test]
+fn a_rollback_with_no_checkpoint_before_the_spikes_is_said_once() {
+    let root = common::Scratch::new("stability-unmet");
+    let cfg = config(&root, "r", "[train.rollback]\nspikes = 2\nwithin = 100\nlr_factor = 0.5\nmax = 2\n");
+    let o = bin()
+        .args(["train", "--quiet", "--config"])
+        .arg(&cfg)
+        .args(["--set", "run.checkpoint_every=390"])
+        .output()
+        .unwrap();
+    let err = common::stderr(&o);
+    assert!(o.status.success(), "{err}");
+    let firsts: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("no checkpoint precedes the first"))
+        .map(|l| l.split("(step ").nth(1).unwrap_or_default())
+        .collect();
+    assert!(!firsts.is_empty(), "the planted spikes call for a rollback: {err}");
+    let mut distinct = firsts.clone();
+    distinct.dedup();
+    assert_eq!(firsts, distinct, "each first spike said once: {err}");
+}

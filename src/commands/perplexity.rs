@@ -77,6 +77,9 @@ pub fn measure(
     if cfg.data.task == crate::data::Task::Pairs && data.is_none() {
         return measure_pairs(&model, &cfg, tokenizer, weights, &device, log);
     }
+    if cfg.data.task == crate::data::Task::Chat && data.is_none() {
+        return measure_chat(&model, &cfg, tokenizer, weights, &device, log);
+    }
     let w = eval_windows(&cfg, tokenizer, data, limit, log)?;
     let on = Evaluated { model: &model, device: &device, ranks: Ranks::single() };
     let v = on.windows(&w.tokens, &w.starts, seq_len, cfg.micro_batch_size());
@@ -87,6 +90,37 @@ pub fn measure(
         val_ppl: v.perplexity,
         tokens: v.tokens,
         windows: w.starts.len(),
+        seq_len,
+        pairs: None,
+    })
+}
+
+/// A run trained on conversations, on its held-out conversations: the loss over the assistant's
+/// tokens only, as its validation loss counts them (scoring every token would mix in the user
+/// turns, which it never learned to predict).
+fn measure_chat(
+    model: &Transformer,
+    cfg: &CheckedConfig,
+    tokenizer: crate::data::Tokenizer,
+    weights: PathBuf,
+    device: &Device,
+    log: &dyn Fn(&str),
+) -> anyhow::Result<Perplexity> {
+    let seq_len = cfg.train.seq_len;
+    let mut ds = crate::data::Dataset::prepare(&cfg.data, Some(tokenizer), log)?;
+    ds.fit_examples(seq_len, log)?;
+    let p = ds.examples.as_ref().expect("a chat config prepares conversations");
+    let v = Evaluated { model, device, ranks: Ranks::single() }.pairs(&p.val, p.pad, cfg.micro_batch_size());
+    Ok(Perplexity {
+        weights,
+        source: format!(
+            "the run's {} held-out conversations (the assistant's tokens only, as its validation loss)",
+            p.val.len()
+        ),
+        val_loss: v.loss,
+        val_ppl: v.perplexity,
+        tokens: v.tokens,
+        windows: p.val.len(),
         seq_len,
         pairs: None,
     })

@@ -187,6 +187,15 @@ impl ModelConfig {
         ensure!(self.init_std > 0.0 && self.init_std.is_finite(), "model.init_std must be > 0");
         if let Some(l) = &self.lora {
             l.plan()?;
+            // Every adapted projection has d_model on one side: an adapter of rank ≥ d_model
+            // holds as many values as the matrix it adapts, and is no low-rank update.
+            ensure!(
+                l.rank < self.d_model,
+                "model.lora.rank = {} is not below d_model = {}: an adapter of that rank is no smaller than the \
+                 projection it adapts; give a rank below d_model (peft's default is 8)",
+                l.rank,
+                self.d_model
+            );
         }
         let spec = self.recipe.spec()?;
         let dims = crate::recipe::Dims { n_layers: self.n_layers, d_model: self.d_model };

@@ -150,12 +150,14 @@ pub fn run_section(sft: &RunData, parent: &RunData) -> (String, String) {
         r.tasks.last().map_or(Vec::new(), |t| t.results.iter().filter_map(|x| x.headline()).collect())
     };
     let (before, after) = (tasks(parent), tasks(sft));
+    let changed = parent_changed(sft);
     let mut t = String::from("| stage | run | data | val loss | last train loss |");
     before.iter().for_each(|s| t += &format!(" {} {} |", s.task, s.metric));
     t += "\n|---|---|---|---|---|";
     before.iter().for_each(|_| t += "---|");
     t += "\n";
-    for (stage, r, ts) in [("pretraining", parent, &before), ("fine-tuning", sft, &after)] {
+    let pretraining = if changed.is_some() { "pretraining (its weights changed since)" } else { "pretraining" };
+    for (stage, r, ts) in [(pretraining, parent, &before), ("fine-tuning", sft, &after)] {
         let corpus = r.info.as_ref().map_or("–".into(), |i| i.data.corpus.clone());
         t += &format!("| {stage} | {} | {corpus} | {} | {} |", r.dir.display(), cell(last_val(r)), cell(last_train(r)));
         for b in &before {
@@ -165,6 +167,24 @@ pub fn run_section(sft: &RunData, parent: &RunData) -> (String, String) {
         t += "\n";
     }
     let sha = sft.config.as_ref().and_then(|c| c.finetune.as_ref()?.parent_sha256.clone()).unwrap_or_default();
-    let heading = format!("Fine-tuned from {} (weights SHA-256 {}…)", parent.dir.display(), &sha[..sha.len().min(12)]);
+    let short = |s: &str| s.chars().take(12).collect::<String>();
+    let heading = format!("Fine-tuned from {} (weights SHA-256 {}…)", parent.dir.display(), short(&sha));
+    if let Some(now) = changed {
+        t += &format!(
+            "\nThe parent's weights are not those this run was fine-tuned from: SHA-256 {}… when it started, {}… \
+             now (the parent was retrained or replaced since), so the pretraining row describes another model.\n",
+            short(&sha),
+            short(&now)
+        );
+    }
     (heading, t)
+}
+
+/// The parent weights' digest now, when it is not the one the fine-tune recorded at its start
+/// (`None` when they match or cannot be read).
+fn parent_changed(sft: &RunData) -> Option<String> {
+    let f = sft.config.as_ref()?.finetune.as_ref()?;
+    let (weights, want) = (f.parent_weights.as_ref()?, f.parent_sha256.as_ref()?);
+    let now = crate::run::checkpoint::file_sha256(weights).ok()?;
+    (now != *want).then_some(now)
 }

@@ -267,13 +267,13 @@ pub fn describe(s: &Status) -> String {
 /// Lets `write` fill a temporary sibling of `dir` (laid out as a run directory), then renames
 /// it to `dir` and returns the run's lock, taken on the temporary directory before anything is
 /// written: a run is never visible unlocked. Two processes creating the same run race on the
-/// rename; the loser gets the same refusal as [`claim`]. Temporaries that an interrupted
-/// creator left (unlocked `.NAME.creating-PID` directories) are removed first.
+/// rename; the loser gets the same refusal as [`claim`]. Temporaries that interrupted creators
+/// left beside it (unlocked `.NAME.creating-PID` directories of any run) are removed first.
 pub fn create(dir: &Path, write: impl FnOnce(&Path) -> anyhow::Result<()>) -> anyhow::Result<RunLock> {
     let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
     let name = dir.file_name().context("run.dir has no final component")?.to_string_lossy().into_owned();
-    remove_abandoned_creations(parent, &name);
+    remove_abandoned_creations(parent);
     let tmp = parent.join(format!(".{name}.creating-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
@@ -295,16 +295,18 @@ pub fn create(dir: &Path, write: impl FnOnce(&Path) -> anyhow::Result<()>) -> an
     result
 }
 
-/// Removes `.NAME.creating-PID` directories in `parent` whose creator is gone: no process PID,
-/// and nobody holds their lock.
-fn remove_abandoned_creations(parent: &Path, name: &str) {
-    let prefix = format!(".{name}.creating-");
+/// Removes the `.NAME.creating-PID` directories in `parent` (any `NAME`) whose creator is gone:
+/// no process PID, and nobody holds their lock. A sweep calls it on its runs at every start,
+/// so that a sweep killed while creating a run leaves nothing behind once it is rerun.
+pub fn remove_abandoned_creations(parent: &Path) {
     let Ok(entries) = std::fs::read_dir(parent) else { return };
     for e in entries.flatten() {
         let p = e.path();
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.strip_prefix(&prefix)?.parse::<u32>().ok()) else {
-            continue;
-        };
+        let pid = e.file_name().to_str().and_then(|n| {
+            let (_, pid) = n.strip_prefix('.')?.rsplit_once(".creating-")?;
+            pid.parse::<u32>().ok()
+        });
+        let Some(pid) = pid else { continue };
         if p.is_dir() && !crate::io::lock::alive(pid) && !is_locked(&p) {
             let _ = std::fs::remove_dir_all(&p);
         }

@@ -124,6 +124,7 @@ pub type Failures = std::collections::BTreeMap<String, String>;
 /// runs that failed ended.
 pub fn execute(sweep: &Sweep, runs: &[PlannedRun], log: &(dyn Fn(&str) + Sync)) -> anyhow::Result<Failures> {
     let dir = &sweep.section.dir;
+    crate::run::layout::remove_abandoned_creations(&dir.join("runs"));
     let pending: Vec<&PlannedRun> = runs.iter().filter(|r| todo(&layout::run(dir, &r.name)) != Todo::Done).collect();
     let skipped = runs.len() - pending.len();
     if skipped > 0 {

@@ -2,8 +2,13 @@
 //! optimizer and trainer state of the newest checkpoint before the spikes, the sampler where
 //! it stood at the spike (so the batches drawn since that checkpoint are skipped), the rate
 //! scaled, the outputs cut back to the checkpoint and the rollback recorded. The result is
-//! written at once as the checkpoint of its step, replacing that checkpoint and removing the
-//! later ones: a run killed after a rollback resumes after it, bit for bit.
+//! written at once as the checkpoint of its step, replacing that checkpoint: a run killed after
+//! a rollback resumes after it, bit for bit.
+//!
+//! The checkpoints after the one rolled back to are removed first, before the outputs are cut:
+//! a run killed anywhere inside the rollback then has that checkpoint as its newest and at least
+//! its records (what any kill between checkpoints leaves), so a plain resume repeats the steps
+//! since it, meets the same spikes and rolls back the same way.
 
 use super::optim;
 use super::progress::Progress;
@@ -14,6 +19,22 @@ use crate::run::layout;
 use crate::run::metrics::MetricsRecord;
 use crate::run::rollback::RollbackRecord;
 use crate::run::spike_score::SpikeAt;
+
+/// Where a rollback can be stopped ([`Trainer::rollback_fault`]): after each of its writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RollbackPhase {
+    /// The checkpoints after the one rolled back to are gone.
+    CheckpointsRemoved,
+    /// `metrics.jsonl` and the probes are cut back to that checkpoint.
+    OutputsCut,
+    /// The rollback's record is written.
+    Recorded,
+}
+
+impl RollbackPhase {
+    pub const ALL: [RollbackPhase; 3] =
+        [RollbackPhase::CheckpointsRemoved, RollbackPhase::OutputsCut, RollbackPhase::Recorded];
+}
 
 impl Trainer {
     /// The spikes that call for a rollback after this step, under `[train.rollback]`.
@@ -32,12 +53,17 @@ impl Trainer {
     ) -> anyhow::Result<bool> {
         let first = spikes.first().map_or(self.state.step, |s| s.step);
         let Some(ckpt) = checkpoint::newest_before(&self.dir, first)? else {
-            progress.warn(&format!(
-                "step {}: {} spikes call for a rollback, but no checkpoint precedes the first (step {first}); \
-                    going on (checkpoint more often with run.checkpoint_every, or keep more with run.keep_checkpoints)",
-                self.state.step,
-                spikes.len()
-            ));
+            // Said once for these spikes, not at every step they stay in the window.
+            if self.rollback_unmet != Some(first) {
+                self.rollback_unmet = Some(first);
+                progress.warn(&format!(
+                    "step {}: {} spikes call for a rollback, but no checkpoint precedes the first (step {first}); \
+                     going on (checkpoint more often with run.checkpoint_every, or keep more with \
+                     run.keep_checkpoints)",
+                    self.state.step,
+                    spikes.len()
+                ));
+            }
             return Ok(false);
         };
         let (state, model, optim) = self.ranks.all_ok(self.load_checkpoint(&ckpt))?;
@@ -58,6 +84,10 @@ impl Trainer {
             record.skipped_steps,
             record.lr_scale
         ));
+        if self.out.is_some() {
+            checkpoint::remove_after(&self.dir, state.step)?;
+        }
+        self.fault(RollbackPhase::CheckpointsRemoved)?;
         let resumed = TrainerState {
             sampler_state: self.state.sampler_state,
             lr_scale: record.lr_scale,
@@ -69,12 +99,17 @@ impl Trainer {
         self.optim = optim;
         self.state = resumed;
         self.reopen_outputs()?;
+        self.fault(RollbackPhase::OutputsCut)?;
         self.record(&MetricsRecord::Rollback(record))?;
-        if self.out.is_some() {
-            checkpoint::remove_after(&self.dir, self.state.step)?;
-        }
+        self.fault(RollbackPhase::Recorded)?;
         self.checkpoint(wall_s)?;
         Ok(true)
+    }
+
+    /// The error [`Trainer::rollback_fault`] asks for after `phase`.
+    fn fault(&self, phase: RollbackPhase) -> anyhow::Result<()> {
+        anyhow::ensure!(self.rollback_fault != Some(phase), "the rollback was stopped after {phase:?} (a test)");
+        Ok(())
     }
 
     /// The trainer state, model and optimizer that checkpoint `ckpt` saved.

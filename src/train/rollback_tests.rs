@@ -57,3 +57,29 @@ fn a_run_stopped_after_its_rollback_resumes_to_the_same_records_and_weights() {
     let sha = |d: &str| crate::run::checkpoint::file_sha256(&layout::final_weights(&root.join(d))).unwrap();
     assert_eq!(sha("part"), sha("whole"));
 }
+
+/// Stopped inside its rollback (after the later checkpoints are removed, after the outputs are
+/// cut, after the rollback is recorded), as a kill there leaves it, the run resumes with a plain
+/// resume to the records and weights of the run that never stopped. (With the outputs cut before
+/// the later checkpoints were removed, the resume after that phase was refused: the newest
+/// checkpoint counted records that metrics.jsonl no longer held.)
+#[test]
+fn a_run_killed_inside_its_rollback_resumes_to_the_same_records_and_weights() {
+    use super::rollback::RollbackPhase;
+    let root = temp_dir("rollback-kill");
+    run(planted(&root, "whole"), None);
+    let whole = records_without_timings(&root.join("whole"));
+    let sha = |d: &str| crate::run::checkpoint::file_sha256(&layout::final_weights(&root.join(d))).unwrap();
+    for (i, phase) in RollbackPhase::ALL.into_iter().enumerate() {
+        let dir = format!("part-{i}");
+        let mut t = start(planted(&root, &dir), false, &quiet).unwrap();
+        t.rollback_fault = Some(phase);
+        let e = t.run(&mut super::progress::Progress::new(400, 0, true)).unwrap_err();
+        assert!(format!("{e:#}").contains("stopped after"), "{phase:?}: {e:#}");
+        drop(t);
+        let Resumed::Trainer(mut t) = resume(&root.join(&dir), &quiet).unwrap() else { panic!("finished") };
+        t.run(&mut super::progress::Progress::new(400, 0, true)).unwrap();
+        assert_eq!(records_without_timings(&root.join(&dir)), whole, "{phase:?}");
+        assert_eq!(sha(&dir), sha("whole"), "{phase:?}");
+    }
+}

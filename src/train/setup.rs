@@ -79,6 +79,10 @@ fn prepare(cfg: RunConfig, init: Option<(ParamSource, Tokenizer)>, log: &dyn Fn(
         (None, Some(parent)) => super::finetune::parent_init(&cfg, parent)?,
         (None, None) => (ParamSource::Seeded(cfg.train.seed), None),
     };
+    if cfg.model.lora.is_some() && matches!(source, ParamSource::Seeded(_)) {
+        log("warning: [model.lora] on a model drawn from train.seed: only the adapters train, on frozen random \
+             weights; to adapt a trained model, fine-tune it (normlab finetune --checkpoint RUN)");
+    }
     let mut data = Dataset::prepare(&cfg.data, tokenizer, log)?;
     cfg.fit_vocab(data.tokenizer.vocab_size(), &data.info.tokenizer)?;
     data.check_seq_len(cfg.train.seq_len)?;

@@ -80,6 +80,11 @@ pub struct Trainer {
     /// Sees (and may change) each step's micro-batches before they are used, with the 1-based
     /// step: the tests inject faults through it (a batch of random tokens whose loss spikes).
     pub batch_hook: Option<BatchHook>,
+    /// Stops a rollback after this phase with an error, leaving its files as a kill there
+    /// would: the tests resume from each.
+    pub rollback_fault: Option<super::rollback::RollbackPhase>,
+    /// The first spike of the last rollback that found no checkpoint before it (warned once).
+    pub(super) rollback_unmet: Option<usize>,
     /// The `[eval]` tasks, loaded once by the rank that writes (empty on the others).
     pub(super) tasks: Vec<crate::tasks::Task>,
     /// The tracking server's sender (`run.track`), on the rank that writes.
@@ -148,6 +153,8 @@ impl Trainer {
             val_starts,
             stop_after: None,
             batch_hook: None,
+            rollback_fault: None,
+            rollback_unmet: None,
             tracker,
         })
     }
