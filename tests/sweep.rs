@@ -321,3 +321,24 @@ fn seeds_are_added_until_adjacent_ranks_separate_or_the_budget_is_spent() {
     let o = bin().args(["sweep", "--executor", "slurm", "--config"]).arg(&cfg).output().unwrap();
     assert!(common::error_line(&o).contains("executor = \"local\""), "{}", common::stderr(&o));
 }
+
+/// A sweep over two corpora (and rates): each corpus is a method of its own in the results'
+/// groups and the report's table (its own LR*), never pooled with the other as if the two were
+/// seeds of one.
+#[test]
+fn a_non_rate_axis_is_a_group_not_a_pool() {
+    let root = temp("corpus-axis");
+    let cfg = common::tiny_sweep(&root, "\"optim.lr\" = [3e-3, 1e-2]", 1, 6);
+    let other = root.join("other.txt");
+    std::fs::write(&other, "The quick brown fox jumps over the lazy dog. ".repeat(400)).unwrap();
+    let corpus = root.join("corpus.txt");
+    let axes = format!("\"data.corpus\" = [\"{}\", \"{}\"]\n\"optim.lr\"", corpus.display(), other.display());
+    let text = std::fs::read_to_string(&cfg).unwrap().replacen("\"optim.lr\"", &axes, 1);
+    std::fs::write(&cfg, text).unwrap();
+    let o = bin().args(["sweep", "--report", "--config"]).arg(&cfg).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let md = std::fs::read_to_string(root.join("sweep/report/report.md")).unwrap();
+    let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| 1 |") || l.starts_with("| 2 |")).collect();
+    assert_eq!(rows.len(), 2, "one row per corpus: {md}");
+    assert!(rows.iter().any(|r| r.contains("other.txt")) && rows.iter().any(|r| r.contains("corpus.txt")), "{md}");
+}

@@ -415,7 +415,7 @@ impl Sweep {
             .try_into()
             .map_err(|e: toml::de::Error| anyhow::anyhow!("{} [sweep]: {}", path.display(), e.message()))?;
         ensure!(section.jobs > 0, "sweep.jobs must be > 0");
-        section.group_by = section.group_by.with_method_axes(&section.axes.0);
+        section.group_by = section.group_by.with_method_axes(&section.axes.0, &section.tuned);
         check_keys(&section, tuned_given)?;
         if let Some(r) = &section.reseed {
             r.check(section.executor)?;

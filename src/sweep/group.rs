@@ -8,6 +8,9 @@ use std::collections::BTreeMap;
 /// Keys that always name methods when a sweep varies them.
 pub const METHOD_AXES: [&str; 1] = ["optim.name"];
 
+/// Keys whose values are repeats of one method: summarised over, never a group.
+pub const SEED_AXES: [&str; 2] = ["train.seed", "train.sampler_seed"];
+
 /// A run's axis values by key (`RunResult::axes`).
 pub type Axes = BTreeMap<String, serde_json::Value>;
 
@@ -68,14 +71,25 @@ impl GroupBy {
         &self.0
     }
 
-    /// These keys and every [`METHOD_AXES`] key the grid varies: an optimizer swept as an axis
+    /// These keys, every [`METHOD_AXES`] key the grid varies (an optimizer swept as an axis
     /// names methods, so each (recipe, optimizer) gets its own LR* and the report ranks the
-    /// recipes per optimizer.
-    pub fn with_method_axes(mut self, axes: &[(String, Vec<toml::Value>)]) -> Self {
+    /// recipes per optimizer), then every other key the grid varies but `tuned` and the seeds
+    /// ([`SEED_AXES`]): runs that differ in a corpus, a depth or any other setting are never
+    /// pooled as if they were seeds of one method; each value is a group of its own. An axis
+    /// of several keys set together (`"a+b"`) is named by its first.
+    pub fn with_method_axes(mut self, axes: &[(String, Vec<toml::Value>)], tuned: &str) -> Self {
+        let varied = |key: &str| axes.iter().any(|(k, vs)| k.split('+').any(|p| p == key) && vs.len() > 1);
         for key in METHOD_AXES {
-            let varied = axes.iter().any(|(k, vs)| k.split('+').any(|p| p == key) && vs.len() > 1);
-            if varied && !self.0.iter().any(|k| k == key) {
+            if varied(key) && !self.0.iter().any(|k| k == key) {
                 self.0.push(key.to_string());
+            }
+        }
+        for (k, _) in axes.iter().filter(|(_, vs)| vs.len() > 1) {
+            let parts: Vec<&str> = k.split('+').collect();
+            let repeats_or_tuned = parts.iter().any(|p| *p == tuned || SEED_AXES.contains(p));
+            let grouped = parts.iter().any(|p| self.0.iter().any(|g| g.split('+').any(|gp| gp == *p)));
+            if !repeats_or_tuned && !grouped {
+                self.0.push(parts[0].to_string());
             }
         }
         self
