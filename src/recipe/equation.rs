@@ -23,7 +23,10 @@ pub fn describe(spec: &RecipeSpec) -> Vec<String> {
         None => format!("X_1 = {embed}"),
     });
     let label = if spec.layers.is_empty() { "every sublayer l" } else { "sublayer l (default)" };
-    lines.push(format!("{label}:  {}", sublayer_equation(spec, &spec.sublayer)));
+    match &spec.streams {
+        Some(st) => lines.extend(super::equation_streams::stream_lines(st, &stream_branch(spec, &spec.sublayer))),
+        None => lines.push(format!("{label}:  {}", sublayer_equation(spec, &spec.sublayer))),
+    }
     lines.extend((0..spec.layers.len()).map(|i| override_line(spec, i)));
     lines.push(match symbol(spec, &spec.final_norm) {
         Some(n) => format!("logits = W_out · {n}(X_{{2L+1}})"),
@@ -215,17 +218,7 @@ fn attention_notes(spec: &RecipeSpec) -> Vec<String> {
 /// `X_{l+1} = N_outer(a·X_l + c·N_out(F_l(s·N_in(X_l))))` with the recipe's parts filled in.
 pub fn sublayer_equation(spec: &RecipeSpec, s: &SublayerSpec) -> String {
     let slot = |n: &Option<NormSpec>| n.as_ref().and_then(|n| symbol(spec, n));
-    let mut inner = match slot(&s.input) {
-        Some(n) => format!("{n}(X_l)"),
-        None => "X_l".into(),
-    };
-    if let Some(sc) = s.input_scale.as_ref().filter(|v| !v.is_one()) {
-        inner = format!("{}·{inner}", factor(sc));
-    }
-    let mut branch = format!("F_l({inner})");
-    if let Some(n) = slot(&s.output) {
-        branch = format!("{n}({branch})");
-    }
+    let mut branch = branch_term(spec, s, "X_l");
     let mut notes = Vec::new();
     let mut skip_gate = None;
     if let Some(g) = &s.gate {
@@ -262,6 +255,32 @@ pub fn sublayer_equation(spec: &RecipeSpec, s: &SublayerSpec) -> String {
     }
     eq.push_str(&init_note(s));
     eq
+}
+
+/// The branch `N_out(F_l(s·N_in(x)))` of sublayer spec `s` on the input `x`.
+fn branch_term(spec: &RecipeSpec, s: &SublayerSpec, x: &str) -> String {
+    let slot = |n: &Option<NormSpec>| n.as_ref().and_then(|n| symbol(spec, n));
+    let mut inner = match slot(&s.input) {
+        Some(n) => format!("{n}({x})"),
+        None => x.to_string(),
+    };
+    if let Some(sc) = s.input_scale.as_ref().filter(|v| !v.is_one()) {
+        inner = format!("{}·{inner}", factor(sc));
+    }
+    let branch = format!("F_l({inner})");
+    match slot(&s.output) {
+        Some(n) => format!("{n}({branch})"),
+        None => branch,
+    }
+}
+
+/// The branch a stream recipe's sublayer computes on its read `x_l`, with its residual scale.
+fn stream_branch(spec: &RecipeSpec, s: &SublayerSpec) -> String {
+    let branch = branch_term(spec, s, "x_l");
+    match s.residual.as_ref().filter(|v| !v.is_one()) {
+        Some(c) => format!("{}·{branch}", factor(c)),
+        None => branch,
+    }
 }
 
 /// `   [init: W_O, W_2 × …; W_V, W_1, W_3 × …]` for the init scales that are not 1, else empty.

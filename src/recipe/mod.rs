@@ -7,7 +7,8 @@
 //! - [`resolve`]: evaluation for a given depth, with validation
 //! - [`expr`]: scale expressions (`1/sqrt(2*L)`, `k^-0.5`, …)
 //! - [`config`]: a recipe as written in a config file (preset name, or preset + overrides)
-//! - [`equation`]: the printed sublayer equations
+//! - [`equation`]: the printed sublayer equations; [`equation_streams`]: those of a recipe with
+//!   n residual streams
 //! - [`placement`]: which of the papers' canonical placements a resolved recipe is
 //! - [`completep`]: CompleteP's depth parametrisation
 //! - [`hypersphere`]: nGPT's factors; [`moment_control`]: DeepScaleLM's initialisation option
@@ -22,6 +23,7 @@ pub mod catalog;
 pub mod completep;
 pub mod config;
 pub mod equation;
+pub mod equation_streams;
 pub mod expr;
 pub mod hypersphere;
 pub mod moment_control;

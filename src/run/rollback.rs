@@ -89,6 +89,22 @@ pub struct RollbackRecord {
     pub lr_scale: f64,
 }
 
+/// Where a rollback can be stopped (`Trainer::rollback_fault`): after each of its writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RollbackPhase {
+    /// The checkpoints after the one rolled back to are gone.
+    CheckpointsRemoved,
+    /// `metrics.jsonl` and the probes are cut back to that checkpoint.
+    OutputsCut,
+    /// The rollback's record is written.
+    Recorded,
+}
+
+impl RollbackPhase {
+    pub const ALL: [RollbackPhase; 3] =
+        [RollbackPhase::CheckpointsRemoved, RollbackPhase::OutputsCut, RollbackPhase::Recorded];
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,6 @@
 use super::sender::{Opening, Worker};
 use super::state::TrackState;
 use crate::run::layout::{self, Status};
-use crate::run::metrics::MetricsRecord;
 use crate::run::track_target::TrackTarget;
 use anyhow::Context;
 use std::path::Path;
@@ -44,7 +43,7 @@ pub fn send_run(dir: &Path, target: Option<&TrackTarget>, parent: Option<String>
     let bytes = std::fs::read(&metrics).unwrap_or_default();
     let warnings = Arc::new(Mutex::new(Vec::new()));
     let mut w = Worker::new(opening, warnings.clone(), bytes.len() as u64).replaying();
-    let records = add_records(&mut w, &bytes, &metrics)?;
+    let records = w.add_lines(&bytes, &metrics)?;
     w.end(status_of(dir), &super::run_artifacts(dir));
     let state: &TrackState = w.state();
     let sent = Sent {
@@ -54,21 +53,6 @@ pub fn send_run(dir: &Path, target: Option<&TrackTarget>, parent: Option<String>
         warnings: std::mem::take(&mut *warnings.lock().unwrap_or_else(|e| e.into_inner())),
     };
     Ok(sent)
-}
-
-/// Feeds the worker every complete record after what the server has; returns their count.
-pub(super) fn add_records(w: &mut Worker, bytes: &[u8], path: &Path) -> anyhow::Result<usize> {
-    let mut at = w.state().delivered_bytes as usize;
-    let mut n = 0;
-    while let Some(len) = bytes.get(at..).and_then(|rest| rest.iter().position(|&b| b == b'\n')) {
-        let line = &bytes[at..at + len];
-        let r: MetricsRecord = serde_json::from_slice(line)
-            .with_context(|| format!("{}: the record at byte {at} is corrupt", path.display()))?;
-        at += len + 1;
-        w.add(&r, at as u64);
-        n += 1;
-    }
-    Ok(n)
 }
 
 /// `config.toml`'s text with `model.vocab_size` as the run trained it: a config that did not

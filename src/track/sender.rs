@@ -188,9 +188,26 @@ impl Worker {
         let path = crate::run::layout::metrics(&self.opening.dir);
         let bytes = std::fs::read(&path).unwrap_or_default();
         let upto = (metrics_len as usize).min(bytes.len());
-        if let Err(e) = super::replay::add_records(self, &bytes[..upto], &path) {
+        if let Err(e) = self.add_lines(&bytes[..upto], &path) {
             self.warn(format!("records not sent: {e:#}"));
         }
+    }
+
+    /// Buffers every complete record of `bytes` (`metrics.jsonl` at `path`) after what the server
+    /// has; returns their count.
+    pub fn add_lines(&mut self, bytes: &[u8], path: &std::path::Path) -> anyhow::Result<usize> {
+        use anyhow::Context;
+        let mut at = self.state().delivered_bytes as usize;
+        let mut n = 0;
+        while let Some(len) = bytes.get(at..).and_then(|rest| rest.iter().position(|&b| b == b'\n')) {
+            let line = &bytes[at..at + len];
+            let r: MetricsRecord = serde_json::from_slice(line)
+                .with_context(|| format!("{}: the record at byte {at} is corrupt", path.display()))?;
+            at += len + 1;
+            self.add(&r, at as u64);
+            n += 1;
+        }
+        Ok(n)
     }
 
     /// A worker for `normlab track`: an unreachable server is the caller's to report.

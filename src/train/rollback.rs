@@ -17,24 +17,8 @@ use crate::data::Sampler;
 use crate::run::checkpoint::{self, TrainerState};
 use crate::run::layout;
 use crate::run::metrics::MetricsRecord;
-use crate::run::rollback::RollbackRecord;
+use crate::run::rollback::{RollbackPhase, RollbackRecord};
 use crate::run::spike_score::SpikeAt;
-
-/// Where a rollback can be stopped ([`Trainer::rollback_fault`]): after each of its writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RollbackPhase {
-    /// The checkpoints after the one rolled back to are gone.
-    CheckpointsRemoved,
-    /// `metrics.jsonl` and the probes are cut back to that checkpoint.
-    OutputsCut,
-    /// The rollback's record is written.
-    Recorded,
-}
-
-impl RollbackPhase {
-    pub const ALL: [RollbackPhase; 3] =
-        [RollbackPhase::CheckpointsRemoved, RollbackPhase::OutputsCut, RollbackPhase::Recorded];
-}
 
 impl Trainer {
     /// The spikes that call for a rollback after this step, under `[train.rollback]`.

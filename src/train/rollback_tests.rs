@@ -65,7 +65,7 @@ fn a_run_stopped_after_its_rollback_resumes_to_the_same_records_and_weights() {
 /// checkpoint counted records that metrics.jsonl no longer held.)
 #[test]
 fn a_run_killed_inside_its_rollback_resumes_to_the_same_records_and_weights() {
-    use super::rollback::RollbackPhase;
+    use crate::run::rollback::RollbackPhase;
     let root = temp_dir("rollback-kill");
     run(planted(&root, "whole"), None);
     let whole = records_without_timings(&root.join("whole"));

@@ -82,7 +82,7 @@ pub struct Trainer {
     pub batch_hook: Option<BatchHook>,
     /// Stops a rollback after this phase with an error, leaving its files as a kill there
     /// would: the tests resume from each.
-    pub rollback_fault: Option<super::rollback::RollbackPhase>,
+    pub rollback_fault: Option<crate::run::rollback::RollbackPhase>,
     /// The first spike of the last rollback that found no checkpoint before it (warned once).
     pub(super) rollback_unmet: Option<usize>,
     /// The `[eval]` tasks, loaded once by the rank that writes (empty on the others).

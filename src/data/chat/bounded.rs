@@ -16,6 +16,7 @@
 //! in-process, bounded in steps and output only.
 
 use anyhow::{anyhow, bail};
+use minijinja::{Environment, Error, ErrorKind};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -72,9 +73,50 @@ pub fn render(req: &Request) -> anyhow::Result<String> {
     }
 }
 
+/// Jinja as `transformers` sets it up for chat templates: `trim_blocks`, `lstrip_blocks`, loop
+/// controls, Python's string methods, `raise_exception` and `strftime_now`; bounded in steps
+/// ([`FUEL`]).
+fn environment() -> Environment<'static> {
+    let mut env = Environment::new();
+    env.set_trim_blocks(true);
+    env.set_lstrip_blocks(true);
+    env.set_fuel(Some(FUEL));
+    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    env.add_function("raise_exception", |msg: String| -> Result<String, Error> {
+        Err(Error::new(ErrorKind::InvalidOperation, msg))
+    });
+    env.add_function("strftime_now", |format: String| -> Result<String, Error> {
+        strftime_now(&format).map_err(|e| Error::new(ErrorKind::InvalidOperation, e))
+    });
+    env
+}
+
+/// `transformers`' `strftime_now(format)`: `datetime.now().strftime(format)`, the local time
+/// formatted by the C library's `strftime`, which Python's calls too.
+#[cfg(unix)]
+fn strftime_now(format: &str) -> Result<String, String> {
+    let fmt = std::ffi::CString::new(format).map_err(|_| "strftime_now's format holds a NUL byte".to_string())?;
+    let mut buf = vec![0u8; 256 + 4 * format.len()];
+    // SAFETY: `time` and `localtime_r` fill the values they are given; `strftime` writes at
+    // most `buf.len()` bytes into `buf` and returns how many.
+    let n = unsafe {
+        let now = libc::time(std::ptr::null_mut());
+        let mut tm: libc::tm = std::mem::zeroed();
+        libc::localtime_r(&now, &mut tm);
+        libc::strftime(buf.as_mut_ptr().cast(), buf.len(), fmt.as_ptr(), &tm)
+    };
+    buf.truncate(n);
+    String::from_utf8(buf).map_err(|_| "strftime_now wrote invalid UTF-8".to_string())
+}
+
+#[cfg(not(unix))]
+fn strftime_now(_format: &str) -> Result<String, String> {
+    Err("strftime_now needs a Unix C library".into())
+}
+
 /// Renders in this process, bounded in steps and output: what a worker runs.
 pub fn render_here(req: &Request) -> anyhow::Result<String> {
-    let env = super::template::environment();
+    let env = environment();
     let tmpl = env.template_from_str(&req.source).map_err(|e| anyhow!("the chat template does not parse: {e:#}"))?;
     let ctx = minijinja::context! {
         messages => &req.messages,
