@@ -651,3 +651,28 @@ fn the_report_says_when_the_parent_changed() {
     let md = report(&sft);
     assert!(md.contains("pretraining (its weights changed since)") && md.contains("not those this run was"), "{md}");
 }
+
+/// A 20 000-turn conversation is prepared up to the window only (each turn past it was once
+/// located by rendering every turn before it: minutes, in silence), with a line saying what is
+/// being prepared; it trains cut after its last answer inside the window.
+#[test]
+fn a_very_long_conversation_is_prepared_up_to_the_window() {
+    let root = common::Scratch::new("finetune-long-conversation");
+    let parent = parent(&root);
+    let mut rows = records("messages");
+    let turns: Vec<serde_json::Value> = (0..20_000)
+        .map(|i| serde_json::json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": format!("turn {i}")}))
+        .collect();
+    rows.insert(0, serde_json::json!({"messages": turns}));
+    let data = root.join("long.jsonl");
+    write_jsonl(&data, &rows);
+    let t0 = std::time::Instant::now();
+    let o = finetune(&parent, &data, &root.join("sft"), &[]);
+    let took = t0.elapsed();
+    let err = common::stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("preparing 13 conversations of 20024 turns"), "{err}");
+    assert!(err.contains("cut after their last answer that fits"), "{err}");
+    assert!(took < std::time::Duration::from_secs(60), "prepared in {took:?}");
+    eprintln!("a 20 000-turn conversation prepared and trained 2 steps in {took:?}");
+}

@@ -171,6 +171,10 @@ pub struct DataConfig {
     /// Cache for the downloaded corpus, trained tokenizers and token files; default
     /// `$NORMLAB_CACHE`, `$XDG_CACHE_HOME/normlab` or `~/.cache/normlab`.
     pub cache_dir: Option<PathBuf>,
+    /// The window a run fits each example into (`train.seq_len + 1`), set when the run's config
+    /// is checked (never written): a conversation's turns past it are not prepared.
+    #[serde(skip)]
+    pub context_tokens: Option<usize>,
 }
 
 impl Default for DataConfig {
@@ -198,6 +202,7 @@ impl Default for DataConfig {
             pairs_test: 300,
             pairs_seed: 4,
             heldout: "auto".into(),
+            context_tokens: None,
             bpe_vocab_size: 4096,
             cache_dir: None,
         }

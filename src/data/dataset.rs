@@ -94,7 +94,11 @@ enum Supervised {
 
 impl Supervised {
     /// The corpus tokenized into examples, and what `data.json` records of it.
-    fn examples(self, tokenizer: &Tokenizer) -> anyhow::Result<(Option<Examples>, Option<PairInfo>, Option<ChatInfo>)> {
+    fn examples(
+        self,
+        tokenizer: &Tokenizer,
+        log: &dyn Fn(&str),
+    ) -> anyhow::Result<(Option<Examples>, Option<PairInfo>, Option<ChatInfo>)> {
         Ok(match self {
             Supervised::Pairs(pc) => {
                 let e = Examples::pairs(tokenizer, pc)?;
@@ -102,7 +106,7 @@ impl Supervised {
                 (Some(e), Some(info), None)
             }
             Supervised::Chat(cc) => {
-                let (train, val, info) = super::chat::load::examples(tokenizer, &cc)?;
+                let (train, val, info) = super::chat::load::examples(tokenizer, &cc, log)?;
                 // The document boundary's token (masked: any id in the vocabulary does).
                 let pad = tokenizer.encode(DOC_SEPARATOR)?.last().copied().unwrap_or(0);
                 (Some(Examples { train, val, tests: Vec::new(), pad }), None, Some(info))
@@ -209,7 +213,7 @@ impl Dataset {
         let train = cached_tokens(&tokenizer, &corpus.train, &paths[0], log)?;
         let val = cached_tokens(&tokenizer, &corpus.val, &paths[1], log)?;
         let (examples, pairs, chat) = match supervised {
-            Some(s) => s.examples(&tokenizer)?,
+            Some(s) => s.examples(&tokenizer, log)?,
             None => (None, None, None),
         };
         let tokens =

@@ -24,7 +24,8 @@ pub struct CheckedConfig {
 impl RunConfig {
     /// Checks every section, resolves the recipe and expands the tasks; otherwise one clear
     /// error naming the field and what it must be.
-    pub fn check(self) -> anyhow::Result<CheckedConfig> {
+    pub fn check(mut self) -> anyhow::Result<CheckedConfig> {
+        self.data.context_tokens = Some(self.train.seq_len + 1);
         let (_, recipe) = self.model.validate()?;
         self.data.validate()?;
         self.check_run_and_train()?;

@@ -62,7 +62,7 @@ mod tests {
         ])
         .unwrap();
         let tok = Tokenizer::fixed(TokenizerKind::Byte).unwrap();
-        let e = crate::data::chat::encode::encode(&tok, &ChatTemplate::chatml(), &conv).unwrap();
+        let e = crate::data::chat::encode::encode(&tok, &ChatTemplate::chatml(), &conv, None).unwrap();
         let b = crate::data::example::batch(&[&e], 0);
         let cfg =
             ModelConfig { vocab_size: 256, d_model: 16, n_layers: 1, n_heads: 2, init_std: 0.3, ..Default::default() };

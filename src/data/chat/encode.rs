@@ -16,10 +16,41 @@ use crate::data::example::Example;
 use anyhow::{Context, ensure};
 use std::ops::Range;
 
-/// The tokens of `conv` rendered by `template`, its assistant turns learned.
-pub fn encode(tok: &Tokenizer, template: &ChatTemplate, conv: &Conversation) -> anyhow::Result<Example> {
+/// How far into a conversation its assistant turns are located: a turn that ends past
+/// `tokens` (the run's window) is cut by [`crate::data::example::fit`] anyway, so once the text
+/// rendered up to a turn holds more than `tokens · bytes_per_token` bytes (the longest token
+/// of the vocabulary), no later turn is rendered. Without it, locating each turn of a
+/// conversation of `n` turns renders `n` prefixes of it: quadratic.
+#[derive(Clone, Copy, Debug)]
+pub struct Bound {
+    pub tokens: usize,
+    pub bytes_per_token: usize,
+}
+
+impl Bound {
+    /// `tokens` for `tok`'s vocabulary.
+    pub fn of(tok: &Tokenizer, tokens: usize) -> Self {
+        let ids = 0..tok.vocab_size() as u32;
+        let bytes_per_token = ids.filter_map(|id| tok.token_bytes(id).map(|b| b.len())).max().unwrap_or(1).max(1);
+        Self { tokens, bytes_per_token }
+    }
+
+    /// Whether a text of `bytes` bytes certainly holds more than `tokens` tokens.
+    fn passed(&self, bytes: usize) -> bool {
+        bytes > self.tokens.saturating_mul(self.bytes_per_token)
+    }
+}
+
+/// The tokens of `conv` rendered by `template`, its assistant turns learned (those within
+/// `bound`, when given).
+pub fn encode(
+    tok: &Tokenizer,
+    template: &ChatTemplate,
+    conv: &Conversation,
+    bound: Option<Bound>,
+) -> anyhow::Result<Example> {
     let text = template.render(&conv.messages, false)?;
-    let spans = assistant_spans(template, conv, &text)?;
+    let spans = assistant_spans(template, conv, &text, bound)?;
     let tokens = tok.encode(&text)?;
     let starts = byte_starts(tok, &tokens, text.len())?;
     let learned = spans
@@ -33,11 +64,25 @@ pub fn encode(tok: &Tokenizer, template: &ChatTemplate, conv: &Conversation) -> 
     Ok(Example { tokens, learned })
 }
 
-/// Byte ranges of the assistant turns in the rendered `text`.
-fn assistant_spans(template: &ChatTemplate, conv: &Conversation, text: &str) -> anyhow::Result<Vec<Range<usize>>> {
-    let mut spans = Vec::new();
+/// Byte ranges of the assistant turns in the rendered `text`. The turns past `bound` are not
+/// located: each stands as the text's last byte, which lies past the window, so that fitting
+/// the example drops and counts them as it would their own spans.
+fn assistant_spans(
+    template: &ChatTemplate,
+    conv: &Conversation,
+    text: &str,
+    bound: Option<Bound>,
+) -> anyhow::Result<Vec<Range<usize>>> {
+    let mut spans: Vec<Range<usize>> = Vec::new();
     for (i, m) in conv.messages.iter().enumerate() {
         if m.role != Role::Assistant {
+            continue;
+        }
+        if let (Some(b), Some(last)) = (bound, spans.last())
+            && b.passed(last.end)
+        {
+            let end = text.len();
+            spans.push(end.saturating_sub(1)..end);
             continue;
         }
         let before = template.render(&conv.messages[..i], true)?;
@@ -96,7 +141,7 @@ mod tests {
         use Role::*;
         let tok = Tokenizer::fixed(TokenizerKind::Byte).unwrap();
         let c = conv(&[(System, "S"), (User, "Q1"), (Assistant, "A1"), (User, "Q2"), (Assistant, "A2")]);
-        let e = encode(&tok, &ChatTemplate::chatml(), &c).unwrap();
+        let e = encode(&tok, &ChatTemplate::chatml(), &c, None).unwrap();
         // By hand from ChatML's definition: each answer and its `<|im_end|>\n`.
         assert_eq!(learned_text(&e), vec!["A1<|im_end|>\n", "A2<|im_end|>\n"]);
         let prompt: String = e.prompt().iter().map(|&t| t as u8 as char).collect();
@@ -111,7 +156,8 @@ mod tests {
             text: "<|im_start|>user\nhello there<|im_end|>\n<|im_start|>assistant\nhello<|im_end|>\n".repeat(20),
         }];
         let tok = Tokenizer::train_bpe(&docs, 300).unwrap();
-        let e = encode(&tok, &ChatTemplate::chatml(), &conv(&[(User, "hello there"), (Assistant, "hello")])).unwrap();
+        let e =
+            encode(&tok, &ChatTemplate::chatml(), &conv(&[(User, "hello there"), (Assistant, "hello")]), None).unwrap();
         let learned: Vec<u32> = e.learned_tokens().collect();
         assert_eq!(tok.decode(&learned).unwrap(), "hello<|im_end|>\n");
         let whole =
@@ -126,7 +172,7 @@ mod tests {
         let src = "{{ messages | length }}{% for m in messages %}{{ m.content }}{% endfor %}";
         let t = ChatTemplate { source: src.into(), ..ChatTemplate::chatml() };
         let tok = Tokenizer::fixed(TokenizerKind::Byte).unwrap();
-        let e = format!("{:#}", encode(&tok, &t, &conv(&[(User, "q"), (Assistant, "a")])).unwrap_err());
+        let e = format!("{:#}", encode(&tok, &t, &conv(&[(User, "q"), (Assistant, "a")]), None).unwrap_err());
         assert!(e.contains("cannot be told apart"), "{e}");
     }
 }

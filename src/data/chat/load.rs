@@ -25,6 +25,8 @@ pub struct ChatCorpus {
     pub train_records: Vec<usize>,
     pub val_records: Vec<usize>,
     pub split_rule: String,
+    /// The run's window (`data.context_tokens`): turns past it are not prepared.
+    pub context: Option<usize>,
 }
 
 /// What `data.json` records about a run's conversations.
@@ -76,7 +78,9 @@ pub fn load(cfg: &DataConfig) -> anyhow::Result<ChatCorpus> {
     if cfg.corpus == super::builtin::NAME {
         let all = super::builtin::conversations(cfg)?;
         let name = format!("{}-seed{}", super::builtin::NAME, cfg.pairs_seed);
-        return Ok(split(all, cfg.val_every, name, template, ChatLayout::Messages));
+        let mut c = split(all, cfg.val_every, name, template, ChatLayout::Messages);
+        c.context = cfg.context_tokens;
+        return Ok(c);
     }
     let path = Path::new(&cfg.corpus);
     check_file(path)?;
@@ -97,7 +101,9 @@ pub fn load(cfg: &DataConfig) -> anyhow::Result<ChatCorpus> {
         .map(|(i, r)| layouts::conversation(r, layout).with_context(|| format!("{} record {}", path.display(), i + 1)))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let name = std::fs::canonicalize(path).unwrap_or(path.to_path_buf()).display().to_string();
-    Ok(split(all, cfg.val_every, name, template, layout))
+    let mut c = split(all, cfg.val_every, name, template, layout);
+    c.context = cfg.context_tokens;
+    Ok(c)
 }
 
 /// The conversations' path names a regular file: a directory, a FIFO or a device (`/dev/zero`)
@@ -139,16 +145,33 @@ fn split(
         val_records.push(r);
     }
     let split_rule = format!("every {val_every}th conversation (in order) is held out");
-    ChatCorpus { name, template, layout, train, val, train_records, val_records, split_rule }
+    ChatCorpus { name, template, layout, train, val, train_records, val_records, split_rule, context: None }
 }
 
+/// Conversations holding this many turns in all are said to be prepared, before they are.
+const LONG_INPUT_TURNS: usize = 10_000;
+
 /// The conversations as examples (not yet fitted to the context) and what `data.json` records.
-pub fn examples(tok: &Tokenizer, c: &ChatCorpus) -> anyhow::Result<(Vec<Example>, Vec<Example>, ChatInfo)> {
+pub fn examples(
+    tok: &Tokenizer,
+    c: &ChatCorpus,
+    log: &dyn Fn(&str),
+) -> anyhow::Result<(Vec<Example>, Vec<Example>, ChatInfo)> {
+    let bound = c.context.map(|t| encode::Bound::of(tok, t));
+    let turns: usize = c.train.iter().chain(&c.val).map(|v| v.messages.len()).sum();
+    if turns >= LONG_INPUT_TURNS {
+        log(&format!(
+            "preparing {} conversations of {turns} turns: rendering each with the chat template and locating its \
+             assistant turns{}",
+            c.train.len() + c.val.len(),
+            c.context.map_or(String::new(), |t| format!(" within the first {t} tokens"))
+        ));
+    }
     let split = |cs: &[Conversation], records: &[usize]| -> anyhow::Result<Vec<Example>> {
         use rayon::prelude::*;
         cs.par_iter()
             .enumerate()
-            .map(|(i, conv)| encode::encode(tok, &c.template, conv).with_context(|| c.record(records, i)))
+            .map(|(i, conv)| encode::encode(tok, &c.template, conv, bound).with_context(|| c.record(records, i)))
             .collect()
     };
     let (train, val) = (split(&c.train, &c.train_records)?, split(&c.val, &c.val_records)?);
