@@ -157,6 +157,28 @@ fn expect_error(args: &[&str], want: &str) {
     assert!(line.contains(want), "{args:?}: `{line}` should mention `{want}`");
 }
 
+/// Values f32 cannot hold are named by their key before training (not reported as a
+/// divergence), and a 300-digit value is not printed whole.
+#[test]
+fn values_past_f32_and_long_values_get_one_short_line() {
+    let root = temp("f32");
+    let cfg = setup(&root, 20, "");
+    let c = cfg.to_str().unwrap();
+    for (set, key) in [
+        ("optim.lr=1e39", "optim.lr = 1e39"),
+        ("model.lora.alpha=1e300", "model.lora.alpha = 1e300"),
+        ("optim.muon.lr_scale=1e39", "optim.muon.lr_scale = 1e39"),
+        ("optim.lr=1e-300", "optim.lr = 1e-300"),
+    ] {
+        expect_error(&["train", "--config", c, "--set", set], key);
+    }
+    let long = format!("optim.lr=1{}", "0".repeat(300));
+    let o = run(bin().args(["train", "--config", c, "--set", &long]));
+    let line = common::error_line(&o);
+    assert!(line.contains(" characters)") && line.len() < 300, "{line}");
+    assert!(!root.join("run").exists(), "no run directory after a refused start");
+}
+
 #[test]
 fn bad_input_gets_one_clear_line_and_no_run_directory() {
     let root = temp("bad");
@@ -177,20 +199,6 @@ fn bad_input_gets_one_clear_line_and_no_run_directory() {
     expect_error(&["train", "--config", c, "--set", "train.steps=-3"], "steps");
     expect_error(&["train", "--config", c, "--set", "model.vocab_size=300"], "remove model.vocab_size");
     expect_error(&["train", "--config", c, "--set", "model.recipe=nonsense"], "nonsense");
-    // Values f32 cannot hold are named by their key, before training (not a divergence).
-    for (set, key) in [
-        ("optim.lr=1e39", "optim.lr = 1e39"),
-        ("model.lora.alpha=1e300", "model.lora.alpha = 1e300"),
-        ("optim.muon.lr_scale=1e39", "optim.muon.lr_scale = 1e39"),
-        ("optim.lr=1e-300", "optim.lr = 1e-300"),
-    ] {
-        expect_error(&["train", "--config", c, "--set", set], key);
-    }
-    // A 300-digit value is not printed whole.
-    let long = format!("optim.lr=1{}", "0".repeat(300));
-    let o = run(bin().args(["train", "--config", c, "--set", &long]));
-    let line = common::error_line(&o);
-    assert!(line.contains(" characters)") && line.len() < 300, "{line}");
     // A task that cannot be scored at this context (32 tokens) is refused before training.
     let long = format!("{{\"context\": \"Q:\", \"choices\": [\"{}\", \"b\"], \"answer\": 1}}\n", "a".repeat(80));
     std::fs::write(root.join("long.jsonl"), long).unwrap();

@@ -181,6 +181,12 @@ fn hostile_templates_and_mismatched_settings_are_refused() {
         "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}",
     );
     let empty = template("empty.jinja", "{% for m in messages %}{% endfor %}");
+    let raises_on_7 = template(
+        "sevens.jinja",
+        &format!(
+            "{{% if messages[0].content == 'Spell 7.' %}}{{{{ raise_exception('no sevens') }}}}{{% endif %}}{chatml_turns}"
+        ),
+    );
     let drops = template(
         "drops.jinja",
         &chatml_turns.replace("{% for m in messages %}", "{% for m in messages if m.role != 'assistant' %}"),
@@ -193,6 +199,7 @@ fn hostile_templates_and_mismatched_settings_are_refused() {
         (vec!["data.tokenizer=\"gpt2\""], "differs from the parent's \"byte\""),
         (vec!["finetune.parent_sha256=\"a€€€€\""], "not the a€€€€… finetune.parent_sha256 asks for"),
         (vec!["model.lora.rank=100000"], "model.lora.rank = 100000 is not below d_model = 32"),
+        (vec![&raises_on_7], "record 8: the chat template failed to render: invalid operation: no sevens"),
     ];
     for (i, (extra, want)) in cases.into_iter().enumerate() {
         let started = std::time::Instant::now();
@@ -202,6 +209,34 @@ fn hostile_templates_and_mismatched_settings_are_refused() {
         assert!(started.elapsed().as_secs() < 60, "{want}: refused after {:?}", started.elapsed());
         assert!(!root.join(format!("bad-{i}")).join("config.toml").exists(), "{want}: no run was made");
     }
+}
+
+/// Conversations from a directory or a FIFO are named as what they are; exporting the adapters
+/// of a fine-tune whose parent moved says it is the parent that is gone; LoRA on a model drawn
+/// at random trains with a word that its base is frozen noise.
+#[test]
+fn data_paths_moved_parents_and_random_bases_are_named() {
+    let root = common::Scratch::new("finetune-named");
+    let parent = parent(&root);
+    let ok = root.join("ok.jsonl");
+    write_jsonl(&ok, &records("messages"));
+    // Conversations from a directory or a FIFO are named as such, not as missing.
+    let fifo = root.join("fifo.jsonl");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    for (data, want) in [(root.to_path_buf(), "is a directory"), (fifo, "is not a regular file")] {
+        let line = common::error_line(&finetune(&parent, &data, &root.join("bad-data"), &[]));
+        assert!(line.contains(want), "{want}: {line}");
+    }
+    // A fine-tune whose parent moved: exporting its adapters says it is the parent that is gone.
+    let sft = root.join("sft-moved");
+    let o = finetune(&parent, &ok, &sft, &["model.lora.rank=2"]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let moved = root.join("run-moved");
+    std::fs::rename(&parent, &moved).unwrap();
+    let o = bin().arg("export").arg(&sft).arg("--peft").arg(root.join("adapter-moved")).output().unwrap();
+    std::fs::rename(&moved, &parent).unwrap();
+    let line = common::error_line(&o);
+    assert!(line.contains("exporting the parent") && line.contains("not a normlab run directory"), "{line}");
     // LoRA on a model drawn at random trains, with a word that its base is frozen noise.
     std::fs::create_dir_all(root.join("lora-random")).unwrap();
     let cfg = common::tiny_run(&root.join("lora-random"), 2, "", "");
@@ -483,6 +518,51 @@ fn jinja2_render(requests: &serde_json::Value) -> Vec<String> {
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
+/// A template fixture's source, BOS and EOS: ChatML's (no tokens), a `.jinja` file's (none), or a
+/// `tokenizer_config.json`'s.
+fn template_fixture(fixtures: &Path, name: &str) -> (String, String, String) {
+    match name {
+        "chatml" => (normlab::data::chat::template::CHATML.to_string(), String::new(), String::new()),
+        n if n.ends_with(".jinja") => {
+            (std::fs::read_to_string(fixtures.join(n)).unwrap(), String::new(), String::new())
+        }
+        n => {
+            let c: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(fixtures.join(n)).unwrap()).unwrap();
+            let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+            (s("chat_template"), s("bos_token"), s("eos_token"))
+        }
+    }
+}
+
+/// The export's `tokenizer_config.json`, checked to name no pad token (nor `config.json` a pad id).
+fn exported_tokenizer_config(hf: &Path, name: &str) -> serde_json::Value {
+    let read =
+        |f: &str| -> serde_json::Value { serde_json::from_str(&std::fs::read_to_string(hf.join(f)).unwrap()).unwrap() };
+    let exported = read("tokenizer_config.json");
+    assert!(exported.get("pad_token").is_none(), "{name}: {exported}");
+    let config = read("config.json");
+    assert!(config["pad_token_id"].is_null(), "{name}: no pad id: {config}");
+    exported
+}
+
+/// For each conversation, two renderings with the generation prompt: by the original template
+/// with its own tokens, then by the export's with the export's tokens.
+fn original_and_exported(
+    conversations: &[serde_json::Value],
+    (source, bos, eos): (&str, &str, &str),
+    exported: &serde_json::Value,
+) -> serde_json::Value {
+    let mut requests = Vec::new();
+    for m in conversations {
+        requests.push(serde_json::json!({"source": source, "bos_token": bos, "eos_token": eos, "messages": m,
+            "add_generation_prompt": true}));
+        requests.push(serde_json::json!({"source": exported["chat_template"], "bos_token": exported["bos_token"],
+            "eos_token": exported["eos_token"], "messages": m, "add_generation_prompt": true}));
+    }
+    serde_json::Value::Array(requests)
+}
+
 /// For ChatML, Qwen2.5's, Llama-3's and Llama-3.2's templates (tests/fixtures/chat_templates):
 /// the export's `tokenizer_config.json` template, rendered by jinja2 as `transformers` renders
 /// it with the export's own special tokens, gives the text the original template gives with
@@ -509,18 +589,7 @@ fn the_export_renders_each_template_as_the_run_did() {
         ("llama32.json", "<|eot_id|>"),
         ("llama3.jinja", "<|eot_id|>"),
     ] {
-        let (source, bos, eos) = match name {
-            "chatml" => (normlab::data::chat::template::CHATML.to_string(), String::new(), String::new()),
-            n if n.ends_with(".jinja") => {
-                (std::fs::read_to_string(fixtures.join(n)).unwrap(), String::new(), String::new())
-            }
-            n => {
-                let c: serde_json::Value =
-                    serde_json::from_str(&std::fs::read_to_string(fixtures.join(n)).unwrap()).unwrap();
-                let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
-                (s("chat_template"), s("bos_token"), s("eos_token"))
-            }
-        };
+        let (source, bos, eos) = template_fixture(&fixtures, name);
         let spec = if name == "chatml" { "chatml".to_string() } else { fixtures.join(name).display().to_string() };
         let sft = root.join(format!("sft-{name}"));
         let o = finetune(&parent, &data, &sft, &[&format!("data.chat_template={spec}"), "train.seq_len=512"]);
@@ -531,20 +600,8 @@ fn the_export_renders_each_template_as_the_run_did() {
         let hf = root.join(format!("hf-{name}"));
         let o = bin().args(["export"]).arg(&sft).arg("--hf").arg(&hf).output().unwrap();
         assert!(o.status.success(), "{name}: {}", common::stderr(&o));
-        let exported: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(hf.join("tokenizer_config.json")).unwrap()).unwrap();
-        assert!(exported.get("pad_token").is_none(), "{name}: {exported}");
-        let config: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(hf.join("config.json")).unwrap()).unwrap();
-        assert!(config["pad_token_id"].is_null(), "{name}: no pad id: {config}");
-        let mut requests = Vec::new();
-        for m in &conversations {
-            requests.push(serde_json::json!({"source": source, "bos_token": bos, "eos_token": eos, "messages": m,
-                "add_generation_prompt": true}));
-            requests.push(serde_json::json!({"source": exported["chat_template"], "bos_token": exported["bos_token"],
-                "eos_token": exported["eos_token"], "messages": m, "add_generation_prompt": true}));
-        }
-        let texts = jinja2_render(&serde_json::Value::Array(requests));
+        let exported = exported_tokenizer_config(&hf, name);
+        let texts = jinja2_render(&original_and_exported(&conversations, (&source, &bos, &eos), &exported));
         let s = common::serve(&sft, &[]);
         for (i, m) in conversations.iter().enumerate() {
             let (original, export) = (&texts[2 * i], &texts[2 * i + 1]);
@@ -597,6 +654,11 @@ fn the_peft_adapter_names_an_exported_base() {
         cfg["base_model_name_or_path"].as_str().unwrap(),
         std::path::absolute(&own).unwrap().display().to_string()
     );
+    peft_refusals(&root, &lora);
+}
+
+/// `--base` that is an export of another model, and a file as `--peft`: one `error:` line each.
+fn peft_refusals(root: &Path, lora: &Path) {
     let other = root.join("other");
     std::fs::create_dir_all(&other).unwrap();
     let cfg = common::tiny_run(&other, 2, "recipe = \"peri\"\n", "");
@@ -610,7 +672,7 @@ fn the_peft_adapter_names_an_exported_base() {
         vec![(vec![other_hf.as_os_str()], "is not an export of this run's model"), (vec![], "give --peft a directory")];
     for (i, (base_arg, want)) in cases.into_iter().enumerate() {
         let mut c = bin();
-        c.arg("export").arg(&lora).arg("--peft");
+        c.arg("export").arg(lora).arg("--peft");
         if i == 1 {
             c.arg(&file)
         } else {

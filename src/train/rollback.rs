@@ -37,17 +37,7 @@ impl Trainer {
     ) -> anyhow::Result<bool> {
         let first = spikes.first().map_or(self.state.step, |s| s.step);
         let Some(ckpt) = checkpoint::newest_before(&self.dir, first)? else {
-            // Said once for these spikes, not at every step they stay in the window.
-            if self.rollback_unmet != Some(first) {
-                self.rollback_unmet = Some(first);
-                progress.warn(&format!(
-                    "step {}: {} spikes call for a rollback, but no checkpoint precedes the first (step {first}); \
-                     going on (checkpoint more often with run.checkpoint_every, or keep more with \
-                     run.keep_checkpoints)",
-                    self.state.step,
-                    spikes.len()
-                ));
-            }
+            self.warn_unmet(first, spikes.len(), progress);
             return Ok(false);
         };
         let (state, model, optim) = self.ranks.all_ok(self.load_checkpoint(&ckpt))?;
@@ -88,6 +78,20 @@ impl Trainer {
         self.fault(RollbackPhase::Recorded)?;
         self.checkpoint(wall_s)?;
         Ok(true)
+    }
+
+    /// That `count` spikes from step `first` on call for a rollback no checkpoint precedes: said
+    /// once for these spikes, not at every step they stay inside the window.
+    fn warn_unmet(&mut self, first: usize, count: usize, progress: &mut Progress) {
+        if self.rollback_unmet == Some(first) {
+            return;
+        }
+        self.rollback_unmet = Some(first);
+        progress.warn(&format!(
+            "step {}: {count} spikes call for a rollback, but no checkpoint precedes the first (step {first}); going \
+             on (checkpoint more often with run.checkpoint_every, or keep more with run.keep_checkpoints)",
+            self.state.step
+        ));
     }
 
     /// The error [`Trainer::rollback_fault`] asks for after `phase`.

@@ -176,6 +176,39 @@ mod tests {
         assert!(format!("{:#}", bad.render(&[], false).unwrap_err()).contains("does not parse"));
     }
 
+    /// transformers' list of named templates gives its `default`; a Llama-3 `.jinja` file stops
+    /// at the `<|eot_id|>` it ends turns with (not ChatML's marker); a byte-order mark is dropped.
+    #[test]
+    fn named_templates_stop_markers_and_a_bom() {
+        let dir = crate::testutil::temp_dir("chat-template-named");
+        let path = dir.join("tokenizer_config.json");
+        let cfg = serde_json::json!({"chat_template": [{"name": "tool_use", "template": "{{ 'tools' }}"},
+            {"name": "default", "template": CHATML}], "eos_token": "<|im_end|>"});
+        std::fs::write(&path, cfg.to_string()).unwrap();
+        let t = ChatTemplate::named(path.to_str().unwrap()).unwrap();
+        assert_eq!((t.source.as_str(), t.stop.as_str()), (CHATML, "<|im_end|>"));
+        let llama = "{% for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n{{ m.content }}\
+                     <|eot_id|>{% endfor %}";
+        let jinja = dir.join("llama3.jinja");
+        std::fs::write(&jinja, format!("\u{feff}{llama}")).unwrap();
+        let t = ChatTemplate::named(jinja.to_str().unwrap()).unwrap();
+        assert_eq!((t.source.as_str(), t.stop.as_str()), (llama, "<|eot_id|>"));
+        let unnamed = serde_json::json!({"chat_template": [{"name": "tool_use", "template": "x"}]});
+        std::fs::write(&path, unnamed.to_string()).unwrap();
+        let e = format!("{:#}", ChatTemplate::named(path.to_str().unwrap()).unwrap_err());
+        assert!(e.contains("without one named `default`"), "{e}");
+    }
+
+    /// `strftime_now` formats the local time as the C library's `strftime` does (which Python's
+    /// `datetime.strftime` calls): today's date as `date` prints it.
+    #[test]
+    fn strftime_now_is_todays_date() {
+        let t = ChatTemplate { source: "{{ strftime_now('%Y-%m-%d') }}".into(), ..ChatTemplate::chatml() };
+        let ours = t.render(&[], false).unwrap();
+        let date = std::process::Command::new("date").arg("+%Y-%m-%d").output().unwrap();
+        assert_eq!(ours, String::from_utf8_lossy(&date.stdout).trim());
+    }
+
     #[test]
     fn a_tokenizer_config_gives_template_and_tokens() {
         let dir = crate::testutil::temp_dir("chat-template-config");
