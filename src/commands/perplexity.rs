@@ -74,11 +74,8 @@ pub fn measure(
     let model = saved.model(&device)?;
     let SavedRun { weights, cfg, tokenizer, .. } = saved;
     let seq_len = cfg.train.seq_len;
-    if cfg.data.task == crate::data::Task::Pairs && data.is_none() {
-        return measure_pairs(&model, &cfg, tokenizer, weights, &device, log);
-    }
-    if cfg.data.task == crate::data::Task::Chat && data.is_none() {
-        return measure_chat(&model, &cfg, tokenizer, weights, &device, log);
+    if matches!(cfg.data.task, crate::data::Task::Pairs | crate::data::Task::Chat) && data.is_none() {
+        return measure_examples(&model, &cfg, tokenizer, weights, &device, log);
     }
     let w = eval_windows(&cfg, tokenizer, data, limit, log)?;
     let on = Evaluated { model: &model, device: &device, ranks: Ranks::single() };
@@ -95,10 +92,11 @@ pub fn measure(
     })
 }
 
-/// A run trained on conversations, on its held-out conversations: the loss over the assistant's
-/// tokens only, as its validation loss counts them (scoring every token would mix in the user
-/// turns, which it never learned to predict).
-fn measure_chat(
+/// A pairs run or a run trained on conversations, on its own held-out examples: the loss over the
+/// learned tokens only (a pair's target, the assistant's turns), as its validation loss counts
+/// them (scoring every token would mix in the prompts it never learned to predict); for pairs,
+/// exact match and F1 on every test set too.
+fn measure_examples(
     model: &Transformer,
     cfg: &CheckedConfig,
     tokenizer: crate::data::Tokenizer,
@@ -109,48 +107,24 @@ fn measure_chat(
     let seq_len = cfg.train.seq_len;
     let mut ds = crate::data::Dataset::prepare(&cfg.data, Some(tokenizer), log)?;
     ds.fit_examples(seq_len, log)?;
-    let p = ds.examples.as_ref().expect("a chat config prepares conversations");
+    let p = ds.examples.as_ref().expect("a pairs or chat config prepares examples");
     let v = Evaluated { model, device, ranks: Ranks::single() }.pairs(&p.val, p.pad, cfg.micro_batch_size());
+    let (source, pairs) = if cfg.data.task == crate::data::Task::Pairs {
+        let step = checkpoint::weights_step(&weights).unwrap_or(0);
+        let scores = crate::train::pairs_eval::score_sets(model, &ds.tokenizer, &p.tests, seq_len, step, device)?;
+        (format!("the run's {} validation pairs (target tokens only)", p.val.len()), Some(scores))
+    } else {
+        let what = "held-out conversations (the assistant's tokens only, as its validation loss)";
+        (format!("the run's {} {what}", p.val.len()), None)
+    };
     Ok(Perplexity {
         weights,
-        source: format!(
-            "the run's {} held-out conversations (the assistant's tokens only, as its validation loss)",
-            p.val.len()
-        ),
+        source,
         val_loss: v.loss,
         val_ppl: v.perplexity,
         tokens: v.tokens,
         windows: p.val.len(),
         seq_len,
-        pairs: None,
-    })
-}
-
-/// A pairs run on its own pairs: target-only loss on the validation pairs, and exact match and
-/// F1 on every test set.
-fn measure_pairs(
-    model: &Transformer,
-    cfg: &CheckedConfig,
-    tokenizer: crate::data::Tokenizer,
-    weights: PathBuf,
-    device: &Device,
-    log: &dyn Fn(&str),
-) -> anyhow::Result<Perplexity> {
-    let seq_len = cfg.train.seq_len;
-    let mut ds = crate::data::Dataset::prepare(&cfg.data, Some(tokenizer), log)?;
-    ds.fit_examples(seq_len, log)?;
-    let p = ds.examples.as_ref().expect("a pairs config prepares pairs");
-    let v = Evaluated { model, device, ranks: Ranks::single() }.pairs(&p.val, p.pad, cfg.micro_batch_size());
-    let step = checkpoint::weights_step(&weights).unwrap_or(0);
-    let scores = crate::train::pairs_eval::score_sets(model, &ds.tokenizer, &p.tests, seq_len, step, device)?;
-    Ok(Perplexity {
-        weights,
-        source: format!("the run's {} validation pairs (target tokens only)", p.val.len()),
-        val_loss: v.loss,
-        val_ppl: v.perplexity,
-        tokens: v.tokens,
-        windows: p.val.len(),
-        seq_len,
-        pairs: Some(scores),
+        pairs,
     })
 }
