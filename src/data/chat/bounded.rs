@@ -226,7 +226,8 @@ impl Worker {
         Ok(Self { child, stdin, lines })
     }
 
-    /// One rendering; `Err(None)` when the worker can no longer be used (it was killed or died).
+    /// One rendering: `Ok` holds the template's own answer (its text or its error); `Err` says the
+    /// worker can no longer be used (it ran past its time, or died), and why.
     fn render(&mut self, req: &Request) -> Result<anyhow::Result<String>, anyhow::Error> {
         let line = serde_json::to_string(req)?;
         if writeln!(self.stdin, "{line}").and_then(|_| self.stdin.flush()).is_err() {
