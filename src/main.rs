@@ -388,40 +388,10 @@ enum DataCmd {
 }
 
 fn main() {
-    // A chat template's rendering worker (normlab::data::chat::bounded): before anything else.
-    if std::env::args().nth(1).as_deref() == Some(normlab::data::chat::bounded::WORKER_ARG) {
-        std::process::exit(normlab::data::chat::bounded::worker_main());
-    }
-    if let Ok(exe) = std::env::current_exe() {
-        normlab::data::chat::bounded::enable(exe);
-    }
+    commands::process::serve_as_worker_or_enable();
     let cli = Cli::parse();
-    // A GPU runtime's failure (no driver, no adapter, out of device memory) panics in its
-    // engine thread: one `error:` line instead.
-    normlab::guard::on_unguarded_panic(normlab::device::failure::line);
-    // Tokenizing on every core allocates small blocks on every thread at once: on the one
-    // shared malloc arena they wait on its lock (2.1× slower on 2 cores), so `data prepare`
-    // keeps glibc's per-thread arenas.
-    // The server hands freed memory back (a large request's buffers must not stay resident).
-    if !matches!(cli.cmd, Cmd::Data { cmd: DataCmd::Prepare { .. } } | Cmd::Serve { .. }) {
-        normlab::device::keep_freed_memory();
-    }
-    // Denormals are flushed to zero unless NORMLAB_DENORMALS=keep (IEEE gradual underflow):
-    // see normlab::device::flush_denormals.
-    // A rank of a job shares its node's cores with the node's other ranks.
-    let threads = normlab::dist::launch::threads_per_rank();
-    if std::env::var("NORMLAB_DENORMALS").as_deref() != Ok("keep") {
-        normlab::device::flush_denormals(threads);
-    } else {
-        normlab::device::pool(false, threads);
-    }
-    match normlab::device::on_pool(|| run(cli)) {
-        Ok(code) => std::process::exit(code),
-        Err(e) => {
-            normlab::io::term::err(format_args!("error: {e:#}"));
-            std::process::exit(2);
-        }
-    }
+    let keeps_arenas = matches!(cli.cmd, Cmd::Data { cmd: DataCmd::Prepare { .. } } | Cmd::Serve { .. });
+    commands::process::run(keeps_arenas, || run(cli))
 }
 
 fn data(cmd: DataCmd) -> anyhow::Result<()> {
@@ -468,19 +438,11 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             commands::hf::import(&hf_dir, &out, recipe.as_deref(), &sets, force).map(|()| 0)
         }
         Cmd::Serve { checkpoint, host, port, max_batch, queue, shutdown_grace } => {
-            anyhow::ensure!(
-                shutdown_grace.is_finite() && (0.0..=3600.0).contains(&shutdown_grace),
-                "--shutdown-grace must be between 0 and 3600 seconds"
-            );
-            let grace = std::time::Duration::from_secs_f64(shutdown_grace);
-            let o = normlab::serve::ServeOptions { checkpoint, host, port, max_batch, queue, signals: true, grace };
-            commands::serve::serve(o)
+            commands::serve::serve_command(checkpoint, host, port, max_batch, queue, shutdown_grace)
         }
-        Cmd::Export { run_dir, hf, peft, base, force } => match (hf, peft) {
-            (Some(hf), _) => commands::hf::export(&run_dir, &hf, force).map(|()| 0),
-            (None, Some(peft)) => commands::hf::export_peft(&run_dir, &peft, force, base.as_deref()).map(|()| 0),
-            (None, None) => anyhow::bail!("give --hf DIR (the whole model) or --peft DIR (a LoRA run's adapters)"),
-        },
+        Cmd::Export { run_dir, hf, peft, base, force } => {
+            commands::hf::export_command(&run_dir, hf.as_deref(), peft.as_deref(), base.as_deref(), force).map(|()| 0)
+        }
         Cmd::Recipes { name, config, layers, d_model } => {
             commands::recipes::recipes(name, config, layers, d_model).map(|()| 0)
         }
@@ -513,18 +475,17 @@ fn one_run(cmd: Cmd) -> anyhow::Result<i32> {
             commands::perplexity::perplexity(&checkpoint, data, windows).map(|()| 0)
         }
         Cmd::Evaluate { checkpoint, tasks, config, limit, num_fewshot, fewshot_seed, samples, out } => {
-            let mut tasks = normlab::tasks::TaskSpec::parse_list(&tasks);
-            let file = config.map(|f| normlab::tasks::spec::read_eval_file(&f)).transpose()?;
-            let dir = file.as_ref().map(|e| e.dir.clone());
-            tasks.extend(file.into_iter().flat_map(|e| e.tasks));
-            // lm-eval's --num_fewshot and --seed, for task files (a paper's suite keeps its shots).
-            for t in tasks.iter_mut().filter(|t| t.path.is_some()) {
-                t.num_fewshot = num_fewshot.unwrap_or(t.num_fewshot);
-                t.seed = fewshot_seed.unwrap_or(t.seed);
-            }
-            let limit = limit.map(|n| n as usize);
-            let o = commands::evaluate::EvaluateOptions { tasks, dir, limit, samples };
-            commands::evaluate::evaluate(&checkpoint, &o, out).map(|()| 0)
+            let a = commands::evaluate::EvaluateArgs {
+                checkpoint,
+                tasks,
+                config,
+                limit,
+                num_fewshot,
+                fewshot_seed,
+                samples,
+                out,
+            };
+            commands::evaluate::evaluate_command(a).map(|()| 0)
         }
         Cmd::Generate { checkpoint, prompt, max_new_tokens, temperature, top_k, top_p, seed, no_cache } => {
             let sampling = Sampling { temperature, top_k: Some(top_k), top_p };

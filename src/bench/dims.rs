@@ -128,12 +128,8 @@ impl Dims {
     /// as the PyTorch scripts do.
     pub fn model(&self, recipe: &str) -> ModelConfig {
         let recipe = if recipe == "pre" {
-            RecipeConfig::Custom(Box::new(RecipeOverlay {
-                preset: Some("pre".into()),
-                name: Some("pre".into()),
-                norm: Some(crate::recipe::BaseNorm::Rmsnorm),
-                ..Default::default()
-            }))
+            let overlay = RecipeOverlay::parse("preset = \"pre\"\nname = \"pre\"\n[placement]\nnorm = \"rmsnorm\"");
+            RecipeConfig::Custom(Box::new(overlay.expect("pre with RMSNorm is a valid recipe")))
         } else {
             RecipeConfig::Preset(recipe.into())
         };

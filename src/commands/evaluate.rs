@@ -126,3 +126,32 @@ pub fn measure(path: &Path, o: &EvaluateOptions, log: &dyn Fn(&str)) -> anyhow::
         results,
     })
 }
+
+/// `normlab evaluate`'s flags.
+pub struct EvaluateArgs {
+    pub checkpoint: PathBuf,
+    pub tasks: Vec<String>,
+    pub config: Option<PathBuf>,
+    pub limit: Option<u64>,
+    pub num_fewshot: Option<usize>,
+    pub fewshot_seed: Option<u64>,
+    pub samples: bool,
+    pub out: Option<PathBuf>,
+}
+
+/// `normlab evaluate`: the tasks of `--tasks` then of the `--config` file's `[eval]` table,
+/// with lm-eval's `--num_fewshot` and `--seed` applied to the task files (a paper's suite keeps
+/// its shots otherwise).
+pub fn evaluate_command(a: EvaluateArgs) -> anyhow::Result<()> {
+    let mut tasks = TaskSpec::parse_list(&a.tasks);
+    let file = a.config.map(|f| crate::tasks::spec::read_eval_file(&f)).transpose()?;
+    let dir = file.as_ref().map(|e| e.dir.clone());
+    tasks.extend(file.into_iter().flat_map(|e| e.tasks));
+    for t in tasks.iter_mut().filter(|t| t.path.is_some()) {
+        t.num_fewshot = a.num_fewshot.unwrap_or(t.num_fewshot);
+        t.seed = a.fewshot_seed.unwrap_or(t.seed);
+    }
+    let limit = a.limit.map(|n| n as usize);
+    let o = EvaluateOptions { tasks, dir, limit, samples: a.samples };
+    evaluate(&a.checkpoint, &o, a.out)
+}

@@ -35,3 +35,18 @@ pub fn export_peft(run: &Path, out: &Path, force: bool, base: Option<&Path>) -> 
     );
     Ok(())
 }
+
+/// `normlab export`: the whole model with `--hf DIR`, a LoRA run's adapters with `--peft DIR`.
+pub fn export_command(
+    run: &Path,
+    hf: Option<&Path>,
+    peft: Option<&Path>,
+    base: Option<&Path>,
+    force: bool,
+) -> anyhow::Result<()> {
+    match (hf, peft) {
+        (Some(hf), _) => export(run, hf, force),
+        (None, Some(peft)) => export_peft(run, peft, force, base),
+        (None, None) => anyhow::bail!("give --hf DIR (the whole model) or --peft DIR (a LoRA run's adapters)"),
+    }
+}

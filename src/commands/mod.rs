@@ -6,6 +6,8 @@
 //!   [`recipes`], [`data`], [`hf`] (`import`, `export`), [`serve`], [`bench`], [`track`]
 //! - on a saved run: [`perplexity`], [`evaluate`], [`generate`], [`probe`]; [`windows`]: the
 //!   token windows they read
+//! - [`process`]: the process around a command (the template worker, the CPU set-up, the exit
+//!   status and its `error:` line)
 
 /// `println!` that a closed pipe cannot turn into a panic.
 macro_rules! outln {
@@ -39,6 +41,7 @@ pub mod generate;
 pub mod hf;
 pub mod perplexity;
 pub mod probe;
+pub mod process;
 pub mod recipes;
 pub mod serve;
 pub mod sweep;

@@ -37,6 +37,7 @@ pub fn recipes(
         let all: Vec<_> = PRESET_NAMES.iter().filter_map(|n| preset(n)).map(|s| (s, None)).collect();
         print_specs(all, layers, d_model)?;
         print_norm_kinds();
+        print_other_kinds();
         outln!("\noptimizers (optim.name; hidden matrices: every 2-D weight inside the blocks):");
         for line in crate::train::optim::describe_names() {
             outln!("    {line}");
@@ -69,6 +70,20 @@ fn print_norm_kinds() {
     }
 }
 
+/// Every residual kind (`[recipe.residual] kind`) and feed-forward kind (`model.ffn`), from
+/// their tables.
+fn print_other_kinds() {
+    outln!("\nresidual kinds ([recipe.residual] kind; `sum` by default):");
+    for k in crate::recipe::residual::KINDS {
+        let options = if k.options.is_empty() { "no options".to_string() } else { k.options.join(", ") };
+        outln!("    {:<15} {} ({options})", k.name, k.formula);
+    }
+    outln!("\nfeed-forward kinds (model.ffn):");
+    for k in crate::model::ffn_kinds::KINDS {
+        outln!("    {:<15} {}", k.name, k.formula);
+    }
+}
+
 /// Each spec's equations and, with a depth, its resolved plan.
 fn print_specs(
     specs: Vec<(crate::recipe::RecipeSpec, Option<(usize, usize)>)>,
@@ -80,7 +95,7 @@ fn print_specs(
         for line in equation::describe(&spec) {
             outln!("    {line}");
         }
-        for note in &spec.notes {
+        for note in crate::recipe::preset_notes(&spec) {
             outln!("    note: {note}");
         }
         if let Some(n_layers) = layers.or(cfg_dims.map(|c| c.0)) {

@@ -27,3 +27,20 @@ pub fn serve(o: ServeOptions) -> anyhow::Result<i32> {
     }
     Ok(stopped.exit_code())
 }
+
+/// `normlab serve`'s flags, checked: a shutdown grace within an hour.
+pub fn serve_command(
+    checkpoint: std::path::PathBuf,
+    host: String,
+    port: u16,
+    max_batch: usize,
+    queue: usize,
+    shutdown_grace: f64,
+) -> anyhow::Result<i32> {
+    anyhow::ensure!(
+        shutdown_grace.is_finite() && (0.0..=3600.0).contains(&shutdown_grace),
+        "--shutdown-grace must be between 0 and 3600 seconds"
+    );
+    let grace = std::time::Duration::from_secs_f64(shutdown_grace);
+    serve(ServeOptions { checkpoint, host, port, max_batch, queue, signals: true, grace })
+}

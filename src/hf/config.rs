@@ -33,8 +33,8 @@ impl Family {
     /// The normlab recipe under which the checkpoint's weights keep their meaning.
     pub fn source_recipe(self) -> &'static str {
         match self {
-            Family::Llama | Family::Qwen2 => "preset = \"pre\"\nnorm = \"rmsnorm\"\n",
-            Family::Qwen3 => "preset = \"pre\"\nnorm = \"rmsnorm\"\nqk_norm = \"head\"\n",
+            Family::Llama | Family::Qwen2 => "preset = \"pre\"\n[placement]\nnorm = \"rmsnorm\"\n",
+            Family::Qwen3 => "preset = \"pre\"\n[placement]\nnorm = \"rmsnorm\"\n[attention]\nqk_norm = \"head\"\n",
             Family::Olmo2 => "preset = \"olmo2\"\n",
         }
     }
@@ -172,19 +172,17 @@ pub fn recipe_for(f: Family, target: Option<&str>) -> anyhow::Result<RecipeConfi
         Some(t) => {
             let qk = match f.qk_norm() {
                 "none" => String::new(),
-                q => format!("qk_norm = \"{q}\"\n"),
+                q => format!("[attention]\nqk_norm = \"{q}\"\n"),
             };
-            let with_norm = format!("preset = \"{t}\"\nnorm = \"rmsnorm\"\n{qk}");
-            let overlay: RecipeOverlay = toml::from_str(&with_norm)?;
+            let with_norm = format!("preset = \"{t}\"\n[placement]\nnorm = \"rmsnorm\"\n{qk}");
             // Recipes whose norms are not LayerNorm-like (DyT, BHyT) keep their own kind.
-            if RecipeConfig::Custom(Box::new(overlay.clone())).spec().is_ok() {
+            if let Ok(overlay) = RecipeOverlay::parse(&with_norm) {
                 return Ok(RecipeConfig::Custom(Box::new(overlay)));
             }
             format!("preset = \"{t}\"\n{qk}")
         }
     };
-    let overlay: RecipeOverlay = toml::from_str(&text)?;
-    let r = RecipeConfig::Custom(Box::new(overlay));
-    r.spec().with_context(|| format!("recipe `{}` cannot be built", target.unwrap_or(f.model_type())))?;
-    Ok(r)
+    let overlay = RecipeOverlay::parse(&text)
+        .with_context(|| format!("recipe `{}` cannot be built", target.unwrap_or(f.model_type())))?;
+    Ok(RecipeConfig::Custom(Box::new(overlay)))
 }

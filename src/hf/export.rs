@@ -40,23 +40,14 @@ pub fn family_of(m: &ModelConfig) -> anyhow::Result<Option<Family>> {
     let (_, ours) = m.validate()?;
     for f in [Family::Llama, Family::Qwen3, Family::Olmo2] {
         let theirs = ModelConfig { recipe: recipe_for(f, None)?, ..m.clone() }.validate()?.1;
+        // QK-clip acts on the weights after a step, not on the forward: a clipped Llama is a Llama.
+        let forward = |a: &crate::recipe::Attention| crate::recipe::Attention { qk_clip: None, ..*a };
         if ours.sublayers == theirs.sublayers
-            && ours.final_norm == theirs.final_norm
-            && ours.qk_norm == theirs.qk_norm
-            && ours.embedding_norm.is_none()
-            && ours.embedding_scale.is_none()
-            && ours.regularizer == 0.0
-            && !ours.v_norm.is_on()
-            && ours.attn_softcap.is_none()
-            && ours.final_softcap.is_none()
-            && ours.x0_mix.is_none()
-            && !ours.attn_gate.is_on()
-            && !ours.attn_sink
-            && !ours.value_residual
-            && ours.embedding_multiplier.is_none()
-            && ours.streams.is_none()
-            && ours.attn_res.is_none()
-            && !ours.gpas
+            && forward(&ours.attention) == theirs.attention
+            && ours.residual == theirs.residual
+            && ours.init == theirs.init
+            && ours.embedding == theirs.embedding
+            && ours.logits == theirs.logits
         {
             return Ok(Some(if f == Family::Llama && m.attn_bias { Family::Qwen2 } else { f }));
         }

@@ -5,7 +5,7 @@
 use super::special::ConfigIds;
 use crate::model::ModelConfig;
 use crate::norm::{BhytDenominator, NormKind};
-use crate::recipe::{Gate, GateOn, GateOwner, GateShape, QkNorm, ResolvedRecipe};
+use crate::recipe::{Gate, GateOn, GateOwner, GateShape, QkNorm, Residual, ResolvedRecipe};
 use serde_json::{Value, json};
 
 /// The PyTorch implementation shipped with every such export.
@@ -62,56 +62,63 @@ pub fn recipe_json(r: &ResolvedRecipe, eps: f64) -> Value {
         .collect();
     let mut v = json!({
         "name": r.name,
-        "embedding_scale": r.embedding_scale.is_some(),
-        "embedding_norm": slot(&r.embedding_norm),
-        "final_norm": slot(&r.final_norm),
-        "qk_norm": place(r.qk_norm),
+        "embedding_scale": r.embedding.scale.is_some(),
+        "embedding_norm": slot(&r.embedding.norm),
+        "final_norm": slot(&r.logits.norm),
+        "qk_norm": place(r.attention.qk_norm),
         "qk_norm_eps": eps,
         "sublayers": sublayers,
     });
     // The options below are written only when a recipe has them, so that the config of a
     // recipe without them reads as before.
-    optional_json(r, &mut v);
+    attention_json(&r.attention, &mut v);
+    residual_json(r.residual, &mut v);
+    if let Some(c) = r.logits.softcap {
+        v["final_softcap"] = json!(c);
+    }
+    if let Some(m) = r.embedding.multiplier {
+        v["embedding_multiplier"] = json!(m);
+    }
     v
 }
 
-/// The recipe's optional parts, each written into `v` only when the recipe has it.
-fn optional_json(r: &ResolvedRecipe, v: &mut Value) {
-    if r.v_norm.is_on() {
-        v["v_norm"] = json!(place(r.v_norm));
+/// The attention's options, each written into `v` only when the recipe has it.
+fn attention_json(a: &crate::recipe::Attention, v: &mut Value) {
+    if a.v_norm.is_on() {
+        v["v_norm"] = json!(place(a.v_norm));
     }
-    for (key, cap) in [("attn_softcap", r.attn_softcap), ("final_softcap", r.final_softcap)] {
-        if let Some(c) = cap {
-            v[key] = json!(c);
-        }
+    if let Some(c) = a.softcap {
+        v["attn_softcap"] = json!(c);
     }
-    if r.x0_mix.is_some() {
-        v["x0_mix"] = json!(true);
+    if a.gate.is_on() {
+        v["attn_gate"] = json!(a.gate.as_str());
     }
-    if r.attn_gate.is_on() {
-        v["attn_gate"] = json!(r.attn_gate.as_str());
-    }
-    if r.attn_sink {
+    if a.sink {
         v["attn_sink"] = json!(true);
     }
-    if r.value_residual {
+    if a.value_residual {
         v["value_residual"] = json!(true);
     }
-    if r.gpas {
-        v["gpas"] = json!(true);
-    }
-    if let Some(m) = r.embedding_multiplier {
-        v["embedding_multiplier"] = json!(m);
-    }
-    if let Some(s) = r.streams {
-        v["streams"] = streams_json(s);
-    }
-    if let Some(a) = r.attn_res {
-        v["attn_res"] = json!({"block": a.block});
-    }
-    if let Some(h) = r.hypersphere {
+}
+
+/// The residual kind as `modeling_normlab.py` reads it: nothing for the plain sum without
+/// options, else the key of its kind.
+fn residual_json(r: Residual, v: &mut Value) {
+    match r {
+        Residual::Sum { x0_mix, gpas } => {
+            if x0_mix.is_some() {
+                v["x0_mix"] = json!(true);
+            }
+            if gpas {
+                v["gpas"] = json!(true);
+            }
+        }
+        Residual::Streams(s) => v["streams"] = streams_json(s),
+        Residual::AttnRes(a) => v["attn_res"] = json!({"block": a.block}),
         // Each used value is the stored one times its factor (s_uv also times √d).
-        v["hypersphere"] = json!({"sqk_factor": h.sqk.factor, "suv_factor": h.suv.factor, "sz_factor": h.sz.factor});
+        Residual::Hypersphere(h) => {
+            v["hypersphere"] = json!({"sqk_factor": h.sqk.factor, "suv_factor": h.suv.factor, "sz_factor": h.sz.factor})
+        }
     }
 }
 
@@ -170,7 +177,7 @@ pub fn config_json(m: &ModelConfig, r: &ResolvedRecipe, seq_len: usize, ids: Con
         "num_key_value_heads": m.kv_heads(),
         "head_dim": m.head_dim(),
         "intermediate_size": m.d_ff(),
-        "ffn": match m.ffn { crate::model::FfnKind::Glu => "glu", crate::model::FfnKind::Mlp => "mlp" },
+        "ffn": m.ffn.info().name,
         "attention_bias": m.attn_bias,
         "tie_word_embeddings": m.tie_embeddings,
         "rope_theta": m.rope_base,

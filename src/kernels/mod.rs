@@ -1,7 +1,9 @@
-//! Fused CPU kernels: one pass forward, one pass backward, for the operations a training step
-//! spends its elementwise time in. Each is a burn backend extension ([`extension::FusedOps`])
-//! computed on the `Flex` backend by plain slice loops ([`norm`], [`swiglu`], [`softmax`],
-//! [`rope`]) and differentiated on `Autodiff<Flex>` by a hand-written backward pass.
+//! Fused kernels, on the CPU and (features `wgpu`, `cuda`) on the GPU: one pass forward, one
+//! pass backward, for the operations a training step spends its elementwise time in. On the CPU
+//! each is a burn backend extension ([`extension::FusedOps`]) computed on the `Flex` backend by
+//! plain slice loops ([`norm`], [`swiglu`], [`softmax`], [`rope`]) and differentiated on
+//! `Autodiff<Flex>` by a hand-written backward pass; on the GPU the norms, causal attention and
+//! the loss's cross-entropy are CubeCL kernels with their own backward (`gpu`, below).
 //!
 //! The composite formulas (in `norm` and `model`) stay the reference: `model.kernels =
 //! "composite"` uses them everywhere, and on backends other than `Flex` (wgpu, cuda) and for

@@ -1,5 +1,6 @@
 //! Model size and options.
 
+pub use super::ffn_kinds::FfnKind;
 use crate::kernels::Kernels;
 use crate::recipe::{RecipeConfig, RecipeSpec, ResolvedRecipe};
 use anyhow::ensure;
@@ -7,17 +8,6 @@ use serde::{Deserialize, Serialize};
 
 /// The largest vocabulary normlab builds (GPT-2's is 50 257; the largest open models' ≈ 256 K).
 pub const MAX_VOCAB: usize = 1 << 24;
-
-/// Feed-forward kind.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FfnKind {
-    /// `W_2 (SiLU(x W_1) ⊙ x W_3)` (Shazeer 2020; KiteNorm Table 1).
-    #[default]
-    Glu,
-    /// `W_2 GELU(x W_1)`, hidden size `d_mlp` (4·d).
-    Mlp,
-}
 
 /// Decoder-only Transformer configuration. Defaults are a small CPU-friendly model; KiteNorm
 /// Table 1 uses d_model 512, 8 heads, d_glu 1536, RoPE base 500000, ε = 1e-6.
@@ -99,10 +89,12 @@ impl Default for ModelConfig {
 impl ModelConfig {
     /// Hidden size of the feed-forward block.
     pub fn d_ff(&self) -> usize {
-        match self.ffn {
-            FfnKind::Glu => self.d_glu.unwrap_or_else(|| (8 * self.d_model).div_ceil(3).div_ceil(16) * 16),
-            FfnKind::Mlp => self.d_mlp.unwrap_or(4 * self.d_model),
-        }
+        // Each kind reads its own width, so a sweep over `model.ffn` compares them at their sizes.
+        let given = match self.ffn {
+            FfnKind::Glu => self.d_glu,
+            FfnKind::Mlp => self.d_mlp,
+        };
+        given.unwrap_or_else(|| (self.ffn.info().default_width)(self.d_model))
     }
 
     /// Parameters of the embedding, attention, feed-forward and output matrices (and the
@@ -117,11 +109,7 @@ impl ModelConfig {
         let dkv = self.kv_heads() as f64 * self.head_dim() as f64;
         let bias = if self.attn_bias { dq + 2.0 * dkv } else { 0.0 };
         let attn = 2.0 * d * dq + 2.0 * d * dkv + bias;
-        let ffn = match self.ffn {
-            FfnKind::Glu => 3.0,
-            FfnKind::Mlp => 2.0,
-        } * d
-            * self.d_ff() as f64;
+        let ffn = (self.ffn.info().inputs + 1) as f64 * d * self.d_ff() as f64;
         let output = if self.tie_embeddings { 0.0 } else { v * d };
         v * d + output + l * (attn + ffn)
     }

@@ -1,4 +1,5 @@
-//! Feed-forward branch: GLU with SiLU gate (default) or GELU MLP. No biases.
+//! Feed-forward branch of the kinds in [`super::ffn_kinds`]: GLU with SiLU gate (default) or
+//! GELU MLP. No biases.
 //!
 //! nGPT (the recipe's `hypersphere`) scales the GLU's pre-activations by a learnable
 //! `s_uv ∈ ℝ^{2·d_ff}` times `√d`: `W_2 (SiLU(s_ν ⊙ x W_1 ·√d) ⊙ (s_u ⊙ x W_3 ·√d))`, so that the
@@ -6,7 +7,7 @@
 //! code: `uv = suv·√n_embd ⊙ c_fc(h)`, `u` its first half, `ν` the SiLU'd second).
 
 use super::compute::Compute;
-use super::config::FfnKind;
+use super::ffn_kinds::FfnKind;
 use super::lora::{Lora, LoraPlan, LoraTarget, adapted};
 use super::names::child;
 use crate::init::{Init, ParamBuilder};
@@ -53,13 +54,10 @@ impl FeedForward {
         let n_in = Init::Normal { std: s.std * s.init_in };
         let n_out = Init::Normal { std: s.std * s.init_out };
         let w1 = b.matrix(&child(prefix, "w1"), [s.d_model, s.d_ff], n_in)?;
-        let w3 = match s.kind {
-            FfnKind::Glu => Some(b.matrix(&child(prefix, "w3"), [s.d_model, s.d_ff], n_in)?),
-            FfnKind::Mlp => None,
-        };
+        let w3 = s.kind.gated().then(|| b.matrix(&child(prefix, "w3"), [s.d_model, s.d_ff], n_in)).transpose()?;
         let w2 = b.matrix(&child(prefix, "w2"), [s.d_ff, s.d_model], n_out)?;
         anyhow::ensure!(
-            s.suv.is_none() || s.kind == FfnKind::Glu,
+            s.suv.is_none() || s.kind.gated(),
             "nGPT's s_uv scales the two GLU pre-activations; set model.ffn = \"glu\""
         );
         let suv = s.suv.map(|v| b.vector(&child(prefix, "suv"), 2 * s.d_ff, Init::Constant(v.stored))).transpose()?;
@@ -68,10 +66,7 @@ impl FeedForward {
         let l = s.lora.as_ref();
         let (d, ff) = (s.d_model, s.d_ff);
         let lora_w1 = LoraPlan::adapter(l, LoraTarget::W1, [d, ff], b, prefix)?;
-        let lora_w3 = match s.kind {
-            FfnKind::Glu => LoraPlan::adapter(l, LoraTarget::W3, [d, ff], b, prefix)?,
-            FfnKind::Mlp => None,
-        };
+        let lora_w3 = if s.kind.gated() { LoraPlan::adapter(l, LoraTarget::W3, [d, ff], b, prefix)? } else { None };
         let lora_w2 = LoraPlan::adapter(l, LoraTarget::W2, [ff, d], b, prefix)?;
         Ok(Self { w1, w3, w2, suv, suv_factor, lora_w1, lora_w3, lora_w2 })
     }

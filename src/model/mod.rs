@@ -7,7 +7,7 @@
 //! - [`lora`]: LoRA adapters on the projections (`[model.lora]`), the base frozen
 //! - [`rope`]: rotary position embeddings
 //! - [`attention`]: causal multi-head self-attention (RoPE, optional QK-norm)
-//! - [`ffn`]: GLU (SiLU gate) and GELU MLP
+//! - [`ffn`]: GLU (SiLU gate) and GELU MLP; [`ffn_kinds`]: the one table of feed-forward kinds
 //! - [`sublayer`]: the generic sublayer equation every recipe instantiates
 //! - [`layer`]: attention sublayer then FFN sublayer
 //! - [`bhyt`]: BHyT's approximated FFN-input statistic (one statistic per block)
@@ -40,6 +40,7 @@ pub mod decode;
 pub mod depth_attention;
 pub mod depth_forward;
 pub mod ffn;
+pub mod ffn_kinds;
 pub mod gpas;
 pub mod hypersphere;
 pub mod layer;

@@ -233,10 +233,10 @@ mod tests {
         };
         let mut spec = crate::recipe::preset("deepscalelm").unwrap();
         let r0 = c["r0"].as_f64().unwrap();
-        spec.moment_control = Some(crate::recipe::MomentControlSpec { r0 });
+        spec.init = crate::recipe::InitSpec::MomentControl(crate::recipe::MomentControlSpec { r0 });
         let dims = crate::recipe::Dims { n_layers: cfg.n_layers, d_model: cfg.d_model };
         let plans = crate::recipe::resolve(&spec, dims, 1e-6).unwrap();
-        sigmas(&cfg, &plans.sublayers, plans.moment_control.unwrap()).unwrap()
+        sigmas(&cfg, &plans.sublayers, plans.init.moment_control().unwrap()).unwrap()
     }
 
     /// `E[sigmoid′(z)]` by a one-dimensional trapezoid of its own (step 1/64).

@@ -18,7 +18,7 @@ use super::sublayer::{Sublayer, SublayerOut};
 use crate::init::{Init, ParamBuilder, ParamSource};
 use crate::kernels::{Precision, widen};
 use crate::norm::Norm;
-use crate::recipe::{GateOwner, ResolvedRecipe, SublayerPlan};
+use crate::recipe::{GateOwner, Residual, ResolvedRecipe, SublayerPlan};
 use burn::module::{Module, Param};
 use burn::tensor::{Device, Int, Tensor};
 
@@ -52,18 +52,14 @@ pub struct ModelMeta {
     pub final_softcap: Option<f64>,
     /// The constant multiplying the token embeddings (Gemma's `√d`), when the recipe has one.
     pub embedding_multiplier: Option<f64>,
-    /// The number of residual streams, when the state is more than one vector.
-    pub streams: Option<usize>,
-    /// Attention Residuals' block size in sublayers, when sublayers read over depth.
-    pub attn_res: Option<usize>,
+    /// The residual kind: the plain sum, `n` streams, attention over depth or nGPT's sphere.
+    pub residual: crate::recipe::Residual,
     /// QK-clip's settings: a training forward then records every head's largest logit.
     pub qk_clip: Option<crate::recipe::QkClip>,
-    /// CompleteP's depth multiplier (the optimizer scales the layers' ε by it).
-    pub completep: Option<crate::recipe::CompleteP>,
+    /// The initialisation kind (under CompleteP the optimizer scales the layers' ε).
+    pub init: crate::recipe::Init,
     /// TaperNorm's gate schedule, when a slot is `tapernorm`.
     pub taper: Option<crate::recipe::Taper>,
-    /// nGPT's settings (its unit-norm weights and scaling factors).
-    pub hypersphere: Option<crate::recipe::Hypersphere>,
     /// What the recipe does to the weights after every optimizer step
     /// ([`Transformer::after_step`]).
     pub after_step: Vec<crate::recipe::AfterStep>,
@@ -215,7 +211,7 @@ impl Transformer {
         let compute = Compute::for_device(cfg.kernels, device);
         let model = Self::build(cfg, recipe, &mut b, compute)?;
         b.finish()?;
-        let model = if drawn && recipe.hypersphere.is_some() { model.project_to_sphere() } else { model };
+        let model = if drawn && recipe.residual.hypersphere().is_some() { model.project_to_sphere() } else { model };
         // Under LoRA only the adapters (and, by option, the recipe's own parameters) train.
         Ok(match &cfg.lora {
             Some(l) => super::lora::set_trainable(model, |name, rank| l.trains(name, rank)),
@@ -226,7 +222,7 @@ impl Transformer {
     /// nGPT: the embedding and every weight vector along `d` scaled to unit L2 norm
     /// ([`super::hypersphere`]); the model unchanged for any other recipe.
     pub fn project_to_sphere(mut self) -> Self {
-        if self.meta.hypersphere.is_none() {
+        if self.meta.residual.hypersphere().is_none() {
             return self;
         }
         self.tok_emb = hypersphere::unit(self.tok_emb, Unit::Rows);
@@ -258,41 +254,45 @@ impl Transformer {
         compute: Compute,
     ) -> anyhow::Result<Self> {
         let d = cfg.d_model;
-        let sigmas = recipe.moment_control.map(|mc| moment_control::sigmas(cfg, &recipe.sublayers, mc)).transpose()?;
+        let sigmas =
+            recipe.init.moment_control().map(|mc| moment_control::sigmas(cfg, &recipe.sublayers, mc)).transpose()?;
         let std_of = |pick: fn(&MomentSigmas) -> f64| sigmas.as_ref().map_or(cfg.init_std, pick);
         let std = std_of(|s| s.embedding);
         let tok_emb = b.matrix(names::TOKEN_EMBEDDING, [cfg.vocab_size, d], Init::Normal { std })?;
         let emb_scale =
-            recipe.embedding_scale.map(|e| b.vector(names::EMBEDDING_SCALE, 1, Init::Constant(e))).transpose()?;
-        let emb_norm = recipe.embedding_norm.clone().map(|k| Norm::new(k, d, b, names::EMBEDDING_NORM)).transpose()?;
+            recipe.embedding.scale.map(|e| b.vector(names::EMBEDDING_SCALE, 1, Init::Constant(e))).transpose()?;
+        let emb_norm = recipe.embedding.norm.clone().map(|k| Norm::new(k, d, b, names::EMBEDDING_NORM)).transpose()?;
         let mut layers = Vec::with_capacity(cfg.n_layers);
         for (i, pair) in recipe.sublayers.chunks(2).enumerate() {
             let init = LayerInit::new(cfg, &pair[0], &pair[1], sigmas.as_ref(), i);
             layers.push(Self::layer(cfg, recipe, &pair[0], &pair[1], init, b, i)?);
         }
-        let final_norm = recipe.final_norm.clone().map(|k| Norm::new(k, d, b, names::FINAL_NORM)).transpose()?;
+        let final_norm = recipe.logits.norm.clone().map(|k| Norm::new(k, d, b, names::FINAL_NORM)).transpose()?;
         let lm_head = (!cfg.tie_embeddings)
             .then(|| {
                 b.matrix(names::OUTPUT_PROJECTION, [d, cfg.vocab_size], Init::Normal { std: std_of(|s| s.output) })
             })
             .transpose()?;
         let sz = recipe
-            .hypersphere
+            .residual
+            .hypersphere()
             .map(|h| b.vector(names::LOGIT_SCALE, cfg.vocab_size, Init::Constant(h.sz.stored)))
             .transpose()?;
         anyhow::ensure!(
-            recipe.hypersphere.is_none() || cfg.kv_heads() == cfg.n_heads,
+            recipe.residual.hypersphere().is_none() || cfg.kv_heads() == cfg.n_heads,
             "nGPT's s_qk is one vector over the query and key heads; set model.n_kv_heads = model.n_heads ({})",
             cfg.n_heads
         );
         let meta = Self::meta(cfg, recipe, compute);
         let hc_head = recipe
-            .streams
+            .residual
+            .streams()
             .filter(|s| !matches!(s.mixing, crate::recipe::Mixing::Hc { .. }))
             .map(|s| super::streams::StreamHead::new(s.n, d, cfg.init_std, cfg.norm_eps, b))
             .transpose()?;
         let attn_res_head = recipe
-            .attn_res
+            .residual
+            .attn_res()
             .map(|_| super::depth_attention::DepthQuery::new(d, cfg.norm_eps, b, names::DEPTH_HEAD))
             .transpose()?;
         Ok(Self { tok_emb, emb_scale, emb_norm, layers, final_norm, lm_head, sz, hc_head, attn_res_head, meta })
@@ -302,15 +302,13 @@ impl Transformer {
     fn meta(cfg: &ModelConfig, recipe: &ResolvedRecipe, compute: Compute) -> ModelMeta {
         ModelMeta {
             rope: Rope { head_dim: cfg.head_dim(), base: cfg.rope_base },
-            regularizer: recipe.regularizer,
+            regularizer: recipe.logits.regularizer,
             recipe: recipe.name.clone(),
-            final_softcap: recipe.final_softcap,
-            embedding_multiplier: recipe.embedding_multiplier,
-            streams: recipe.streams.map(|s| s.n),
-            attn_res: recipe.attn_res.map(|a| a.block),
-            qk_clip: recipe.qk_clip,
-            hypersphere: recipe.hypersphere,
-            completep: recipe.completep,
+            final_softcap: recipe.logits.softcap,
+            embedding_multiplier: recipe.embedding.multiplier,
+            residual: recipe.residual,
+            qk_clip: recipe.attention.qk_clip,
+            init: recipe.init,
             taper: recipe.taper,
             after_step: recipe.after_step(),
             compute,
@@ -326,6 +324,7 @@ impl Transformer {
         lora: Option<super::lora::LoraPlan>,
     ) -> AttnShape {
         use super::attention::ValueRole;
+        let a = &recipe.attention;
         AttnShape {
             d_model: cfg.d_model,
             n_heads: cfg.n_heads,
@@ -336,13 +335,13 @@ impl Transformer {
             init_qk: init.attn_qk,
             init_in: init.attn_in,
             init_out: init.attn_out,
-            qk_norm: recipe.qk_norm.is_on().then_some((recipe.qk_norm, cfg.norm_eps)),
-            v_norm: recipe.v_norm.is_on().then_some((recipe.v_norm, cfg.norm_eps)),
-            softcap: recipe.attn_softcap,
-            sqk: recipe.hypersphere.map(|h| h.sqk),
-            gate: recipe.attn_gate,
-            sink: recipe.attn_sink,
-            value_residual: recipe.value_residual.then_some(if i == 0 { ValueRole::Source } else { ValueRole::Mix }),
+            qk_norm: a.qk_norm.is_on().then_some((a.qk_norm, cfg.norm_eps)),
+            v_norm: a.v_norm.is_on().then_some((a.v_norm, cfg.norm_eps)),
+            softcap: a.softcap,
+            sqk: recipe.residual.hypersphere().map(|h| h.sqk),
+            gate: a.gate,
+            sink: a.sink,
+            value_residual: a.value_residual.then_some(if i == 0 { ValueRole::Source } else { ValueRole::Mix }),
             lora,
         }
     }
@@ -366,7 +365,7 @@ impl Transformer {
             std: init.std,
             init_in: init.ffn_in,
             init_out: init.ffn_out,
-            suv: recipe.hypersphere.map(|h| h.suv),
+            suv: recipe.residual.hypersphere().map(|h| h.suv),
             lora: lora.clone(),
         };
         let (a, f) = (names::sublayer(i, 0), names::sublayer(i, 1));
@@ -374,11 +373,11 @@ impl Transformer {
         let ffn_f = FeedForward::new(&ffn_shape, b, &names::child(&f, names::BRANCH_FUNCTION))?;
         let mut attn = Sublayer::new(attn, cfg.d_model, attn_f, b, &a)?;
         let mut ffn = Sublayer::new(ffn, cfg.d_model, ffn_f, b, &f)?;
-        if let Some(s) = recipe.streams {
+        if let Some(s) = recipe.residual.streams() {
             attn.hc = Some(super::streams::StreamMix::new(s, 2 * i, cfg, b, &a)?);
             ffn.hc = Some(super::streams::StreamMix::new(s, 2 * i + 1, cfg, b, &f)?);
         }
-        if recipe.attn_res.is_some() {
+        if recipe.residual.attn_res().is_some() {
             let query = |b: &mut ParamBuilder<'_>, p: &str| {
                 let prefix = names::child(p, names::DEPTH_ATTENTION);
                 super::depth_attention::DepthQuery::new(cfg.d_model, cfg.norm_eps, b, &prefix)
@@ -390,12 +389,19 @@ impl Transformer {
         let shared = attn_plan_gate.filter(|g| g.per == GateOwner::Layer);
         let gate = shared.map(|g| super::sublayer::gate(g, cfg.d_model, b, &layer)).transpose()?;
         let mut lambda = |name: &str, init: fn(&crate::recipe::X0Mix) -> f64| {
-            recipe.x0_mix.map(|m| b.vector(&names::child(&layer, name), 1, Init::Constant(init(&m)))).transpose()
+            recipe
+                .residual
+                .x0_mix()
+                .map(|m| b.vector(&names::child(&layer, name), 1, Init::Constant(init(&m))))
+                .transpose()
         };
         let resid_lambda = lambda(names::RESID_LAMBDA, |m| m.residual)?;
         let x0_lambda = lambda(names::X0_LAMBDA, |m| m.x0)?;
-        let gpas =
-            recipe.gpas.then(|| b.vector(&names::child(&layer, names::GPAS), 1, Init::Constant(0.0))).transpose()?;
+        let gpas = recipe
+            .residual
+            .gpas()
+            .then(|| b.vector(&names::child(&layer, names::GPAS), 1, Init::Constant(0.0)))
+            .transpose()?;
         Ok(Layer { attn, ffn, gate, resid_lambda, x0_lambda, gpas })
     }
 
@@ -489,10 +495,10 @@ impl Transformer {
         }
         let x = self.embed(tokens);
         let k = self.meta.compute.kernels;
-        let LayersOut { hidden: mut x, sums, traces } = match (self.meta.streams, self.meta.attn_res) {
-            (Some(n), _) => self.run_streams(x, n, &ctx, cache, keep),
-            (None, Some(block)) => self.run_attn_res(x, block, &ctx, cache, keep),
-            (None, None) => self.run_layers(x, &ctx, cache, keep),
+        let LayersOut { hidden: mut x, sums, traces } = match self.meta.residual {
+            Residual::Streams(s) => self.run_streams(x, s.n, &ctx, cache, keep),
+            Residual::AttnRes(a) => self.run_attn_res(x, a.block, &ctx, cache, keep),
+            Residual::Sum { .. } | Residual::Hypersphere(_) => self.run_layers(x, &ctx, cache, keep),
         };
         let last_hidden = x.clone();
         if let Some(n) = &self.final_norm {
@@ -555,7 +561,7 @@ impl Transformer {
             Some(w) => w.val(),
             None => self.tok_emb.val().transpose(),
         };
-        match (&self.sz, self.meta.hypersphere) {
+        match (&self.sz, self.meta.residual.hypersphere()) {
             (Some(sz), Some(h)) => w * (sz.val() * h.sz.factor).unsqueeze::<2>(),
             _ => w,
         }

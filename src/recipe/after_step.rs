@@ -3,9 +3,9 @@
 //! (Kimi K2) rescales the query and key projections of heads whose logit went past τ; nGPT
 //! projects its weights back onto the hypersphere; TaperNorm moves its gate and calibration.
 
+use super::attention::QkClip;
 use super::hypersphere::Hypersphere;
 use super::resolve::ResolvedRecipe;
-use super::spec::QkClip;
 use super::taper::Taper;
 
 /// One after-step hook.
@@ -22,8 +22,8 @@ pub enum AfterStep {
 impl ResolvedRecipe {
     /// This recipe's after-step hooks, in the order they apply.
     pub fn after_step(&self) -> Vec<AfterStep> {
-        let clip = self.qk_clip.map(AfterStep::QkClip);
-        let sphere = self.hypersphere.map(AfterStep::ProjectToSphere);
+        let clip = self.attention.qk_clip.map(AfterStep::QkClip);
+        let sphere = self.residual.hypersphere().map(AfterStep::ProjectToSphere);
         let taper = self.taper.map(AfterStep::Taper);
         clip.into_iter().chain(sphere).chain(taper).collect()
     }

@@ -7,25 +7,31 @@
 //! ```toml
 //! [recipe]
 //! preset = "peri"
+//! [recipe.placement]
 //! norm = "rmsnorm"                    # Peri-LN as in the Peri-LN paper
-//! final_norm = "none"                 # ... or as in KiteNorm Table 2
-//! embedding_norm = "none"
-//! [recipe.sublayer]
+//! [recipe.placement.sublayer]
 //! output = { kind = "ln", gain = false }   # the Peri-LN paper's §4.4.1: output-norm gain frozen at 1
-//! [[recipe.layers]]                   # appended to the preset's overrides
+//! [[recipe.placement.layers]]         # appended to the preset's overrides
 //! range = "1..=2"
 //! residual = "0.5"
+//! [recipe.embedding]
+//! norm = "none"                       # ... or as in KiteNorm Table 2
+//! [recipe.logits]
+//! norm = "none"
 //! ```
+//!
+//! Changes are laid over the preset section by section: a field written replaces the preset's,
+//! `placement.sublayer` and `placement.params` field by field, `placement.layers` is appended,
+//! and a `residual` or `init` of another `kind` replaces the preset's whole. A config in the
+//! single-table form of earlier versions (`qk_norm = "head"`, `streams = {…}` at the top) is
+//! read through [`super::flat_form`].
 
 use super::catalog::{PRESET_NAMES, preset};
 use super::presets::parts::blank;
-use super::spec::{
-    AttnGate, AttnResSpec, BaseNorm, CompletePSpec, HypersphereSpec, MomentControlSpec, NormSpec, QkClip, QkNorm,
-    RecipeSpec, Scale, StreamsSpec, SublayerSpec, TaperSpec, X0Mix,
-};
+use super::residual;
+use super::spec::RecipeSpec;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
 /// `recipe = "name"` or a `[recipe]` table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -42,9 +48,7 @@ impl TryFrom<toml::Value> for RecipeConfig {
     fn try_from(v: toml::Value) -> Result<Self, String> {
         match v {
             toml::Value::String(s) => Ok(RecipeConfig::Preset(s)),
-            toml::Value::Table(_) => {
-                v.try_into::<RecipeOverlay>().map(|o| RecipeConfig::Custom(Box::new(o))).map_err(|e| e.to_string())
-            }
+            toml::Value::Table(t) => RecipeOverlay::try_from(t).map(|o| RecipeConfig::Custom(Box::new(o))),
             other => Err(format!("`recipe` is a preset name or a table, not `{other}`")),
         }
     }
@@ -54,45 +58,6 @@ impl Default for RecipeConfig {
     fn default() -> Self {
         RecipeConfig::Preset("pre".into())
     }
-}
-
-/// Changes to a preset (or, without `preset`, a recipe from scratch: no norms, scales 1).
-/// `params` are merged, `layers` appended, `sublayer` fields replace the preset's.
-#[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RecipeOverlay {
-    pub preset: Option<String>,
-    pub name: Option<String>,
-    pub about: Option<String>,
-    pub norm: Option<BaseNorm>,
-    pub embedding_norm: Option<NormSpec>,
-    pub final_norm: Option<NormSpec>,
-    pub qk_norm: Option<QkNorm>,
-    pub v_norm: Option<QkNorm>,
-    pub attn_softcap: Option<f64>,
-    pub final_softcap: Option<f64>,
-    pub attn_gate: Option<AttnGate>,
-    pub attn_sink: Option<bool>,
-    pub value_residual: Option<bool>,
-    pub x0_mix: Option<X0Mix>,
-    pub qk_clip: Option<QkClip>,
-    pub hypersphere: Option<HypersphereSpec>,
-    pub moment_control: Option<MomentControlSpec>,
-    pub streams: Option<StreamsSpec>,
-    pub attn_res: Option<AttnResSpec>,
-    pub gpas: Option<bool>,
-    pub completep: Option<CompletePSpec>,
-    pub taper: Option<TaperSpec>,
-    pub embedding_scale: Option<Scale>,
-    pub embedding_multiplier: Option<Scale>,
-    pub regularizer: Option<f64>,
-    #[serde(default)]
-    pub params: BTreeMap<String, f64>,
-    pub sublayer: Option<SublayerSpec>,
-    #[serde(default)]
-    pub layers: Vec<SublayerSpec>,
-    #[serde(default)]
-    pub notes: Vec<String>,
 }
 
 impl RecipeConfig {
@@ -105,70 +70,118 @@ impl RecipeConfig {
     }
 }
 
+/// Changes to a preset (or, without `preset`, a recipe from scratch: no norms, scales 1), in the
+/// sectioned form of [`RecipeSpec`]; a written table is checked when it is read.
+#[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
+#[serde(try_from = "toml::Table", into = "toml::Table")]
+pub struct RecipeOverlay {
+    pub preset: Option<String>,
+    /// Every other key as written (translated from the single-table form where it was that).
+    pub changes: toml::Table,
+}
+
+impl TryFrom<toml::Table> for RecipeOverlay {
+    type Error = String;
+
+    fn try_from(mut t: toml::Table) -> Result<Self, String> {
+        let preset = match t.remove("preset") {
+            None => None,
+            Some(toml::Value::String(s)) => Some(s),
+            Some(other) => return Err(format!("`preset` is a preset name, not `{other}`")),
+        };
+        let changes = super::flat_form::translate(t)?;
+        let o = RecipeOverlay { preset, changes };
+        o.apply().map_err(|e| format!("{e:#}"))?;
+        Ok(o)
+    }
+}
+
+impl From<RecipeOverlay> for toml::Table {
+    fn from(o: RecipeOverlay) -> toml::Table {
+        let mut t = toml::Table::new();
+        if let Some(p) = o.preset {
+            t.insert("preset".into(), toml::Value::String(p));
+        }
+        t.extend(o.changes);
+        t
+    }
+}
+
 fn lookup(name: &str) -> anyhow::Result<RecipeSpec> {
     preset(name).with_context(|| format!("unknown recipe `{name}`; presets are: {}", PRESET_NAMES.join(", ")))
 }
 
 impl RecipeOverlay {
-    /// The optional sections this overlay sets, each replacing the preset's whole.
-    fn replace_sections(&self, r: &mut RecipeSpec) {
-        macro_rules! replace {
-            ($($f:ident),*) => { $( if let Some(v) = &self.$f { r.$f = Some(v.clone()); } )* };
-        }
-        replace!(
-            embedding_scale,
-            embedding_multiplier,
-            hypersphere,
-            moment_control,
-            streams,
-            attn_res,
-            completep,
-            taper
-        );
+    /// An overlay from its TOML text (`preset = "pre"\n[attention]\nqk_norm = "head"`).
+    pub fn parse(text: &str) -> anyhow::Result<Self> {
+        let t: toml::Table = toml::from_str(text).context("recipe")?;
+        RecipeOverlay::try_from(t).map_err(anyhow::Error::msg)
     }
 
+    /// The recipe: the preset (or the blank recipe) with the changes laid over it.
     fn apply(&self) -> anyhow::Result<RecipeSpec> {
-        let mut r = match &self.preset {
+        let base = match &self.preset {
             Some(p) => lookup(p)?,
             None => blank("custom", "custom recipe"),
         };
-        let changed = self.name.is_none()
-            && self.preset.is_some()
-            && *self != RecipeOverlay { preset: self.preset.clone(), ..Default::default() };
-        if let Some(v) = &self.name {
-            r.name = v.clone();
-        } else if changed {
-            r.name = format!("{}*", r.name);
+        let toml::Value::Table(mut spec) = toml::Value::try_from(&base).context("the preset as a table")? else {
+            anyhow::bail!("recipe `{}` is not a table", base.name)
+        };
+        if self.preset.is_some() && !self.changes.is_empty() && !self.changes.contains_key("name") {
+            spec.insert("name".into(), toml::Value::String(format!("{}*", base.name)));
         }
-        macro_rules! set {
-            ($($f:ident),*) => { $( if let Some(v) = &self.$f { r.$f = v.clone(); } )* };
+        for (key, value) in &self.changes {
+            lay_over(&mut spec, key, value.clone());
         }
-        set!(
-            about,
-            norm,
-            embedding_norm,
-            final_norm,
-            qk_norm,
-            v_norm,
-            attn_gate,
-            attn_sink,
-            value_residual,
-            gpas,
-            regularizer
-        );
-        macro_rules! put {
-            ($($f:ident),*) => { $( if self.$f.is_some() { r.$f = self.$f; } )* };
-        }
-        put!(attn_softcap, final_softcap, x0_mix, qk_clip);
-        self.replace_sections(&mut r);
-        r.params.extend(self.params.clone());
-        if let Some(s) = &self.sublayer {
-            r.sublayer.overlay(s);
-            r.sublayer.range = s.range.clone().or(r.sublayer.range.take());
-            r.sublayer.sublayers = s.sublayers.or(r.sublayer.sublayers);
-        }
-        r.layers.extend(self.layers.iter().cloned());
-        r.notes.extend(self.notes.iter().cloned());
-        Ok(r)
+        check_residual_options(&spec)?;
+        let place = super::locate::first_refused(&spec).map_or(String::new(), |p| format!("`{p}`: "));
+        toml::Value::Table(spec).try_into::<RecipeSpec>().map_err(|e| anyhow::anyhow!("{place}{}", e.message().trim()))
     }
+}
+
+/// Lays the written `value` of section `key` over the recipe table `spec`.
+fn lay_over(spec: &mut toml::Table, key: &str, value: toml::Value) {
+    let toml::Value::Table(changes) = value else {
+        spec.insert(key.into(), value);
+        return;
+    };
+    let Some(toml::Value::Table(section)) = spec.get_mut(key) else {
+        spec.insert(key.into(), toml::Value::Table(changes));
+        return;
+    };
+    // A kind other than the preset's replaces its section whole: its settings are the new kind's.
+    let other_kind = changes.get("kind").is_some_and(|k| section.get("kind") != Some(k));
+    if other_kind {
+        *section = changes;
+        return;
+    }
+    for (field, v) in changes {
+        match (field.as_str(), section.get_mut(&field), v) {
+            ("sublayer" | "params", Some(toml::Value::Table(old)), toml::Value::Table(new)) if key == "placement" => {
+                old.extend(new)
+            }
+            ("layers", Some(toml::Value::Array(old)), toml::Value::Array(new)) if key == "placement" => old.extend(new),
+            (_, _, v) => {
+                section.insert(field, v);
+            }
+        }
+    }
+}
+
+/// Every setting of the residual section is one its kind takes ([`residual::KINDS`]): a setting
+/// of another kind is named with the kind it belongs to.
+fn check_residual_options(spec: &toml::Table) -> anyhow::Result<()> {
+    let Some(toml::Value::Table(r)) = spec.get("residual") else { return Ok(()) };
+    let kind = r.get("kind").and_then(|k| k.as_str()).unwrap_or("sum");
+    let names = || residual::KINDS.iter().map(|k| k.name).collect::<Vec<_>>().join(", ");
+    let row = residual::find(kind).with_context(|| format!("unknown residual kind `{kind}` (kinds: {})", names()))?;
+    for key in r.keys().filter(|k| *k != "kind" && !row.options.contains(&k.as_str())) {
+        let owner = residual::KINDS.iter().find(|k| k.options.contains(&key.as_str()));
+        let whose = owner.map_or(String::new(), |o| format!(": `{key}` is an option of residual kind `{}`", o.name));
+        anyhow::bail!(
+            "unknown field `{key}` for residual kind `{kind}`{whose} (the options of `{kind}`: {})",
+            row.options.join(", ")
+        );
+    }
+    Ok(())
 }

@@ -1,34 +1,33 @@
 //! Human-readable sublayer equations, as `normlab recipes` prints them.
 
-use super::resolve::Dims;
-use super::resolve::{Branch, ResolvedRecipe, SublayerPlan, norm_kind};
-use super::spec::{
-    AttnGate, GateOn, GateOwner, GateShape, GateSpec, NormSpec, QkNorm, RecipeSpec, Scale, SublayerSpec, TaperSpec,
-    Which,
-};
+use super::attention::{AttnGate, QkNorm, VNorm};
+use super::expr::Scale;
+use super::init::InitSpec;
+use super::residual::{ResidualSpec, SumSpec};
+use super::resolve::{ResolvedRecipe, norm_kind};
+use super::slot::NormSpec;
+use super::spec::{GateOn, GateOwner, GateShape, GateSpec, RecipeSpec, SublayerSpec, TaperSpec, Which};
+use super::streams::{self, AttnResSpec};
+use super::sublayers::{Branch, Dims, SublayerPlan};
 use crate::norm::NormKind;
 
 /// The recipe as equations, one line each: embedding, every sublayer group, readout, loss.
 pub fn describe(spec: &RecipeSpec) -> Vec<String> {
     let mut lines = Vec::new();
     let mut embed = "Embed(x)".to_string();
-    if let Some(m) = &spec.embedding_multiplier {
+    if let Some(m) = &spec.embedding.multiplier {
         embed = format!("{}·{embed}", m.text());
     }
-    if let Some(e) = &spec.embedding_scale {
+    if let Some(e) = &spec.embedding.scale {
         embed = format!("e·{embed}   [e learnable, e₀ = {}]", e.text());
     }
-    lines.push(match symbol(spec, &spec.embedding_norm) {
+    lines.push(match symbol(spec, &spec.embedding.norm) {
         Some(n) => format!("X_1 = {n}({embed})"),
         None => format!("X_1 = {embed}"),
     });
-    let label = if spec.layers.is_empty() { "every sublayer l" } else { "sublayer l (default)" };
-    match &spec.streams {
-        Some(st) => lines.extend(super::equation_streams::stream_lines(st, &stream_branch(spec, &spec.sublayer))),
-        None => lines.push(format!("{label}:  {}", sublayer_equation(spec, &spec.sublayer))),
-    }
-    lines.extend((0..spec.layers.len()).map(|i| override_line(spec, i)));
-    lines.push(match symbol(spec, &spec.final_norm) {
+    lines.extend(residual_lines(spec));
+    lines.extend((0..spec.placement.layers.len()).map(|i| override_line(spec, i)));
+    lines.push(match symbol(spec, &spec.logits.norm) {
         Some(n) => format!("logits = W_out · {n}(X_{{2L+1}})"),
         None => "logits = W_out · X_{2L+1}".into(),
     });
@@ -37,12 +36,31 @@ pub fn describe(spec: &RecipeSpec) -> Vec<String> {
     lines
 }
 
-/// The equation of the layers of `spec.layers[i]`, with the earlier entries over the same
+/// The update every sublayer runs, as its residual kind computes it: the sublayer equation for
+/// the plain sum and nGPT's step, the read and write of the streams, or the read over depth.
+fn residual_lines(spec: &RecipeSpec) -> Vec<String> {
+    let p = &spec.placement;
+    let label = if p.layers.is_empty() { "every sublayer l" } else { "sublayer l (default)" };
+    let resolved = match &spec.residual {
+        ResidualSpec::Hc(h) => Some(streams::resolve_hc(h)),
+        ResidualSpec::Mhc(m) => Some(streams::resolve_mhc(m)),
+        ResidualSpec::MhcLite(m) => Some(streams::resolve_mhc_lite(m)),
+        _ => None,
+    };
+    match (&spec.residual, resolved) {
+        (_, Some(Ok(st))) => super::equation_streams::stream_lines(st, &stream_branch(spec, &p.sublayer)),
+        (r, Some(Err(e))) => vec![format!("residual kind `{}`: {e}", r.kind())],
+        (ResidualSpec::AttnRes(a), None) => attn_res_lines(a, &stream_branch(spec, &p.sublayer)),
+        _ => vec![format!("{label}:  {}", sublayer_equation(spec, &p.sublayer))],
+    }
+}
+
+/// The equation of the layers of `spec.placement.layers[i]`, with the earlier entries over the same
 /// layers (and a superset of sublayers) applied first.
 fn override_line(spec: &RecipeSpec, i: usize) -> String {
-    let entry = &spec.layers[i];
-    let mut eff = spec.sublayer.clone();
-    for earlier in &spec.layers[..i] {
+    let entry = &spec.placement.layers[i];
+    let mut eff = spec.placement.sublayer.clone();
+    for earlier in &spec.placement.layers[..i] {
         let covers = earlier.sublayers.unwrap_or_default() == Which::Both || earlier.sublayers == entry.sublayers;
         if earlier.range == entry.range && covers {
             eff.overlay(earlier);
@@ -61,14 +79,14 @@ fn override_line(spec: &RecipeSpec, i: usize) -> String {
 /// when present.
 fn scaling_notes(spec: &RecipeSpec) -> Vec<String> {
     let mut lines = Vec::new();
-    if spec.gpas {
+    if let ResidualSpec::Sum(SumSpec { gpas: true, .. }) = spec.residual {
         lines.push(
             "after each residual addition of layer k: X ← X − SiLU(α_k)·sg(X)   [α_k learnable, 0 at init; sg: the \
                 gradient passes unscaled (GPAS)]"
                 .into(),
         );
     }
-    if let Some(c) = &spec.completep {
+    if let InitSpec::Completep(c) = &spec.init {
         lines.push(format!(
             "CompleteP: c includes L_base/L (L_base = {}); AdamW ε × L_base/L inside the layers; LR, init, decay as \
                 tuned at L_base",
@@ -90,23 +108,24 @@ fn scaling_notes(spec: &RecipeSpec) -> Vec<String> {
 /// the resolver gives it.
 fn taper_schedule(spec: &RecipeSpec) -> Option<TaperSpec> {
     let tapers = |s: &SublayerSpec| s.input.as_ref().is_some_and(|n| n.table().kind.as_str() == "tapernorm");
-    let any = tapers(&spec.sublayer) || spec.layers.iter().any(tapers);
-    spec.taper.clone().or_else(|| any.then(TaperSpec::default))
+    let p = &spec.placement;
+    let any = tapers(&p.sublayer) || p.layers.iter().any(tapers);
+    p.taper.clone().or_else(|| any.then(TaperSpec::default))
 }
 
 /// QK-norm, the regulariser and the recipe's parameters, a line each when present.
 fn readout_notes(spec: &RecipeSpec) -> Vec<String> {
     let mut lines = attention_notes(spec);
-    if let Some(c) = spec.final_softcap {
+    if let Some(c) = spec.logits.softcap {
         lines.push(format!("logits soft-capped: {c}·tanh(logits/{c})"));
     }
-    if let Some(m) = spec.x0_mix {
+    if let ResidualSpec::Sum(SumSpec { x0_mix: Some(m), .. }) = spec.residual {
         lines.push(format!(
             "before layer k: X ← λ_r,k·X + λ₀,k·X_1   [λ_r, λ₀ learnable per layer, init {} and {}]",
             m.residual, m.x0
         ));
     }
-    if let Some(c) = spec.qk_clip {
+    if let Some(c) = spec.attention.qk_clip {
         lines.push(format!(
             "after each step: heads whose max logit S > τ = {}: W_q ×(τ/S)^{}, W_k ×(τ/S)^{} (QK-clip, MuonClip)",
             c.tau,
@@ -114,7 +133,7 @@ fn readout_notes(spec: &RecipeSpec) -> Vec<String> {
             1.0 - c.alpha
         ));
     }
-    if spec.hypersphere.is_some() {
+    if let ResidualSpec::Hypersphere(_) = spec.residual {
         lines.extend([
             "attention: q, k ← s_qk ⊙ q/‖q‖, s_qk ⊙ k/‖k‖ per head after RoPE; logits q·k·√h (nGPT)".to_string(),
             "FFN: u, ν ← s_u·√d ⊙ x W_3, s_ν·√d ⊙ x W_1; W_2 (u ⊙ SiLU(ν)) (nGPT's s_uv)".into(),
@@ -122,7 +141,7 @@ fn readout_notes(spec: &RecipeSpec) -> Vec<String> {
             "after each step: embedding rows and every weight vector along d scaled to unit norm (nGPT)".into(),
         ]);
     }
-    if let Some(m) = &spec.moment_control {
+    if let InitSpec::MomentControl(m) = &spec.init {
         lines.extend([
             "init (moment control): Embed σ = 1; W_Q, W_K σ² = 1/d; W_V, W_O of layer k σ⁴ = 1/(r_k·d·d_q); FFN \
                 at unit output variance; W_out σ² = 1/d"
@@ -133,32 +152,33 @@ fn readout_notes(spec: &RecipeSpec) -> Vec<String> {
             ),
         ]);
     }
-    lines.extend(attn_res_notes(spec));
-    if spec.regularizer > 0.0 {
+    if spec.logits.regularizer > 0.0 {
         lines.push(format!(
             "loss = CE + {}·(1/2L)·Σ_l E[ReLU(σ²(z_l) − 1)]   (variance regulariser, KiteNorm eq. 24)",
-            spec.regularizer
+            spec.logits.regularizer
         ));
     }
-    if !spec.params.is_empty() {
-        let p: Vec<String> = spec.params.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+    if !spec.placement.params.is_empty() {
+        let p: Vec<String> = spec.placement.params.iter().map(|(k, v)| format!("{k} = {v}")).collect();
         lines.push(format!("where {}", p.join(", ")));
     }
     lines
 }
 
-/// Attention Residuals' read over depth, two lines, when the recipe has it.
-fn attn_res_notes(spec: &RecipeSpec) -> Vec<String> {
-    let Some(a) = &spec.attn_res else { return Vec::new() };
+/// Attention Residuals' read over depth in place of the sum: every sublayer's read, branch and
+/// write, and its weights.
+fn attn_res_lines(a: &AttnResSpec, branch: &str) -> Vec<String> {
     let sources = match a.blocks {
         None => "X_1 and every earlier sublayer's output".to_string(),
         Some(n) => format!("X_1, the sums of the {n} blocks of ⌈2L/{n}⌉ sublayers so far and the current block's"),
     };
     vec![
         format!(
-            "residual (Attention Residuals): sublayer l reads X_l = Σ_s α_s V_s, α = softmax_s(w_lᵀ RMS(V_s)), V = \
-             {sources}; its branch output joins the current block, and X_{{2L+1}} reads them all with w_out"
+            "every sublayer l:  x_l = Σ_s α_s·V_s, α = softmax_s(w_lᵀ RMS(V_s));  y_l = {branch};  y_l joins the \
+             current block   (Attention Residuals: read over depth in place of the sum)"
         ),
+        format!("V = {sources}; X_{{2L+1}} = Σ_s α_s·V_s with its own w_out"),
+        "probes: X_l is the read x_l, z_l the running sum of its block after y_l joins".to_string(),
         "w_l learnable per sublayer, 0 at init (uniform weights); RMS without gain (Kimi Team, 2026)".to_string(),
     ]
 }
@@ -166,7 +186,8 @@ fn attn_res_notes(spec: &RecipeSpec) -> Vec<String> {
 /// QK-norm, V-norm and the attention soft-cap, one line each.
 fn attention_notes(spec: &RecipeSpec) -> Vec<String> {
     let mut lines = Vec::new();
-    match spec.qk_norm {
+    let a = &spec.attention;
+    match a.qk_norm {
         QkNorm::None => {}
         QkNorm::Head => lines.push("attention: q, k RMS-normalised per head, over d_head (QK-norm, Qwen3)".into()),
         QkNorm::Full => lines.push(
@@ -181,25 +202,25 @@ fn attention_notes(spec: &RecipeSpec) -> Vec<String> {
             "attention: q, k scaled to unit L2 norm per head, q/√(‖q‖² + ε), no gain (Transformer Engine)".into(),
         ),
     }
-    match spec.v_norm {
-        QkNorm::Head => lines.push("attention: v RMS-normalised per head (V-norm)".into()),
-        QkNorm::Full => {
+    match a.v_norm {
+        VNorm::Head => lines.push("attention: v RMS-normalised per head (V-norm)".into()),
+        VNorm::Full => {
             lines.push("attention: v RMS-normalised over its full width (V-norm, HybridNorm's QKV-norm)".into())
         }
-        _ => {}
+        VNorm::None => {}
     }
-    if let Some(c) = spec.attn_softcap {
+    if let Some(c) = a.softcap {
         lines.push(format!("attention logits soft-capped: {c}·tanh((q·k/√h)/{c}) before the mask"));
     }
-    if spec.value_residual {
+    if a.value_residual {
         lines.push("attention of layer k ≥ 2: v ← λ₁,k·v + λ₂,k·v₁, v₁ layer 1's values (λ learnable, 0.5 and 0.5 at init; ResFormer)".into());
     }
-    if spec.attn_sink {
+    if a.sink {
         lines.push(
             "attention: p_j = exp(s_j)/(exp(b_h) + Σ_k exp(s_k)), b_h a learnable sink logit per head (gpt-oss)".into(),
         );
     }
-    match spec.attn_gate {
+    match a.gate {
         AttnGate::None => {}
         AttnGate::Headwise => lines.push(
             "attention: head h's output o_h ← σ(N_in(X) W_θ)_h · o_h before W_O, W_θ ∈ ℝ^{d×H} (gated attention, \
@@ -367,11 +388,11 @@ fn input_symbol(s: &SublayerPlan) -> String {
 /// The resolved per-sublayer plan, one line per sublayer: norms, scales and init scales.
 pub fn plan_lines(r: &ResolvedRecipe) -> Vec<String> {
     let n = slot;
-    let embedding = match r.embedding_scale {
-        Some(e) => format!("embedding: e₀ = {e:.4} (learnable), N_emb = {}", n(&r.embedding_norm)),
-        None => format!("embedding: N_emb = {}", n(&r.embedding_norm)),
+    let embedding = match r.embedding.scale {
+        Some(e) => format!("embedding: e₀ = {e:.4} (learnable), N_emb = {}", n(&r.embedding.norm)),
+        None => format!("embedding: N_emb = {}", n(&r.embedding.norm)),
     };
-    let last = format!("final: N_final = {}", n(&r.final_norm));
+    let last = format!("final: N_final = {}", n(&r.logits.norm));
     let subs = r.sublayers.iter().map(|s| {
         let line = format!(
             "l={:<3} k={:<3} {:<4}  in={:<10} out={:<10} outer={:<10} a={:<8.4} c={:<8.4} s={:<8.4} \

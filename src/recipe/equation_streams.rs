@@ -3,14 +3,12 @@
 //! ([`crate::model::streams`] computes exactly these), in place of the one-stream sum
 //! `X_{l+1} = X_l + y_l`.
 
-use super::spec::StreamsSpec;
-use super::streams::{Mixing, resolve};
+use super::streams::{Mixing, Streams};
 
 /// The lines that replace the one-stream sublayer equation: the state, the read and write of
 /// sublayer `l` around its branch `y_l = branch`, how the mixing's weights are computed, the
 /// collapse to `X_{2L+1}`, and what the probes call `z_l`.
-pub fn stream_lines(s: &StreamsSpec, branch: &str) -> Vec<String> {
-    let Ok(resolved) = resolve(s) else { return vec![format!("streams: {s:?} (not a valid streams table)")] };
+pub fn stream_lines(resolved: Streams, branch: &str) -> Vec<String> {
     let n = resolved.n;
     let mut lines = vec![
         format!("state: n = {n} streams H[1..n] ∈ ℝ^d per token, each H[s] = X_1 at the start"),
@@ -68,19 +66,19 @@ fn weights(m: Mixing) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recipe::spec::StreamMixing;
 
     /// mHC with the default 20 iterations prints one column step and 19 row-and-column steps,
     /// as `streams::sinkhorn` runs them; every mixing names the read, the write and `z_l`.
     #[test]
     fn each_mixing_prints_what_it_runs() {
-        let spec = |mixing| StreamsSpec { n: 4, mixing, dynamic: None, sinkhorn_iters: None };
-        let mhc = stream_lines(&spec(StreamMixing::Mhc), "F_l(RMS(x_l))").join("\n");
-        assert!(mhc.contains("columns, then 19 × rows and columns") && mhc.contains("w = 2σ"), "{mhc}");
-        for m in [StreamMixing::Hc, StreamMixing::Mhc, StreamMixing::MhcLite] {
-            let text = stream_lines(&spec(m), "F_l(RMS(x_l))").join("\n");
+        let spec = |mixing| Streams { n: 4, mixing };
+        let (hc, mhc, lite) = (Mixing::Hc { dynamic: true }, Mixing::Mhc { sinkhorn_iters: 20 }, Mixing::MhcLite);
+        let text = stream_lines(spec(mhc), "F_l(RMS(x_l))").join("\n");
+        assert!(text.contains("columns, then 19 × rows and columns") && text.contains("w = 2σ"), "{text}");
+        for m in [hc, mhc, lite] {
+            let text = stream_lines(spec(m), "F_l(RMS(x_l))").join("\n");
             assert!(text.contains("y_l = F_l(RMS(x_l))") && text.contains("z_l the mean of the n streams"), "{text}");
         }
-        assert!(stream_lines(&spec(StreamMixing::Hc), "y").join("\n").contains("X_{2L+1} = Σ_s H[s]"));
+        assert!(stream_lines(spec(hc), "y").join("\n").contains("X_{2L+1} = Σ_s H[s]"));
     }
 }

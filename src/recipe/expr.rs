@@ -17,7 +17,50 @@
 //! Comparisons give a step in a variable, e.g. DyT's α₀ by width:
 //! `0.8*(d <= 4096) + 0.2*(d > 4096)`.
 
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+/// The variables a recipe's expressions read: `L`, `d`, `k`, `l` and the recipe's `params`.
+pub type Vars = BTreeMap<String, f64>;
+
+/// A scale: a number or an expression in `L`, `k`, `l`, `d` (the hidden size) and the
+/// recipe's `params` (see this module).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Scale {
+    Number(f64),
+    Expr(String),
+}
+
+impl Scale {
+    pub fn expr(s: &str) -> Self {
+        Scale::Expr(s.into())
+    }
+
+    pub fn text(&self) -> String {
+        match self {
+            Scale::Number(v) => format!("{v}"),
+            Scale::Expr(s) => s.clone(),
+        }
+    }
+
+    pub fn is_one(&self) -> bool {
+        matches!(self, Scale::Number(v) if *v == 1.0) || matches!(self, Scale::Expr(s) if s.trim() == "1")
+    }
+}
+
+/// A scale's value: a positive finite number, or an expression evaluating to one.
+pub fn scale_value(s: &Scale, vars: &Vars) -> anyhow::Result<f64> {
+    let v = match s {
+        Scale::Number(v) => *v,
+        Scale::Expr(e) => eval(e, vars).map_err(anyhow::Error::msg)?,
+    };
+    match s {
+        Scale::Number(_) => anyhow::ensure!(v.is_finite() && v > 0.0, "{v} must be a positive finite number"),
+        Scale::Expr(e) => anyhow::ensure!(v.is_finite() && v > 0.0, "`{e}` = {v} must be a positive finite number"),
+    }
+    Ok(v)
+}
 
 /// Evaluates `src` with the given variables. Errors name the offending token.
 pub fn eval(src: &str, vars: &BTreeMap<String, f64>) -> Result<f64, String> {

@@ -16,10 +16,48 @@
 //! `h ← Norm(h + α ⊙ (Norm(F(h)) − h))`, is the sublayer equation with unit-L2 `N_out` and
 //! `N_outer` and an interpolating gate α (see [`super::spec::GateOn::Interpolate`]).
 
-use super::expr::eval;
-use super::spec::{HypersphereSpec, QkNorm, RecipeSpec, Scale, ScaledSpec};
+use super::expr::{Scale, Vars, eval};
 use anyhow::{Context, ensure};
-use std::collections::BTreeMap;
+use serde::{Deserialize, Serialize};
+
+/// A scaled parameter of nGPT: used value `init` at initialisation, stored starting at `scale`
+/// (see [`super::spec::GateSpec::scale`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScaledSpec {
+    pub init: Scale,
+    pub scale: Scale,
+}
+
+/// nGPT's scaling factors, each a scaled parameter; the defaults are NVIDIA's reference code's
+/// (`sqk`, `sz`: init 1 stored at `1/√d`; `suv`: init 1 stored at 1, used times `√d`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HypersphereSpec {
+    /// `s_qk ∈ ℝ^{d}` (one value per query/key channel of every head).
+    #[serde(default = "unit_over_root_d")]
+    pub sqk: ScaledSpec,
+    /// `s_uv ∈ ℝ^{2·d_ff}` on the two GLU pre-activations, used times `√d`.
+    #[serde(default = "unit")]
+    pub suv: ScaledSpec,
+    /// `s_z ∈ ℝ^V` on the logits.
+    #[serde(default = "unit_over_root_d")]
+    pub sz: ScaledSpec,
+}
+
+impl Default for HypersphereSpec {
+    fn default() -> Self {
+        Self { sqk: unit_over_root_d(), suv: unit(), sz: unit_over_root_d() }
+    }
+}
+
+fn unit_over_root_d() -> ScaledSpec {
+    ScaledSpec { init: Scale::Number(1.0), scale: Scale::expr("1/sqrt(d)") }
+}
+
+fn unit() -> ScaledSpec {
+    ScaledSpec { init: Scale::Number(1.0), scale: Scale::Number(1.0) }
+}
 
 /// A resolved scaled parameter: it starts at `stored` and is used as `stored · factor`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -44,33 +82,21 @@ pub struct Hypersphere {
     pub sz: Scaled,
 }
 
-/// Resolves `h` with the recipe's variables (`d`, `L`, params), refusing the attention options
-/// that nGPT's own query and key normalisation replaces.
-pub fn resolve(h: &HypersphereSpec, spec: &RecipeSpec, vars: &BTreeMap<String, f64>) -> anyhow::Result<Hypersphere> {
-    let conflicts = [
-        ("qk_norm", spec.qk_norm.is_on()),
-        ("qk_clip", spec.qk_clip.is_some()),
-        ("v_norm", spec.v_norm != QkNorm::None),
-        ("attn_softcap", spec.attn_softcap.is_some()),
-    ];
-    for (field, set) in conflicts {
-        ensure!(
-            !set,
-            "hypersphere: nGPT normalises queries and keys itself (s_qk ⊙ unit vectors, softmax scale √d_h); remove \
-                `{field}`"
-        );
-    }
-    let scaled = |name: &str, s: &ScaledSpec| scaled(s, vars).with_context(|| format!("hypersphere.{name}"));
+/// Resolves `h` with the recipe's variables (`d`, `L`, params). (The attention options nGPT's
+/// own query and key normalisation replaces are refused where both concerns meet,
+/// [`super::resolve`].)
+pub fn resolve(h: &HypersphereSpec, vars: &Vars) -> anyhow::Result<Hypersphere> {
+    let scaled = |name: &str, s: &ScaledSpec| scaled(s, vars).with_context(|| format!("residual.{name}"));
     Ok(Hypersphere { sqk: scaled("sqk", &h.sqk)?, suv: scaled("suv", &h.suv)?, sz: scaled("sz", &h.sz)? })
 }
 
-fn scaled(s: &ScaledSpec, vars: &BTreeMap<String, f64>) -> anyhow::Result<Scaled> {
+fn scaled(s: &ScaledSpec, vars: &Vars) -> anyhow::Result<Scaled> {
     let (init, scale) = (value(&s.init, vars).context("`init`")?, value(&s.scale, vars).context("`scale`")?);
     Ok(Scaled { stored: scale, factor: init / scale })
 }
 
 /// A positive finite number or expression.
-fn value(s: &Scale, vars: &BTreeMap<String, f64>) -> anyhow::Result<f64> {
+fn value(s: &Scale, vars: &Vars) -> anyhow::Result<f64> {
     let v = match s {
         Scale::Number(v) => *v,
         Scale::Expr(e) => eval(e, vars).map_err(anyhow::Error::msg)?,
@@ -87,9 +113,8 @@ mod tests {
     /// s_uv stored and used at 1.
     #[test]
     fn reference_defaults_by_hand() {
-        let vars = BTreeMap::from([("d".to_string(), 1024.0), ("L".to_string(), 4.0)]);
-        let spec = crate::recipe::preset("ngpt").unwrap();
-        let h = resolve(&HypersphereSpec::default(), &spec, &vars).unwrap();
+        let vars = Vars::from([("d".to_string(), 1024.0), ("L".to_string(), 4.0)]);
+        let h = resolve(&HypersphereSpec::default(), &vars).unwrap();
         assert_eq!(h.sqk, Scaled { stored: 1.0 / 32.0, factor: 32.0 });
         assert_eq!(h.sz, Scaled { stored: 1.0 / 32.0, factor: 32.0 });
         assert_eq!(h.suv, Scaled { stored: 1.0, factor: 1.0 });

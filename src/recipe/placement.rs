@@ -2,7 +2,9 @@
 //! rather than its name, so that a custom recipe equal to Peri-LN counts as Peri-LN and the
 //! report's findings never depend on preset names.
 
-use super::resolve::{ResolvedRecipe, SublayerPlan};
+use super::residual::Residual;
+use super::resolve::ResolvedRecipe;
+use super::sublayers::SublayerPlan;
 use crate::norm::NormKind;
 
 /// The plain placements (every scale and init scale 1, no gate, no x0 mixing, LayerNorm or
@@ -36,17 +38,12 @@ impl Placement {
             r.sublayers.iter().all(|s| [&s.input, &s.output, &s.outer].iter().all(|k| k.is_none() || is_ln(k)));
         // A residual state beyond one vector, nGPT's sphere and the controls inside attention make
         // a recipe of its own, not the placement its norms share.
-        let extras = r.streams.is_some()
-            || r.attn_res.is_some()
-            || r.hypersphere.is_some()
-            || r.attn_gate.is_on()
-            || r.attn_sink
-            || r.value_residual
-            || r.gpas;
-        if !uniform || !no_others || extras || r.regularizer != 0.0 || r.x0_mix.is_some() {
+        let a = &r.attention;
+        let extras = r.residual != Residual::default() || a.gate.is_on() || a.sink || a.value_residual;
+        if !uniform || !no_others || extras || r.logits.regularizer != 0.0 {
             return None;
         }
-        match (slots(first), r.final_norm.is_some()) {
+        match (slots(first), r.logits.norm.is_some()) {
             ((false, false, true), false) => Some(Placement::Post),
             ((true, false, false), true) => Some(Placement::Pre),
             ((true, true, false), _) => Some(Placement::Peri),

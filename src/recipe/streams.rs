@@ -4,10 +4,69 @@
 //! sublayers' outputs attended over depth (Attention Residuals, Kimi Team, 2026). The recipe's
 //! sublayers keep their branch `N_out(F(s·N_in(·)))`; the state replaces `a·X + c·branch` and
 //! the outer norm (see [`crate::model::streams`] and [`crate::model::depth_attention`] for the
-//! equations).
+//! equations). Each is a residual kind of [`super::residual::KINDS`], and each kind's spec
+//! holds only the settings that kind takes.
 
-use super::spec::{AttnResSpec, StreamMixing, StreamsSpec};
 use anyhow::ensure;
+use serde::{Deserialize, Serialize};
+
+/// `[recipe.residual] kind = "hc"`: Hyper-Connections.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HcSpec {
+    /// The number of streams (the paper's expansion rate, 4).
+    #[serde(default = "four")]
+    pub n: usize,
+    /// The input-dependent (`tanh`) terms (default true, the paper's DHC; false is its static
+    /// SHC).
+    #[serde(default = "yes")]
+    pub dynamic: bool,
+}
+
+/// `[recipe.residual] kind = "mhc"`: mHC.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MhcSpec {
+    #[serde(default = "four")]
+    pub n: usize,
+    /// Sinkhorn–Knopp iterations (default 20, the paper's t_max).
+    #[serde(default = "twenty")]
+    pub sinkhorn_iters: usize,
+}
+
+/// `[recipe.residual] kind = "mhc-lite"`: mHC-lite.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MhcLiteSpec {
+    #[serde(default = "four")]
+    pub n: usize,
+}
+
+fn four() -> usize {
+    4
+}
+
+fn twenty() -> usize {
+    20
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `[recipe.residual] kind = "attn-res", blocks = 8`: Attention Residuals (Kimi Team,
+/// "Attention Residuals", 2026). Every sublayer reads a softmax mixture of the earlier
+/// sublayers' outputs, weighted by a learned pseudo-query against their RMS-normalised values,
+/// instead of their unit-weight sum.
+#[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttnResSpec {
+    /// Block AttnRes: the 2L sublayers fall into this many blocks of `⌈2L/N⌉` consecutive
+    /// sublayers, summed within a block and attended across blocks (the paper's N; ≈ 8 recovers
+    /// most of the full form's gain). Unset: Full AttnRes, every sublayer's output a source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<usize>,
+}
 
 /// The streams resolved: the mixing with its settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,9 +78,27 @@ pub struct Streams {
 /// A resolved mixing, each with only the settings it takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mixing {
+    /// Hyper-Connections: learnable width connections `A_m`, `A_r` and depth connections `B`,
+    /// static (initialised as pre-norm) plus, with `dynamic`, `tanh` terms of the normalised
+    /// streams; unconstrained.
     Hc { dynamic: bool },
+    /// mHC: read `σ(·)`, write `2σ(·)`, residual mixing projected onto the doubly stochastic
+    /// matrices by Sinkhorn–Knopp.
     Mhc { sinkhorn_iters: usize },
+    /// mHC-lite: mHC whose residual mixing is a convex combination of the `n!` permutation
+    /// matrices (exactly doubly stochastic, no iterations).
     MhcLite,
+}
+
+impl Mixing {
+    /// The residual kind's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mixing::Hc { .. } => "hc",
+            Mixing::Mhc { .. } => "mhc",
+            Mixing::MhcLite => "mhc-lite",
+        }
+    }
 }
 
 /// The most streams normlab builds (mHC-lite's basis has `n!` permutations: 720 at 6).
@@ -29,28 +106,27 @@ pub const MAX_STREAMS: usize = 8;
 /// The most streams mHC-lite builds.
 pub const MAX_LITE_STREAMS: usize = 6;
 
-/// Resolves `s`: its size and the settings its mixing takes (what the streams replace is checked
-/// against the sublayers by [`super::resolve`]).
-pub fn resolve(s: &StreamsSpec) -> anyhow::Result<Streams> {
-    ensure!((1..=MAX_STREAMS).contains(&s.n), "streams.n = {} must lie in 1..={MAX_STREAMS} (the papers use 4)", s.n);
-    let mixing = match s.mixing {
-        StreamMixing::Hc => {
-            ensure!(s.sinkhorn_iters.is_none(), "streams.sinkhorn_iters applies to mixing = \"mhc\" only");
-            Mixing::Hc { dynamic: s.dynamic.unwrap_or(true) }
-        }
-        StreamMixing::Mhc => {
-            ensure!(s.dynamic.is_none(), "streams.dynamic applies to mixing = \"hc\" only (mHC is always dynamic)");
-            let iters = s.sinkhorn_iters.unwrap_or(20);
-            ensure!((1..=1000).contains(&iters), "streams.sinkhorn_iters = {iters} must lie in 1..=1000 (mHC: 20)");
-            Mixing::Mhc { sinkhorn_iters: iters }
-        }
-        StreamMixing::MhcLite => {
-            ensure!(s.dynamic.is_none() && s.sinkhorn_iters.is_none(), "mixing = \"mhc-lite\" takes only `n`");
-            ensure!(s.n <= MAX_LITE_STREAMS, "mHC-lite mixes n! permutations: streams.n ≤ {MAX_LITE_STREAMS}");
-            Mixing::MhcLite
-        }
-    };
-    Ok(Streams { n: s.n, mixing })
+fn streams(n: usize, mixing: Mixing) -> anyhow::Result<Streams> {
+    ensure!((1..=MAX_STREAMS).contains(&n), "residual.n = {n} must lie in 1..={MAX_STREAMS} (the papers use 4)");
+    Ok(Streams { n, mixing })
+}
+
+/// Hyper-Connections resolved.
+pub fn resolve_hc(s: &HcSpec) -> anyhow::Result<Streams> {
+    streams(s.n, Mixing::Hc { dynamic: s.dynamic })
+}
+
+/// mHC resolved.
+pub fn resolve_mhc(s: &MhcSpec) -> anyhow::Result<Streams> {
+    let iters = s.sinkhorn_iters;
+    ensure!((1..=1000).contains(&iters), "residual.sinkhorn_iters = {iters} must lie in 1..=1000 (mHC: 20)");
+    streams(s.n, Mixing::Mhc { sinkhorn_iters: iters })
+}
+
+/// mHC-lite resolved.
+pub fn resolve_mhc_lite(s: &MhcLiteSpec) -> anyhow::Result<Streams> {
+    ensure!(s.n <= MAX_LITE_STREAMS, "mHC-lite mixes n! permutations: residual.n ≤ {MAX_LITE_STREAMS}");
+    streams(s.n, Mixing::MhcLite)
 }
 
 /// Attention Residuals resolved for a depth: the block size in sublayers (1: Full AttnRes).
@@ -66,7 +142,7 @@ pub fn resolve_attn_res(a: &AttnResSpec, sublayers: usize) -> anyhow::Result<Att
     let block = match a.blocks {
         None => 1,
         Some(n) => {
-            ensure!(n >= 1, "attn_res.blocks = 0: Block AttnRes needs at least one block (the paper uses 8)");
+            ensure!(n >= 1, "residual.blocks = 0: Block AttnRes needs at least one block (the paper uses 8)");
             sublayers.div_ceil(n.min(sublayers))
         }
     };

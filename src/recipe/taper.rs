@@ -14,8 +14,41 @@
 //! input) norms taper: the final norm anchors the pre-logit scale (the paper's "scale
 //! anchoring"), and removing it needs an auxiliary scale loss normlab does not build.
 
-use super::spec::{RecipeSpec, TaperSpec};
 use anyhow::{bail, ensure};
+use serde::{Deserialize, Serialize};
+
+/// `[recipe.placement.taper] start = 0.1, end = 0.5, decay = 0.99`: the global gate of the recipe's
+/// `tapernorm` slots (TaperNorm; see [`crate::recipe::taper`]). Every field has a default, and
+/// a recipe with a `tapernorm` slot and no `taper` uses them all.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaperSpec {
+    /// The fraction of the run after which the gate starts to fall (and `c` is calibrated);
+    /// unset: the end of the learning-rate warm-up, through which the paper holds the gate at 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<f64>,
+    /// The fraction of the run after which the gate is 0 (default ½).
+    #[serde(default = "TaperSpec::default_end")]
+    pub end: f64,
+    /// The decay β of the calibration's moving averages (default 0.99).
+    #[serde(default = "TaperSpec::default_decay")]
+    pub decay: f64,
+}
+
+impl TaperSpec {
+    fn default_end() -> f64 {
+        0.5
+    }
+    fn default_decay() -> f64 {
+        0.99
+    }
+}
+
+impl Default for TaperSpec {
+    fn default() -> Self {
+        Self { start: None, end: Self::default_end(), decay: Self::default_decay() }
+    }
+}
 
 /// A resolved taper schedule (fractions of the run, checked).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -67,29 +100,25 @@ impl TaperSteps {
     }
 }
 
-/// The recipe's taper schedule when a sublayer input norm is `tapernorm` (`tapers`): the spec's
-/// `taper` or its defaults, checked; `None` otherwise.
-pub fn resolve(spec: &RecipeSpec, tapers: bool) -> anyhow::Result<Option<Taper>> {
-    match (tapers, &spec.taper) {
+/// The recipe's taper schedule when a sublayer input norm is `tapernorm` (`tapers`): the
+/// written `taper` or its defaults, checked; `None` otherwise.
+pub fn resolve(taper: Option<&TaperSpec>, tapers: bool) -> anyhow::Result<Option<Taper>> {
+    match (tapers, taper) {
         (false, None) => Ok(None),
         (false, Some(_)) => {
-            bail!("`taper` schedules `tapernorm` slots and the recipe has none; set `input = \"tapernorm\"`")
+            bail!("`placement.taper` schedules `tapernorm` slots and the recipe has none; set `input = \"tapernorm\"`")
         }
-        (true, t) => checked(t.clone().unwrap_or_default(), spec).map(Some),
+        (true, t) => checked(t.cloned().unwrap_or_default()).map(Some),
     }
 }
 
-fn checked(t: TaperSpec, spec: &RecipeSpec) -> anyhow::Result<Taper> {
+fn checked(t: TaperSpec) -> anyhow::Result<Taper> {
     let fraction = |v: f64| v.is_finite() && (0.0..=1.0).contains(&v);
     ensure!(fraction(t.end) && t.end > 0.0, "`taper.end` = {} must lie in (0, 1] (a fraction of the run)", t.end);
     if let Some(s) = t.start {
         ensure!(fraction(s) && s < t.end, "`taper.start` = {s} must lie in [0, taper.end) (a fraction of the run)");
     }
     ensure!(t.decay > 0.0 && t.decay < 1.0, "`taper.decay` = {} must lie in (0, 1)", t.decay);
-    ensure!(
-        spec.streams.is_none() && spec.attn_res.is_none() && spec.hypersphere.is_none(),
-        "`tapernorm` tapers the pre-norms of a single residual stream; remove `streams`, `attn_res` or `hypersphere`"
-    );
     Ok(Taper { start: t.start, end: t.end, decay: t.decay })
 }
 

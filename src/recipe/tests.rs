@@ -63,16 +63,16 @@ fn post_pre_gpt2_lns_match_table_2() {
     let r = resolve("post", 12);
     assert_eq!(r.sublayers.len(), 24);
     all_sublayers(&r, None, None, ln(), 1.0, 1.0);
-    assert_eq!((r.embedding_norm.clone(), r.final_norm.clone()), (None, None));
+    assert_eq!((r.embedding.norm.clone(), r.logits.norm.clone()), (None, None));
 
     let r = resolve("pre", 12);
     all_sublayers(&r, ln(), None, None, 1.0, 1.0);
-    assert_eq!(r.final_norm, ln());
+    assert_eq!(r.logits.norm, ln());
     assert!(r.sublayers.iter().all(|s| s.init_out == 1.0 && s.init_in == 1.0));
 
     let r = resolve("gpt2-pre", 12);
     all_sublayers(&r, ln(), None, None, 1.0, 1.0);
-    assert_eq!(r.final_norm, ln());
+    assert_eq!(r.logits.norm, ln());
     // 1/√(2L) = 1/√24 = 0.2041241452…
     assert!(r.sublayers.iter().all(|s| close(s.init_out, 0.204_124_145_231_931_5) && s.init_in == 1.0));
 
@@ -82,7 +82,7 @@ fn post_pre_gpt2_lns_match_table_2() {
         assert!(close(s.input_scale, 1.0 / (s.layer as f64).sqrt()), "k^-1/2 at layer {}", s.layer);
     }
     assert!(close(r.sublayers[6].input_scale, 0.5), "layer 4 → 4^-1/2 = 0.5");
-    assert_eq!(r.final_norm, ln(), "LNS final norm is a plain LN");
+    assert_eq!(r.logits.norm, ln(), "LNS final norm is a plain LN");
     assert!(r.sublayers.iter().all(|s| s.init_out == 1.0));
 }
 
@@ -90,7 +90,7 @@ fn post_pre_gpt2_lns_match_table_2() {
 fn peri_has_input_output_embedding_and_final_norms() {
     let r = resolve("peri", 6);
     all_sublayers(&r, ln(), ln(), None, 1.0, 1.0);
-    assert_eq!((r.embedding_norm.clone(), r.final_norm.clone()), (ln(), ln()));
+    assert_eq!((r.embedding.norm.clone(), r.logits.norm.clone()), (ln(), ln()));
 }
 
 /// The papers' baselines as they train them, with RMSNorm (γ, no centring, no shift): the BHyT
@@ -101,18 +101,18 @@ fn peri_has_input_output_embedding_and_final_norms() {
 fn rms_forms_of_the_papers_baselines() {
     let r = resolve("pre-rms", 16);
     all_sublayers(&r, rms(), None, None, 1.0, 1.0);
-    assert_eq!((r.embedding_norm.clone(), r.final_norm.clone()), (None, rms()));
+    assert_eq!((r.embedding.norm.clone(), r.logits.norm.clone()), (None, rms()));
     assert!(r.sublayers.iter().all(|s| s.input_scale == 1.0 && s.init_out == 1.0 && s.init_in == 1.0));
 
     let r = resolve("lns-rms", 16);
     all_sublayers(&r, rms(), None, None, 1.0, 1.0);
     assert!(close(r.sublayers[31].input_scale, 0.25), "layer 16 → 16^-1/2 = 0.25");
     assert!(close(r.sublayers[17].input_scale, 1.0 / 3.0), "layer 9 → 9^-1/2 = 1/3");
-    assert_eq!(r.final_norm, rms());
+    assert_eq!(r.logits.norm, rms());
 
     let r = resolve("peri-rms", 16);
     all_sublayers(&r, rms(), rms(), None, 1.0, 1.0);
-    assert_eq!((r.embedding_norm.clone(), r.final_norm.clone()), (rms(), rms()));
+    assert_eq!((r.embedding.norm.clone(), r.logits.norm.clone()), (rms(), rms()));
     assert!(r.sublayers.iter().all(|s| s.outer.is_none()));
 }
 
@@ -126,8 +126,8 @@ fn peri_norm_matches_table_2() {
         assert_eq!(r.sublayers.len(), 2 * l);
         all_sublayers(&r, ln(), ln(), None, 1.0, 1.0);
         assert!(r.sublayers.iter().all(|s| s.input_scale == 1.0 && s.init_out == 1.0 && s.init_in == 1.0));
-        assert_eq!((r.embedding_norm.clone(), r.final_norm.clone()), (None, None));
-        assert_eq!(r.regularizer, 0.0);
+        assert_eq!((r.embedding.norm.clone(), r.logits.norm.clone()), (None, None));
+        assert_eq!(r.logits.regularizer, 0.0);
     }
 }
 
@@ -143,7 +143,7 @@ fn mix_with_12_layers_has_3_post_layers_and_scaled_pre_suffix() {
             assert!(close(s.init_out, 1.0 / 18f64.sqrt()), "1/√(2·L_pre) = 1/√18");
         }
     }
-    assert_eq!(r.final_norm, ln());
+    assert_eq!(r.logits.norm, ln());
     // L = 3: ⌊0.75⌋ = 0 post layers, all pre with 1/√6.
     let r = resolve("mix", 3);
     assert!(r.sublayers.iter().all(|s| s.input == ln() && s.outer.is_none() && close(s.init_out, 1.0 / 6f64.sqrt())));
@@ -161,32 +161,32 @@ fn keel_has_skip_2l_after_layer_1_and_no_outer_norm_after_sublayer_1() {
         assert_eq!(s.outer, want_outer, "sublayer {}", s.index);
         assert_eq!(s.init_out, 1.0);
     }
-    assert_eq!(r.final_norm, None);
+    assert_eq!(r.logits.norm, None);
 }
 
 #[test]
 fn kitenorm_and_ablations_match_table_2_and_section_4_3() {
     let r = resolve("kitenorm", 12);
     all_sublayers(&r, sln(), None, sln(), 1.0, 1.0 / 24.0);
-    assert_eq!((r.final_norm.clone(), r.regularizer), (None, 1.0), "no final norm; λ = 1");
+    assert_eq!((r.logits.norm.clone(), r.logits.regularizer), (None, 1.0), "no final norm; λ = 1");
     assert!(r.sublayers.iter().all(|s| s.init_out == 1.0));
 
     let r = resolve("kitenorm-no-inner", 12);
     all_sublayers(&r, None, None, sln(), 1.0, 1.0 / 24.0);
-    assert_eq!(r.regularizer, 1.0);
+    assert_eq!(r.logits.regularizer, 1.0);
     let r = resolve("kitenorm-vector-ln", 12);
     all_sublayers(&r, ln(), None, ln(), 1.0, 1.0 / 24.0);
     let r = resolve("kitenorm-no-reg", 12);
     all_sublayers(&r, sln(), None, sln(), 1.0, 1.0 / 24.0);
-    assert_eq!(r.regularizer, 0.0);
+    assert_eq!(r.logits.regularizer, 0.0);
 }
 
 #[test]
 fn dyt_and_bhyt_use_their_paper_defaults() {
     let r = resolve("dyt-plain", 4);
     all_sublayers(&r, Some(NormKind::Dyt { alpha: 0.5 }), None, None, 1.0, 1.0);
-    assert_eq!(r.final_norm, Some(NormKind::Dyt { alpha: 0.5 }));
-    assert_eq!(r.embedding_scale, None);
+    assert_eq!(r.logits.norm, Some(NormKind::Dyt { alpha: 0.5 }));
+    assert_eq!(r.embedding.scale, None);
 
     let star = |lambda| Some(NormKind::BhytStar { lambda, p: 0.99, denominator: BhytDenominator::Std, eps: EPS });
     let r = resolve("bhyt-star", 4);
@@ -194,7 +194,7 @@ fn dyt_and_bhyt_use_their_paper_defaults() {
         let want = if s.branch == Branch::Attn { star(2.0) } else { star(1.0) };
         assert_eq!(s.input, want, "the BHyT paper's C.3: λ_attn = 2, λ_mlp = 1");
     }
-    assert_eq!(r.final_norm, star(1.0));
+    assert_eq!(r.logits.norm, star(1.0));
     let r = resolve("bhyt", 4);
     for s in &r.sublayers {
         let lambda = if s.branch == Branch::Attn { 2.0 } else { 1.0 };
@@ -214,13 +214,13 @@ fn dyt_follows_the_authors_llama_recipe_by_width() {
             assert_eq!(s.input, Some(NormKind::Dyt { alpha }), "d = {d}, {s:?}");
             assert_eq!((s.output.clone(), s.outer.clone()), (None, None));
         }
-        assert_eq!(r.final_norm, Some(NormKind::Dyt { alpha: other }), "d = {d}");
-        assert_eq!(r.embedding_scale, Some((d as f64).sqrt()));
-        assert_eq!(r.embedding_norm, None);
+        assert_eq!(r.logits.norm, Some(NormKind::Dyt { alpha: other }), "d = {d}");
+        assert_eq!(r.embedding.scale, Some((d as f64).sqrt()));
+        assert_eq!(r.embedding.norm, None);
     }
     // Any recipe can carry the embedding scale, and a config can remove the preset's.
-    assert_eq!(from_toml("[recipe]\npreset = \"pre\"\nembedding_scale = 2.5\n").unwrap().embedding_scale, Some(2.5));
-    assert_eq!(from_toml("[recipe]\npreset = \"dyt\"\nembedding_scale = \"none\"\n").unwrap().embedding_scale, None);
+    assert_eq!(from_toml("[recipe]\npreset = \"pre\"\nembedding_scale = 2.5\n").unwrap().embedding.scale, Some(2.5));
+    assert_eq!(from_toml("[recipe]\npreset = \"dyt\"\nembedding_scale = \"none\"\n").unwrap().embedding.scale, None);
 }
 
 /// KiteNorm's scalar slots follow the base norm: scalarised RMSNorm (γ′ only) under
@@ -241,11 +241,11 @@ fn scalar_slots_follow_the_base_norm() {
 
 #[test]
 fn qk_norm_is_per_head_or_full_width() {
-    assert_eq!(resolve("olmo2", 2).qk_norm, QkNorm::Full, "OLMo 2 normalises q, k over the full width");
-    assert_eq!(resolve("pre", 2).qk_norm, QkNorm::None);
-    assert_eq!(from_toml("[recipe]\npreset = \"pre\"\nqk_norm = \"head\"\n").unwrap().qk_norm, QkNorm::Head);
-    assert_eq!(from_toml("[recipe]\npreset = \"pre\"\nqk_norm = true\n").unwrap().qk_norm, QkNorm::Head);
-    assert_eq!(from_toml("[recipe]\npreset = \"olmo2\"\nqk_norm = false\n").unwrap().qk_norm, QkNorm::None);
+    assert_eq!(resolve("olmo2", 2).attention.qk_norm, QkNorm::Full, "OLMo 2 normalises q, k over the full width");
+    assert_eq!(resolve("pre", 2).attention.qk_norm, QkNorm::None);
+    assert_eq!(from_toml("[recipe]\npreset = \"pre\"\nqk_norm = \"head\"\n").unwrap().attention.qk_norm, QkNorm::Head);
+    assert_eq!(from_toml("[recipe]\npreset = \"pre\"\nqk_norm = true\n").unwrap().attention.qk_norm, QkNorm::Head);
+    assert_eq!(from_toml("[recipe]\npreset = \"olmo2\"\nqk_norm = false\n").unwrap().attention.qk_norm, QkNorm::None);
     let e = err("[recipe]\npreset = \"pre\"\nqk_norm = \"both\"\n");
     assert!(e.contains("\"none\", \"head\", \"full\", \"l2\" or \"unit-l2\""), "{e}");
 }
@@ -254,7 +254,7 @@ fn qk_norm_is_per_head_or_full_width() {
 fn olmo2_and_deepnorm() {
     let r = resolve("olmo2", 4);
     all_sublayers(&r, None, rms(), None, 1.0, 1.0);
-    assert_eq!(r.final_norm, rms());
+    assert_eq!(r.logits.norm, rms());
 
     let r = resolve("deepnorm", 12);
     // α = (2L)^¼ = 24^¼ = 2.2133638…, β = (8L)^−¼ = 96^−¼ = 0.3194715…
@@ -264,7 +264,7 @@ fn olmo2_and_deepnorm() {
             .iter()
             .all(|s| close(s.init_in, 0.319_471_552_123_136_2) && close(s.init_out, 0.319_471_552_123_136_2))
     );
-    assert_eq!(r.final_norm, None);
+    assert_eq!(r.logits.norm, None);
 }
 
 #[test]
@@ -284,7 +284,11 @@ fn every_preset_resolves_and_prints_equations() {
         }
         let lines = equation::describe(&spec);
         // A stream recipe prints its read and write instead of the one-stream sum.
-        let step = if spec.streams.is_some() { "H[k] ← " } else { "X_{l+1} =" };
+        let step = match spec.residual.kind() {
+            "hc" | "mhc" | "mhc-lite" => "H[k] ← ",
+            "attn-res" => "x_l = Σ_s α_s·V_s",
+            _ => "X_{l+1} =",
+        };
         assert!(lines.iter().any(|l| l.contains(step)), "{name}: {lines:?}");
     }
     let pre = equation::describe(&preset("pre").unwrap()).join("\n");
@@ -311,7 +315,7 @@ fn err(src: &str) -> String {
 fn custom_recipes_compose_in_a_config_file() {
     // KiteNorm Table 2's peri-norm: no embedding or final norm.
     let r = from_toml("[recipe]\npreset = \"peri\"\nembedding_norm = \"none\"\nfinal_norm = \"none\"\n").unwrap();
-    assert_eq!((r.embedding_norm, r.final_norm), (None, None));
+    assert_eq!((r.embedding.norm, r.logits.norm), (None, None));
     assert_eq!(r.name, "peri*", "a changed preset is marked");
     // The Peri-LN paper: RMSNorm, output gain frozen at 1.
     let r = from_toml(
@@ -336,33 +340,34 @@ fn custom_recipes_compose_in_a_config_file() {
 
 #[test]
 fn malformed_recipes_are_rejected_naming_the_field() {
-    let e = err("[recipe]\npreset = \"pre\"\n[recipe.sublayer]\ninput = \"groupnorm\"\n");
-    assert!(e.contains("unknown norm kind `groupnorm`") && e.contains("`sublayer.input`"), "{e}");
-    let e = err("[recipe]\npreset = \"pre\"\n[recipe.sublayer]\nresidual = -0.5\n");
+    let e = err("[recipe]\npreset = \"pre\"\n[recipe.placement.sublayer]\ninput = \"groupnorm\"\n");
+    assert!(e.contains("unknown norm kind `groupnorm`") && e.contains("`placement.sublayer.input`"), "{e}");
+    let e = err("[recipe]\npreset = \"pre\"\n[recipe.placement.sublayer]\nresidual = -0.5\n");
     assert!(e.contains("`residual`: -0.5 must be a positive"), "{e}");
-    let e = err("[recipe]\npreset = \"mix\"\nparams = { mix_ratio = 1.5 }\n");
+    let e = err("[recipe]\npreset = \"mix\"\nplacement = { params = { mix_ratio = 1.5 } }\n");
     assert!(e.contains("params.mix_ratio = 1.5 is outside [0, 1]"), "{e}");
-    let e =
-        err("[recipe]\npreset = \"bhyt-star\"\n[recipe.sublayer]\ninput = { kind = \"bhyt-star\", lambda = 0.0 }\n");
+    let e = err(
+        "[recipe]\npreset = \"bhyt-star\"\n[recipe.placement.sublayer]\ninput = { kind = \"bhyt-star\", lambda = 0.0 }\n",
+    );
     assert!(e.contains("`lambda` = 0 must be > 0"), "{e}");
-    let e = err("[recipe]\npreset = \"dyt\"\n[recipe.sublayer]\ninput = { kind = \"dyt\", alpah = 0.5 }\n");
+    let e = err("[recipe]\npreset = \"dyt\"\n[recipe.placement.sublayer]\ninput = { kind = \"dyt\", alpah = 0.5 }\n");
     assert!(e.contains("alpah"), "{e}");
     let e = err("[recipe]\npreset = \"pre\"\nresidual_scale = 2\n");
     assert!(e.contains("residual_scale"), "{e}");
     let e = err("recipe = \"kite\"\n");
     assert!(e.contains("unknown recipe `kite`") && e.contains("kitenorm"), "{e}");
-    let e = err("[recipe]\npreset = \"pre\"\n[recipe.sublayer]\ninput = { kind = \"dyt\", lambda = 2.0 }\n");
+    let e = err("[recipe]\npreset = \"pre\"\n[recipe.placement.sublayer]\ninput = { kind = \"dyt\", lambda = 2.0 }\n");
     assert!(e.contains("`dyt` has no option `lambda`"), "{e}");
-    let e = err("[recipe]\npreset = \"pre\"\n[[recipe.layers]]\nrange = \"1..=20\"\nskip = 2\n");
+    let e = err("[recipe]\npreset = \"pre\"\n[[recipe.placement.layers]]\nrange = \"1..=20\"\nskip = 2\n");
     assert!(e.contains("layers[0].range") && e.contains("outside the layers 1..=12"), "{e}");
-    let e = err("[recipe]\npreset = \"pre\"\n[recipe.sublayer]\nskip = \"2*Q\"\n");
+    let e = err("[recipe]\npreset = \"pre\"\n[recipe.placement.sublayer]\nskip = \"2*Q\"\n");
     assert!(e.contains("unknown name `Q`"), "{e}");
     let e = err(
-        "[recipe]\npreset = \"pre\"\n[[recipe.layers]]\nsublayers = \"ffn\"\ninput = { kind = \"bhyt\" }\nrange = \
+        "[recipe]\npreset = \"pre\"\n[[recipe.placement.layers]]\nsublayers = \"ffn\"\ninput = { kind = \"bhyt\" }\nrange = \
             \"1..=L\"\n",
     );
     assert!(e.contains("layer 1: the FFN input norm is bhyt") && e.contains("must be bhyt too"), "{e}");
-    let e = err("[recipe]\npreset = \"pre\"\n[recipe.sublayer]\nouter = { kind = \"bhyt-star\", p = 1.0 }\n");
+    let e = err("[recipe]\npreset = \"pre\"\n[recipe.placement.sublayer]\nouter = { kind = \"bhyt-star\", p = 1.0 }\n");
     assert!(e.contains("`p` = 1 must lie in (0, 1)"), "{e}");
 }
 
@@ -385,7 +390,7 @@ fn gated_recipes_by_hand() {
     let r = resolve("rezero", 6);
     all_sublayers(&r, None, None, None, 1.0, 1.0);
     assert!(r.sublayers.iter().all(|s| s.gate == scalar(0.0, GateOwner::Layer)));
-    assert_eq!((r.embedding_norm.clone(), r.final_norm.clone()), (None, None));
+    assert_eq!((r.embedding.norm.clone(), r.logits.norm.clone()), (None, None));
     // SkipInit: the same, one α per sublayer.
     assert!(resolve("skipinit", 6).sublayers.iter().all(|s| s.gate == scalar(0.0, GateOwner::Sublayer)));
     // LayerScale: CaiT's λ₀ is 0.1 up to depth 18, 1e-5 up to 24, 1e-6 beyond.
@@ -426,12 +431,12 @@ fn residual_update_recipes_by_hand() {
         assert_eq!((g.on, g.init), (GateOn::Interpolate, 0.05));
         assert!((g.stored - 0.08838834764831843).abs() < 1e-15 && (g.factor - 0.5656854249492381).abs() < 1e-12);
     }
-    let h = r.hypersphere.unwrap();
+    let h = r.residual.hypersphere().unwrap();
     assert!((h.sqk.stored - 0.08838834764831843).abs() < 1e-15 && (h.sqk.init() - 1.0).abs() < 1e-12);
-    assert_eq!((r.embedding_norm.clone(), r.final_norm.clone()), (None, None));
+    assert_eq!((r.embedding.norm.clone(), r.logits.norm.clone()), (None, None));
     // nGPT normalises q and k itself: QK-norm alongside it is refused.
-    let e = err("[recipe]\npreset = \"ngpt\"\nqk_norm = \"head\"\n");
-    assert!(e.contains("remove `qk_norm`"), "{e}");
+    let e = err("[recipe]\npreset = \"ngpt\"\n[recipe.attention]\nqk_norm = \"head\"\n");
+    assert!(e.contains("remove `attention.qk_norm`"), "{e}");
     // An interpolating gate is the step a = 1 − |g|, c = |g|: a skip scale beside it is refused.
     let e = err("[recipe]\npreset = \"ngpt\"\n[recipe.sublayer]\nskip = 2\n");
     assert!(e.contains("interpolating gate"), "{e}");
@@ -460,16 +465,16 @@ fn deepscalelm_by_hand() {
     // L = 4: β² = 1/4, λ² = 3/4 on every sublayer; pre-LN with a final LN; r₀ the authors' 0.221.
     let r = resolve("deepscalelm", 4);
     all_sublayers(&r, ln(), None, None, 0.75f64.sqrt(), 0.5);
-    assert_eq!(r.moment_control.map(|m| m.r0), Some(0.221));
+    assert_eq!(r.init.moment_control().map(|m| m.r0), Some(0.221));
     // Its initialisation replaces init scales, needs pre-norm sublayers and a correlation.
     let e = err("[recipe]\npreset = \"deepscalelm\"\n[recipe.sublayer]\ninit_out = 0.5\n");
     assert!(e.contains("init_in/init_out"), "{e}");
     let e = err("[recipe]\npreset = \"deepscalelm\"\n[recipe.sublayer]\ninput = \"none\"\n");
     assert!(e.contains("input norm on every sublayer"), "{e}");
-    let e = err("[recipe]\npreset = \"deepscalelm\"\nmoment_control = { r0 = 0 }\n");
-    assert!(e.contains("(0, 1]"), "{e}");
-    let e = err("[recipe]\npreset = \"ngpt\"\nmoment_control = {}\n");
-    assert!(e.contains("use one or the other"), "{e}");
+    let e = err("[recipe]\npreset = \"deepscalelm\"\n[recipe.init]\nr0 = 0\n");
+    assert!(e.contains("`init.r0` = 0 must lie in (0, 1]"), "{e}");
+    let e = err("[recipe]\npreset = \"ngpt\"\ninit = { kind = \"moment-control\" }\n");
+    assert!(e.contains("residual kind `hypersphere`") && e.contains("use one or the other"), "{e}");
 }
 
 #[test]
@@ -483,7 +488,7 @@ fn hybridnorm_places_its_norms_as_its_configuration_does() {
         assert_eq!((&s.input, &s.output, &s.outer), (&input, &None, &outer), "sublayer {}", s.index);
     }
     // The authors' code normalises q, k and v per head (one d_head gain shared by the heads).
-    assert_eq!((r.qk_norm, r.v_norm, r.final_norm.clone()), (QkNorm::Head, QkNorm::Head, rms()));
+    assert_eq!((r.attention.qk_norm, r.attention.v_norm, r.logits.norm.clone()), (QkNorm::Head, QkNorm::Head, rms()));
     // HybridNorm*: the first block pre-norm in both sublayers, the rest as HybridNorm.
     let r = resolve("hybridnorm-star", 4);
     assert_eq!((&r.sublayers[0].input, &r.sublayers[0].outer), (&rms(), &None));
@@ -495,26 +500,29 @@ fn hybridnorm_places_its_norms_as_its_configuration_does() {
 #[test]
 fn logit_controls_and_new_norm_kinds_by_hand() {
     let r = resolve("softcap", 4);
-    assert_eq!((r.attn_softcap, r.final_softcap), (Some(50.0), Some(30.0)), "Gemma 2's caps");
-    assert_eq!(resolve("qk-l2", 4).qk_norm, QkNorm::L2);
-    assert_eq!(resolve("qk-clip", 4).qk_clip, Some(super::QkClip { tau: 100.0, alpha: 0.5 }), "Kimi K2");
-    assert!(err("[recipe]\npreset = \"qk-clip\"\nqk_norm = \"head\"\n").contains("undoes"));
-    assert!(err("[recipe]\npreset = \"softcap\"\nattn_softcap = -1.0\n").contains("positive"));
-    assert!(err("[recipe]\npreset = \"hybridnorm\"\nv_norm = \"l2\"\n").contains("v_norm"));
+    assert_eq!((r.attention.softcap, r.logits.softcap), (Some(50.0), Some(30.0)), "Gemma 2's caps");
+    assert_eq!(resolve("qk-l2", 4).attention.qk_norm, QkNorm::L2);
+    assert_eq!(resolve("qk-clip", 4).attention.qk_clip, Some(super::QkClip { tau: 100.0, alpha: 0.5 }), "Kimi K2");
+    assert!(err("[recipe]\npreset = \"qk-clip\"\nattention = { qk_norm = \"head\" }\n").contains("undoes"));
+    let e = err("[recipe]\npreset = \"softcap\"\nattention = { softcap = -1.0 }\n");
+    assert!(e.contains("`attention.softcap` = -1 must be a positive"), "{e}");
+    // A value norm is RMSNorm per head or over the full width: the L2 forms are no value of its type.
+    let e = err("[recipe]\npreset = \"hybridnorm\"\nattention = { v_norm = \"l2\" }\n");
+    assert!(e.contains("`attention.v_norm`") && e.contains("unknown variant `l2`"), "{e}");
     let x0 = resolve("x0-mix", 4);
-    assert_eq!(x0.x0_mix, Some(super::X0Mix { residual: 1.0, x0: 0.0 }), "nanochat's λ_r₀ = 1, λ₀₀ = 0");
+    assert_eq!(x0.residual.x0_mix(), Some(super::X0Mix { residual: 1.0, x0: 0.0 }), "nanochat's λ_r₀ = 1, λ₀₀ = 0");
     let weightless = Some(NormKind::RmsNorm { gain: false, eps: EPS });
     all_sublayers(&x0, weightless.clone(), None, None, 1.0, 1.0);
-    assert_eq!((x0.embedding_norm.clone(), x0.final_norm.clone()), (weightless.clone(), weightless));
+    assert_eq!((x0.embedding.norm.clone(), x0.logits.norm.clone()), (weightless.clone(), weightless));
     let p = resolve("pre-1p", 4);
     all_sublayers(&p, Some(NormKind::LayerNorm1p { shift: true, eps: EPS }), None, None, 1.0, 1.0);
     let d = resolve("derf", 4);
     all_sublayers(&d, Some(NormKind::Derf { alpha: 1.0, offset: 0.0 }), None, None, 1.0, 1.0);
-    assert!(close(d.embedding_scale.unwrap(), 128f64.sqrt()), "the Derf patch's shared_scale √d");
+    assert!(close(d.embedding.scale.unwrap(), 128f64.sqrt()), "the Derf patch's shared_scale √d");
     assert!(err("[recipe]\nsublayer = { input = { kind = \"derf\", lambda = 1.0 } }\n").contains("no option `lambda`"));
     // Sandwich-LN (CogView, Gemma 2) is peri's sublayers and final norm without its embedding norm.
     let (s, p) = (resolve("sandwich", 4), resolve("peri", 4));
-    assert_eq!((s.sublayers, s.embedding_norm, s.final_norm), (p.sublayers, None, p.final_norm));
+    assert_eq!((s.sublayers, s.embedding.norm, s.logits.norm), (p.sublayers, None, p.logits.norm));
 }
 
 /// Block AttnRes groups the 2L sublayers into N blocks of ⌈2L/N⌉: 24 sublayers in 8 blocks of
@@ -522,12 +530,12 @@ fn logit_controls_and_new_norm_kinds_by_hand() {
 /// `blocks` is the full form.
 #[test]
 fn attention_residual_blocks_cover_the_sublayers() {
-    assert_eq!(resolve("attnres", 12).attn_res, Some(AttnRes { block: 1 }));
-    assert_eq!(resolve("attnres-block", 12).attn_res, Some(AttnRes { block: 3 }));
+    assert_eq!(resolve("attnres", 12).residual.attn_res(), Some(AttnRes { block: 1 }));
+    assert_eq!(resolve("attnres-block", 12).residual.attn_res(), Some(AttnRes { block: 3 }));
     let with = |n: usize| from_toml(&format!("[recipe]\npreset = \"attnres\"\nattn_res = {{ blocks = {n} }}")).unwrap();
-    assert_eq!(with(5).attn_res, Some(AttnRes { block: 5 }));
-    assert_eq!(with(100).attn_res, Some(AttnRes { block: 1 }));
-    assert_eq!(with(1).attn_res, Some(AttnRes { block: 24 }));
+    assert_eq!(with(5).residual.attn_res(), Some(AttnRes { block: 5 }));
+    assert_eq!(with(100).residual.attn_res(), Some(AttnRes { block: 1 }));
+    assert_eq!(with(1).residual.attn_res(), Some(AttnRes { block: 24 }));
     assert!(err("[recipe]\npreset = \"attnres\"\nattn_res = { blocks = 0 }").contains("at least one block"));
 }
 
@@ -535,12 +543,13 @@ fn attention_residual_blocks_cover_the_sublayers() {
 /// single-stream option is refused with the field named.
 #[test]
 fn attention_residuals_refuse_what_they_replace() {
-    let both = err("[recipe]\npreset = \"attnres\"\nstreams = { n = 4, mixing = \"mhc\" }");
-    assert!(both.contains("keep one"), "{both}");
-    let outer = err("[recipe]\npreset = \"attnres\"\nsublayer = { outer = \"ln\" }");
-    assert!(outer.contains("`attn_res` replaces the residual sum"), "{outer}");
-    let x0 = err("[recipe]\npreset = \"attnres\"\nx0_mix = { residual = 1.0, x0 = 0.0 }");
-    assert!(x0.contains("remove it or `attn_res`"), "{x0}");
+    // One residual kind at a time: a second one replaces the first.
+    let mhc = from_toml("[recipe]\npreset = \"attnres\"\nresidual = { kind = \"mhc\" }").unwrap();
+    assert_eq!((mhc.residual.attn_res(), mhc.residual.streams().map(|s| s.n)), (None, Some(4)));
+    let outer = err("[recipe]\npreset = \"attnres\"\n[recipe.placement]\nsublayer = { outer = \"ln\" }");
+    assert!(outer.contains("residual kind `attn-res` replaces the residual sum"), "{outer}");
+    let x0 = err("[recipe]\npreset = \"attnres\"\nresidual = { x0_mix = { residual = 1.0, x0 = 0.0 } }");
+    assert!(x0.contains("unknown field `x0_mix` for residual kind `attn-res`") && x0.contains("kind `sum`"), "{x0}");
 }
 
 /// CompleteP at α = 1: every branch × L_base/L (2/12 for the 12-layer model here, 1 at the
@@ -553,26 +562,33 @@ fn completep_scales_every_branch_by_base_over_depth() {
         assert!(close(a.residual, 2.0 / 12.0), "sublayer {}: c = {}", a.index, a.residual);
         assert_eq!(SublayerPlan { residual: b.residual, ..a.clone() }, *b, "only c differs from pre-rms");
     }
-    assert_eq!(c.completep.map(|p| (p.base_layers, p.multiplier)), Some((2, 6.0)));
+    assert_eq!(c.init.completep().map(|p| (p.base_layers, p.multiplier)), Some((2, 6.0)));
     assert!(resolve("completep", 2).sublayers.iter().all(|s| s.residual == 1.0), "m = 1 at the base depth");
     assert!(resolve("completep", 1).sublayers.iter().all(|s| s.residual == 2.0));
-    let zero = err("[recipe]\npreset = \"completep\"\ncompletep = { base_layers = 0 }");
-    assert!(zero.contains("`completep.base_layers` must be ≥ 1"), "{zero}");
-    let streams = err("[recipe]\npreset = \"completep\"\nstreams = { n = 4, mixing = \"mhc\" }");
-    assert!(streams.contains("`completep` acts on a single residual stream"), "{streams}");
-    let sphere = err("[recipe]\npreset = \"ngpt\"\ncompletep = { base_layers = 2 }");
+    let zero = err("[recipe]\npreset = \"completep\"\ninit = { base_layers = 0 }");
+    assert!(zero.contains("`init.base_layers` must be ≥ 1"), "{zero}");
+    let streams = err("[recipe]\npreset = \"completep\"\nresidual = { kind = \"mhc\" }");
+    assert!(streams.contains("init kind `completep` acts on a single residual stream"), "{streams}");
+    let sphere = err("[recipe]\npreset = \"ngpt\"\ninit = { kind = \"completep\", base_layers = 2 }");
     assert!(sphere.contains("use one or the other"), "{sphere}");
+    // Moment control and CompleteP are two kinds of one section: writing one replaces the other.
+    let mc = from_toml("[recipe]\npreset = \"completep\"\ninit = { kind = \"moment-control\" }").unwrap();
+    assert_eq!((mc.init.completep(), mc.init.moment_control().map(|m| m.r0)), (None, Some(0.221)));
+    assert!(mc.sublayers.iter().all(|s| s.residual == 1.0), "no CompleteP scaling left");
 }
 
 /// GPAS acts after the residual addition: an outer norm there, or a residual state other than
 /// one stream, is refused with the field named.
 #[test]
 fn gpas_refuses_an_outer_norm_and_other_residual_states() {
-    assert!(resolve("gpas", 4).gpas && !resolve("pre-rms", 4).gpas);
-    let post = err("[recipe]\npreset = \"post\"\ngpas = true");
-    assert!(post.contains("`gpas` scales the sum after the residual addition"), "{post}");
-    let hc = err("[recipe]\npreset = \"hc\"\ngpas = true");
-    assert!(hc.contains("`gpas` acts on a single residual stream"), "{hc}");
+    assert!(resolve("gpas", 4).residual.gpas() && !resolve("pre-rms", 4).residual.gpas());
+    let post = err("[recipe]\npreset = \"post\"\nresidual = { gpas = true }");
+    assert!(post.contains("`residual.gpas` scales the sum after the residual addition"), "{post}");
+    let hc = err("[recipe]\npreset = \"hc\"\nresidual = { gpas = true }");
+    assert!(
+        hc.contains("unknown field `gpas` for residual kind `hc`: `gpas` is an option of residual kind `sum`"),
+        "{hc}"
+    );
 }
 
 /// TaperNorm tapers the sublayer input norms only, under one schedule: its defaults when the
@@ -582,7 +598,7 @@ fn gpas_refuses_an_outer_norm_and_other_residual_states() {
 fn tapernorm_resolves_its_schedule_and_refuses_other_slots() {
     let t = resolve("tapernorm", 4);
     assert!(t.sublayers.iter().all(|s| matches!(s.input, Some(NormKind::TaperNorm { .. }))));
-    assert!(matches!(t.final_norm, Some(NormKind::RmsNorm { .. })), "the final norm stays");
+    assert!(matches!(t.logits.norm, Some(NormKind::RmsNorm { .. })), "the final norm stays");
     assert_eq!(t.taper, Some(crate::recipe::Taper { start: None, end: 0.5, decay: 0.99 }));
     let custom = from_toml("[recipe]\npreset = \"pre-rms\"\n[recipe.sublayer]\ninput = \"tapernorm\"").unwrap();
     assert_eq!(custom.taper, t.taper, "a tapernorm slot without `taper` takes the defaults");
@@ -600,4 +616,82 @@ fn tapernorm_resolves_its_schedule_and_refuses_other_slots() {
     let o: RecipeOverlay = toml::from_str("preset = \"pre-rms\"\n[sublayer]\ninput = \"tapernorm\"").unwrap();
     let lines = equation::describe(&RecipeConfig::Custom(Box::new(o)).spec().unwrap()).join("\n");
     assert!(lines.contains("until the end of the LR warm-up") && lines.contains("to 0 at 0.5 of the run"), "{lines}");
+}
+
+/// Every preset written as a `[recipe]` table from scratch (no `preset`) and read back is the
+/// preset itself: the sectioned form holds all of a recipe.
+#[test]
+fn every_preset_reads_back_from_its_table() {
+    for name in PRESET_NAMES {
+        let spec = preset(name).unwrap();
+        let toml::Value::Table(t) = toml::Value::try_from(&spec).unwrap() else { panic!("{name}: not a table") };
+        let read = RecipeOverlay::try_from(t.clone()).unwrap_or_else(|e| panic!("{name}: {e}\n{t}"));
+        assert_eq!(RecipeConfig::Custom(Box::new(read)).spec().unwrap(), spec, "{name}");
+        assert!(t.len() <= 8, "{name}: {} top-level fields", t.len());
+    }
+}
+
+/// A config in the single-table form reads as the same recipe as its sectioned form, for a
+/// change in every section (written by hand in both forms).
+#[test]
+fn the_single_table_form_reads_as_the_sectioned_one() {
+    let pairs = [
+        (
+            "preset = \"peri\"\nnorm = \"rmsnorm\"\nembedding_norm = \"none\"\n[sublayer]\noutput = { kind = \"ln\", gain = false }",
+            "preset = \"peri\"\n[placement]\nnorm = \"rmsnorm\"\nsublayer = { output = { kind = \"ln\", gain = false } }\n[embedding]\nnorm = \"none\"",
+        ),
+        (
+            "preset = \"pre-rms\"\nqk_norm = \"head\"\nattn_softcap = 50.0\nfinal_softcap = 30.0",
+            "preset = \"pre-rms\"\nattention = { qk_norm = \"head\", softcap = 50.0 }\nlogits = { softcap = 30.0 }",
+        ),
+        (
+            "preset = \"pre-rms\"\nstreams = { n = 2, mixing = \"hc\", dynamic = false }",
+            "preset = \"pre-rms\"\nresidual = { kind = \"hc\", n = 2, dynamic = false }",
+        ),
+        ("preset = \"x0-mix\"\ngpas = true", "preset = \"x0-mix\"\nresidual = { gpas = true }"),
+        (
+            "preset = \"pre\"\ncompletep = { base_layers = 3 }",
+            "preset = \"pre\"\ninit = { kind = \"completep\", base_layers = 3 }",
+        ),
+        ("preset = \"gpt2-pre\"\nregularizer = 1.0", "preset = \"gpt2-pre\"\nlogits = { regularizer = 1.0 }"),
+    ];
+    for (flat, sectioned) in pairs {
+        let (a, b) = (RecipeOverlay::parse(flat).unwrap(), RecipeOverlay::parse(sectioned).unwrap());
+        assert_eq!(a, b, "{flat}");
+        let spec = RecipeConfig::Custom(Box::new(a)).spec().unwrap();
+        assert!(spec.name.ends_with('*'), "a changed preset is renamed: {}", spec.name);
+    }
+    // x0 mixing and GPAS together on one stream: the sum kind holds both.
+    let both = RecipeConfig::Custom(Box::new(RecipeOverlay::parse(pairs[3].1).unwrap())).spec().unwrap();
+    assert_eq!(
+        both.residual,
+        ResidualSpec::Sum(SumSpec { x0_mix: Some(X0Mix { residual: 1.0, x0: 0.0 }), gpas: true })
+    );
+}
+
+/// The residual kinds table and the spec's variants name the same kinds, and each row's
+/// options are exactly the fields its variant writes.
+#[test]
+fn the_residual_kinds_table_is_the_variants() {
+    use super::residual::KINDS;
+    let names: Vec<&str> = KINDS.iter().map(|k| k.name).collect();
+    assert_eq!(names, ["sum", "hc", "mhc", "mhc-lite", "attn-res", "hypersphere"]);
+    for k in KINDS {
+        let spec: ResidualSpec = toml::from_str(&format!("kind = \"{}\"", k.name)).unwrap();
+        assert_eq!(spec.kind(), k.name);
+        // Every option of the row is a field of the variant: written alone, each is read.
+        let full = match &spec {
+            ResidualSpec::Sum(_) => "x0_mix = {}\ngpas = true".to_string(),
+            ResidualSpec::Hc(_) => "n = 2\ndynamic = false".into(),
+            ResidualSpec::Mhc(_) => "n = 2\nsinkhorn_iters = 3".into(),
+            ResidualSpec::MhcLite(_) => "n = 2".into(),
+            ResidualSpec::AttnRes(_) => "blocks = 2".into(),
+            ResidualSpec::Hypersphere(_) => {
+                "sqk = { init = 1, scale = 1 }\nsuv = { init = 1, scale = 1 }\nsz = { init = 1, scale = 1 }".into()
+            }
+        };
+        let t: toml::Table = toml::from_str(&full).unwrap();
+        assert_eq!(t.keys().map(String::as_str).collect::<Vec<_>>(), k.options, "{}", k.name);
+        assert!(toml::from_str::<ResidualSpec>(&format!("kind = \"{}\"\n{full}", k.name)).is_ok(), "{}", k.name);
+    }
 }

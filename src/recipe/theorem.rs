@@ -16,7 +16,7 @@ pub fn theorem_3_6_warning(r: &ResolvedRecipe) -> Option<String> {
         .sublayers
         .iter()
         .flat_map(|s| [&s.input, &s.output, &s.outer])
-        .chain([&r.final_norm, &r.embedding_norm])
+        .chain([&r.logits.norm, &r.embedding.norm])
         .filter_map(|n| n.as_ref().and_then(lambda_kappa))
         .max_by(|a, b| (a.0 / a.1).total_cmp(&(b.0 / b.1)))?;
     let (lambda, kappa) = worst;

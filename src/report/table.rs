@@ -118,10 +118,7 @@ pub fn table_notes(ms: &[MethodSummary]) -> Vec<String> {
 /// ` (d = 64, 16 layers = 32 sublayers, 4 heads, SiLU-GLU FFN); batch 16 × 64 tokens`.
 fn shape_text(c: &crate::run::RunConfig) -> String {
     let m = &c.model;
-    let ffn = match m.ffn {
-        crate::model::FfnKind::Glu => "SiLU-GLU",
-        crate::model::FfnKind::Mlp => "GELU-MLP",
-    };
+    let ffn = m.ffn.info().label;
     let layers = m.n_layers;
     let heads = m.n_heads;
     let batch = c.train.batch_size;

@@ -19,9 +19,7 @@ pub fn gated_attn() -> RecipeSpec {
     r.about = "RMSNorm pre-norm with gated attention: each head's output × σ(RMS(X) W_θ), elementwise, before W_O \
         (Qwen, NeurIPS 2025; Qwen3-Next)"
         .into();
-    r.attn_gate = AttnGate::Elementwise;
-    r.notes
-        .push("attn_gate = \"headwise\" gives the paper's head-wise variant (one gate per head, W_θ ∈ ℝ^{d×H})".into());
+    r.attention.gate = AttnGate::Elementwise;
     r
 }
 
@@ -34,7 +32,7 @@ pub fn attn_sink() -> RecipeSpec {
     r.about = "RMSNorm pre-norm with learned attention sinks: softmax over the keys and one learnable logit per head, \
         whose share is dropped (gpt-oss)"
         .into();
-    r.attn_sink = true;
+    r.attention.sink = true;
     r
 }
 
@@ -48,6 +46,6 @@ pub fn value_residual() -> RecipeSpec {
     r.about = "RMSNorm pre-norm with value residual learning: layer k ≥ 2's values v ← λ₁·v + λ₂·v₁ (layer 1's), λ \
         learnable from 0.5, 0.5 (ResFormer)"
         .into();
-    r.value_residual = true;
+    r.attention.value_residual = true;
     r
 }

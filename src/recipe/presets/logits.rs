@@ -12,8 +12,8 @@ pub fn softcap() -> RecipeSpec {
     r.about =
         "RMSNorm pre-norm with soft-capping: attention logits 50·tanh(s/50), output logits 30·tanh(ℓ/30) (Gemma 2)"
             .into();
-    r.attn_softcap = Some(50.0);
-    r.final_softcap = Some(30.0);
+    r.attention.softcap = Some(50.0);
+    r.logits.softcap = Some(30.0);
     r
 }
 
@@ -25,7 +25,7 @@ pub fn qk_l2() -> RecipeSpec {
     r.about = "RMSNorm pre-norm with QK L2-norm: q/√(mean(q²) + ε), k/√(mean(k²) + ε) per head, no gain, so \
         |logit| ≤ √h (Megatron-LM qk_l2_norm, Llama 4 L2Norm)"
         .into();
-    r.qk_norm = QkNorm::L2;
+    r.attention.qk_norm = QkNorm::L2;
     r
 }
 
@@ -39,6 +39,6 @@ pub fn qk_clip() -> RecipeSpec {
         "RMSNorm pre-norm with QK-clip: after each step, a head whose max logit S exceeded τ = 100 gets W_q, W_k × \
         (τ/S)^½ (MuonClip, Kimi K2)"
             .into();
-    r.qk_clip = Some(QkClip { tau: 100.0, alpha: 0.5 });
+    r.attention.qk_clip = Some(QkClip { tau: 100.0, alpha: 0.5 });
     r
 }

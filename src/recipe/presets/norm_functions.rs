@@ -22,12 +22,12 @@ pub fn dyt() -> RecipeSpec {
         "DyT, the authors' LLaMA recipe: X = X + F(DyT(X)), DyT(x) = γ·tanh(αx) + β, α₀ by width (0.8 before \
             attention, 0.2 before the FFN and final for d ≤ 4096); embeddings × learnable e₀ = √d (Zhu et al. 2025)",
     );
-    r.embedding_scale = expr("sqrt(d)");
-    r.sublayer.input = Some(norm_with(NormName::kind("dyt"), |t| t.alpha = expr(DYT_OTHER_ALPHA)));
+    r.embedding.scale = expr("sqrt(d)");
+    r.placement.sublayer.input = Some(norm_with(NormName::kind("dyt"), |t| t.alpha = expr(DYT_OTHER_ALPHA)));
     let mut attn = layers("1..=L", Which::Attn);
     attn.input = Some(norm_with(NormName::kind("dyt"), |t| t.alpha = expr(DYT_ATTN_ALPHA)));
-    r.layers = vec![attn];
-    r.final_norm = norm_with(NormName::kind("dyt"), |t| t.alpha = expr(DYT_OTHER_ALPHA));
+    r.placement.layers = vec![attn];
+    r.logits.norm = norm_with(NormName::kind("dyt"), |t| t.alpha = expr(DYT_OTHER_ALPHA));
     r
 }
 
@@ -40,18 +40,18 @@ pub fn dyt_plain() -> RecipeSpec {
         "DyT, plain: X = X + F(DyT(X)), DyT(x) = γ·tanh(αx) + β, α₀ = 0.5 everywhere; final DyT; no embedding \
             scale (DyT repository default; the BHyT paper)",
     );
-    r.sublayer.input = Some(norm_with(NormName::kind("dyt"), |t| t.alpha = Some(Scale::Number(0.5))));
-    r.final_norm = norm_with(NormName::kind("dyt"), |t| t.alpha = Some(Scale::Number(0.5)));
+    r.placement.sublayer.input = Some(norm_with(NormName::kind("dyt"), |t| t.alpha = Some(Scale::Number(0.5))));
+    r.logits.norm = norm_with(NormName::kind("dyt"), |t| t.alpha = Some(Scale::Number(0.5)));
     r
 }
 
 fn bhyt_family(name: &str, kind: NormName, about: &str) -> RecipeSpec {
     let mut r = blank(name, about);
-    r.sublayer.input = Some(norm_with(kind, |t| t.lambda = Some(1.0)));
+    r.placement.sublayer.input = Some(norm_with(kind, |t| t.lambda = Some(1.0)));
     let mut attn = layers("1..=L", Which::Attn);
     attn.input = Some(norm_with(kind, |t| t.lambda = Some(2.0)));
-    r.layers = vec![attn];
-    r.final_norm = norm_with(kind, |t| t.lambda = Some(1.0));
+    r.placement.layers = vec![attn];
+    r.logits.norm = norm_with(kind, |t| t.lambda = Some(1.0));
     r
 }
 
@@ -89,9 +89,9 @@ pub fn rmsnorm_approx() -> RecipeSpec {
             ‖W_V W_O‖²_F/(T d), the block input's statistic plus Theorem 3.5's attention term; final RMSNorm (the BHyT \
             paper's Table 5)",
     );
-    r.norm = BaseNorm::Rmsnorm;
-    r.sublayer.input = Some(NormSpec::Kind(NormName::kind("rmsnorm-approx")));
-    r.final_norm = NormSpec::Kind(NormName::LN);
+    r.placement.norm = BaseNorm::Rmsnorm;
+    r.placement.sublayer.input = Some(NormSpec::Kind(NormName::kind("rmsnorm-approx")));
+    r.logits.norm = NormSpec::Kind(NormName::LN);
     r
 }
 
@@ -107,9 +107,9 @@ pub fn derf() -> RecipeSpec {
     );
     let slot =
         || NormSpec::Table(NormTable { alpha: Some(Scale::Number(1.0)), ..NormTable::of(NormName::kind("derf")) });
-    r.embedding_scale = Some(Scale::expr("sqrt(d)"));
-    r.sublayer.input = Some(slot());
-    r.final_norm = slot();
+    r.embedding.scale = Some(Scale::expr("sqrt(d)"));
+    r.placement.sublayer.input = Some(slot());
+    r.logits.norm = slot();
     r
 }
 
@@ -122,8 +122,8 @@ pub fn zc_rms() -> RecipeSpec {
     r.about = "RMSNorm pre-norm with zero-centred, weight-decayed gains: (1 + γ)·RMS(x), γ₀ = 0, γ decayed towards \
         0 (Qwen3-Next)"
         .into();
-    r.sublayer.input = Some(NormSpec::Kind(NormName::kind("zc-rms")));
-    r.final_norm = NormSpec::Kind(NormName::kind("zc-rms"));
+    r.placement.sublayer.input = Some(NormSpec::Kind(NormName::kind("zc-rms")));
+    r.logits.norm = NormSpec::Kind(NormName::kind("zc-rms"));
     r
 }
 
@@ -137,8 +137,8 @@ pub fn seednorm() -> RecipeSpec {
         "SeeDNorm: X = X + F(SeeD(X)), SeeD(x) = [tanh(x·βᵀ)·α + γ] ⊙ x/RMS(x), γ₀ = α₀ = 1, β₀ = 0; final SeeDNorm \
             (Cai et al. 2025)",
     );
-    r.sublayer.input = Some(norm(NormName::kind("seednorm")));
-    r.final_norm = norm(NormName::kind("seednorm"));
+    r.placement.sublayer.input = Some(norm(NormName::kind("seednorm")));
+    r.logits.norm = norm(NormName::kind("seednorm"));
     r
 }
 
@@ -152,7 +152,7 @@ pub fn tapernorm() -> RecipeSpec {
     r.about = "TaperNorm: pre-norm whose input RMSNorms taper into fixed scalings c·γ̃ ⊙ x, gate 1 through the LR \
         warm-up then cosine to 0 at ½ of the run; final RMSNorm kept (Kanavalau et al., 2026)"
         .into();
-    r.sublayer.input = Some(NormSpec::Kind(NormName::kind("tapernorm")));
-    r.taper = Some(crate::recipe::spec::TaperSpec::default());
+    r.placement.sublayer.input = Some(NormSpec::Kind(NormName::kind("tapernorm")));
+    r.placement.taper = Some(crate::recipe::spec::TaperSpec::default());
     r
 }

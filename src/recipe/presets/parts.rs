@@ -2,10 +2,9 @@
 //! slots, expressions, layer ranges and gates.
 
 use crate::recipe::spec::{
-    AttnGate, BaseNorm, GateOn, GateOwner, GateShape, GateSpec, NormName, NormSpec, NormTable, QkNorm, RecipeSpec,
-    Scale, SublayerSpec, Which,
+    AttentionSpec, BaseNorm, EmbeddingSpec, GateOn, GateOwner, GateShape, GateSpec, InitSpec, LogitsSpec, NormName,
+    NormSpec, NormTable, PlacementSpec, RecipeSpec, ResidualSpec, Scale, SublayerSpec, Which,
 };
-use std::collections::BTreeMap;
 
 /// A recipe with no norms and every scale 1: the start of every preset and of a config-file
 /// recipe written from scratch.
@@ -13,32 +12,12 @@ pub fn blank(name: &str, about: &str) -> RecipeSpec {
     RecipeSpec {
         name: name.into(),
         about: about.into(),
-        norm: BaseNorm::Layernorm,
-        embedding_scale: None,
-        embedding_multiplier: None,
-        embedding_norm: NormSpec::none(),
-        final_norm: NormSpec::none(),
-        qk_norm: QkNorm::None,
-        v_norm: QkNorm::None,
-        attn_softcap: None,
-        final_softcap: None,
-        attn_gate: AttnGate::None,
-        attn_sink: false,
-        value_residual: false,
-        gpas: false,
-        completep: None,
-        taper: None,
-        x0_mix: None,
-        qk_clip: None,
-        hypersphere: None,
-        moment_control: None,
-        streams: None,
-        attn_res: None,
-        regularizer: 0.0,
-        params: BTreeMap::new(),
-        sublayer: SublayerSpec::default(),
-        layers: Vec::new(),
-        notes: Vec::new(),
+        placement: PlacementSpec::default(),
+        attention: AttentionSpec::default(),
+        residual: ResidualSpec::default(),
+        init: InitSpec::default(),
+        embedding: EmbeddingSpec::default(),
+        logits: LogitsSpec::default(),
     }
 }
 
@@ -77,6 +56,6 @@ pub(super) fn weightless_rms() -> NormSpec {
 pub(super) fn rms_form(mut r: RecipeSpec, name: &str, about: &str) -> RecipeSpec {
     r.name = name.into();
     r.about = about.into();
-    r.norm = BaseNorm::Rmsnorm;
+    r.placement.norm = BaseNorm::Rmsnorm;
     r
 }

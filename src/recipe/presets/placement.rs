@@ -8,20 +8,20 @@
 //! recipe's base norm (LayerNorm unless `norm = "rmsnorm"`).
 
 use super::parts::{blank, expr, layers, ln, norm, norm_with, rms_form};
-use crate::recipe::spec::{BaseNorm, NormName, NormSpec, QkNorm, RecipeSpec, SublayerSpec, Which};
+use crate::recipe::spec::{BaseNorm, NormName, NormSpec, QkNorm, RecipeSpec, SublayerSpec, VNorm, Which};
 
 /// Post-norm (Vaswani et al.): `X_{l+1} = LN(X_l + F_l(X_l))`, no final norm (Table 2).
 pub fn post() -> RecipeSpec {
     let mut r = blank("post", "post-norm, X = LN(X + F(X)); no final norm (KiteNorm Table 2)");
-    r.sublayer.outer = ln();
+    r.placement.sublayer.outer = ln();
     r
 }
 
 /// Unscaled pre-norm: `X_{l+1} = X_l + F_l(LN(X_l))`, final LN (KiteNorm E.1).
 pub fn pre() -> RecipeSpec {
     let mut r = blank("pre", "pre-norm, X = X + F(LN(X)); final LN; no init scaling (KiteNorm E.1)");
-    r.sublayer.input = ln();
-    r.final_norm = NormSpec::Kind(NormName::LN);
+    r.placement.sublayer.input = ln();
+    r.logits.norm = NormSpec::Kind(NormName::LN);
     r
 }
 
@@ -43,7 +43,7 @@ pub fn gpt2_pre() -> RecipeSpec {
     r.about =
         "GPT-2 pre-norm: pre-norm, final LN, attention/FFN output projections × 1/√(2L) at init (KiteNorm Table 2)"
             .into();
-    r.sublayer.init_out = expr("1/sqrt(2*L)");
+    r.placement.sublayer.init_out = expr("1/sqrt(2*L)");
     r
 }
 
@@ -52,7 +52,7 @@ pub fn lns() -> RecipeSpec {
     let mut r = pre();
     r.name = "lns".into();
     r.about = "LayerNorm-Scaling: X = X + F(k^-1/2 · LN(X)); final LN unscaled (KiteNorm Table 2)".into();
-    r.sublayer.input_scale = expr("k^-0.5");
+    r.placement.sublayer.input_scale = expr("k^-0.5");
     r
 }
 
@@ -71,10 +71,10 @@ pub fn lns_rms() -> RecipeSpec {
 /// gain: `sublayer.output = { kind = "ln", gain = false }`.
 pub fn peri() -> RecipeSpec {
     let mut r = blank("peri", "Peri-LN: X = X + LN(F(LN(X))); embedding LN and final LN (the Peri-LN paper)");
-    r.sublayer.input = ln();
-    r.sublayer.output = ln();
-    r.embedding_norm = NormSpec::Kind(NormName::LN);
-    r.final_norm = NormSpec::Kind(NormName::LN);
+    r.placement.sublayer.input = ln();
+    r.placement.sublayer.output = ln();
+    r.embedding.norm = NormSpec::Kind(NormName::LN);
+    r.logits.norm = NormSpec::Kind(NormName::LN);
     r
 }
 
@@ -97,8 +97,8 @@ pub fn peri_norm() -> RecipeSpec {
     let mut r = peri();
     r.name = "peri-norm".into();
     r.about = "peri-norm: X = X + LN(F(LN(X))); no embedding LN, no final LN (KiteNorm Table 2)".into();
-    r.embedding_norm = NormSpec::none();
-    r.final_norm = NormSpec::none();
+    r.embedding.norm = NormSpec::none();
+    r.logits.norm = NormSpec::none();
     r
 }
 
@@ -109,14 +109,14 @@ pub fn mix() -> RecipeSpec {
         "mix",
         "Mix-LN: first ⌊0.25L⌋ layers post-norm, the rest pre-norm × 1/√(2L_pre) at init; final LN (KiteNorm Table 2)",
     );
-    r.params.insert("mix_ratio".into(), 0.25);
+    r.placement.params.insert("mix_ratio".into(), 0.25);
     let mut post = layers("1..=floor(mix_ratio*L)", Which::Both);
     post.outer = ln();
     let mut pre = layers("floor(mix_ratio*L)+1..=L", Which::Both);
     pre.input = ln();
     pre.init_out = expr("1/sqrt(2*(L-floor(mix_ratio*L)))");
-    r.layers = vec![post, pre];
-    r.final_norm = NormSpec::Kind(NormName::LN);
+    r.placement.layers = vec![post, pre];
+    r.logits.norm = NormSpec::Kind(NormName::LN);
     r
 }
 
@@ -129,14 +129,14 @@ pub fn keel() -> RecipeSpec {
             (KiteNorm Table 2)",
     );
     let ln0 = || Some(norm_with(NormName::LN, |t| t.shift = Some(false)));
-    r.sublayer.input = ln0();
-    r.sublayer.outer = ln0();
-    r.sublayer.skip = expr("2*L");
+    r.placement.sublayer.input = ln0();
+    r.placement.sublayer.outer = ln0();
+    r.placement.sublayer.skip = expr("2*L");
     let mut first = layers("1", Which::Both);
     first.skip = expr("1");
     let mut first_attn = layers("1", Which::Attn);
     first_attn.outer = Some(NormSpec::none());
-    r.layers = vec![first, first_attn];
+    r.placement.layers = vec![first, first_attn];
     r
 }
 
@@ -148,17 +148,10 @@ pub fn kitenorm() -> RecipeSpec {
         "KiteNorm: X = sLN(X + 1/(2L)·F(sLN(X))), scalar γ′, β′; no final norm; variance regulariser λ = 1 (KiteNorm \
             Table 2)",
     );
-    r.sublayer.input = Some(NormSpec::Kind(NormName::kind("scalar-ln")));
-    r.sublayer.outer = Some(NormSpec::Kind(NormName::kind("scalar-ln")));
-    r.sublayer.residual = expr("1/(2*L)");
-    r.regularizer = 1.0;
-    r.notes.push(
-        "The outer norm's scalar shift β′ of every sublayer but the last cannot learn: it adds a constant along the \
-            all-ones direction, which the next sublayer's inner and outer scalarised LayerNorms both remove by \
-            mean-centring, so its gradient is exactly zero. In float32 that gradient is rounding noise, which Adam \
-            normalises into updates of up to the learning rate: the parameter drifts, without effect on the output."
-            .into(),
-    );
+    r.placement.sublayer.input = Some(NormSpec::Kind(NormName::kind("scalar-ln")));
+    r.placement.sublayer.outer = Some(NormSpec::Kind(NormName::kind("scalar-ln")));
+    r.placement.sublayer.residual = expr("1/(2*L)");
+    r.logits.regularizer = 1.0;
     r
 }
 
@@ -167,8 +160,7 @@ pub fn kitenorm_no_inner() -> RecipeSpec {
     let mut r = kitenorm();
     r.name = "kitenorm-no-inner".into();
     r.about = "KiteNorm without the inner norm: X = sLN(X + 1/(2L)·F(X)) (KiteNorm §4.3)".into();
-    r.sublayer.input = None;
-    r.notes.clear();
+    r.placement.sublayer.input = None;
     r
 }
 
@@ -177,9 +169,8 @@ pub fn kitenorm_vector_ln() -> RecipeSpec {
     let mut r = kitenorm();
     r.name = "kitenorm-vector-ln".into();
     r.about = "KiteNorm with vector LayerNorm: X = LN(X + 1/(2L)·F(LN(X))) (KiteNorm §4.3)".into();
-    r.sublayer.input = ln();
-    r.sublayer.outer = ln();
-    r.notes.clear();
+    r.placement.sublayer.input = ln();
+    r.placement.sublayer.outer = ln();
     r
 }
 
@@ -188,7 +179,7 @@ pub fn kitenorm_no_reg() -> RecipeSpec {
     let mut r = kitenorm();
     r.name = "kitenorm-no-reg".into();
     r.about = "KiteNorm without the variance regulariser (λ = 0) (KiteNorm §4.3)".into();
-    r.regularizer = 0.0;
+    r.logits.regularizer = 0.0;
     r
 }
 
@@ -199,10 +190,10 @@ pub fn olmo2() -> RecipeSpec {
         "olmo2",
         "OLMo 2: X = X + RMS(F(X)) with full-width QK-norm; final RMSNorm (OLMo 2; the Peri-LN paper's App. G)",
     );
-    r.norm = BaseNorm::Rmsnorm;
-    r.sublayer.output = ln();
-    r.qk_norm = QkNorm::Full;
-    r.final_norm = NormSpec::Kind(NormName::LN);
+    r.placement.norm = BaseNorm::Rmsnorm;
+    r.placement.sublayer.output = ln();
+    r.attention.qk_norm = QkNorm::Full;
+    r.logits.norm = NormSpec::Kind(NormName::LN);
     r
 }
 
@@ -215,7 +206,7 @@ pub fn sandwich() -> RecipeSpec {
     r.about = "Sandwich-LN: X = X + LN(F(LN(X))), final LN, no embedding norm — CogView's Sandwich-LN and Gemma \
         2's pre+post norms (Peri-LN is this placement with an embedding norm)"
         .into();
-    r.embedding_norm = NormSpec::none();
+    r.embedding.norm = NormSpec::none();
     r
 }
 
@@ -231,14 +222,9 @@ pub fn gemma3() -> RecipeSpec {
     r.about = "Gemma 3: X = X + RMS(F(RMS(X))), q, k RMS-normed per head, final RMSNorm, embeddings × √d, no \
         soft-caps"
         .into();
-    r.norm = BaseNorm::Rmsnorm;
-    r.qk_norm = QkNorm::Head;
-    r.embedding_multiplier = expr("sqrt(d)");
-    r.notes.push(
-        "Gemma 3's GeGLU and its 5:1 local (sliding-window) to global attention are model choices outside the \
-            recipe: model.ffn picks the FFN; every layer attends globally"
-            .into(),
-    );
+    r.placement.norm = BaseNorm::Rmsnorm;
+    r.attention.qk_norm = QkNorm::Head;
+    r.embedding.multiplier = expr("sqrt(d)");
     r
 }
 
@@ -250,8 +236,8 @@ pub fn pre_1p() -> RecipeSpec {
     r.about = "pre-norm with LayerNorm-1p, (1 + γ)·LN(x) + β, γ₀ = 0 (Megatron-LM's apply_layernorm_1p): decay on γ \
         pulls the gain towards 1"
         .into();
-    r.sublayer.input = Some(norm(NormName::kind("layernorm-1p")));
-    r.final_norm = norm(NormName::kind("layernorm-1p"));
+    r.placement.sublayer.input = Some(norm(NormName::kind("layernorm-1p")));
+    r.logits.norm = norm(NormName::kind("layernorm-1p"));
     r
 }
 
@@ -267,13 +253,13 @@ pub fn hybridnorm() -> RecipeSpec {
         "HybridNorm: Y = X + Attn(X) with q, k, v RMS-normed per head; X' = RMS(Y) + FFN(RMS(Y)); final RMSNorm \
             (Zhuo et al. 2025)",
     );
-    r.norm = BaseNorm::Rmsnorm;
-    r.qk_norm = QkNorm::Head;
-    r.v_norm = QkNorm::Head;
+    r.placement.norm = BaseNorm::Rmsnorm;
+    r.attention.qk_norm = QkNorm::Head;
+    r.attention.v_norm = VNorm::Head;
     let mut attn = SublayerSpec { range: Some("1..=L".into()), sublayers: Some(Which::Attn), ..Default::default() };
     attn.outer = Some(norm(NormName::LN));
-    r.layers = vec![attn];
-    r.final_norm = norm(NormName::LN);
+    r.placement.layers = vec![attn];
+    r.logits.norm = norm(NormName::LN);
     r
 }
 
@@ -287,8 +273,8 @@ pub fn hybridnorm_star() -> RecipeSpec {
         "HybridNorm*: HybridNorm with the first block pre-norm, X = X + F(RMS(X)) in both its sublayers (Zhuo et al. \
         2025)"
             .into();
-    r.layers[0].range = Some("2..=L".into());
+    r.placement.layers[0].range = Some("2..=L".into());
     let first = SublayerSpec { range: Some("1".into()), input: Some(norm(NormName::LN)), ..Default::default() };
-    r.layers.push(first);
+    r.placement.layers.push(first);
     r
 }

@@ -6,7 +6,7 @@
 
 use super::parts::{blank, expr, gate, ln, weightless_rms};
 use super::placement::{post, pre};
-use crate::recipe::spec::{AttnResSpec, CompletePSpec, StreamMixing, StreamsSpec};
+use crate::recipe::spec::{AttnResSpec, CompletePSpec, HcSpec, InitSpec, MhcLiteSpec, MhcSpec, ResidualSpec, SumSpec};
 use crate::recipe::spec::{
     BaseNorm, GateOn, GateOwner, GateShape, GateSpec, HypersphereSpec, MomentControlSpec, NormName, NormSpec,
     RecipeSpec, Scale, X0Mix,
@@ -19,10 +19,10 @@ pub fn deepnorm() -> RecipeSpec {
         "deepnorm",
         "DeepNorm: X = LN((2L)^¼·X + F(X)); W_V, W_O and FFN weights × (8L)^-¼ at init (Wang et al. 2024)",
     );
-    r.sublayer.outer = ln();
-    r.sublayer.skip = expr("(2*L)^0.25");
-    r.sublayer.init_in = expr("(8*L)^-0.25");
-    r.sublayer.init_out = expr("(8*L)^-0.25");
+    r.placement.sublayer.outer = ln();
+    r.placement.sublayer.skip = expr("(2*L)^0.25");
+    r.placement.sublayer.init_in = expr("(8*L)^-0.25");
+    r.placement.sublayer.init_out = expr("(8*L)^-0.25");
     r
 }
 
@@ -35,7 +35,7 @@ pub fn rezero() -> RecipeSpec {
         "ReZero: X = X + α·F(X), no norms, one learnable α per layer (shared by attention and FFN), α₀ = 0 \
             (Bachlechner et al. 2020)",
     );
-    r.sublayer.gate = gate(GateShape::Scalar, Scale::Number(0.0), GateOwner::Layer);
+    r.placement.sublayer.gate = gate(GateShape::Scalar, Scale::Number(0.0), GateOwner::Layer);
     r
 }
 
@@ -44,7 +44,7 @@ pub fn rezero() -> RecipeSpec {
 pub fn skipinit() -> RecipeSpec {
     let mut r =
         blank("skipinit", "SkipInit: X = X + α·F(X), no norms, one learnable α per sublayer, α₀ = 0 (De & Smith 2020)");
-    r.sublayer.gate = gate(GateShape::Scalar, Scale::Number(0.0), GateOwner::Sublayer);
+    r.placement.sublayer.gate = gate(GateShape::Scalar, Scale::Number(0.0), GateOwner::Sublayer);
     r
 }
 
@@ -61,7 +61,7 @@ pub fn layerscale() -> RecipeSpec {
         "LayerScale: X = X + diag(λ)·F(LN(X)), λ ∈ ℝ^d learnable per sublayer, λ₀ = 0.1 (L ≤ 18), 1e-5 (L ≤ 24), \
         1e-6 beyond; final LN (CaiT, Touvron et al. 2021)"
             .into();
-    r.sublayer.gate = gate(GateShape::Channel, Scale::expr(LAYERSCALE_INIT), GateOwner::Sublayer);
+    r.placement.sublayer.gate = gate(GateShape::Channel, Scale::expr(LAYERSCALE_INIT), GateOwner::Sublayer);
     r
 }
 
@@ -74,11 +74,11 @@ pub fn x0_mix() -> RecipeSpec {
         "x0 mixing: X_1 = RMS(Embed(x)); before layer k, X ← λ_r·X + λ₀·X_1 (learnable, 1 and 0 at init); X = X + \
             F(RMS(X)); weightless RMSNorms (modded-nanogpt, nanochat)",
     );
-    r.norm = BaseNorm::Rmsnorm;
-    r.embedding_norm = weightless_rms();
-    r.sublayer.input = Some(weightless_rms());
-    r.final_norm = weightless_rms();
-    r.x0_mix = Some(X0Mix { residual: 1.0, x0: 0.0 });
+    r.placement.norm = BaseNorm::Rmsnorm;
+    r.embedding.norm = weightless_rms();
+    r.placement.sublayer.input = Some(weightless_rms());
+    r.logits.norm = weightless_rms();
+    r.residual = ResidualSpec::Sum(SumSpec { x0_mix: Some(X0Mix { residual: 1.0, x0: 0.0 }), gpas: false });
     r
 }
 
@@ -99,7 +99,7 @@ pub fn admin() -> RecipeSpec {
             .into();
     let init = Scale::expr(ADMIN_OMEGA);
     let on = GateOn::Skip;
-    r.sublayer.gate =
+    r.placement.sublayer.gate =
         Some(GateSpec { shape: GateShape::Channel, init, per: GateOwner::Sublayer, on, scale: None, profile: false });
     r
 }
@@ -113,7 +113,7 @@ pub fn admin_profile() -> RecipeSpec {
     r.about = "Admin with its profiling pass: ω_l set from one forward at initialisation, ω_1 = 1, ω_{l+1} = \
         √(Var(ω_l ⊙ X_l) + Var(F_l(X_l))), then trained (Liu et al. 2020, Transformer-Clinic)"
         .into();
-    if let Some(g) = &mut r.sublayer.gate {
+    if let Some(g) = &mut r.placement.sublayer.gate {
         g.init = Scale::Number(1.0);
         g.profile = true;
     }
@@ -133,9 +133,9 @@ pub fn ngpt() -> RecipeSpec {
             s_qk, s_uv, s_z, softmax scale √d_h, no weight decay (Loshchilov et al. 2024)",
     );
     let l2 = || Some(NormSpec::Kind(NormName::kind("l2")));
-    r.sublayer.output = l2();
-    r.sublayer.outer = l2();
-    r.sublayer.gate = Some(GateSpec {
+    r.placement.sublayer.output = l2();
+    r.placement.sublayer.outer = l2();
+    r.placement.sublayer.gate = Some(GateSpec {
         shape: GateShape::Channel,
         init: Scale::Number(0.05),
         per: GateOwner::Sublayer,
@@ -143,12 +143,7 @@ pub fn ngpt() -> RecipeSpec {
         scale: Some(Scale::expr("1/sqrt(d)")),
         profile: false,
     });
-    r.hypersphere = Some(HypersphereSpec::default());
-    r.notes = vec![
-        "trains without weight decay (its projection would undo it) and, as the paper, needs no warm-up: set \
-            schedule.warmup_fraction = 0 to match it"
-            .into(),
-    ];
+    r.residual = ResidualSpec::Hypersphere(HypersphereSpec::default());
     r
 }
 
@@ -163,20 +158,19 @@ pub fn deepscalelm() -> RecipeSpec {
     r.about = "DeepScaleLM: X ← λX + βF(LN(X)), λ² + β² = 1, β² = k_β/L, weights drawn for unit output moments (Kedia \
         et al. 2024)"
         .into();
-    r.params.insert("k_beta".into(), 1.0);
-    r.sublayer.skip = Some(Scale::expr("sqrt(1 - k_beta/L)"));
-    r.sublayer.residual = Some(Scale::expr("sqrt(k_beta/L)"));
-    r.moment_control = Some(MomentControlSpec::default());
-    r.notes = vec!["needs more layers than k_β (β² = k_β/L < 1 keeps a skip); for L = 1 lower params.k_beta".into()];
+    r.placement.params.insert("k_beta".into(), 1.0);
+    r.placement.sublayer.skip = Some(Scale::expr("sqrt(1 - k_beta/L)"));
+    r.placement.sublayer.residual = Some(Scale::expr("sqrt(k_beta/L)"));
+    r.init = InitSpec::MomentControl(MomentControlSpec::default());
     r
 }
 
 /// `pre-rms` on `n = 4` residual streams with the given mixing.
-fn on_streams(name: &str, about: &str, mixing: StreamMixing) -> RecipeSpec {
+fn on_streams(name: &str, about: &str, mixing: ResidualSpec) -> RecipeSpec {
     let mut r = super::placement::pre_rms();
     r.name = name.into();
     r.about = about.into();
-    r.streams = Some(StreamsSpec { n: 4, mixing, dynamic: None, sinkhorn_iters: None });
+    r.residual = mixing;
     r
 }
 
@@ -188,7 +182,7 @@ pub fn hc() -> RecipeSpec {
         "hc",
         "Hyper-Connections: 4 residual streams, read A_mᵀH, write A_rᵀH + B·F, static + tanh dynamic, initialised as \
             pre-norm (Zhu et al., ICLR 2025)",
-        StreamMixing::Hc,
+        ResidualSpec::Hc(HcSpec { n: 4, dynamic: true }),
     )
 }
 
@@ -200,7 +194,7 @@ pub fn mhc() -> RecipeSpec {
         "mhc",
         "mHC: Hyper-Connections whose residual mixing is doubly stochastic (Sinkhorn-Knopp, 20 iterations), read σ, \
             write 2σ (DeepSeek, 2025; DeepSeek V4)",
-        StreamMixing::Mhc,
+        ResidualSpec::Mhc(MhcSpec { n: 4, sinkhorn_iters: 20 }),
     )
 }
 
@@ -211,7 +205,7 @@ pub fn mhc_lite() -> RecipeSpec {
         "mhc-lite",
         "mHC-lite: mHC whose residual mixing is a convex combination of the n! permutation matrices, exactly doubly \
             stochastic without Sinkhorn (Yang & Gao, 2026)",
-        StreamMixing::MhcLite,
+        ResidualSpec::MhcLite(MhcLiteSpec { n: 4 }),
     )
 }
 
@@ -226,7 +220,7 @@ pub fn attnres() -> RecipeSpec {
         "Attention Residuals (full): each sublayer reads softmax(w_lᵀ RMS(v_i))-weighted earlier sublayer outputs \
         instead of their sum, w_l = 0 at init (Kimi Team, 2026)"
             .into();
-    r.attn_res = Some(AttnResSpec { blocks: None });
+    r.residual = ResidualSpec::AttnRes(AttnResSpec { blocks: None });
     r
 }
 
@@ -239,7 +233,7 @@ pub fn attnres_block() -> RecipeSpec {
         "Block Attention Residuals: the sublayers in N = 8 blocks, summed within a block, attended across blocks \
         (Kimi Team, 2026)"
             .into();
-    r.attn_res = Some(AttnResSpec { blocks: Some(8) });
+    r.residual = ResidualSpec::AttnRes(AttnResSpec { blocks: Some(8) });
     r
 }
 
@@ -252,7 +246,7 @@ pub fn gpas() -> RecipeSpec {
     r.about = "GPAS: X = X + F(RMS(X)), then X ← X − SiLU(α_k)·sg(X) (forward-only scaling, gradient unchanged), \
         α_k per layer, 0 at init (Chen et al., 2025)"
         .into();
-    r.gpas = true;
+    r.residual = ResidualSpec::Sum(SumSpec { x0_mix: None, gpas: true });
     r
 }
 
@@ -269,6 +263,6 @@ pub fn completep() -> RecipeSpec {
     r.about = "CompleteP (α = 1): X = X + (L_base/L)·F(RMS(X)), AdamW ε × L_base/L inside the layers, L_base = 2; \
         LR, init and decay as tuned at L_base (Dey et al., NeurIPS 2025)"
         .into();
-    r.completep = Some(CompletePSpec { base_layers: COMPLETEP_BASE_LAYERS });
+    r.init = InitSpec::Completep(CompletePSpec { base_layers: COMPLETEP_BASE_LAYERS });
     r
 }

@@ -95,10 +95,10 @@ pub fn decayed_params<M: Module>(model: &M) -> Vec<ParamEntry> {
 ///   ε): at depth, each layer's updates are `L_base/L` smaller, and so is the ε they compete with.
 pub fn settings(cfg: &OptimConfig, model: &Transformer) -> OptimConfig {
     let mut out = cfg.clone();
-    if model.meta.hypersphere.is_some() {
+    if model.meta.residual.hypersphere().is_some() {
         out.weight_decay = 0.0;
     }
-    if let Some(c) = model.meta.completep {
+    if let Some(c) = model.meta.init.completep() {
         out.layer_eps = Some(cfg.eps * c.branch_scale());
     }
     out
