@@ -175,13 +175,11 @@ fn check_residual_options(spec: &toml::Table) -> anyhow::Result<()> {
     let kind = r.get("kind").and_then(|k| k.as_str()).unwrap_or("sum");
     let names = || residual::KINDS.iter().map(|k| k.name).collect::<Vec<_>>().join(", ");
     let row = residual::find(kind).with_context(|| format!("unknown residual kind `{kind}` (kinds: {})", names()))?;
-    for key in r.keys().filter(|k| *k != "kind" && !row.options.contains(&k.as_str())) {
-        let owner = residual::KINDS.iter().find(|k| k.options.contains(&key.as_str()));
-        let whose = owner.map_or(String::new(), |o| format!(": `{key}` is an option of residual kind `{}`", o.name));
-        anyhow::bail!(
-            "unknown field `{key}` for residual kind `{kind}`{whose} (the options of `{kind}`: {})",
-            row.options.join(", ")
-        );
-    }
-    Ok(())
+    let Some(key) = r.keys().find(|k| *k != "kind" && !row.options.contains(&k.as_str())) else { return Ok(()) };
+    let owner = residual::KINDS.iter().find(|k| k.options.contains(&key.as_str()));
+    let whose = owner.map_or(String::new(), |o| format!(": `{key}` is an option of residual kind `{}`", o.name));
+    anyhow::bail!(
+        "unknown field `{key}` for residual kind `{kind}`{whose} (the options of `{kind}`: {})",
+        row.options.join(", ")
+    )
 }
