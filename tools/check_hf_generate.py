@@ -2,7 +2,7 @@
 padded, against each prompt alone and against `normlab generate`:
 
 1. the tokenizer loads with `AutoTokenizer.from_pretrained(OUT)` (no remote code) and names
-   BOS, EOS and PAD;
+   BOS and EOS, and no pad token (the batch below is padded with EOS under its mask);
 2. greedy `generate()` of N prompts of different lengths in one left-padded batch (with its
    `attention_mask`) gives every prompt the tokens it gets alone, and the largest difference of
    the last prompt position's logits between the batch and alone is printed;
@@ -68,6 +68,12 @@ def main():
         with torch.no_grad():
             alone.append(model.generate(**ids, **greedy)[0, ids["input_ids"].shape[1]:].tolist())
             last_alone.append(model(**ids).logits[0, -1])
+    # The export names no pad token (as Llama's checkpoints): a batch is padded with EOS, as
+    # transformers' users do for those, the padding masked by the attention mask.
+    exported_pad = tok.pad_token
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    greedy["pad_token_id"] = tok.pad_token_id
     tok.padding_side = "left"
     batch = tok(texts, return_tensors="pt", padding=True)
     width = batch["input_ids"].shape[1]
@@ -84,7 +90,7 @@ def main():
         rows.append({"prompt_tokens": len(tok(t)["input_ids"]), "batched_equals_alone": together[i] == alone[i],
                      "uncached_equals_cached": uncached[i] == together[i],
                      "equals_normlab_generate": ours == t + trim(alone[i]) + "\n"})
-    summary = {"tokenizer": {"bos": tok.bos_token, "eos": tok.eos_token, "pad": tok.pad_token,
+    summary = {"tokenizer": {"bos": tok.bos_token, "eos": tok.eos_token, "pad": exported_pad,
                              "class": type(tok).__name__},
                "prompts": len(texts), "padded_width": width, "max_relative_last_logit_gap": logit_gap, "rows": rows}
     print(json.dumps(summary, indent=1))

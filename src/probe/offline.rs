@@ -5,7 +5,7 @@
 use super::grads::{block_norms, measure, sublayer_norms};
 use super::snapshot::{ForwardProbe, forward_probe};
 use crate::io::json::{nan, nan_vec};
-use crate::model::Transformer;
+use crate::model::{Transformer, names};
 use burn::module::Module;
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Int, Tensor};
@@ -61,7 +61,9 @@ pub fn probe_model(
     }
 }
 
-/// The learned scalars and the residual-path norms' parameters (means, the first 12).
+/// The learned scalars and the residual-path norms' parameters (means, the first 12): the
+/// residual scales the model names as such (gates, x0 mixing, a residual scheme's own), then
+/// the norms' and the value residual's scalars.
 fn scalars_line(p: &OfflineProbe) -> String {
     let shown = [
         ".alpha",
@@ -69,9 +71,7 @@ fn scalars_line(p: &OfflineProbe) -> String {
         "output_norm.gain",
         "outer_norm.gain",
         "outer_norm.shift",
-        ".gate",
         "_lambda",
-        ".gpas",
         ".taper_gate",
         ".taper_scale",
     ];
@@ -79,7 +79,7 @@ fn scalars_line(p: &OfflineProbe) -> String {
         .forward
         .scales
         .iter()
-        .filter(|(n, _)| shown.iter().any(|s| n.ends_with(s)))
+        .filter(|(n, _)| names::is_residual_scale(n) || shown.iter().any(|s| n.ends_with(s)))
         .take(12)
         .map(|(n, v)| format!("{n} {:.3}", v.mean))
         .collect();

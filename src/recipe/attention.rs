@@ -106,13 +106,6 @@ pub fn resolve(spec: &AttentionSpec) -> anyhow::Result<Attention> {
     })
 }
 
-impl Attention {
-    /// Whether any option is set (the plain attention otherwise).
-    pub fn is_plain(&self) -> bool {
-        *self == Attention::default()
-    }
-}
-
 /// Where a value norm normalises: RMSNorm with a learnable gain, per head or over the full width.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

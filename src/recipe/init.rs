@@ -34,17 +34,6 @@ pub enum Init {
     CompleteP(CompleteP),
 }
 
-impl InitSpec {
-    /// The kind as a recipe writes it.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            InitSpec::Standard => "standard",
-            InitSpec::MomentControl(_) => "moment-control",
-            InitSpec::Completep(_) => "completep",
-        }
-    }
-}
-
 /// Resolves `spec` for a model of `n_layers` Transformer layers.
 pub fn resolve(spec: &InitSpec, n_layers: usize) -> anyhow::Result<Init> {
     Ok(match spec {
@@ -55,6 +44,15 @@ pub fn resolve(spec: &InitSpec, n_layers: usize) -> anyhow::Result<Init> {
 }
 
 impl Init {
+    /// The kind as a recipe writes it (`init.kind`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Init::Standard => "standard",
+            Init::MomentControl(_) => "moment-control",
+            Init::CompleteP(_) => "completep",
+        }
+    }
+
     pub fn moment_control(&self) -> Option<MomentControl> {
         match self {
             Init::MomentControl(m) => Some(*m),

@@ -142,11 +142,10 @@ fn check_hypersphere_attention(a: &Attention) -> anyhow::Result<()> {
 
 /// What each initialisation needs of the residual kind and the sublayers.
 fn check_init(init: &Init, residual: &Residual, plans: &[SublayerPlan]) -> anyhow::Result<()> {
-    let kind = match init {
-        Init::Standard => return Ok(()),
-        Init::MomentControl(_) => "moment-control",
-        Init::CompleteP(_) => "completep",
-    };
+    if *init == Init::Standard {
+        return Ok(());
+    }
+    let kind = init.kind();
     match residual {
         Residual::Sum { .. } if matches!(init, Init::MomentControl(_)) => check_moment_control(plans),
         Residual::Sum { .. } => Ok(()),
