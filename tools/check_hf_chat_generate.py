@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 
 import torch
 from openai import OpenAI
@@ -51,7 +52,7 @@ def serve(normlab, run):
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     for _ in range(600):
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=0.5).close()
             return p, f"http://127.0.0.1:{port}/v1"
         except OSError:
             if p.poll() is not None:

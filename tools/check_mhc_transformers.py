@@ -34,9 +34,8 @@ import make_reference_fixtures as ref  # noqa: E402
 
 def config():
     """A DeepSeek V4 config at the fixture's width, streams, Sinkhorn iterations and epsilons."""
-    c = DeepseekV4Config(hidden_size=ref.D, hc_mult=ref.HC_STREAMS, hc_sinkhorn_iters=ref.HC_SINKHORN_ITERS,
-                         hc_eps=ref.HC_EPS, rms_norm_eps=ref.HC_NORM_EPS)
-    return c
+    return DeepseekV4Config(hidden_size=ref.D, hc_mult=ref.HC_STREAMS, hc_sinkhorn_iters=ref.HC_SINKHORN_ITERS,
+                            hc_eps=ref.HC_EPS, rms_norm_eps=ref.HC_NORM_EPS)
 
 
 def relative(a, b):
