@@ -24,7 +24,8 @@ fn every_example_config_validates() {
     let mut all = configs(&root());
     all.extend(configs(&root().join("presets")));
     all.extend(configs(&root().join("data")));
-    assert!(all.len() >= 16 + 5 + 4);
+    all.extend(configs(&root().join("moe")));
+    assert!(all.len() >= 16 + 5 + 4 + 5);
     for path in all {
         let cfg = RunConfig::load(Some(&path), &[]).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
         let cfg = cfg.check().unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));

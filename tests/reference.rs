@@ -298,7 +298,7 @@ fn seen<'a>(
     done: usize,
     (total, warmup): (usize, usize),
 ) -> StepSeen<'a> {
-    StepSeen { logit_maxima, taper_stats, done, total, warmup }
+    StepSeen { logit_maxima, taper_stats, expert_load: &[], done, total, warmup }
 }
 
 /// Compares the trained weights with PyTorch's after `steps` steps (parameters whose gradient

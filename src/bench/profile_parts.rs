@@ -162,7 +162,7 @@ pub fn sublayer_functions(t: &Timer, model: &Transformer, dims: &Dims) -> anyhow
     let ctx = AttnContext::new(dims.seq, model.meta.rope, model.meta.compute, &t.device);
     let layer = &model.layers[0];
     let attn = t.fwd_bwd(&x, &|x| layer.attn.f.forward(x, &ctx, None))?;
-    let ffn = t.fwd_bwd(&x, &|x| layer.ffn.f.forward(x, &model.meta.compute))?;
+    let ffn = t.fwd_bwd(&x, &|x| layer.ffn.f.forward(x, &model.meta.compute, None))?;
     let l = dims.n_layers as f64;
     Ok(vec![
         part("attention sublayer F", PartGroup::Sublayer, l, attn),

@@ -28,6 +28,13 @@ pub fn recipes(
         let cfg = crate::run::RunConfig::load(Some(&path), &[])?;
         let (spec, _) = cfg.model.validate().with_context(|| format!("{}", path.display()))?;
         print_optimizer_groups(&cfg)?;
+        if let Some(m) = &cfg.model.moe {
+            outln!("mixture of experts ([model.moe]):");
+            for line in m.describe(cfg.model.n_layers, cfg.model.d_ff(), cfg.model.ffn.info().label) {
+                outln!("    {line}");
+            }
+            outln!();
+        }
         vec![(spec, Some((cfg.model.n_layers, cfg.model.d_model)))]
     } else if let Some(n) = name {
         let spec =
@@ -78,8 +85,12 @@ fn print_other_kinds() {
         let options = if k.options.is_empty() { "no options".to_string() } else { k.options.join(", ") };
         outln!("    {:<15} {} ({options})", k.name, k.formula);
     }
-    outln!("\nfeed-forward kinds (model.ffn):");
+    outln!("\nfeed-forward kinds (model.ffn; with [model.moe] the experts' kind):");
     for k in crate::model::ffn_kinds::KINDS {
+        outln!("    {:<15} {}", k.name, k.formula);
+    }
+    outln!("\nMoE router kinds ([model.moe.router] kind):");
+    for k in crate::model::moe_router::KINDS {
         outln!("    {:<15} {}", k.name, k.formula);
     }
 }

@@ -160,6 +160,7 @@ impl HfConfig {
             recipe,
             kernels: Default::default(),
             lora: None,
+            moe: None,
         }
     }
 }

@@ -236,6 +236,12 @@ pub fn exported_template(t: &crate::data::chat::template::ChatTemplate) -> Strin
 pub fn export(run: &Path, out: &Path, force: bool) -> anyhow::Result<Layout> {
     check_out(run, out, force, "--hf")?;
     let saved = SavedRun::open(run)?;
+    anyhow::ensure!(
+        saved.cfg.model.moe.is_none(),
+        "{} is a mixture-of-experts run ([model.moe]); its Hugging Face export is not built — use its checkpoint \
+         with normlab's own commands (generate, evaluate, serve)",
+        run.display()
+    );
     let tok = tokenizer_json(&saved, run)?;
     let file = tensors::read(&saved.weights)?;
     crate::run::checkpoint::check_finite(&file, &saved.weights)?;

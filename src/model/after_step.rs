@@ -1,5 +1,6 @@
 //! The recipe's after-step hooks ([`crate::recipe::AfterStep`]) applied to a model after an
-//! optimizer step, in the recipe's order, and what they did.
+//! optimizer step, in the recipe's order, and what they did; then a MoE model's bias
+//! balancing (`[model.moe.router] bias_update`).
 
 use super::qk_clip::{self, ClipEvent};
 use super::transformer::Transformer;
@@ -22,6 +23,9 @@ pub struct StepSeen<'a> {
     pub logit_maxima: &'a [Vec<f64>],
     /// The step's calibration statistics per `tapernorm` slot (recorded when TaperNorm asks).
     pub taper_stats: &'a [[f64; 2]],
+    /// The step's assignments per expert of every MoE layer `[layer][expert]`, over its
+    /// micro-batches and ranks (empty for a dense model).
+    pub expert_load: &'a [Vec<f64>],
     /// Optimizer steps done, this one included.
     pub done: usize,
     /// The run's optimizer steps and its learning-rate warm-up, in steps.
@@ -47,6 +51,25 @@ impl Transformer {
                 super::taper::apply(model, taper, steps, seen.done, seen.taper_stats)
             }
         });
+        let model = match model.meta.moe.and_then(|m| m.bias_step) {
+            Some(gamma) => model.balance_experts(seen.expert_load, gamma),
+            None => model,
+        };
         (model, events)
+    }
+
+    /// DeepSeek V3's auxiliary-loss-free balancing: each MoE layer's selection bias moved by
+    /// `γ · sign(mean load − load)` ([`super::moe_balance::update_bias`]).
+    fn balance_experts(mut self, loads: &[Vec<f64>], gamma: f64) -> Transformer {
+        let blocks = self.layers.iter_mut().filter_map(|l| match &mut l.ffn.f {
+            super::ffn_block::Ffn::Moe(m) => Some(m),
+            super::ffn_block::Ffn::Dense(_) => None,
+        });
+        for (moe, load) in blocks.zip(loads) {
+            if let Some(b) = moe.selection_bias.take() {
+                moe.selection_bias = Some(b.map(|t| super::moe_balance::update_bias(t, load, gamma)));
+            }
+        }
+        self
     }
 }

@@ -80,6 +80,9 @@ pub struct AttnContext {
     /// When set (a TaperNorm recipe's training forward), each layer appends the calibration
     /// statistics `[2]` of its `tapernorm` input norms, attention's then the FFN's.
     pub taper: Option<std::cell::RefCell<Vec<Tensor<1>>>>,
+    /// When set (a MoE model's training or probing forward), each MoE layer appends its
+    /// routing ([`super::moe_balance::RouterRecord`]).
+    pub moe: Option<std::cell::RefCell<Vec<super::moe_balance::RouterRecord>>>,
     /// The `T` of BHyT's variance approximation `‖W_V W_O‖²/(T d)`: the sequence length in
     /// training, a fixed length (the training one) when decoding, so that a position's output
     /// does not depend on how many tokens follow it.
@@ -150,6 +153,7 @@ impl AttnContext {
             stats: None,
             head_max: None,
             taper: None,
+            moe: None,
             bhyt_len: d.bhyt_len,
             causal: only_causal,
             compute,

@@ -10,7 +10,6 @@
 //! sums both paths' gradients into one node).
 
 use super::attention::Attention;
-use super::ffn::FeedForward;
 use super::sublayer::Sublayer;
 use burn::tensor::Tensor;
 
@@ -24,9 +23,9 @@ pub fn block_statistic(attn: &Sublayer<Attention>, x: &Tensor<3>) -> Option<Tens
 /// approximates; `None` otherwise. `t`, `d`: sequence length and width; `value_output`: the
 /// layer's `‖W_V W_O‖²_F` when already computed (decoding), else computed here. (The recipe
 /// refuses an approximating FFN norm without the same kind before attention.)
-pub fn ffn_variance(
+pub fn ffn_variance<F>(
     attn: &Sublayer<Attention>,
-    ffn: &Sublayer<FeedForward>,
+    ffn: &Sublayer<F>,
     exact: Option<Tensor<3>>,
     value_output: Option<Tensor<1>>,
     [t, d]: [usize; 2],

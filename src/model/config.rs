@@ -59,6 +59,10 @@ pub struct ModelConfig {
     /// fine-tuning run's choice).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lora: Option<super::lora::LoraConfig>,
+    /// A mixture of experts of kind `ffn` in the MoE layers (`[model.moe]`); every layer dense
+    /// without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moe: Option<super::moe_config::MoeConfig>,
 }
 
 impl Default for ModelConfig {
@@ -82,6 +86,7 @@ impl Default for ModelConfig {
             recipe: RecipeConfig::default(),
             kernels: Kernels::default(),
             lora: None,
+            moe: None,
         }
     }
 }
@@ -109,9 +114,38 @@ impl ModelConfig {
         let dkv = self.kv_heads() as f64 * self.head_dim() as f64;
         let bias = if self.attn_bias { dq + 2.0 * dkv } else { 0.0 };
         let attn = 2.0 * d * dq + 2.0 * d * dkv + bias;
-        let ffn = (self.ffn.info().inputs + 1) as f64 * d * self.d_ff() as f64;
+        let projections = (self.ffn.info().inputs + 1) as f64 * d;
+        let dense = projections * self.d_ff() as f64;
+        // In closed form: a size may be far beyond what normlab builds (it is refused after).
+        let ffn = match &self.moe {
+            Some(m) => {
+                let width = m.expert_width(self.d_ff()) as f64;
+                let moe = m.layer_count(self.n_layers) as f64;
+                let block = d * m.experts as f64 + projections * width * (m.experts + m.shared) as f64;
+                moe * block + (l - moe) * dense
+            }
+            None => l * dense,
+        };
         let output = if self.tie_embeddings { 0.0 } else { v * d };
-        v * d + output + l * (attn + ffn)
+        v * d + output + l * attn + ffn
+    }
+
+    /// The feed-forward activations a token keeps per layer for the backward pass (the widest
+    /// layer): `3·d_ff` for a dense block; for a MoE block its `k` (and shared) experts' three
+    /// hidden rows, its `k` gathered input rows and weighted outputs, and the router's `E`
+    /// logits and scores.
+    pub fn ffn_values_per_token(&self) -> f64 {
+        let dense = 3.0 * self.d_ff() as f64;
+        match &self.moe {
+            Some(m) => {
+                let width = m.expert_width(self.d_ff()) as f64;
+                let moe = 3.0 * (m.top_k + m.shared) as f64 * width
+                    + 2.0 * m.top_k as f64 * self.d_model as f64
+                    + 2.0 * m.experts as f64;
+                if m.first_dense > 0 || m.every > 1 { dense.max(moe) } else { moe }
+            }
+            None => dense,
+        }
     }
 
     pub fn head_dim(&self) -> usize {
@@ -188,6 +222,27 @@ impl ModelConfig {
         let spec = self.recipe.spec()?;
         let dims = crate::recipe::Dims { n_layers: self.n_layers, d_model: self.d_model };
         let resolved = crate::recipe::resolve(&spec, dims, self.norm_eps)?;
+        if let Some(m) = &self.moe {
+            self.check_moe(m, &resolved)?;
+            m.norms(&spec, dims, self.norm_eps)?;
+        }
         Ok((spec, resolved))
+    }
+
+    /// `[model.moe]` against the sizes and what the experts cannot run with.
+    fn check_moe(&self, m: &super::moe_config::MoeConfig, recipe: &ResolvedRecipe) -> anyhow::Result<()> {
+        m.check(self.n_layers)?;
+        ensure!(
+            recipe.residual.hypersphere().is_none(),
+            "recipe `{}` lives on nGPT's hypersphere, whose FFN scales s_uv are one dense block's; drop [model.moe] or \
+             pick another recipe",
+            recipe.name
+        );
+        ensure!(
+            self.lora.is_none(),
+            "[model.lora] adapts dense projections; LoRA on experts is not built — fine-tune a MoE model fully (drop \
+             [model.lora])"
+        );
+        Ok(())
     }
 }

@@ -38,7 +38,7 @@ impl Transformer {
             let branch = layer.attn.branch(input.clone(), None, |f, x| f.forward(x, ctx, kv), k);
             record(input, state.write(branch.clone()), branch, weights);
             let (input, weights) = state.read(layer.ffn.attn_res.as_ref());
-            let branch = layer.ffn.branch(input.clone(), None, |f, x| f.forward(x, &ctx.compute), k);
+            let branch = layer.ffn.branch(input.clone(), None, |f, x| f.forward(x, &ctx.compute, ctx.moe.as_ref()), k);
             record(input, state.write(branch.clone()), branch, weights);
         }
         let (hidden, _) = state.read(Some(head));

@@ -3,7 +3,7 @@
 
 use super::attention::{Attention, AttnContext, KvSlot};
 use super::bhyt;
-use super::ffn::FeedForward;
+use super::ffn_block::Ffn;
 use super::sublayer::{Sublayer, SublayerOut};
 use burn::module::{Module, Param};
 use burn::tensor::Tensor;
@@ -11,7 +11,7 @@ use burn::tensor::Tensor;
 #[derive(Module, Debug)]
 pub struct Layer {
     pub attn: Sublayer<Attention>,
-    pub ffn: Sublayer<FeedForward>,
+    pub ffn: Sublayer<Ffn>,
     /// One gate for both sublayers (ReZero's `resweight`), when the recipe shares it.
     pub gate: Option<Param<Tensor<1>>>,
     /// The x0-mixing scalars `λ_r` and `λ₀` (`[1]` each) of `X ← λ_r·X + λ₀·X_1` before this
@@ -72,8 +72,14 @@ impl Layer {
         // X_{l+2} = N_outer(a·X_{l+1} + c·N_out(FFN(s·N_in(X_{l+1}))))
         let next = attn.next.clone();
         record_taper(&self.ffn, &next, ctx);
-        let mut ffn =
-            self.ffn.forward(next, ffn_variance.clone(), |f, h| f.forward(h, &ctx.compute), shared, keep_sums, k);
+        let mut ffn = self.ffn.forward(
+            next,
+            ffn_variance.clone(),
+            |f, h| f.forward(h, &ctx.compute, ctx.moe.as_ref()),
+            shared,
+            keep_sums,
+            k,
+        );
         ffn.next = self.scale_activations(ffn.next);
         LayerOut { attn, ffn, ffn_variance }
     }

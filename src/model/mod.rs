@@ -8,6 +8,11 @@
 //! - [`rope`]: rotary position embeddings
 //! - [`attention`]: causal multi-head self-attention (RoPE, optional QK-norm)
 //! - [`ffn`]: GLU (SiLU gate) and GELU MLP; [`ffn_kinds`]: the one table of feed-forward kinds
+//! - [`ffn_block`]: a layer's feed-forward function, dense or a mixture of experts
+//! - [`moe`]: the mixture-of-experts block (routed and shared experts, dropless dispatch)
+//! - [`moe_config`]: `[model.moe]`, its sizes, router and balancing coefficients
+//! - [`moe_router`]: the one table of router kinds and their routing
+//! - [`moe_balance`]: the load-balancing loss, the router z-loss and the aux-loss-free bias update
 //! - [`sublayer`]: the generic sublayer equation every recipe instantiates
 //! - [`layer`]: attention sublayer then FFN sublayer
 //! - [`bhyt`]: BHyT's approximated FFN-input statistic (one statistic per block)
@@ -40,12 +45,17 @@ pub mod decode;
 pub mod depth_attention;
 pub mod depth_forward;
 pub mod ffn;
+pub mod ffn_block;
 pub mod ffn_kinds;
 pub mod gpas;
 pub mod hypersphere;
 pub mod layer;
 pub mod linear;
 pub mod lora;
+pub mod moe;
+pub mod moe_balance;
+pub mod moe_config;
+pub mod moe_router;
 pub mod moment_control;
 pub mod names;
 pub mod normalized_step;
@@ -68,6 +78,8 @@ pub use transformer::{ForwardOutput, Keep, SublayerTrace, Traced, Transformer};
 
 #[cfg(test)]
 mod attention_control_tests;
+#[cfg(test)]
+mod moe_tests;
 #[cfg(test)]
 mod precision_tests;
 #[cfg(test)]

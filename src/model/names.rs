@@ -6,6 +6,7 @@
 //! layers.{i}.attn.f.{wq,wk,wv,wo,q_norm.*,k_norm.*,v_norm.*}  layers.{i}.ffn.f.{w1,w3,w2}  final_norm.*  lm_head
 //! layers.{i}.{attn|ffn}.gate  layers.{i}.gate  layers.{i}.{resid_lambda|x0_lambda}  layers.{i}.gpas
 //! sz  layers.{i}.attn.f.sqk  layers.{i}.ffn.f.suv                       (nGPT)
+//! layers.{i}.ffn.f.{router,selection_bias,experts.{e}.{w1,w3,w2},shared.*} (mixture of experts)
 //! layers.{i}.attn.f.{w_gate,sinks}                                     (gated attention, sinks)
 //! layers.{i}.{attn|ffn}.hc.*  hc_head.{proj,base,scale}               (residual streams)
 //! layers.{i}.{attn|ffn}.attn_res.query  attn_res_head.query             (Attention Residuals)
@@ -26,6 +27,8 @@ pub const X0_LAMBDA: &str = "x0_lambda";
 pub const GPAS: &str = "gpas";
 /// A residual gate: `layers.{i}.{attn|ffn}.gate`, or `layers.{i}.gate` when the layer shares it.
 pub const GATE: &str = "gate";
+/// DeepSeek V3's router selection bias, `layers.{i}.ffn.f.selection_bias`: a buffer.
+pub const SELECTION_BIAS: &str = "selection_bias";
 /// The leaf name of a zero-centred, decayed norm gain (the optimizer decays these).
 pub use crate::norm::CENTRED_GAIN;
 /// A sublayer's stream mixing, `layers.{i}.{attn|ffn}.hc.*`.
@@ -84,7 +87,7 @@ pub fn is_stream_norm(name: &str) -> bool {
 /// Whether a parameter is a buffer: stored with the weights but set by a schedule, never by a
 /// gradient (TaperNorm's gate, scale and calibration averages).
 pub fn is_buffer(name: &str) -> bool {
-    name.rsplit_once('.').is_some_and(|(_, leaf)| crate::norm::TAPER_BUFFERS.contains(&leaf))
+    name.rsplit_once('.').is_some_and(|(_, leaf)| crate::norm::TAPER_BUFFERS.contains(&leaf) || leaf == SELECTION_BIAS)
 }
 
 /// Whether a parameter is a learned residual scale: a gate (`….gate`), an x0-mixing λ or GPAS's α.

@@ -30,7 +30,7 @@ impl Transformer {
             x = layer.mix_x0(x, &x0);
             let (c, k) = (ctx.compute, ctx.compute.kernels);
             x = profile_one(&mut layer.attn, x, &mut ratio, &mut set, k, |f, h| f.forward(h, &ctx, None));
-            x = profile_one(&mut layer.ffn, x, &mut ratio, &mut set, k, |f, h| f.forward(h, &c));
+            x = profile_one(&mut layer.ffn, x, &mut ratio, &mut set, k, |f, h| f.forward(h, &c, None));
         }
         (self, set)
     }

@@ -46,7 +46,7 @@ impl Transformer {
         for (i, layer) in self.layers.iter().enumerate() {
             let kv = cache.as_deref_mut().map(|c| &mut c[i]);
             h = record(layer.attn.stream_step(h, |f, x| f.forward(x, ctx, kv), k));
-            h = record(layer.ffn.stream_step(h, |f, x| f.forward(x, &ctx.compute), k));
+            h = record(layer.ffn.stream_step(h, |f, x| f.forward(x, &ctx.compute, ctx.moe.as_ref()), k));
         }
         let hidden = match &self.hc_head {
             Some(head) => head.collapse(h),

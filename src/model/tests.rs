@@ -27,6 +27,9 @@ fn provably_dead(recipe: &str, name: &str, n_layers: usize) -> Option<&'static s
     if crate::norm::TAPER_BUFFERS.contains(&leaf) {
         return Some("a TaperNorm buffer, set by the schedule and never by a gradient");
     }
+    if leaf == super::names::SELECTION_BIAS {
+        return Some("DeepSeek V3's selection bias, moved by the balancing and never by a gradient");
+    }
     if recipe == "tapernorm" && leaf == "taper_gain" {
         return Some("γ̃ is multiplied by 1 − g = 0 until the taper starts");
     }
@@ -67,7 +70,28 @@ fn gradient_cases(n_layers: usize) -> Vec<(String, ModelConfig)> {
     cases[i].1 = overlay(seed);
     // TaperNorm's γ̃ learns once the gate falls; here mid-taper, at g = ½.
     cases.push(("tapernorm-tapering".into(), cfg("tapernorm")));
+    cases.extend(moe_cases(&cfg("pre")));
     cases
+}
+
+/// Mixtures of experts on a pre-norm model: OLMoE's router with both balancing losses, and
+/// DeepSeek V3's (sigmoid scores, groups, a shared expert, a dense first layer). 16 tokens ×
+/// top-2 over 4 experts reach every expert.
+pub(super) fn moe_cases(base: &ModelConfig) -> Vec<(String, ModelConfig)> {
+    let moe = |toml: &str| ModelConfig { moe: Some(toml::from_str(toml).unwrap()), ..base.clone() };
+    vec![
+        ("pre-moe-olmoe".into(), moe("experts = 4\ntop_k = 2\nd_expert = 8\naux_loss = 0.01\nz_loss = 0.001")),
+        (
+            "pre-moe-normed".into(),
+            moe("experts = 4\ntop_k = 2\nd_expert = 8\nrouter_norm = \"rmsnorm\"\nexpert_norm = \"ln\"\n\
+                 router = { kind = \"topk-softmax\" }"),
+        ),
+        (
+            "pre-moe-deepseek".into(),
+            moe("experts = 4\ntop_k = 2\nd_expert = 8\nshared = 1\nfirst_dense = 1\n\
+                 router = { kind = \"sigmoid\", groups = 2, top_groups = 2, scale = 2.5, bias_update = 0.001 }"),
+        ),
+    ]
 }
 
 #[test]
@@ -464,6 +488,7 @@ fn fused_kernels_give_the_composite_loss_and_gradients_for_every_recipe() {
     let cfg = |r: &str| ModelConfig { init_std: 0.2, ..tiny(RecipeConfig::Preset(r.into()), 2) };
     let mut cases: Vec<(String, ModelConfig)> = PRESET_NAMES.iter().map(|n| (n.to_string(), cfg(n))).collect();
     cases.push(("pre-mlp".into(), ModelConfig { ffn: FfnKind::Mlp, d_mlp: Some(20), ..cfg("pre") }));
+    cases.extend(moe_cases(&cfg("pre")));
     let o: crate::recipe::RecipeOverlay = toml::from_str("preset = \"olmo2\"\nqk_norm = \"head\"").unwrap();
     let gqa = ModelConfig { n_heads: 4, n_kv_heads: Some(2), recipe: RecipeConfig::Custom(Box::new(o)), ..cfg("pre") };
     cases.push(("gqa-head-qk".into(), gqa));

@@ -8,8 +8,11 @@ use super::chunked_loss::chunked_cross_entropy;
 use super::compute::Compute;
 use super::config::ModelConfig;
 use super::ffn::{FeedForward, FfnShape};
+use super::ffn_block::Ffn;
 use super::hypersphere::{self, Unit};
 use super::layer::Layer;
+use super::moe::{Moe, MoeShape};
+use super::moe_balance::{RouterRecord, balance_loss, router_z_loss};
 use super::moment_control::{self, LayerInit, MomentSigmas};
 use super::names;
 use super::regularizer::variance_penalty;
@@ -65,6 +68,17 @@ pub struct ModelMeta {
     pub after_step: Vec<crate::recipe::AfterStep>,
     /// Kernels, precision and memory limits, handed to every module each forward.
     pub compute: Compute,
+    /// The MoE balancing terms' coefficients and the bias step, when the model has MoE layers.
+    pub moe: Option<MoeBalance>,
+}
+
+/// What a MoE model adds to its training: `aux · balance + z · router_z` on the loss, and
+/// DeepSeek V3's bias step γ after each optimizer step (none: no update).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MoeBalance {
+    pub aux: f64,
+    pub z: f64,
+    pub bias_step: Option<f64>,
 }
 
 /// What a sublayer exposes to the probes: `X_l` (entering), `Z_l` (after the residual
@@ -113,6 +127,7 @@ struct Hidden {
     attention: Vec<super::attention::AttnStats>,
     head_max: Vec<Tensor<1>>,
     taper: Vec<Tensor<1>>,
+    routers: Vec<RouterRecord>,
     last_hidden: Tensor<3>,
 }
 
@@ -133,6 +148,8 @@ pub struct ForwardOutput {
     /// Per `tapernorm` slot, its calibration statistics `[2]` ([`crate::norm::TaperNorm::calibration`]):
     /// recorded by a training forward, empty otherwise.
     pub taper: Vec<Tensor<1>>,
+    /// Per MoE layer, its routing: recorded by a training or probing forward, empty otherwise.
+    pub routers: Vec<RouterRecord>,
 }
 
 /// What the probes read of a forward: every sublayer's trace and attention diagnostics and the
@@ -145,6 +162,8 @@ pub struct Traced {
     /// Per token, the RMS of its output logits and their log-sum-exp `log Z`, `[B·T]` each.
     pub logit_rms: Tensor<1>,
     pub log_z: Tensor<1>,
+    /// Per MoE layer, its routing.
+    pub routers: Vec<RouterRecord>,
 }
 
 /// A loss forward's results: the loss terms `[1]` and, for QK-clip, each attention sublayer's
@@ -158,6 +177,12 @@ pub struct LossParts {
     pub head_max: Vec<Tensor<1>>,
     /// Per `tapernorm` slot, its calibration statistics `[2]` (training forwards only).
     pub taper: Vec<Tensor<1>>,
+    /// A MoE model's balancing loss and router z-loss before their coefficients (training
+    /// forwards only).
+    pub balance: Option<Tensor<1>>,
+    pub router_z: Option<Tensor<1>>,
+    /// Per MoE layer, its routing (training forwards only).
+    pub routers: Vec<RouterRecord>,
 }
 
 /// What a training step minimises besides the recipe's own terms: which targets count
@@ -177,6 +202,7 @@ struct CeParts {
     sums: Vec<Tensor<3>>,
     head_max: Vec<Tensor<1>>,
     taper: Vec<Tensor<1>>,
+    routers: Vec<RouterRecord>,
 }
 
 impl Transformer {
@@ -229,7 +255,9 @@ impl Transformer {
         self.lm_head = self.lm_head.map(|w| hypersphere::unit(w, Unit::Columns));
         for layer in &mut self.layers {
             hypersphere::project_attention(&mut layer.attn.f);
-            hypersphere::project_ffn(&mut layer.ffn.f);
+            if let super::ffn_block::Ffn::Dense(f) = &mut layer.ffn.f {
+                hypersphere::project_ffn(f);
+            }
         }
         self
     }
@@ -312,6 +340,7 @@ impl Transformer {
             taper: recipe.taper,
             after_step: recipe.after_step(),
             compute,
+            moe: cfg.moe.as_ref().map(|m| MoeBalance { aux: m.aux_loss, z: m.z_loss, bias_step: m.router.bias_step() }),
         }
     }
 
@@ -370,7 +399,7 @@ impl Transformer {
         };
         let (a, f) = (names::sublayer(i, 0), names::sublayer(i, 1));
         let attn_f = Attention::new(&attn_shape, b, &names::child(&a, names::BRANCH_FUNCTION))?;
-        let ffn_f = FeedForward::new(&ffn_shape, b, &names::child(&f, names::BRANCH_FUNCTION))?;
+        let ffn_f = Self::ffn_function(cfg, ffn_shape, b, &names::child(&f, names::BRANCH_FUNCTION), i)?;
         let mut attn = Sublayer::new(attn, cfg.d_model, attn_f, b, &a)?;
         let mut ffn = Sublayer::new(ffn, cfg.d_model, ffn_f, b, &f)?;
         if let Some(s) = recipe.residual.streams() {
@@ -405,6 +434,28 @@ impl Transformer {
         Ok(Layer { attn, ffn, gate, resid_lambda, x0_lambda, gpas })
     }
 
+    /// Layer `i`'s feed-forward function: dense, or a mixture of experts of the same kind and
+    /// init when `[model.moe]` makes layer `i` a MoE layer.
+    fn ffn_function(
+        cfg: &ModelConfig,
+        shape: FfnShape,
+        b: &mut ParamBuilder<'_>,
+        prefix: &str,
+        i: usize,
+    ) -> anyhow::Result<Ffn> {
+        match &cfg.moe {
+            Some(m) if m.is_moe_layer(i) => {
+                let dims = crate::recipe::Dims { n_layers: cfg.n_layers, d_model: cfg.d_model };
+                let norms = m.norms(&cfg.recipe.spec()?, dims, cfg.norm_eps)?;
+                let expert = FfnShape { d_ff: m.expert_width(shape.d_ff), ..shape };
+                let (experts, top_k, shared, router) = (m.experts, m.top_k, m.shared, m.router);
+                let moe = MoeShape { expert, experts, top_k, shared, router, norms };
+                Ok(Ffn::Moe(Moe::new(moe, b, prefix)?))
+            }
+            _ => Ok(Ffn::Dense(FeedForward::new(&shape, b, prefix)?)),
+        }
+    }
+
     pub fn n_layers(&self) -> usize {
         self.layers.len()
     }
@@ -430,7 +481,14 @@ impl Transformer {
         let ctx = AttnContext::new(t, self.meta.rope, self.meta.compute, &tokens.device());
         let h = self.run_hidden(tokens, ctx, None, Keep::TRACES);
         let (logit_rms, log_z) = self.logit_summary(h.hidden);
-        Traced { traces: h.traces, attention: h.attention, last_hidden: h.last_hidden, logit_rms, log_z }
+        Traced {
+            traces: h.traces,
+            attention: h.attention,
+            last_hidden: h.last_hidden,
+            logit_rms,
+            log_z,
+            routers: h.routers,
+        }
     }
 
     /// Per token of the final hidden states `[B, T, d]`: the RMS of its output logits and their
@@ -493,6 +551,9 @@ impl Transformer {
         if self.meta.taper.is_some() && training {
             ctx.taper = Some(Default::default());
         }
+        if self.meta.moe.is_some() && (training || keep.traces) {
+            ctx.moe = Some(Default::default());
+        }
         let x = self.embed(tokens);
         let k = self.meta.compute.kernels;
         let LayersOut { hidden: mut x, sums, traces } = match self.meta.residual {
@@ -507,7 +568,8 @@ impl Transformer {
         let attention = ctx.stats.map(|s| s.into_inner()).unwrap_or_default();
         let head_max = ctx.head_max.map(|s| s.into_inner()).unwrap_or_default();
         let taper = ctx.taper.map(|s| s.into_inner()).unwrap_or_default();
-        Hidden { hidden: x, sums, traces, attention, head_max, taper, last_hidden }
+        let routers = ctx.moe.map(|s| s.into_inner()).unwrap_or_default();
+        Hidden { hidden: x, sums, traces, attention, head_max, taper, routers, last_hidden }
     }
 
     /// The 2L sublayers on one residual stream, from `X_1` to `X_{2L+1}`.
@@ -593,6 +655,7 @@ impl Transformer {
             last_hidden: h.last_hidden,
             head_max: h.head_max,
             taper: h.taper,
+            routers: h.routers,
         }
     }
 
@@ -633,7 +696,8 @@ impl Transformer {
                 Some(z) => ce.clone() + z.clone() * z_loss,
                 None => ce.clone(),
             };
-            return CeParts { objective, ce, z, sums: out.sums, head_max: out.head_max, taper: out.taper };
+            let (sums, head_max, taper, routers) = (out.sums, out.head_max, out.taper, out.routers);
+            return CeParts { objective, ce, z, sums, head_max, taper, routers };
         }
         let ctx = AttnContext::new(t, self.meta.rope, self.meta.compute, &tokens.device());
         let h = self.run_hidden(tokens, ctx, None, Keep { sums: keep_sums, traces: false });
@@ -643,7 +707,8 @@ impl Transformer {
         let w = self.output_weight();
         let c = self.meta.compute;
         let out = chunked_cross_entropy(hidden, w, targets.reshape([b * t]), chunk, c, self.meta.final_softcap, z_loss);
-        CeParts { objective: out.objective, ce: out.ce, z: out.z, sums: h.sums, head_max: h.head_max, taper: h.taper }
+        let (sums, head_max, taper, routers) = (h.sums, h.head_max, h.taper, h.routers);
+        CeParts { objective: out.objective, ce: out.ce, z: out.z, sums, head_max, taper, routers }
     }
 
     /// Cross-entropy plus λ·R (KiteNorm eq. 24) when the recipe declares a regulariser.
@@ -663,14 +728,20 @@ impl Transformer {
     /// maxima of a QK-clip recipe's training forward (empty otherwise).
     pub fn loss_parts(&self, tokens: Tensor<2, Int>, targets: Tensor<2, Int>, objective: Objective) -> LossParts {
         let lambda = self.meta.regularizer;
-        let CeParts { objective, ce, z, sums, head_max, taper } =
+        let CeParts { objective, ce, z, sums, head_max, taper, routers } =
             self.cross_entropy_parts(tokens, targets, objective, lambda > 0.0);
-        if lambda > 0.0 {
-            let reg = variance_penalty(&sums);
-            LossParts { loss: objective + reg.clone() * lambda, ce, reg: Some(reg), z, head_max, taper }
-        } else {
-            LossParts { loss: objective, ce, reg: None, z, head_max, taper }
+        let reg = (lambda > 0.0).then(|| variance_penalty(&sums));
+        let mut loss = match &reg {
+            Some(r) => objective + r.clone() * lambda,
+            None => objective,
+        };
+        let (mut balance, mut router_z) = (None, None);
+        if let (Some(m), false) = (self.meta.moe, routers.is_empty()) {
+            let (b, z) = (balance_loss(&routers), router_z_loss(&routers));
+            loss = loss + b.clone() * m.aux + z.clone() * m.z;
+            (balance, router_z) = (Some(b), Some(z));
         }
+        LossParts { loss, ce, reg, z, head_max, taper, balance, router_z, routers }
     }
 }
 

@@ -7,6 +7,7 @@
 //! - [`snapshot`]: one probe of a model on a batch
 //! - [`streams`]: a residual state of n streams: per-stream variance, the mixing's row and
 //!   column sums and spectral norm, the composite gain over depth
+//! - [`routing`]: a mixture of experts' routing per MoE layer (load, dead experts, router entropy and logits)
 //! - [`live`]: probes during training (`probes.jsonl`, TensorBoard, warnings)
 //! - [`alert`]: the Normalization chapter's gradient-norm alert against the warm-up average
 //! - [`updates`]: the applied update's size by layer and parameter kind (probe steps)
@@ -19,6 +20,7 @@ pub mod fit;
 pub mod grads;
 pub mod live;
 pub mod offline;
+pub mod routing;
 pub mod snapshot;
 pub mod stats;
 pub mod streams;

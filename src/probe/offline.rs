@@ -133,6 +133,10 @@ pub fn table(p: &OfflineProbe) -> String {
             f.rmse, f.r2, f.pearson, f.spearman, f.n
         );
     }
+    for line in super::routing::table_lines(&p.forward.routers) {
+        s += &line;
+        s.push('\n');
+    }
     s + &scalars_line(p)
 }
 

@@ -152,6 +152,9 @@ pub struct ForwardProbe {
     /// With residual streams: the composite mixing's forward and backward gains over depth.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_gain: Option<super::streams::StreamGain>,
+    /// A mixture of experts' routing per MoE layer (empty for a dense model).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub routers: Vec<super::routing::RouterProbe>,
 }
 
 /// The output logits over the probe batch: the mean over tokens of their RMS, and the mean and
@@ -236,6 +239,7 @@ pub fn forward_probe_with_histograms(
         variance_sample,
         variance_sample_layer,
         stream_gain,
+        routers: super::routing::router_probes(model, &out.routers),
     };
     (probe, hists)
 }

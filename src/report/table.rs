@@ -118,7 +118,10 @@ pub fn table_notes(ms: &[MethodSummary]) -> Vec<String> {
 /// ` (d = 64, 16 layers = 32 sublayers, 4 heads, SiLU-GLU FFN); batch 16 × 64 tokens`.
 fn shape_text(c: &crate::run::RunConfig) -> String {
     let m = &c.model;
-    let ffn = m.ffn.info().label;
+    let ffn = match &m.moe {
+        Some(moe) => format!("MoE {} × {} top-{}", moe.experts, m.ffn.info().label, moe.top_k),
+        None => m.ffn.info().label.to_string(),
+    };
     let layers = m.n_layers;
     let heads = m.n_heads;
     let batch = c.train.batch_size;

@@ -65,6 +65,26 @@ pub struct TrainRecord {
     pub update_rms: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub update_ratio: Option<f64>,
+    /// A MoE model's routing this step (absent for a dense model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moe: Option<MoeStepRecord>,
+}
+
+/// A MoE model's balancing and routing over one step: the balancing loss and router z-loss
+/// before their coefficients, and per MoE layer (in layer order) the load's coefficient of
+/// variation over the experts, the router's mean entropy (nats), its largest `|logit|` and
+/// the experts that received no token.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MoeStepRecord {
+    #[serde(deserialize_with = "nan")]
+    pub balance: f64,
+    #[serde(deserialize_with = "nan")]
+    pub router_z: f64,
+    pub load_cv: Vec<f64>,
+    pub entropy: Vec<f64>,
+    pub logit_max: Vec<f64>,
+    pub dead: Vec<usize>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -23,6 +23,16 @@ pub fn metrics_of(record: &MetricsRecord, timestamp: i64) -> Vec<Metric> {
             out.extend(t.update_rms.map(|u| ("train/update_rms".into(), u)));
             out.extend(t.update_ratio.map(|u| ("train/update_ratio".into(), u)));
             out.push(("train/skipped".into(), f64::from(u8::from(t.skipped.is_some()))));
+            if let Some(m) = &t.moe {
+                out.extend([("moe/balance".into(), m.balance), ("moe/router_z".into(), m.router_z)]);
+                let layers = m.load_cv.iter().zip(&m.entropy).zip(&m.logit_max).zip(&m.dead);
+                for (i, (((cv, h), max), dead)) in layers.enumerate() {
+                    out.push((format!("moe/{i}/load_cv"), *cv));
+                    out.push((format!("moe/{i}/entropy"), *h));
+                    out.push((format!("moe/{i}/logit_max"), *max));
+                    out.push((format!("moe/{i}/dead"), *dead as f64));
+                }
+            }
             t.step
         }
         MetricsRecord::Eval(e) => {
@@ -108,6 +118,7 @@ mod tests {
             z: None,
             update_rms: None,
             update_ratio: None,
+            moe: None,
         };
         let m = metrics_of(&MetricsRecord::Train(t), 5);
         let keys: Vec<&str> = m.iter().map(|m| m.key.as_str()).collect();

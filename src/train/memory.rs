@@ -8,6 +8,7 @@
 //! logits, their softmax and gradient for one chunk (≤ 2²⁶ values, see `LOGITS_LIMIT`). On the
 //! reference benchmark model (d 256, 6 layers, GLU 688, 8 × 256 tokens) this gives 321 MB
 //! against a measured peak RSS of 347 MB (`normlab bench`); the composite kernels keep more.
+//! A MoE layer's feed-forward part is [`crate::model::ModelConfig::ffn_values_per_token`].
 
 use crate::model::LOGITS_LIMIT;
 use crate::run::config::RunConfig;
@@ -33,7 +34,7 @@ impl MemoryEstimate {
 pub fn estimate(cfg: &RunConfig, params: f64) -> MemoryEstimate {
     let m = &cfg.model;
     let tokens = cfg.train.micro_batch_size.unwrap_or(cfg.train.batch_size) as f64 * cfg.train.seq_len as f64;
-    let per_layer = 7.0 * m.d_model as f64 + 3.0 * m.d_ff() as f64 + m.n_heads as f64 * cfg.train.seq_len as f64;
+    let per_layer = 7.0 * m.d_model as f64 + m.ffn_values_per_token() + m.n_heads as f64 * cfg.train.seq_len as f64;
     let logits = 3.0 * (tokens * m.vocab_size as f64).min(LOGITS_LIMIT as f64);
     let (f32, act) = (4.0, cfg.train.precision.bytes() as f64);
     let half_weights = if act < f32 { params * act } else { 0.0 };
@@ -121,7 +122,18 @@ mod tests {
                 recipe: crate::recipe::RecipeConfig::Preset("kitenorm".into()),
                 ..base.clone()
             },
+            ModelConfig {
+                moe: Some(
+                    toml::from_str("experts = 4\ntop_k = 2\nd_expert = 8\nshared = 1\nfirst_dense = 1\nrouter = { kind = \"sigmoid\" }")
+                        .unwrap(),
+                ),
+                ..base.clone()
+            },
         ];
+        // By hand for the MoE: layer 0 dense (3·16·48), layers 1–2 a router 16·4 and 4 + 1
+        // experts of 3·16·8.
+        let moe_layers = 3.0 * 16.0 * 48.0 + 2.0 * (16.0 * 4.0 + 5.0 * 3.0 * 16.0 * 8.0);
+        assert_eq!(configs[3].matrix_params(), 2.0 * 40.0 * 16.0 + 3.0 * 4.0 * 256.0 + moe_layers);
         // By hand for the first: embedding and output 2·40·16, per layer 4·16² + 3·16·48 (GLU 48).
         assert_eq!(configs[0].matrix_params(), 2.0 * 40.0 * 16.0 + 3.0 * (4.0 * 256.0 + 3.0 * 16.0 * 48.0));
         for cfg in configs {

@@ -6,7 +6,8 @@
 //! - [`trainer`]: the training loop: sample, forward, backward, clip, step, the recipe's
 //!   after-step hooks, validate, probe, checkpoint
 //! - [`step`]: one optimizer step's gradients over the micro-batches; [`allreduce`]: summed over
-//!   the ranks; [`clip`]: global-norm clipping
+//!   the ranks; [`clip`]: global-norm clipping; [`router_step`]: a MoE model's routing over the
+//!   step
 //! - [`optim`]: the optimizers (AdamW, Muon, NorMuon, Lion, AdamH, MuonH) and their parameter groups; [`update`]: the applied update measured (and clipped)
 //! - [`finetune`]: a fine-tuning run's start from its parent's weights
 //! - [`eval`]: validation loss and perplexity over fixed windows
@@ -30,6 +31,7 @@ pub mod pairs_eval;
 pub mod progress;
 pub mod ranks;
 pub mod rollback;
+pub mod router_step;
 pub mod setup;
 pub mod step;
 pub mod tracking;

@@ -136,6 +136,7 @@ mod tests {
             z: None,
             update_rms: None,
             update_ratio: None,
+            moe: None,
         };
         let p = Progress::silent();
         assert!(!p.message(&r, 50_000.0).contains("MFU"));

@@ -6,6 +6,7 @@
 
 use super::allreduce::sum_over_ranks;
 use super::clip::{clip_to, scale_all};
+use super::router_step::RouterStep;
 use crate::dist::Ranks;
 use crate::kernels::widen;
 use crate::model::Transformer;
@@ -34,6 +35,12 @@ pub struct StepGradients {
     /// ([`crate::norm::TaperNorm::calibration`]), the mean over the micro-batches and ranks;
     /// empty otherwise.
     pub taper_stats: Vec<[f64; 2]>,
+    /// MoE models: the mean balancing loss and router z-loss (before their coefficients; 0
+    /// for a dense model), and every MoE layer's routing over the step's micro-batches and
+    /// ranks (empty for a dense model).
+    pub balance: f64,
+    pub router_z: f64,
+    pub routers: Vec<RouterStep>,
 }
 
 /// Gradients of the mean loss over a step's micro-batches (inputs, targets), clipped to a global
@@ -56,14 +63,17 @@ pub fn gradients(
     let mut values = Vec::with_capacity(n);
     let mut maxima: Vec<Tensor<1>> = Vec::new();
     let mut taper: Vec<Tensor<1>> = Vec::new();
+    let mut routers: Vec<RouterStep> = Vec::new();
     for (x, y) in micro_batches {
-        let LossParts { loss, ce, reg, z, head_max, taper: stats } = model.loss_parts(x, y, objective);
+        let LossParts { loss, ce, reg, z, head_max, taper: stats, balance, router_z, routers: records } =
+            model.loss_parts(x, y, objective);
+        RouterStep::add(&mut routers, &records);
         taper = if taper.is_empty() { stats } else { taper.into_iter().zip(stats).map(|(a, b)| a + b).collect() };
         let grads = loss.clone().div_scalar(n as f64 / loss_scale).backward();
         acc.accumulate(model, GradientsParams::from_grads(grads, model));
         let reg = reg.unwrap_or_else(|| ce.zeros_like());
-        let z = z.unwrap_or_else(|| ce.zeros_like());
-        values.push(Tensor::cat(vec![loss.detach(), ce.detach(), reg.detach(), z.detach()], 0));
+        let [z, balance, router_z] = [z, balance, router_z].map(|t| t.unwrap_or_else(|| ce.zeros_like()).detach());
+        values.push(Tensor::cat(vec![loss.detach(), ce.detach(), reg.detach(), z, balance, router_z], 0));
         maxima = if maxima.is_empty() {
             head_max
         } else {
@@ -74,21 +84,22 @@ pub fn gradients(
     let grads = if loss_scale == 1.0 { grads } else { scale_all(model, grads, 1.0 / loss_scale) };
     let read = read_step(values, taper, maxima, GradSquares::of(model, &grads), step)?;
     let (grads, scale) = clip_to(model, grads, read.norms.total, grad_clip);
-    let [loss, ce, reg, z] = read.means;
+    let [loss, ce, reg, z, balance, router_z] = read.means;
     let StepRead { norms, logit_maxima, taper_stats, .. } = read;
-    Ok(StepGradients { grads, norms, scale, loss, ce, reg, z, logit_maxima, taper_stats })
+    RouterStep::over_ranks(&mut routers, n, step.ranks);
+    Ok(StepGradients { grads, norms, scale, loss, ce, reg, z, logit_maxima, taper_stats, balance, router_z, routers })
 }
 
-/// What a step brings to the host, over the ranks: the means of `[loss, ce, reg, z]` and of
+/// What a step brings to the host, over the ranks: the means of `[loss, ce, reg, z, balance, router_z]` and of
 /// each TaperNorm slot's statistics, the per-layer per-head logit maxima, the gradient norms.
 struct StepRead {
-    means: [f64; 4],
+    means: [f64; VALUES],
     taper_stats: Vec<[f64; 2]>,
     logit_maxima: Vec<Vec<f64>>,
     norms: GradNorms,
 }
 
-/// One read from the device for the whole step, none per micro-batch: `values` (one `[4]` per
+/// One read from the device for the whole step, none per micro-batch: `values` (one `[VALUES]` per
 /// micro-batch of this rank), `taper` (one `[2]` per slot, summed over this rank's
 /// micro-batches, which all have as many tokens), `maxima` (one `[heads]` per layer, the
 /// largest over this rank's micro-batches) and the summed gradients' squares (the same on
@@ -101,7 +112,7 @@ fn read_step(
     step: Share,
 ) -> anyhow::Result<StepRead> {
     let heads = maxima.first().map_or(0, |m| m.dims()[0]);
-    let sizes = [4 * values.len(), 2 * taper.len(), heads * maxima.len()];
+    let sizes = [VALUES * values.len(), 2 * taper.len(), heads * maxima.len()];
     // The losses are on the autodiff device, the gradients' squares off it: one kind, f32.
     let parts = values.into_iter().chain(taper).chain(maxima).chain(squares.squares.clone());
     let parts = parts.map(|t| widen(t.without_autodiff())).collect();
@@ -121,17 +132,20 @@ fn read_step(
     Ok(StepRead { means, taper_stats, logit_maxima, norms: squares.norms(squared) })
 }
 
-/// The step's means over its micro-batches and ranks of `[loss, ce, reg, z]` (`losses`: four
+/// The step's means over its micro-batches and ranks of `[loss, ce, reg, z, balance, router_z]` (`losses`: six
 /// per micro-batch of this rank) and of each TaperNorm slot's two statistics (`stats`, summed
 /// over this rank's micro-batches): one sum over the ranks.
-fn step_means(losses: &[f64], stats: &[f64], step: Share) -> ([f64; 4], Vec<[f64; 2]>) {
-    let mut sums: Vec<f64> = (0..4).map(|k| losses.iter().skip(k).step_by(4).sum::<f64>()).collect();
+fn step_means(losses: &[f64], stats: &[f64], step: Share) -> ([f64; VALUES], Vec<[f64; 2]>) {
+    let mut sums: Vec<f64> = (0..VALUES).map(|k| losses.iter().skip(k).step_by(VALUES).sum::<f64>()).collect();
     sums.extend_from_slice(stats);
     step.ranks.sum_f64(&mut sums);
     let means: Vec<f64> = sums.iter().map(|s| s / step.micro_batches as f64).collect();
-    let taper_stats = means[4..].chunks(2).map(|c| [c[0], c[1]]).collect();
-    ([means[0], means[1], means[2], means[3]], taper_stats)
+    let taper_stats = means[VALUES..].chunks(2).map(|c| [c[0], c[1]]).collect();
+    (std::array::from_fn(|k| means[k]), taper_stats)
 }
+
+/// The loss terms a micro-batch reports: loss, CE, R, z, the MoE balancing loss and router z.
+const VALUES: usize = 6;
 
 /// Which part of a step this process computes.
 #[derive(Clone, Copy, Debug)]

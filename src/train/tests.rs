@@ -317,6 +317,29 @@ fn a_tapernorm_run_resumes_to_the_identical_curve() {
     });
 }
 
+/// A MoE run's selection biases (buffers the after-step balancing moves) and its routing
+/// records go through the checkpoint: DeepSeek V3's router with a bias step large enough to
+/// move the selection within the run, and OLMoE's with both balancing losses.
+#[test]
+fn a_moe_run_resumes_to_the_identical_curve() {
+    let deepseek = "experts = 4\ntop_k = 2\nd_expert = 16\nshared = 1\nrouter = { kind = \"sigmoid\", groups = 2, \
+                    top_groups = 1, scale = 2.5, bias_update = 0.01 }";
+    let olmoe = "experts = 4\ntop_k = 2\nd_expert = 16\naux_loss = 0.01\nz_loss = 0.001";
+    for (name, moe) in [("resume-moe-deepseek", deepseek), ("resume-moe-olmoe", olmoe)] {
+        resumes_to_the_identical_curve(name, |c| c.model.moe = Some(toml::from_str(moe).unwrap()));
+    }
+    // Every step records its routing: both layers are MoE (first_dense 0), each with a load CV,
+    // and the router z is positive (a mean of squares).
+    let root = temp_dir("moe-records");
+    let mut cfg = tiny_cfg(&root, 6);
+    cfg.model.moe = Some(toml::from_str(deepseek).unwrap());
+    let (t, _) = run(cfg);
+    let train = Metrics::read(&layout::metrics(&t.dir)).unwrap().train;
+    let moe: Vec<_> = train.iter().filter_map(|r| r.moe.clone()).collect();
+    assert_eq!(moe.len(), 6, "every step records its routing");
+    assert!(moe.iter().all(|m| m.load_cv.len() == 2 && m.dead.len() == 2 && m.router_z > 0.0), "{moe:?}");
+}
+
 fn resumes_to_the_identical_curve(name: &str, edit: impl Fn(&mut RunConfig)) {
     let root = temp_dir(name);
     let mut whole = tiny_cfg(&root, 14);

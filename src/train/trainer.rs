@@ -356,7 +356,8 @@ impl Trainer {
         };
         let mut facts = StepFacts::new(&g, lr, skipped, f16.then_some(loss_scale), tokens);
         if facts.skipped.is_none() {
-            let seen = self.step_seen(&g.logit_maxima, &g.taper_stats);
+            let loads: Vec<Vec<f64>> = g.routers.iter().map(|r| r.load.clone()).collect();
+            let seen = self.step_seen(&g.logit_maxima, &g.taper_stats, &loads);
             self.apply_update(g.grads, seen, lr, &mut facts)?;
         }
         // The probe step's update by kind and layer (the probe only runs on an applied update).
@@ -373,10 +374,15 @@ impl Trainer {
 
     /// What the after-step hooks read of the step being taken: the forward's records and where
     /// the step stands in the run.
-    fn step_seen<'a>(&self, logit_maxima: &'a [Vec<f64>], taper_stats: &'a [[f64; 2]]) -> StepSeen<'a> {
+    fn step_seen<'a>(
+        &self,
+        logit_maxima: &'a [Vec<f64>],
+        taper_stats: &'a [[f64; 2]],
+        expert_load: &'a [Vec<f64>],
+    ) -> StepSeen<'a> {
         let total = self.state.total_steps;
         let warmup = self.cfg.schedule.warmup_steps(total);
-        StepSeen { logit_maxima, taper_stats, done: self.state.step + 1, total, warmup }
+        StepSeen { logit_maxima, taper_stats, expert_load, done: self.state.step + 1, total, warmup }
     }
 
     /// The optimizer's update of `grads` at rate `lr` (clipped under `optim.update_clip`), then
@@ -466,6 +472,7 @@ impl Trainer {
             z: f.z,
             update_rms: applied.map(|u| u.rms()),
             update_ratio: applied.map(|u| u.ratio()),
+            moe: f.moe,
         }
     }
 
@@ -707,6 +714,8 @@ struct StepFacts {
     taper_gate: Option<f64>,
     /// Mean log²Z with a z-loss.
     z: Option<f64>,
+    /// A MoE model's routing.
+    moe: Option<crate::run::metrics::MoeStepRecord>,
     /// Every parameter's applied update (empty on a skipped step).
     updates: Vec<update::ParamUpdate>,
 }
@@ -719,6 +728,14 @@ impl StepFacts {
         let grad_norm = g.norms.total;
         let clip = g.scale;
         let z = (g.z != 0.0).then_some(g.z);
+        let moe = (!g.routers.is_empty()).then(|| crate::run::metrics::MoeStepRecord {
+            balance: g.balance,
+            router_z: g.router_z,
+            load_cv: g.routers.iter().map(|r| r.load_cv()).collect(),
+            entropy: g.routers.iter().map(|r| r.entropy).collect(),
+            logit_max: g.routers.iter().map(|r| r.logit_max).collect(),
+            dead: g.routers.iter().map(|r| r.dead()).collect(),
+        });
         Self {
             lr,
             loss,
@@ -732,6 +749,7 @@ impl StepFacts {
             clip_event: None,
             taper_gate: None,
             z,
+            moe,
             updates: Vec::new(),
         }
     }
@@ -766,6 +784,11 @@ fn tensorboard_scalars(r: &TrainRecord) -> Vec<(&'static str, f32)> {
     v.extend(r.taper_gate.map(|g| ("train/taper_gate", g as f32)));
     v.extend(r.update_rms.map(|u| ("train/update_rms", u as f32)));
     v.extend(r.update_ratio.map(|u| ("train/update_ratio", u as f32)));
+    if let Some(m) = &r.moe {
+        let worst = m.load_cv.iter().copied().fold(0.0, f64::max);
+        v.extend([("moe/balance", m.balance as f32), ("moe/router_z", m.router_z as f32)]);
+        v.extend([("moe/load_cv_max", worst as f32), ("moe/dead_experts", m.dead.iter().sum::<usize>() as f32)]);
+    }
     v
 }
 

@@ -1,0 +1,152 @@
+//! The mixture-of-experts feed-forward block:
+//!
+//! ```text
+//! MoE(x) = Σ_{e ∈ TopK(x)} w_e(x) · N_e(FFN_e(x))  +  N_s(FFN_shared(x)),   l = N_r(x) W_r
+//! ```
+//!
+//! (the norm slots `N_r`, `N_e` empty unless `[model.moe]` fills them), the router ([`super::moe_router`]) choosing each token's `k` experts and their weights from
+//! `x W_r`, every expert the model's FFN kind ([`super::ffn`]) at width `d_expert`, the shared
+//! experts (DeepSeek) one FFN every token passes through. Dropless: the tokens are sorted by
+//! expert and each expert runs once on its rows (one product per expert); every chosen
+//! (token, expert) pair is computed.
+//!
+//! # Shapes
+//! - input and output: `[B, T, d]`; router logits `[B·T, E]`
+
+use super::compute::Compute;
+use super::ffn::{FeedForward, FfnShape};
+use super::moe_balance::RouterRecord;
+use super::moe_config::MoeNorms;
+use super::moe_router::Router;
+use super::names::child;
+use crate::init::{Init, ParamBuilder};
+use crate::kernels::widen;
+use crate::norm::{Norm, maybe_norm};
+use burn::module::{Module, Param};
+use burn::tensor::{IndexingUpdateOp, Int, Tensor, TensorData};
+use std::cell::RefCell;
+
+/// A MoE block's parameters and routing.
+#[derive(Module, Debug)]
+pub struct Moe {
+    /// `W_r` `[d, E]`.
+    pub router: Param<Tensor<2>>,
+    /// DeepSeek V3's selection bias `b` `[E]`: a buffer, moved by the after-step balancing,
+    /// never by a gradient (sigmoid routers only).
+    pub selection_bias: Option<Param<Tensor<1>>>,
+    pub experts: Vec<FeedForward>,
+    pub shared: Option<FeedForward>,
+    /// `N_r` on the router's input, when `[model.moe] router_norm` fills the slot.
+    pub router_norm: Option<Norm>,
+    /// `N_e` on each expert's output (the shared experts' last), when `expert_norm` fills it;
+    /// empty otherwise.
+    pub expert_norms: Vec<Norm>,
+    #[module(skip)]
+    pub kind: Router,
+    #[module(skip)]
+    pub top_k: usize,
+}
+
+/// What builds one MoE block: the expert shape (its width `d_expert`) and the routing.
+pub struct MoeShape {
+    pub expert: FfnShape,
+    pub experts: usize,
+    pub top_k: usize,
+    pub shared: usize,
+    pub router: Router,
+    pub norms: MoeNorms,
+}
+
+impl Moe {
+    pub fn new(s: MoeShape, b: &mut ParamBuilder<'_>, prefix: &str) -> anyhow::Result<Self> {
+        let d = s.expert.d_model;
+        let router = b.matrix(&child(prefix, "router"), [d, s.experts], Init::Normal { std: s.expert.std })?;
+        let selection_bias = s
+            .router
+            .has_bias()
+            .then(|| b.vector(&child(prefix, super::names::SELECTION_BIAS), s.experts, Init::Zeros))
+            .transpose()?
+            .map(|p| p.set_require_grad(false));
+        let experts = (0..s.experts)
+            .map(|e| FeedForward::new(&s.expert, b, &child(prefix, &format!("experts.{e}"))))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let shared = (s.shared > 0)
+            .then(|| {
+                let shape = FfnShape { d_ff: s.shared * s.expert.d_ff, lora: None, suv: None, ..s.expert };
+                FeedForward::new(&shape, b, &child(prefix, "shared"))
+            })
+            .transpose()?;
+        let router_norm =
+            s.norms.router.clone().map(|k| Norm::new(k, d, b, &child(prefix, "router_norm"))).transpose()?;
+        let normed = s.experts + usize::from(shared.is_some());
+        let expert_norms = match &s.norms.expert {
+            Some(k) => (0..normed)
+                .map(|e| Norm::new(k.clone(), d, b, &child(prefix, &format!("expert_norms.{e}"))))
+                .collect::<anyhow::Result<Vec<_>>>()?,
+            None => Vec::new(),
+        };
+        Ok(Self { router, selection_bias, experts, shared, router_norm, expert_norms, kind: s.router, top_k: s.top_k })
+    }
+
+    /// `[B, T, d]` → `[B, T, d]`; appends the layer's [`RouterRecord`] to `record` when given.
+    pub fn forward(&self, x: Tensor<3>, c: &Compute, record: Option<&RefCell<Vec<RouterRecord>>>) -> Tensor<3> {
+        let [bsz, t, d] = x.dims();
+        let (n, e, k) = (bsz * t, self.experts.len(), self.top_k);
+        let flat = x.clone().reshape([n, d]);
+        let router_in = maybe_norm(&self.router_norm, widen(x.clone()), c.kernels).reshape([n, d]);
+        let logits = router_in.matmul(widen(self.router.val()));
+        let (host, bias) = self.read(&logits, n * e);
+        let routing = self.kind.route(&host, self.kind.scores(logits.clone()), &bias, k);
+        // The (token, slot) pairs grouped by expert, in token order within each.
+        let mut order: Vec<usize> = (0..n * k).collect();
+        order.sort_by_key(|&p| routing.chosen[p]);
+        let mut load = vec![0usize; e];
+        routing.chosen.iter().for_each(|&c| load[c] += 1);
+        let device = x.device();
+        let index = |v: Vec<i64>| Tensor::<1, Int>::from_data(TensorData::new(v.clone(), [v.len()]), &device);
+        let tokens = index(order.iter().map(|&p| (p / k) as i64).collect());
+        let rows = flat.clone().select(0, tokens.clone());
+        let mut outputs = Vec::with_capacity(e);
+        let mut start = 0;
+        for (i, (expert, &count)) in self.experts.iter().zip(&load).enumerate() {
+            if count > 0 {
+                let input = rows.clone().narrow(0, start, count).reshape([1, count, d]);
+                outputs.push(self.expert_output(i, expert.forward(input, c), c).reshape([count, d]));
+                start += count;
+            }
+        }
+        let weights =
+            routing.weights.clone().reshape([n * k]).select(0, index(order.iter().map(|&p| p as i64).collect()));
+        let weighted = Tensor::cat(outputs, 0) * weights.unsqueeze_dim(1);
+        let mut out = widen(flat).zeros_like().select_assign(0, tokens, weighted, IndexingUpdateOp::Add);
+        if let Some(shared) = &self.shared {
+            out = out + self.expert_output(self.experts.len(), shared.forward(x, c), c).reshape([n, d]);
+        }
+        if let Some(r) = record {
+            r.borrow_mut().push(RouterRecord::new(logits, &host, routing, e, k));
+        }
+        out.reshape([bsz, t, d])
+    }
+
+    /// Expert `i`'s output in f32, through its output norm `N_e` when the block has them (the
+    /// shared experts are `i = E`).
+    fn expert_output(&self, i: usize, y: Tensor<3>, c: &Compute) -> Tensor<3> {
+        match self.expert_norms.get(i) {
+            Some(n) => n.forward(widen(y), c.kernels),
+            None => widen(y),
+        }
+    }
+
+    /// The logits `[N·E]` and the selection bias on the host, in one read.
+    fn read(&self, logits: &Tensor<2>, len: usize) -> (Vec<f64>, Vec<f64>) {
+        let flat = logits.clone().detach().reshape([len]);
+        let parts = match &self.selection_bias {
+            Some(b) => vec![flat, widen(b.val().detach())],
+            None => vec![flat],
+        };
+        // The conversion to f64 is done first, so reading it back as f64 cannot fail.
+        let mut v = Tensor::cat(parts, 0).into_data().convert::<f64>().try_into_vec::<f64>().expect("f64 data");
+        let bias = v.split_off(len.min(v.len()));
+        (v, bias)
+    }
+}
