@@ -75,7 +75,7 @@ impl RouterRecord {
 pub fn coefficient_of_variation(v: &[f64]) -> f64 {
     let n = v.len() as f64;
     let mean = v.iter().sum::<f64>() / n;
-    if !(mean > 0.0) {
+    if mean.is_nan() || mean <= 0.0 {
         return 0.0;
     }
     let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n;

@@ -67,7 +67,7 @@ pub struct TrainRecord {
     pub update_ratio: Option<f64>,
     /// A MoE model's routing this step (absent for a dense model).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub moe: Option<MoeStepRecord>,
+    pub moe: Option<Box<MoeStepRecord>>,
 }
 
 /// A MoE model's balancing and routing over one step: the balancing loss and router z-loss

@@ -715,7 +715,7 @@ struct StepFacts {
     /// Mean log²Z with a z-loss.
     z: Option<f64>,
     /// A MoE model's routing.
-    moe: Option<crate::run::metrics::MoeStepRecord>,
+    moe: Option<Box<crate::run::metrics::MoeStepRecord>>,
     /// Every parameter's applied update (empty on a skipped step).
     updates: Vec<update::ParamUpdate>,
 }
@@ -728,13 +728,15 @@ impl StepFacts {
         let grad_norm = g.norms.total;
         let clip = g.scale;
         let z = (g.z != 0.0).then_some(g.z);
-        let moe = (!g.routers.is_empty()).then(|| crate::run::metrics::MoeStepRecord {
-            balance: g.balance,
-            router_z: g.router_z,
-            load_cv: g.routers.iter().map(|r| r.load_cv()).collect(),
-            entropy: g.routers.iter().map(|r| r.entropy).collect(),
-            logit_max: g.routers.iter().map(|r| r.logit_max).collect(),
-            dead: g.routers.iter().map(|r| r.dead()).collect(),
+        let moe = (!g.routers.is_empty()).then(|| {
+            Box::new(crate::run::metrics::MoeStepRecord {
+                balance: g.balance,
+                router_z: g.router_z,
+                load_cv: g.routers.iter().map(|r| r.load_cv()).collect(),
+                entropy: g.routers.iter().map(|r| r.entropy).collect(),
+                logit_max: g.routers.iter().map(|r| r.logit_max).collect(),
+                dead: g.routers.iter().map(|r| r.dead()).collect(),
+            })
         });
         Self {
             lr,
