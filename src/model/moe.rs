@@ -6,9 +6,10 @@
 //!
 //! (the norm slots `N_r`, `N_e` empty unless `[model.moe]` fills them), the router ([`super::moe_router`]) choosing each token's `k` experts and their weights from
 //! `x W_r`, every expert the model's FFN kind ([`super::ffn`]) at width `d_expert`, the shared
-//! experts (DeepSeek) one FFN every token passes through. Dropless: the tokens are sorted by
-//! expert and each expert runs once on its rows (one product per expert); every chosen
-//! (token, expert) pair is computed.
+//! experts (DeepSeek) one FFN every token passes through. The tokens are sorted by expert and
+//! each expert runs once on its rows (one product per expert). Dropless by default (every
+//! chosen pair is computed); under a capacity factor `c` (Switch Transformer) an expert takes
+//! at most `⌈c·N·k/E⌉` pairs, in token order, and the rest are dropped and counted.
 //!
 //! # Shapes
 //! - input and output: `[B, T, d]`; router logits `[B·T, E]`
@@ -45,6 +46,34 @@ pub struct Moe {
     pub kind: Router,
     #[module(skip)]
     pub top_k: usize,
+    /// The capacity factor `c`: each expert takes at most `⌈c·N·k/E⌉` of a forward's `N·k`
+    /// (token, slot) pairs, the later ones dropped (that slot adds nothing); `None`: dropless.
+    #[module(skip)]
+    pub capacity: Option<f64>,
+}
+
+/// The (token, slot) pairs an expert computes, grouped by expert and in token order within each
+/// (positions `n·k + j` into the routing), how many each expert computes, and the pairs dropped
+/// over its capacity.
+struct Dispatch {
+    order: Vec<usize>,
+    counts: Vec<usize>,
+    dropped: usize,
+}
+
+/// The dispatch of `chosen` (`[N·k]`) over `e` experts under the capacity factor `capacity`.
+fn dispatch(chosen: &[usize], e: usize, k: usize, capacity: Option<f64>) -> Dispatch {
+    let mut order: Vec<usize> = (0..chosen.len()).collect();
+    order.sort_by_key(|&p| chosen[p]);
+    let cap =
+        capacity.map_or(usize::MAX, |c| ((c * (chosen.len() / k * k) as f64) / e as f64).ceil().max(1.0) as usize);
+    let mut counts = vec![0usize; e];
+    order.retain(|&p| {
+        let keep = counts[chosen[p]] < cap;
+        counts[chosen[p]] += usize::from(keep);
+        keep
+    });
+    Dispatch { dropped: chosen.len() - order.len(), order, counts }
 }
 
 /// What builds one MoE block: the expert shape (its width `d_expert`) and the routing.
@@ -55,6 +84,7 @@ pub struct MoeShape {
     pub shared: usize,
     pub router: Router,
     pub norms: MoeNorms,
+    pub capacity: Option<f64>,
 }
 
 impl Moe {
@@ -85,7 +115,17 @@ impl Moe {
                 .collect::<anyhow::Result<Vec<_>>>()?,
             None => Vec::new(),
         };
-        Ok(Self { router, selection_bias, experts, shared, router_norm, expert_norms, kind: s.router, top_k: s.top_k })
+        Ok(Self {
+            router,
+            selection_bias,
+            experts,
+            shared,
+            router_norm,
+            expert_norms,
+            kind: s.router,
+            top_k: s.top_k,
+            capacity: s.capacity,
+        })
     }
 
     /// `[B, T, d]` → `[B, T, d]`; appends the layer's [`RouterRecord`] to `record` when given.
@@ -97,11 +137,7 @@ impl Moe {
         let logits = router_in.matmul(widen(self.router.val()));
         let (host, bias) = self.read(&logits, n * e);
         let routing = self.kind.route(&host, self.kind.scores(logits.clone()), &bias, k);
-        // The (token, slot) pairs grouped by expert, in token order within each.
-        let mut order: Vec<usize> = (0..n * k).collect();
-        order.sort_by_key(|&p| routing.chosen[p]);
-        let mut load = vec![0usize; e];
-        routing.chosen.iter().for_each(|&c| load[c] += 1);
+        let Dispatch { order, counts: load, dropped } = dispatch(&routing.chosen, e, k, self.capacity);
         let device = x.device();
         let index = |v: Vec<i64>| Tensor::<1, Int>::from_data(TensorData::new(v.clone(), [v.len()]), &device);
         let tokens = index(order.iter().map(|&p| (p / k) as i64).collect());
@@ -123,7 +159,7 @@ impl Moe {
             out = out + self.expert_output(self.experts.len(), shared.forward(x, c), c).reshape([n, d]);
         }
         if let Some(r) = record {
-            r.borrow_mut().push(RouterRecord::new(logits, &host, routing, e, k));
+            r.borrow_mut().push(RouterRecord { dropped, ..RouterRecord::new(logits, &host, routing, e, k) });
         }
         out.reshape([bsz, t, d])
     }
@@ -148,5 +184,22 @@ impl Moe {
         let mut v = Tensor::cat(parts, 0).into_data().convert::<f64>().try_into_vec::<f64>().expect("f64 data");
         let bias = v.split_off(len.min(v.len()));
         (v, bias)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// By hand: 4 tokens, top 1, 2 experts, c = 1: each expert takes ⌈1·4/2⌉ = 2 pairs, so the
+    /// third token for expert 0 is dropped; top 2 over 3 tokens at c = 0.5: ⌈0.5·6/2⌉ = 2.
+    #[test]
+    fn dispatch_by_hand() {
+        let d = dispatch(&[0, 0, 0, 1], 2, 1, Some(1.0));
+        assert_eq!((d.order, d.counts, d.dropped), (vec![0, 1, 3], vec![2, 1], 1));
+        let d = dispatch(&[0, 1, 0, 1, 0, 1], 2, 2, Some(0.5));
+        assert_eq!((d.order, d.counts, d.dropped), (vec![0, 2, 1, 3], vec![2, 2], 2));
+        let d = dispatch(&[0, 1, 0, 1, 0, 1], 2, 2, None);
+        assert_eq!((d.order, d.counts, d.dropped), (vec![0, 2, 4, 1, 3, 5], vec![3, 3], 0));
     }
 }

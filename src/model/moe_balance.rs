@@ -33,6 +33,8 @@ pub struct RouterRecord {
     pub z: f64,
     /// Each token's chosen experts, `[N·k]`.
     pub chosen: Vec<usize>,
+    /// The (token, slot) pairs dropped over the experts' capacity (0 when dropless).
+    pub dropped: usize,
 }
 
 impl RouterRecord {
@@ -62,6 +64,7 @@ impl RouterRecord {
             logit_max,
             z: z / per,
             chosen: routing.chosen,
+            dropped: 0,
         }
     }
 

@@ -56,6 +56,11 @@ pub struct MoeConfig {
     /// (and one on the shared experts'); none by default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expert_norm: Option<NormSpec>,
+    /// The capacity factor `c` (Switch Transformer): each expert computes at most `⌈c·N·k/E⌉`
+    /// of a forward's `N·k` (token, slot) pairs, in token order, and drops the rest (counted
+    /// in the step's record); absent: dropless.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<f64>,
 }
 
 /// The two norm slots of a MoE block, resolved for the model.
@@ -162,6 +167,9 @@ impl MoeConfig {
         );
         for (name, c) in [("aux_loss", self.aux_loss), ("z_loss", self.z_loss)] {
             ensure!(c.is_finite() && c >= 0.0, "model.moe.{name} = {c} must be a finite coefficient ≥ 0");
+        }
+        if let Some(c) = self.capacity {
+            ensure!(c.is_finite() && c > 0.0, "model.moe.capacity = {c} must be a factor > 0 (1.25 is Switch's)");
         }
         self.router.check(self.experts, self.top_k)
     }

@@ -90,6 +90,7 @@ fn block(f: &Fixture, c: &serde_json::Value, device: &burn::tensor::Device) -> M
         shared,
         router: router_of(c),
         norms: Default::default(),
+        capacity: None,
     };
     let mut b = ParamBuilder::new(device, ParamSource::Loaded(weights));
     let moe = Moe::new(shape, &mut b, "moe").unwrap();
@@ -190,5 +191,47 @@ fn bias_update_follows_deepseek_v3() {
         let ours = floats(&moe.selection_bias.as_ref().unwrap().val().into_data());
         let e = rel(&ours, &floats(&steps[&format!("steps.{s}.bias")]));
         assert!(e < 1e-6, "step {s}: bias off by {e:e}");
+    }
+}
+
+/// Under a capacity factor, by the fixture: Mixtral's 10 tokens × top 2 over 8 experts at
+/// c = 0.5 leave each expert ⌈0.5·20/8⌉ = 2 pairs; a token none of whose pairs was dropped has
+/// transformers' output, one whose pairs were both dropped has 0, and a factor that drops
+/// nothing gives the dropless output exactly.
+#[test]
+fn capacity_drops_the_later_pairs_of_a_full_expert() {
+    let (f, c) = fixture("mixtral.safetensors");
+    let device = cpu();
+    let compute = Compute::for_device(Kernels::default(), &device);
+    let x = tensor::<3>(&f["x"], &device);
+    let run = |capacity: Option<f64>| {
+        let moe = Moe { capacity, ..block(&f, &c, &device) };
+        let record = RefCell::new(Vec::new());
+        let out = floats(&moe.forward(x.clone(), &compute, Some(&record)).into_data());
+        (out, record.into_inner().remove(0))
+    };
+    let (dropless, _) = run(None);
+    assert_eq!(run(Some(100.0)).0, dropless);
+    let (out, record) = run(Some(0.5));
+    let chosen = chosen(&f, "topk_indices");
+    let mut seen = [0usize; 8];
+    let mut kept = [0usize; 10];
+    for (p, &e) in chosen.iter().enumerate() {
+        // The later pairs in token order are the ones dropped.
+        if seen[e] < 2 {
+            kept[p / 2] += 1;
+        }
+        seen[e] += 1;
+    }
+    assert_eq!(record.dropped, kept.iter().map(|k| 2 - k).sum::<usize>());
+    assert!(record.dropped > 0, "the case drops something");
+    let want = floats(&f["out"]);
+    for (t, &k) in kept.iter().enumerate() {
+        let (ours, theirs) = (&out[t * 16..(t + 1) * 16], &want[t * 16..(t + 1) * 16]);
+        match k {
+            2 => assert!(rel(ours, theirs) < 1e-5, "token {t}"),
+            0 => assert!(ours.iter().all(|v| *v == 0.0), "token {t}"),
+            _ => {}
+        }
     }
 }

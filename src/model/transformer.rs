@@ -449,7 +449,7 @@ impl Transformer {
                 let norms = m.norms(&cfg.recipe.spec()?, dims, cfg.norm_eps)?;
                 let expert = FfnShape { d_ff: m.expert_width(shape.d_ff), ..shape };
                 let (experts, top_k, shared, router) = (m.experts, m.top_k, m.shared, m.router);
-                let moe = MoeShape { expert, experts, top_k, shared, router, norms };
+                let moe = MoeShape { expert, experts, top_k, shared, router, norms, capacity: m.capacity };
                 Ok(Ffn::Moe(Moe::new(moe, b, prefix)?))
             }
             _ => Ok(Ffn::Dense(FeedForward::new(&shape, b, prefix)?)),

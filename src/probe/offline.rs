@@ -49,6 +49,7 @@ pub fn probe_model(
     for (p, g) in forward.sublayers.iter_mut().zip(&subs) {
         p.grad_norm = Some(*g);
     }
+    super::routing::add_grad_norms(&mut forward.routers, &norms.per_param);
     OfflineProbe {
         at,
         recipe: model.meta.recipe.clone(),

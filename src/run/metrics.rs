@@ -72,8 +72,8 @@ pub struct TrainRecord {
 
 /// A MoE model's balancing and routing over one step: the balancing loss and router z-loss
 /// before their coefficients, and per MoE layer (in layer order) the load's coefficient of
-/// variation over the experts, the router's mean entropy (nats), its largest `|logit|` and
-/// the experts that received no token.
+/// variation over the experts, the router's mean entropy (nats), its largest `|logit|`, the
+/// experts that received no token and, under a capacity factor, the pairs dropped.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MoeStepRecord {
@@ -85,6 +85,9 @@ pub struct MoeStepRecord {
     pub entropy: Vec<f64>,
     pub logit_max: Vec<f64>,
     pub dead: Vec<usize>,
+    /// The (token, slot) pairs dropped over the experts' capacity (`model.moe.capacity`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<usize>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

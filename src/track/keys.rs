@@ -5,6 +5,21 @@
 use super::mlflow::{MAX_KEY, MAX_PARAM_VALUE, Metric};
 use crate::run::metrics::MetricsRecord;
 
+/// A MoE step's routing as metrics: the two losses, then per MoE layer `moe/{i}/…` (`i` in
+/// MoE-layer order).
+fn moe_metrics(m: &crate::run::metrics::MoeStepRecord) -> Vec<(String, f64)> {
+    let mut out = vec![("moe/balance".into(), m.balance), ("moe/router_z".into(), m.router_z)];
+    let layers = m.load_cv.iter().zip(&m.entropy).zip(&m.logit_max).zip(&m.dead);
+    for (i, (((cv, h), max), dead)) in layers.enumerate() {
+        out.push((format!("moe/{i}/load_cv"), *cv));
+        out.push((format!("moe/{i}/entropy"), *h));
+        out.push((format!("moe/{i}/logit_max"), *max));
+        out.push((format!("moe/{i}/dead"), *dead as f64));
+    }
+    out.extend(m.dropped.iter().enumerate().map(|(i, d)| (format!("moe/{i}/dropped"), *d as f64)));
+    out
+}
+
 /// The metrics of one record (finite values only: JSON has no NaN, and MLflow refuses it).
 pub fn metrics_of(record: &MetricsRecord, timestamp: i64) -> Vec<Metric> {
     let mut out: Vec<(String, f64)> = Vec::new();
@@ -23,16 +38,7 @@ pub fn metrics_of(record: &MetricsRecord, timestamp: i64) -> Vec<Metric> {
             out.extend(t.update_rms.map(|u| ("train/update_rms".into(), u)));
             out.extend(t.update_ratio.map(|u| ("train/update_ratio".into(), u)));
             out.push(("train/skipped".into(), f64::from(u8::from(t.skipped.is_some()))));
-            if let Some(m) = &t.moe {
-                out.extend([("moe/balance".into(), m.balance), ("moe/router_z".into(), m.router_z)]);
-                let layers = m.load_cv.iter().zip(&m.entropy).zip(&m.logit_max).zip(&m.dead);
-                for (i, (((cv, h), max), dead)) in layers.enumerate() {
-                    out.push((format!("moe/{i}/load_cv"), *cv));
-                    out.push((format!("moe/{i}/entropy"), *h));
-                    out.push((format!("moe/{i}/logit_max"), *max));
-                    out.push((format!("moe/{i}/dead"), *dead as f64));
-                }
-            }
+            out.extend(t.moe.as_deref().map(moe_metrics).unwrap_or_default());
             t.step
         }
         MetricsRecord::Eval(e) => {

@@ -14,6 +14,8 @@ pub struct RouterStep {
     pub entropy: f64,
     /// The largest `|logit|` of the step.
     pub logit_max: f64,
+    /// The (token, slot) pairs dropped over the experts' capacity.
+    pub dropped: f64,
 }
 
 impl RouterStep {
@@ -29,6 +31,7 @@ impl RouterStep {
             s.load.iter_mut().zip(&r.load).for_each(|(a, b)| *a += b);
             s.entropy += r.entropy;
             s.logit_max = s.logit_max.max(r.logit_max);
+            s.dropped += r.dropped as f64;
         }
     }
 
@@ -38,7 +41,8 @@ impl RouterStep {
         if steps.is_empty() {
             return;
         }
-        let mut sums: Vec<f64> = steps.iter().flat_map(|s| s.load.iter().copied().chain([s.entropy])).collect();
+        let mut sums: Vec<f64> =
+            steps.iter().flat_map(|s| s.load.iter().copied().chain([s.entropy, s.dropped])).collect();
         ranks.sum_f64(&mut sums);
         let mut maxima: Vec<f64> = steps.iter().map(|s| s.logit_max).collect();
         ranks.max_f64(&mut maxima);
@@ -46,6 +50,7 @@ impl RouterStep {
         for (s, max) in steps.iter_mut().zip(maxima) {
             s.load = sums.by_ref().take(s.load.len()).collect();
             s.entropy = sums.next().unwrap_or(0.0) / micro_batches.max(1) as f64;
+            s.dropped = sums.next().unwrap_or(0.0);
             s.logit_max = max;
         }
     }

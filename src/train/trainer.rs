@@ -736,6 +736,10 @@ impl StepFacts {
                 entropy: g.routers.iter().map(|r| r.entropy).collect(),
                 logit_max: g.routers.iter().map(|r| r.logit_max).collect(),
                 dead: g.routers.iter().map(|r| r.dead()).collect(),
+                dropped: match g.routers.iter().any(|r| r.dropped > 0.0) {
+                    true => g.routers.iter().map(|r| r.dropped as usize).collect(),
+                    false => Vec::new(),
+                },
             })
         });
         Self {
