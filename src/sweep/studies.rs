@@ -57,6 +57,7 @@ const MINUTES_OPTIMIZER_NORMS: Option<f64> = Some(2.9);
 const MINUTES_MUON_LOGITS: Option<f64> = Some(0.5);
 const MINUTES_PERILN_SFT: Option<f64> = Some(1.8);
 const MINUTES_BHYT_SFT: Option<f64> = Some(5.3);
+const MINUTES_MOE_NORMS: Option<f64> = Some(3.9);
 
 /// Every study, in the order `normlab studies` lists them.
 pub const STUDIES: &[Study] = &[
@@ -268,6 +269,14 @@ pub const STUDIES: &[Study] = &[
             include_str!("../../configs/studies/residual-gates-full.toml"),
         )),
         minutes: MINUTES_RESIDUAL_GATES,
+    },
+    Study {
+        name: "moe-norms",
+        figure: "the normalization overview's open question on mixture-of-experts layers",
+        claim: "which placement (post, pre, Peri-LN), and whether a norm on each expert's output, trains a MoE model best, and what each costs in load balance",
+        mini: ("configs/studies/moe-norms.toml", include_str!("../../configs/studies/moe-norms.toml")),
+        full: Some(("configs/studies/moe-norms-full.toml", include_str!("../../configs/studies/moe-norms-full.toml"))),
+        minutes: MINUTES_MOE_NORMS,
     },
     Study {
         name: "hybridnorm",
