@@ -19,6 +19,13 @@ pub fn mean_std(xs: &[f64]) -> (f64, f64) {
     (m, v.sqrt())
 }
 
+/// Coefficient of variation `std/mean` (population std, as [`mean_std`]); 0 for an empty
+/// series or one whose mean is not positive (an expert load of all zeros).
+pub fn coefficient_of_variation(xs: &[f64]) -> f64 {
+    let (m, sd) = mean_std(xs);
+    if m > 0.0 { sd / m } else { 0.0 }
+}
+
 /// Sample standard deviation (divisor n − 1, Bessel's correction); NaN for fewer than two
 /// values.
 pub fn sample_std(xs: &[f64]) -> f64 {
@@ -152,6 +159,14 @@ fn ln_gamma(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// By hand: an even series has CV 0; [3, 1] has mean 2, std 1, CV 0.5; all zeros 0.
+    #[test]
+    fn coefficient_of_variation_by_hand() {
+        assert_eq!(coefficient_of_variation(&[2.0, 2.0]), 0.0);
+        assert!((coefficient_of_variation(&[3.0, 1.0]) - 0.5).abs() < 1e-15);
+        assert_eq!(coefficient_of_variation(&[0.0, 0.0]), 0.0);
+    }
 
     #[test]
     fn by_hand() {

@@ -28,12 +28,4 @@ impl Ffn {
             Ffn::Moe(m) => m.forward(x, c, record),
         }
     }
-
-    /// The dense block, when this is one.
-    pub fn dense(&self) -> Option<&FeedForward> {
-        match self {
-            Ffn::Dense(f) => Some(f),
-            Ffn::Moe(_) => None,
-        }
-    }
 }

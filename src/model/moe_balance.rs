@@ -67,22 +67,6 @@ impl RouterRecord {
             dropped: 0,
         }
     }
-
-    /// The coefficient of variation of the load over the experts (0: even).
-    pub fn load_cv(&self) -> f64 {
-        coefficient_of_variation(&self.load)
-    }
-}
-
-/// `std/mean` of `v` (population std); 0 for an empty or all-zero `v`.
-pub fn coefficient_of_variation(v: &[f64]) -> f64 {
-    let n = v.len() as f64;
-    let mean = v.iter().sum::<f64>() / n;
-    if mean.is_nan() || mean <= 0.0 {
-        return 0.0;
-    }
-    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n;
-    var.sqrt() / mean
 }
 
 /// The load-balancing loss over all the layers' records, `[1]` (see the module doc).
@@ -133,14 +117,6 @@ fn sign(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// By hand: an even load has CV 0; loads [3, 1] have mean 2, std 1, CV 0.5.
-    #[test]
-    fn load_cv_by_hand() {
-        assert_eq!(coefficient_of_variation(&[2.0, 2.0]), 0.0);
-        assert!((coefficient_of_variation(&[3.0, 1.0]) - 0.5).abs() < 1e-15);
-        assert_eq!(coefficient_of_variation(&[0.0, 0.0]), 0.0);
-    }
 
     /// The update by hand: loads [4, 2, 0] (mean 2) move the biases by −γ, 0, +γ.
     #[test]

@@ -4,7 +4,8 @@
 
 use crate::model::Transformer;
 use crate::model::ffn_block::Ffn;
-use crate::model::moe_balance::{RouterRecord, coefficient_of_variation};
+use crate::model::moe_balance::RouterRecord;
+use crate::stats::coefficient_of_variation;
 use serde::{Deserialize, Serialize};
 
 /// One MoE layer's routing on the probe batch.

@@ -3,7 +3,8 @@
 //! its biases alike), the router's mean entropy and its largest logit.
 
 use crate::dist::Ranks;
-use crate::model::moe_balance::{RouterRecord, coefficient_of_variation};
+use crate::model::moe_balance::RouterRecord;
+use crate::stats::coefficient_of_variation;
 
 /// One MoE layer's routing over a step.
 #[derive(Clone, Debug, Default, PartialEq)]
