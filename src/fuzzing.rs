@@ -215,8 +215,10 @@ pub fn hf_config(data: &[u8]) {
     use crate::hf::config::HfConfig;
     let Ok(hf) = serde_json::from_slice::<HfConfig>(data) else { return };
     let Ok(family) = hf.family() else { return };
-    if let Ok(recipe) = crate::hf::config::recipe_for(family, None) {
-        let _ = hf.model_config(family, recipe).validate();
+    if let Ok(recipe) = crate::hf::config::recipe_for(family, None)
+        && let Ok(m) = hf.model_config(family, recipe)
+    {
+        let _ = m.validate();
     }
     let embedding = burn::tensor::TensorData::new(vec![0f32; 40], vec![10, 4]);
     let one = burn::tensor::TensorData::new(vec![0f32; 1], vec![1]);

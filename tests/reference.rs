@@ -443,7 +443,9 @@ fn lora_module(i: usize, target: normlab::model::lora::LoraTarget) -> (String, S
 fn lora_weights(t: &BTreeMap<String, TensorData>) -> BTreeMap<String, TensorData> {
     use normlab::hf::config::Family;
     use normlab::hf::weights::{mappings, to_normlab, transposed};
-    let (mut ours, _) = to_normlab(t, &mappings(Family::Llama, 2, false, false)).unwrap();
+    let (mut ours, _) =
+        to_normlab(t, &mappings(Family::Llama, &normlab::model::ModelConfig { n_layers: 2, ..Default::default() }))
+            .unwrap();
     for i in 0..2 {
         for target in normlab::model::lora::LoraTarget::ALL {
             let (n, h) = lora_module(i, target);

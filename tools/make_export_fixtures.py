@@ -16,7 +16,10 @@ Rust test fails when that file changes without new fixtures.
     pip install torch transformers safetensors
     cargo build --release && python3 tools/make_export_fixtures.py [PRESET ...]   # from the repository root
 
-With preset names, only their fixtures are written.
+With preset names, only their fixtures are written. The mixture-of-experts runs `moe-mixtral`,
+`moe-qwen3-moe` and `moe-olmoe` (configs/moe/'s routers at d 16, 4 query heads and 2
+key/value heads) are exported the same way, in transformers' own Mixtral, Qwen3-MoE and OLMoE
+classes.
 """
 
 import hashlib
@@ -42,10 +45,47 @@ CORPUS = "".join(f"Item {i % 97} of the report concerns the {['north', 'south', 
                  for i in range(2000))
 
 
+# name: (the [model] table's extra lines, its recipe table, its [model.moe] table)
+MOE = {
+    "moe-mixtral": ("n_layers = 2", 'preset = "pre-rms"',
+                    'experts = 4\ntop_k = 2\nrouter = { kind = "topk-softmax" }\naux_loss = 0.001'),
+    # Layers 0 and 2 MoE, layer 1 dense (Qwen's mlp_only_layers = [1]).
+    "moe-qwen3-moe": ("n_layers = 3", 'preset = "pre-rms"\n[model.recipe.attention]\nqk_norm = "head"',
+                      'experts = 4\ntop_k = 2\nd_expert = 8\nevery = 2\n'
+                      'router = { kind = "softmax-topk", normalize = true }\naux_loss = 0.001'),
+    "moe-olmoe": ("n_layers = 2", 'preset = "pre-rms"\n[model.recipe.attention]\nqk_norm = "full"',
+                  'experts = 8\ntop_k = 2\nd_expert = 8\nrouter = { kind = "softmax-topk", normalize = false }\n'
+                  'aux_loss = 0.01\nz_loss = 0.001'),
+}
+
+
+def model_table(name):
+    """The [model] section of fixture `name`: a preset's, or a MoE run's."""
+    if name in MOE:
+        layers, recipe, moe = MOE[name]
+        return f"""[model]
+d_model = 16
+{layers}
+n_heads = 4
+n_kv_heads = 2
+ffn = "glu"
+[model.recipe]
+{recipe}
+[model.moe]
+{moe}
+"""
+    return f"""[model]
+d_model = 8
+n_layers = {LAYERS.get(name, 2)}
+n_heads = 2
+recipe = "{name}"
+"""
+
+
 def presets():
     """The names of the one preset table, `PRESETS` in src/recipe/catalog.rs."""
     src = open("src/recipe/catalog.rs").read()
-    names = re.findall(r'\("([a-z0-9-]+)", \w+::\w+\)', src)
+    names = re.findall(r'Preset \{ name: "([a-z0-9-]+)"', src)
     assert names, "no presets found in src/recipe/catalog.rs"
     return names
 
@@ -59,12 +99,7 @@ dir = "{run}"
 eval_every = 100
 eval_windows = 2
 checkpoint_every = 100
-[model]
-d_model = 8
-n_layers = {LAYERS.get(name, 2)}
-n_heads = 2
-recipe = "{name}"
-[data]
+{model_table(name)}[data]
 corpus = "{tmp}/corpus.txt"
 cache_dir = "{tmp}/cache"
 [train]
@@ -95,7 +130,7 @@ def main():
         f.write(CORPUS)
     tokens = torch.tensor([list(TEXT.encode())], dtype=torch.int64)
     only = set(sys.argv[1:])
-    for name in presets():
+    for name in presets() + list(MOE):
         if only and name not in only:
             continue
         run, out = train_and_export(name, tmp)

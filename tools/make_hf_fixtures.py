@@ -1,23 +1,24 @@
-"""Tiny random Llama, Qwen2, Qwen3 and OLMo-2 checkpoints made with `transformers`, and
-their logits on fixed tokens: the independent truth for normlab's import and export
-(`src/hf/tests.rs`).
+"""Tiny random Llama, Qwen2, Qwen3, OLMo-2, Mixtral, Qwen3-MoE and OLMoE checkpoints made with
+`transformers`, and their logits on fixed tokens: the independent truth for normlab's import
+and export (`src/hf/tests.rs`).
 
     python3 -m venv ~/.venvs/torchref && ~/.venvs/torchref/bin/pip install torch transformers safetensors
-    ~/.venvs/torchref/bin/python tools/make_hf_fixtures.py     # from the repository root
+    ~/.venvs/torchref/bin/python tools/make_hf_fixtures.py [CASE ...]    # from the repository root
 
 Each case is written with `save_pretrained` to tests/fixtures/hf/<case>/ (config.json,
 model.safetensors or shards with an index, tokenizer.json) plus expected.safetensors: the
 token ids of a fixed text, the model's logits on them (computed after reloading the saved
 files, float32), and the ids of a text encoded by the tokenizer. Seeded: rerunning
-reproduces the files.
+reproduces the files. With case names, only those are written.
 """
 
 import os
 import torch
 from safetensors.torch import save_file
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers, decoders
-from transformers import (AutoModelForCausalLM, LlamaConfig, Olmo2Config, PreTrainedTokenizerFast,
-                          Qwen2Config, Qwen3Config)
+import sys
+from transformers import (AutoModelForCausalLM, LlamaConfig, MixtralConfig, Olmo2Config, OlmoeConfig,
+                          PreTrainedTokenizerFast, Qwen2Config, Qwen3Config, Qwen3MoeConfig)
 
 OUT = "tests/fixtures/hf"
 TEXT = "The State of the Union is strong. Fellow citizens, we meet again in 1790 and 2021."
@@ -43,6 +44,17 @@ CASES = {
     "qwen2": (Qwen2Config(**COMMON, tie_word_embeddings=True), torch.float32, "60KB"),
     "qwen3": (Qwen3Config(**COMMON, head_dim=32, tie_word_embeddings=False), torch.float32, None),
     "olmo2": (Olmo2Config(**COMMON, tie_word_embeddings=False), torch.float32, None),
+    # Mixture of experts: 4 experts, top 2, renormalised (Mixtral always; Qwen3-MoE by
+    # norm_topk_prob); Qwen3-MoE's layer 0 dense (mlp_only_layers) beside experts of width 48;
+    # OLMoE's 8 experts of width 32 without renormalisation.
+    "mixtral": (MixtralConfig(**COMMON, num_local_experts=4, num_experts_per_tok=2, sliding_window=None,
+                              tie_word_embeddings=False), torch.float32, None),
+    "qwen3_moe": (Qwen3MoeConfig(**COMMON, head_dim=32, num_experts=4, num_experts_per_tok=2,
+                                 moe_intermediate_size=48, norm_topk_prob=True, mlp_only_layers=[0],
+                                 tie_word_embeddings=False), torch.float32, None),
+    "olmoe": (OlmoeConfig(**{**COMMON, "intermediate_size": 32}, num_experts=8, num_experts_per_tok=2,
+                          norm_topk_prob=False, pad_token_id=None, eos_token_id=None, tie_word_embeddings=False),
+              torch.float32, None),
 }
 
 
@@ -64,7 +76,10 @@ def main():
     tok = tokenizer()
     fast = PreTrainedTokenizerFast(tokenizer_object=tok)
     ids = tok.encode(TEXT).ids
+    only = set(sys.argv[1:])
     for i, (name, (cfg, dtype, shard)) in enumerate(CASES.items()):
+        if only and name not in only:
+            continue
         torch.manual_seed(i)
         model = AutoModelForCausalLM.from_config(cfg).eval()
         randomize(model, 100 + i)

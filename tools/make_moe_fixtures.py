@@ -4,8 +4,9 @@ Independent of normlab's code: every fixture value comes from running transforme
 (not a re-implementation) on a tiny random config, in float64. What it checks (through the Rust
 test that reads the files): the routers (softmax-then-top-k, top-k-then-softmax, DeepSeek's
 grouped sigmoid router with its selection bias), the SwiGLU experts, DeepSeek's shared expert,
-the Switch-style load-balancing loss, the ST-MoE router z-loss, the gradients of all of it, and
-DeepSeek-V3's auxiliary-loss-free bias update.
+the Switch-style load-balancing loss (pooled over the batch), DeepSeek-V3's complementary
+sequence-wise auxiliary loss, megablocks' batched per-layer load-balancing loss, the ST-MoE router
+z-loss, the gradients of all of it, and DeepSeek-V3's auxiliary-loss-free bias update.
 
 Transformers code that is run (transformers 5.24.0, files under transformers/models/):
   olmoe/modeling_olmoe.py          OlmoeSparseMoeBlock (OlmoeTopKRouter + OlmoeExperts),
@@ -16,8 +17,8 @@ Transformers code that is run (transformers 5.24.0, files under transformers/mod
                                    load_balancing_loss_func
   deepseek_v3/modeling_deepseek_v3.py  DeepseekV3MoE (DeepseekV3TopkRouter + DeepseekV3Experts +
                                    DeepseekV3MLP as the shared expert); it has no
-                                   load_balancing_loss_func, so its aux_loss is the Qwen3-MoE one
-                                   applied to its (pre-sigmoid) router logits.
+                                   load_balancing_loss_func, so its aux_loss is the report's
+                                   sequence-wise loss, written here (`sequence_aux_loss`).
 Configs: OlmoeConfig, Qwen3MoeConfig, MixtralConfig, DeepseekV3Config, all with
 experts_implementation="eager" (the experts' own Python loop, not batched_mm/grouped_mm).
 
@@ -47,7 +48,13 @@ Every draw comes from a torch.Generator with a fixed seed; a case whose routing 
 boundary, its biased choice scores at the top-k boundary, or its two selected weights) is
 re-drawn with the next seed. The output is deterministic: rerunning rewrites identical bytes
 (each file's JSON header is re-written with sorted keys, see `save`, since safetensors keeps
-the metadata in a hash map whose order changes from run to run).
+the metadata in a hash map whose order changes from run to run) -- on the same machine and BLAS:
+the float64 matmuls' summation order depends on the BLAS build and CPU, so another machine can
+differ in the last bits (a few 1e-16). `--keep-existing` keeps, in each file rewritten, every
+tensor of the existing file that the new run reproduces to within 1e-12 * (1 + |value|) (same
+key, dtype and shape; integers exactly), so that such last-bit noise does not churn the files;
+only tensors that really changed (or are new) are written from the run. Such a file mixes the
+two machines' roundings, which differ by ~1e-15: far below any test tolerance.
 
 Expert layout (transformers 5 stores experts fused): gate_up_proj [E, 2*de, d], down_proj
 [E, d, de]; the expert is linear(x, gate_up_proj[e]).chunk(2, -1) -> (gate, up), then
@@ -69,16 +76,27 @@ deepseek-v3:
   its final weight, which does not change the output); aux_loss [1]; z_loss [1]; objective [1] =
   sum(out * r) + 0.01 * aux_loss + 0.001 * z_loss; grad.x, grad.router.weight (transposed
   layout), grad.experts.{e}.w1/w3/w2, grad.shared.w1/w3/w2 (deepseek). The bias gets no gradient.
-  olmoe only: aux2.logits_a, aux2.logits_b [10,E] random, aux2.loss [1] =
-  load_balancing_loss_func((logits_a, logits_b), E, 2) -- in 5.24.0 it sums counts and
-  probabilities over layers and normalises by all layers' rows together, so it is not the mean of
-  per-layer losses.
-  Metadata: `config` (JSON: router kind, sizes, options), `source` (the transformers classes).
+  olmoe only: aux2.logits_a, aux2.logits_b [10,E] random (two layers' router logits, rows
+  b*T + t), aux2.loss [1] = load_balancing_loss_func((logits_a, logits_b), E, 2) -- in 5.24.0 it
+  sums counts and probabilities over layers and normalises by all layers' rows together, so it is
+  not the mean of per-layer losses; aux2.per_layer [1] = megablocks' batched_load_balancing_loss
+  for the two layers (`megablocks_batched_lbl`, moe_loss_weight 1: 1 per layer at an even load,
+  averaged over layers); aux2.sequence [1] = `sequence_aux_loss` of each layer with its softmax
+  probabilities as s' and their top-2 as the selection, B=2 sequences of T=5 tokens, averaged
+  over the sequences and then over the two layers.
+  Metadata: `config` (JSON: router kind, sizes, options; `aux_form` "pooled" for the three
+  softmax cases, "sequence" for deepseek-v3), `source` (the transformers classes).
 
-aux_loss: the family's own load_balancing_loss_func (Switch Transformer, Fedus et al. 2021, eqs.
-4-6, as transformers implements it: E * sum_i f_i * P_i with f_i = top-k assignments to expert i /
-tokens, P_i = mean softmax probability), on a 1-tuple of this block's router logits, top_k=2, no
-attention mask.
+aux_loss, softmax cases (aux_form "pooled"): the family's own load_balancing_loss_func (Switch
+Transformer, Fedus et al. 2021, eqs. 4-6, as transformers implements it: E * sum_i f_i * P_i with
+f_i = top-k assignments to expert i / tokens, P_i = mean softmax probability, over all B*T tokens
+of the batch together), on a 1-tuple of this block's router logits, top_k=2, no attention mask.
+aux_loss, deepseek-v3 (aux_form "sequence"): DeepSeek-V3's complementary sequence-wise auxiliary
+loss without alpha (report sec. 2.1.2, eqs. 17-20; `sequence_aux_loss`): per sequence of T
+tokens, s'_{i,t} = s_{i,t} / sum_j s_{j,t} with s = sigmoid(router logits) over all E experts (no
+bias, no group mask), f_i = E / (K T) * #{t : i in token t's selection (the block's own, with bias
+and group limit)}, P_i = mean_t s'_{i,t}, L = sum_i f_i P_i; averaged over the B sequences. f is a
+count: the gradient flows through P only. The objective uses alpha = 0.01 (aux_coef).
 z_loss: the ST-MoE router z-loss (Zoph et al. 2022, "ST-MoE: Designing Stable and Transferable
 Sparse Expert Models", arXiv:2202.08906, eq. 5): L_z = (1/B) sum_i (log sum_j exp x_j^(i))^2, B
 the number of tokens, x^(i) token i's router logits; written here from the paper (transformers
@@ -98,7 +116,10 @@ Regenerate (about 10 s on one CPU thread):
   python3 -m venv /var/cache/normlab/torch-venv
   /var/cache/normlab/torch-venv/bin/pip install torch==2.15.0 transformers==5.24.0 safetensors numpy
   /var/cache/normlab/torch-venv/bin/python tools/make_moe_fixtures.py   # from the repository root
+`--cases NAME ...` (olmoe, qwen3-moe, mixtral, deepseek-v3, bias-update) rewrites only those files
+(the seeds do not depend on which cases run); `--keep-existing`: see above.
 """
+import argparse
 import contextlib
 import hashlib
 import inspect
@@ -164,7 +185,88 @@ LBL_FLOAT = [("torch.float32", "torch.float64", 5), (".float()", ".double()", 2)
 
 
 def lbl_patch(module):
+    if module is None:
+        return contextlib.nullcontext()
     return float64_source_patch(module, "load_balancing_loss_func", LBL_FLOAT)
+
+
+# ----------------------------------------------------------------------------------------------
+# auxiliary losses written here (transformers has no function for them)
+# ----------------------------------------------------------------------------------------------
+def sequence_aux_loss(probs, topk_idx, n_seq, seq_len):
+    """DeepSeek-V3's complementary sequence-wise auxiliary loss, without the factor alpha.
+
+    DeepSeek-V3 Technical Report (arXiv:2412.19437), sec. 2.1.2, eqs. 17-20:
+      (17) L_Bal = alpha * sum_i f_i P_i
+      (18) f_i = N_r / (K_r T) * sum_t 1(s_{i,t} in Topk({s_{j,t} | 1 <= j <= N_r}, K_r))
+      (19) s'_{i,t} = s_{i,t} / sum_j s_{j,t}
+      (20) P_i = (1/T) sum_t s'_{i,t}
+    `probs` [n_seq*seq_len, N_r] holds the normalised affinities s'_{i,t} (eq. 19, computed by the
+    caller), rows ordered b*seq_len + t; `topk_idx` [rows, K_r] is each token's selection (eq.
+    18's indicator, taken from the block's real routing). The loss is evaluated per sequence (T =
+    seq_len) and averaged over the n_seq sequences. f_i is a count: no gradient flows through it.
+    """
+    rows, n_r = probs.shape
+    k_r = topk_idx.shape[1]
+    assert rows == n_seq * seq_len
+    hits = torch.zeros(rows, n_r, dtype=probs.dtype).scatter_(1, topk_idx, 1.0)
+    f = hits.view(n_seq, seq_len, n_r).sum(dim=1) * (n_r / (k_r * seq_len))   # eq. 18
+    p = probs.view(n_seq, seq_len, n_r).mean(dim=1)                            # eq. 20
+    return (f * p).sum(dim=-1).mean()                                          # eq. 17, mean over b
+
+
+def deepseek_sequence_aux(logits, topk_idx):
+    """`sequence_aux_loss` on DeepSeek-V3 router logits [B*T, E]: s = sigmoid over all routed
+    experts (no correction bias, no group mask), s' = s / sum_j s_j exactly (eq. 19, no epsilon);
+    `topk_idx` is the router's own selection (with bias and group limit)."""
+    s = torch.sigmoid(logits)
+    return sequence_aux_loss(s / s.sum(dim=-1, keepdim=True), topk_idx, B, T)
+
+
+def megablocks_batched_lbl(layer_logits, num_experts, top_k, loss_weight=1.0):
+    """megablocks' `batched_load_balancing_loss` (github.com/databricks/megablocks,
+    megablocks/layers/moe.py, as of commit 78eea65), for a list of layers' router logits
+    [tokens, E], each routed as megablocks' LearnedRouter does (scores = logits.softmax(-1),
+    torch.topk(scores, top_k)); num_layers = len(layer_logits), no pipeline stages. Per layer the
+    saved pair is (tokens_per_expert [E] = histogram of all top_k assignments, scores [tokens, E]);
+    then
+      expert_scores = cat(scores, dim=1).mean(dim=0); tokens_per_expert = cat(tokens_per_expert)
+      loss = loss_weight * num_experts / (num_layers * tokens * top_k)
+             * dot(tokens_per_expert, expert_scores)
+    i.e. the mean over layers of E/(tokens*k) * sum_e c_e * P_e, which is 1 per layer at an even
+    load."""
+    counts, scores = [], []
+    for logits in layer_logits:
+        sc = logits.softmax(dim=-1)
+        idx = torch.topk(sc, top_k, dim=-1).indices
+        counts.append(torch.bincount(idx.reshape(-1), minlength=num_experts))
+        scores.append(sc)
+    tokens = scores[0].shape[0]
+    expert_scores = torch.cat(scores, dim=1).mean(dim=0)
+    tokens_per_expert = torch.cat(counts).to(expert_scores.dtype)
+    scale = (num_experts * loss_weight) / (len(layer_logits) * tokens * top_k)
+    return scale * torch.dot(tokens_per_expert, expert_scores)
+
+
+def aux_of(case, logits, topk_idx):
+    """The case's aux_loss: transformers' pooled load_balancing_loss_func for the softmax routers,
+    the sequence-wise loss for DeepSeek V3."""
+    if case["aux"] == "pooled":
+        return case["lbl_module"].load_balancing_loss_func((logits,), E, K)
+    return deepseek_sequence_aux(logits, topk_idx)
+
+
+def sequence_aux_loops(probs, topk_idx, n_seq, seq_len):
+    """The same loss term by term with Python loops (a check of `sequence_aux_loss`)."""
+    n_r, k_r = probs.shape[1], topk_idx.shape[1]
+    total = 0.0
+    for b in range(n_seq):
+        rows = range(b * seq_len, (b + 1) * seq_len)
+        for i in range(n_r):
+            f = n_r / (k_r * seq_len) * sum(int(i in topk_idx[t].tolist()) for t in rows)
+            p = sum(probs[t, i].item() for t in rows) / seq_len
+            total += f * p
+    return total / n_seq
 
 
 # ----------------------------------------------------------------------------------------------
@@ -172,7 +274,7 @@ def lbl_patch(module):
 # ----------------------------------------------------------------------------------------------
 CASES = {
     "olmoe": dict(
-        seed=1000, module=m_olmoe, lbl_module=m_olmoe,
+        seed=1000, module=m_olmoe, lbl_module=m_olmoe, aux="pooled",
         make=lambda: m_olmoe.OlmoeSparseMoeBlock(OlmoeConfig(
             hidden_size=D, intermediate_size=DE, num_experts=E, num_experts_per_tok=K,
             norm_topk_prob=False, hidden_act="silu", experts_implementation="eager")),
@@ -182,7 +284,7 @@ CASES = {
         config=dict(router="softmax-topk", normalize_top_k=False, routed_scale=1.0, shared=0,
                     groups=1, top_groups=1)),
     "qwen3-moe": dict(
-        seed=2000, module=m_qwen, lbl_module=m_qwen,
+        seed=2000, module=m_qwen, lbl_module=m_qwen, aux="pooled",
         make=lambda: m_qwen.Qwen3MoeSparseMoeBlock(Qwen3MoeConfig(
             hidden_size=D, moe_intermediate_size=DE, num_experts=E, num_experts_per_tok=K,
             norm_topk_prob=True, hidden_act="silu", experts_implementation="eager")),
@@ -193,7 +295,7 @@ CASES = {
         config=dict(router="softmax-topk", normalize_top_k=True, routed_scale=1.0, shared=0,
                     groups=1, top_groups=1)),
     "mixtral": dict(
-        seed=3000, module=m_mix, lbl_module=m_mix,
+        seed=3000, module=m_mix, lbl_module=m_mix, aux="pooled",
         make=lambda: m_mix.MixtralSparseMoeBlock(MixtralConfig(
             hidden_size=D, intermediate_size=DE, num_local_experts=E, num_experts_per_tok=K,
             router_jitter_noise=0.0, hidden_act="silu", experts_implementation="eager")),
@@ -205,7 +307,7 @@ CASES = {
         config=dict(router="topk-softmax", normalize_top_k=True, routed_scale=1.0, shared=0,
                     groups=1, top_groups=1)),
     "deepseek-v3": dict(
-        seed=4000, module=m_ds, lbl_module=m_qwen,
+        seed=4000, module=m_ds, lbl_module=None, aux="sequence",
         make=lambda: m_ds.DeepseekV3MoE(DeepseekV3Config(
             hidden_size=D, moe_intermediate_size=DE, n_routed_experts=E, num_experts_per_tok=K,
             n_group=4, topk_group=2, n_shared_experts=1, routed_scaling_factor=2.5,
@@ -213,8 +315,9 @@ CASES = {
         router_cls=m_ds.DeepseekV3TopkRouter, router_patch=DEEPSEEK_FLOAT,
         source="transformers.models.deepseek_v3.modeling_deepseek_v3.DeepseekV3MoE "
                "(DeepseekV3TopkRouter, DeepseekV3Experts, DeepseekV3MLP shared); aux: "
-               "transformers.models.qwen3_moe.modeling_qwen3_moe.load_balancing_loss_func "
-               "(DeepSeek-V3 has none) on its pre-sigmoid logits",
+               "complementary sequence-wise auxiliary loss, DeepSeek-V3 Technical Report "
+               "(arXiv:2412.19437) sec. 2.1.2 eqs. 17-20, written from the report "
+               "(transformers has none)",
         config=dict(router="sigmoid", normalize_top_k=True, routed_scale=2.5, shared=1,
                     groups=4, top_groups=2, group_score="sum-top2", selection_bias=True,
                     normalize_eps=1e-20)),
@@ -282,7 +385,7 @@ def run_block(block, x, r, case, patched):
             stack.enter_context(lbl_patch(case["lbl_module"]))
         out = block(x)
         logits, weights, idx = captured[0]
-        aux = case["lbl_module"].load_balancing_loss_func((logits,), E, K)
+        aux = aux_of(case, logits, idx)
         z = z_loss_of(logits)
         obj = (out * r.to(out.dtype)).sum() + AUX_COEF * aux + Z_COEF * z
         obj.backward()
@@ -361,6 +464,35 @@ def flat_grads(block, name, xgrad):
     return torch.cat([p.double() for p in parts])
 
 
+KEEP_EXISTING = False  # set by --keep-existing
+
+
+def keep_existing(path, tensors):
+    """With --keep-existing: the existing file's tensor wherever the new one matches it to within
+    1e-12 * (1 + |old|) (integers: exactly); the new tensor where it changed or is new."""
+    if not KEEP_EXISTING or not os.path.exists(path):
+        return tensors
+    old = {k: v.clone() for k, v in load_file(path).items()}  # not views of the file
+    out, kept, noisy, changed = {}, 0, 0.0, []
+    for k, v in tensors.items():
+        o = old.get(k)
+        if o is not None and o.dtype == v.dtype and o.shape == v.shape:
+            if o.dtype.is_floating_point:
+                d = (v.detach() - o).abs()
+                if bool((d <= 1e-12 * (1 + o.abs())).all()):
+                    out[k], kept, noisy = o, kept + 1, max(noisy, d.max().item())
+                    continue
+            elif torch.equal(o, v):
+                out[k], kept = o, kept + 1
+                continue
+        out[k] = v
+        changed.append(k if o is not None else k + " (new)")
+    dropped = sorted(set(old) - set(tensors))
+    print(f"  --keep-existing: kept {kept} existing tensors (the run's own differ from them by at "
+          f"most {noisy:.2e}); written from this run: {changed}; dropped: {dropped}")
+    return out
+
+
 def save(path, tensors, metadata):
     """safetensors.torch.save, with its JSON header re-written with sorted keys: the library keeps
     `__metadata__` in a hash map, so with two metadata keys their order (and so the file's bytes)
@@ -383,7 +515,7 @@ def save(path, tensors, metadata):
 
 
 # ----------------------------------------------------------------------------------------------
-def make_case(name, case):
+def make_case(name, case, write=True):
     print(f"== {name}")
     seed = case["seed"]
     while True:
@@ -391,7 +523,9 @@ def make_case(name, case):
         with torch.no_grad(), float64_source_patch(case["router_cls"], "forward",
                                                    case["router_patch"]):
             logits = block.gate(x.reshape(-1, D))[0]
-        gap = softmax_gap(logits)  # softmax routers, and the aux loss's own top-k
+        # softmax routers; also kept for deepseek-v3 (its aux once took a softmax top-k), so
+        # that its seed stays the one drawn before
+        gap = softmax_gap(logits)
         if name == "deepseek-v3":
             gap = min(gap, deepseek_gaps(logits, block.gate.e_score_correction_bias))
         if gap > TIE_EPS:
@@ -439,9 +573,15 @@ def make_case(name, case):
     hx, hW = leaves[0], leaves[1]
     hexp = [tuple(leaves[2 + 3 * e:5 + 3 * e]) for e in range(E)]
     hsh = tuple(leaves[2 + 3 * E:]) if shared is not None else None
-    h_out, h_logits, _, _ = hand_block(name, case["config"], hx, hW, bias, hexp, hsh)
+    h_out, h_logits, _, h_i = hand_block(name, case["config"], hx, hW, bias, hexp, hsh)
     with lbl_patch(case["lbl_module"]):
-        h_aux = case["lbl_module"].load_balancing_loss_func((h_logits,), E, K)
+        h_aux = aux_of(case, h_logits, h_i)
+    if case["aux"] == "sequence":
+        hs = torch.sigmoid(h_logits.detach())
+        loops = sequence_aux_loops(hs / hs.sum(-1, keepdim=True), h_i, B, T)
+        print(f"  sequence-wise aux: hand recompute vs stored {maxdiff(h_aux, res['aux']):.2e}, "
+              f"term-by-term loops vs stored {abs(loops - res['aux'].item()):.2e}")
+        assert maxdiff(h_aux, res["aux"]) < 1e-15 and abs(loops - res["aux"].item()) < 1e-14
     h_obj = (h_out * r).sum() + AUX_COEF * h_aux + Z_COEF * z_loss_of(h_logits)
     h_grads = torch.autograd.grad(h_obj, leaves, allow_unused=True)  # unhit experts: None
     h_grads = torch.cat([(torch.zeros_like(lf) if g is None else g).reshape(-1)
@@ -503,6 +643,29 @@ def make_case(name, case):
         print(f"  aux2 (two layers) = {aux2.item():.12f}; unpatched float32 differs by "
               f"{maxdiff(aux2_32, aux2):.2e}")
         t["aux2.logits_a"], t["aux2.logits_b"], t["aux2.loss"] = la, lb, aux2.reshape(1)
+        per_layer = megablocks_batched_lbl([la, lb], E, K)
+        # check: at top-k, transformers' one-layer loss is k times megablocks' (1 vs k at an even
+        # load), so per_layer is the mean over layers of that, divided by k
+        with lbl_patch(m_olmoe):
+            one = [m_olmoe.load_balancing_loss_func((l,), E, K) for l in (la, lb)]
+        per_layer_check = (one[0] + one[1]) / 2 / K
+        seq_terms = []
+        for l in (la, lb):
+            p = torch.softmax(l, dim=-1)
+            seq_terms.append(sequence_aux_loss(p, p.topk(K, dim=-1).indices, B, T))
+        sequence = (seq_terms[0] + seq_terms[1]) / 2
+        seq_loops = sum(sequence_aux_loops(torch.softmax(l, dim=-1),
+                                           torch.softmax(l, dim=-1).topk(K, dim=-1).indices, B, T)
+                        for l in (la, lb)) / 2
+        print(f"  aux2.per_layer (megablocks batched) = {per_layer.item():.12f}; vs mean of "
+              f"transformers' one-layer losses / k: {maxdiff(per_layer, per_layer_check):.2e}")
+        print(f"  aux2.sequence = {sequence.item():.12f} (layers {seq_terms[0].item():.12f}, "
+              f"{seq_terms[1].item():.12f}); term-by-term loops differ by "
+              f"{abs(seq_loops - sequence.item()):.2e}")
+        assert maxdiff(per_layer, per_layer_check) < 1e-14
+        assert abs(seq_loops - sequence.item()) < 1e-14
+        t["aux2.per_layer"] = per_layer.reshape(1)
+        t["aux2.sequence"] = sequence.reshape(1)
 
     for k_, v in t.items():
         assert v.dtype == (torch.int64 if k_ == "topk_indices" else torch.float64), k_
@@ -511,10 +674,15 @@ def make_case(name, case):
     print(f"  topk_indices {idx.tolist()}")
     cfg = dict(router=case["config"]["router"], experts=E, top_k=K, d_model=D, d_expert=DE,
                **{k_: v for k_, v in case["config"].items() if k_ != "router"},
-               batch=B, seq=T, aux_coef=AUX_COEF, z_coef=Z_COEF, activation="silu", seed=seed,
+               batch=B, seq=T, aux_coef=AUX_COEF, aux_form=case["aux"], z_coef=Z_COEF,
+               activation="silu", seed=seed,
                transformers=transformers.__version__, torch=torch.__version__.split("+")[0])
-    save(os.path.join(OUT_DIR, f"{name}.safetensors"), t,
-         {"config": json.dumps(cfg, sort_keys=True), "source": case["source"]})
+    if write:
+        path = os.path.join(OUT_DIR, f"{name}.safetensors")
+        save(path, keep_existing(path, t),
+             {"config": json.dumps(cfg, sort_keys=True), "source": case["source"]})
+    else:
+        print(f"  (not written: {name} not among --cases)")
     return block, case
 
 
@@ -555,21 +723,36 @@ def make_bias_update(block, case):
                rule="b_i += gamma * sign(mean_j c_j - c_i), c_i = (token, slot) assignments",
                weights_from="deepseek-v3.safetensors",
                transformers=transformers.__version__)
-    save(os.path.join(OUT_DIR, "bias-update.safetensors"), t,
+    path = os.path.join(OUT_DIR, "bias-update.safetensors")
+    save(path, keep_existing(path, t),
          {"config": json.dumps(cfg, sort_keys=True),
           "source": "transformers.models.deepseek_v3.modeling_deepseek_v3.DeepseekV3TopkRouter "
                     "(selection); update rule from the DeepSeek-V3 report sec. 2.1.2"})
 
 
 def main():
+    names = list(CASES) + ["bias-update"]
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cases", nargs="+", choices=names, default=names,
+                    help="files to rewrite (default: all); bias-update runs the deepseek-v3 case "
+                         "for its block without rewriting deepseek-v3 unless that is named too")
+    ap.add_argument("--keep-existing", action="store_true",
+                    help="keep each existing tensor that this run reproduces to within "
+                         "1e-12 * (1 + |value|) (last-bit BLAS differences between machines)")
+    args = ap.parse_args()
+    global KEEP_EXISTING
+    KEEP_EXISTING = args.keep_existing
+    chosen = set(args.cases)
     os.makedirs(OUT_DIR, exist_ok=True)
     print(f"torch {torch.__version__}, transformers {transformers.__version__}")
     ds = None
     for name, case in CASES.items():
-        made = make_case(name, case)
-        if name == "deepseek-v3":
-            ds = made
-    make_bias_update(*ds)
+        if name in chosen or (name == "deepseek-v3" and "bias-update" in chosen):
+            made = make_case(name, case, write=name in chosen)
+            if name == "deepseek-v3":
+                ds = made
+    if "bias-update" in chosen:
+        make_bias_update(*ds)
 
 
 if __name__ == "__main__":

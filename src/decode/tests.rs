@@ -11,7 +11,11 @@ use burn::tensor::Device;
 const VOCAB: usize = 64;
 
 fn model(recipe: &str) -> Transformer {
-    let cfg = ModelConfig {
+    Transformer::new(&config(recipe), ParamSource::Seeded(3), &cpu()).unwrap()
+}
+
+fn config(recipe: &str) -> ModelConfig {
+    ModelConfig {
         vocab_size: VOCAB,
         d_model: 32,
         n_layers: 2,
@@ -20,8 +24,7 @@ fn model(recipe: &str) -> Transformer {
         init_std: 0.3,
         recipe: RecipeConfig::Preset(recipe.into()),
         ..Default::default()
-    };
-    Transformer::new(&cfg, ParamSource::Seeded(3), &cpu()).unwrap()
+    }
 }
 
 fn decoder<'a>(m: &'a Transformer, device: &'a Device, context: usize, cache: bool) -> Decoder<'a> {
@@ -127,6 +130,30 @@ fn cached_and_uncached_decoding_give_the_same_logits() {
         };
         for (a, b) in run(true).iter().zip(&run(false)) {
             assert!(rel(a, b) < 1e-5, "{name}: {:.2e}", rel(a, b));
+        }
+    }
+}
+
+/// A mixture of experts under a capacity factor that drops pairs in training (4 experts, top
+/// 2, c = 0.25: at most ⌈0.25·2N/4⌉ pairs an expert) still decodes every row as it would alone
+/// and gives the same logits with and without the KV cache: decoding forwards are dropless,
+/// so a token's result never depends on its neighbours.
+#[test]
+fn a_moe_under_a_capacity_factor_decodes_each_row_alone_and_cached_as_uncached() {
+    let device = cpu();
+    let moe = "experts = 4\ntop_k = 2\nd_expert = 16\ncapacity = 0.25\nrouter = { kind = \"topk-softmax\" }";
+    let cfg = ModelConfig { moe: Some(toml::from_str(moe).unwrap()), ..config("pre") };
+    let m = Transformer::new(&cfg, ParamSource::Seeded(3), &device).unwrap();
+    let (cached, uncached) = (decoder(&m, &device, 96, true), decoder(&m, &device, 96, false));
+    let got = staggered(&cached);
+    for (r, &(_, join, leave, len)) in SCHEDULE.iter().enumerate() {
+        let p = prompt(len, r);
+        for d in [&cached, &uncached] {
+            let want = alone(d, &p, r, leave - join);
+            for (k, (g, w)) in got[r].iter().zip(&want).enumerate() {
+                let e = rel(g, w);
+                assert!(e < 1e-5, "row {r} at its step {k} (cache {}): {e:.2e} from alone", d.cache);
+            }
         }
     }
 }

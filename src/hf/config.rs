@@ -1,53 +1,12 @@
-//! A Hugging Face `config.json` of the Llama, Qwen2, Qwen3 and OLMo-2 families, and the normlab
-//! model it maps to.
+//! A Hugging Face `config.json` of the Llama, Qwen2, Qwen3 and OLMo-2 families and their
+//! mixture-of-experts kin (Mixtral, Qwen3-MoE, OLMoE), and the normlab model it maps to.
 
+pub use super::family::Family;
 use crate::model::ModelConfig;
 use crate::recipe::{RecipeConfig, RecipeOverlay};
 use anyhow::{Context, bail, ensure};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
-
-/// The families normlab imports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Family {
-    /// Pre-norm RMSNorm, SiLU-GLU, RoPE, GQA (`model_type = "llama"`).
-    Llama,
-    /// Llama's layout with query/key/value biases (`qwen2`).
-    Qwen2,
-    /// Llama's layout with per-head QK RMSNorm and an explicit head size (`qwen3`).
-    Qwen3,
-    /// Norms on the sublayer outputs (`X + RMS(F(X))`), full-width QK-norm (`olmo2`).
-    Olmo2,
-}
-
-impl Family {
-    pub fn model_type(self) -> &'static str {
-        match self {
-            Family::Llama => "llama",
-            Family::Qwen2 => "qwen2",
-            Family::Qwen3 => "qwen3",
-            Family::Olmo2 => "olmo2",
-        }
-    }
-
-    /// The normlab recipe under which the checkpoint's weights keep their meaning.
-    pub fn source_recipe(self) -> &'static str {
-        match self {
-            Family::Llama | Family::Qwen2 => "preset = \"pre\"\n[placement]\nnorm = \"rmsnorm\"\n",
-            Family::Qwen3 => "preset = \"pre\"\n[placement]\nnorm = \"rmsnorm\"\n[attention]\nqk_norm = \"head\"\n",
-            Family::Olmo2 => "preset = \"olmo2\"\n",
-        }
-    }
-
-    /// The QK-norm the checkpoint has (`none`, `head`, `full`).
-    pub fn qk_norm(self) -> &'static str {
-        match self {
-            Family::Llama | Family::Qwen2 => "none",
-            Family::Qwen3 => "head",
-            Family::Olmo2 => "full",
-        }
-    }
-}
 
 /// The fields of `config.json` normlab reads (others are ignored).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -79,6 +38,9 @@ pub struct HfConfig {
     pub hidden_act: String,
     #[serde(default)]
     pub rope_scaling: Option<serde_json::Value>,
+    /// The MoE families' fields.
+    #[serde(flatten)]
+    pub moe: super::moe::HfMoe,
 }
 
 fn default_eps() -> f64 {
@@ -103,10 +65,17 @@ impl HfConfig {
             "qwen2" => Family::Qwen2,
             "qwen3" => Family::Qwen3,
             "olmo2" => Family::Olmo2,
+            "mixtral" => Family::Mixtral,
+            "qwen3_moe" => Family::Qwen3Moe,
+            "olmoe" => Family::Olmoe,
             other => bail!(
-                "model_type `{other}` is not supported; normlab imports llama, qwen2, qwen3 and olmo2 checkpoints"
+                "model_type `{other}` is not supported; normlab imports llama, qwen2, qwen3, olmo2, mixtral, \
+                 qwen3_moe and olmoe checkpoints"
             ),
         };
+        if f.is_moe() {
+            self.moe.check(f)?;
+        }
         ensure!(self.hidden_act == "silu", "hidden_act `{}` is not supported (SiLU-GLU only)", self.hidden_act);
         ensure!(!self.mlp_bias, "mlp_bias = true is not supported (bias-free FFN only)");
         ensure!(
@@ -121,7 +90,7 @@ impl HfConfig {
             rope_type.unwrap_or_default()
         );
         ensure!(
-            f != Family::Olmo2 && f != Family::Qwen3 || !self.attention_bias,
+            matches!(f, Family::Llama | Family::Qwen2) || !self.attention_bias,
             "attention_bias = true is not supported for {}",
             self.model_type
         );
@@ -140,8 +109,9 @@ impl HfConfig {
     }
 
     /// The normlab model of this checkpoint under `recipe`.
-    pub fn model_config(&self, f: Family, recipe: RecipeConfig) -> ModelConfig {
-        ModelConfig {
+    pub fn model_config(&self, f: Family, recipe: RecipeConfig) -> anyhow::Result<ModelConfig> {
+        let moe = f.is_moe().then(|| self.moe.moe_config(f, self.num_hidden_layers)).transpose()?;
+        Ok(ModelConfig {
             vocab_size: self.vocab_size,
             d_model: self.hidden_size,
             n_layers: self.num_hidden_layers,
@@ -160,8 +130,8 @@ impl HfConfig {
             recipe,
             kernels: Default::default(),
             lora: None,
-            moe: None,
-        }
+            moe,
+        })
     }
 }
 

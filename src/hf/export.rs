@@ -1,12 +1,14 @@
 //! `normlab export RUN_DIR --hf OUT_DIR`: a run as a checkpoint directory `transformers` loads.
 //! A recipe with a Hugging Face equivalent (pre-norm RMSNorm: Llama, with biases Qwen2, with
-//! per-head QK-norm Qwen3; OLMo 2's output-norm layout) is written in that family's layout:
-//! `config.json`, `model.safetensors` (f32, Hugging Face names and orientation) and
-//! `tokenizer.json`. Every other recipe is written with its own PyTorch implementation
-//! ([`super::remote`]): `config.json` with `auto_map`, `modeling_normlab.py` and normlab's
-//! tensors, loaded with `trust_remote_code=True`.
+//! per-head QK-norm Qwen3; OLMo 2's output-norm layout; with `[model.moe]` Mixtral, Qwen3-MoE
+//! and OLMoE) is written in that family's layout: `config.json`, `model.safetensors` (f32,
+//! Hugging Face names and orientation) and `tokenizer.json`. Every other dense recipe is
+//! written with its own PyTorch implementation ([`super::remote`]): `config.json` with
+//! `auto_map`, `modeling_normlab.py` and normlab's tensors, loaded with
+//! `trust_remote_code=True`; a MoE run without a family layout is refused, naming why.
 
 use super::config::{Family, HfConfig, recipe_for};
+use super::moe::unexpressible;
 use super::remote;
 use super::special::{self, ConfigIds};
 use super::weights::{mappings, to_hf};
@@ -35,10 +37,23 @@ impl Layout {
     }
 }
 
-/// The family whose layout `m`'s recipe is, if any.
+/// The family whose layout `m` is, if any: its recipe's, and for a MoE run one whose MoE block
+/// holds `m`'s ([`super::moe::unexpressible`]).
 pub fn family_of(m: &ModelConfig) -> anyhow::Result<Option<Family>> {
+    Ok(match recipe_family(m)? {
+        Some(f) if m.moe.is_some() => m.moe.as_ref().filter(|moe| unexpressible(f, m, moe).is_none()).map(|_| f),
+        found => found,
+    })
+}
+
+/// The family whose recipe `m`'s is (dense, or MoE when `m` has `[model.moe]`).
+fn recipe_family(m: &ModelConfig) -> anyhow::Result<Option<Family>> {
     let (_, ours) = m.validate()?;
-    for f in [Family::Llama, Family::Qwen3, Family::Olmo2] {
+    let candidates = match m.moe {
+        None => [Family::Llama, Family::Qwen3, Family::Olmo2],
+        Some(_) => [Family::Mixtral, Family::Qwen3Moe, Family::Olmoe],
+    };
+    for f in candidates {
         let theirs = ModelConfig { recipe: recipe_for(f, None)?, ..m.clone() }.validate()?.1;
         // QK-clip acts on the weights after a step, not on the forward: a clipped Llama is a Llama.
         let forward = |a: &crate::recipe::Attention| crate::recipe::Attention { qk_clip: None, ..*a };
@@ -55,17 +70,43 @@ pub fn family_of(m: &ModelConfig) -> anyhow::Result<Option<Family>> {
     Ok(None)
 }
 
+/// Refuses a MoE run without a family layout, saying which layouts exist and what this run has
+/// that they do not (`modeling_normlab.py` runs dense models only).
+fn check_moe_layout(m: &ModelConfig, run: &Path) -> anyhow::Result<()> {
+    let Some(moe) = &m.moe else { return Ok(()) };
+    if family_of(m)?.is_some() {
+        return Ok(());
+    }
+    let why = match recipe_family(m)? {
+        Some(f) => unexpressible(f, m, moe).unwrap_or_default(),
+        None => "its recipe is none of theirs (Llama's, Qwen3's or OLMoE's pre-norm RMSNorm)".into(),
+    };
+    anyhow::bail!(
+        "{} is a mixture-of-experts run whose Hugging Face export needs a Mixtral, Qwen3-MoE or OLMoE layout, and \
+         {why}; use its checkpoint with normlab's own commands (generate, evaluate, serve)",
+        run.display()
+    )
+}
+
 fn architecture(f: Family) -> &'static str {
     match f {
         Family::Llama => "LlamaForCausalLM",
         Family::Qwen2 => "Qwen2ForCausalLM",
         Family::Qwen3 => "Qwen3ForCausalLM",
         Family::Olmo2 => "Olmo2ForCausalLM",
+        Family::Mixtral => "MixtralForCausalLM",
+        Family::Qwen3Moe => "Qwen3MoeForCausalLM",
+        Family::Olmoe => "OlmoeForCausalLM",
     }
 }
 
 /// `config.json` for `m` as family `f`.
-fn config_json(m: &ModelConfig, f: Family, max_positions: usize, ids: ConfigIds) -> anyhow::Result<serde_json::Value> {
+pub(crate) fn config_json(
+    m: &ModelConfig,
+    f: Family,
+    max_positions: usize,
+    ids: ConfigIds,
+) -> anyhow::Result<serde_json::Value> {
     let hf = HfConfig {
         model_type: f.model_type().into(),
         hidden_size: m.d_model,
@@ -83,9 +124,13 @@ fn config_json(m: &ModelConfig, f: Family, max_positions: usize, ids: ConfigIds)
         mlp_bias: false,
         hidden_act: "silu".into(),
         rope_scaling: None,
+        moe: Default::default(),
     };
     let mut v = serde_json::to_value(hf)?;
     let o = v.as_object_mut().expect("a struct is an object");
+    if let Some(moe) = &m.moe {
+        o.extend(super::moe::config_keys(f, m, moe));
+    }
     o.insert("architectures".into(), serde_json::json!([architecture(f)]));
     o.insert("max_position_embeddings".into(), serde_json::json!(max_positions));
     o.insert("torch_dtype".into(), serde_json::json!("float32"));
@@ -183,7 +228,7 @@ pub fn export_peft(run: &Path, out: &Path, force: bool, base: Option<&Path>) -> 
     let base = base_dir.display().to_string();
     let (adapter, config) = match family_of(&plain)? {
         Some(f) => {
-            let maps = mappings(f, m.n_layers, m.attn_bias, m.tie_embeddings);
+            let maps = mappings(f, m);
             super::lora::peft_adapter(&file.tensors, l, &maps, &base)?
         }
         None => super::lora::peft_adapter_params(&file.tensors, l, &base)?,
@@ -236,12 +281,7 @@ pub fn exported_template(t: &crate::data::chat::template::ChatTemplate) -> Strin
 pub fn export(run: &Path, out: &Path, force: bool) -> anyhow::Result<Layout> {
     check_out(run, out, force, "--hf")?;
     let saved = SavedRun::open(run)?;
-    anyhow::ensure!(
-        saved.cfg.model.moe.is_none(),
-        "{} is a mixture-of-experts run ([model.moe]); its Hugging Face export is not built — use its checkpoint \
-         with normlab's own commands (generate, evaluate, serve)",
-        run.display()
-    );
+    check_moe_layout(&saved.cfg.model, run)?;
     let tok = tokenizer_json(&saved, run)?;
     let file = tensors::read(&saved.weights)?;
     crate::run::checkpoint::check_finite(&file, &saved.weights)?;
@@ -258,7 +298,7 @@ pub fn export(run: &Path, out: &Path, force: bool) -> anyhow::Result<Layout> {
     let meta = BTreeMap::from([("format".into(), "pt".into())]);
     let layout = match family_of(m)? {
         Some(f) => {
-            let hf = to_hf(&ours, &mappings(f, m.n_layers, m.attn_bias, m.tie_embeddings))?;
+            let hf = to_hf(&ours, &mappings(f, m))?;
             let mut cfg = config_json(m, f, seq_len, ids)?;
             // normlab's own description, from which the model is rebuilt exactly.
             cfg["normlab"] = serde_json::json!({"model": m, "seq_len": seq_len});
@@ -284,4 +324,26 @@ pub fn export(run: &Path, out: &Path, force: bool) -> anyhow::Result<Layout> {
     write_atomic(&out.join("tokenizer_config.json"), pretty(tok_cfg)?.as_bytes())?;
     write_atomic(&out.join("special_tokens_map.json"), pretty(special::special_tokens_map(&boundary)?)?.as_bytes())?;
     Ok(layout)
+}
+
+#[cfg(test)]
+mod moe_layout_tests {
+    use super::*;
+
+    /// DeepSeek's block (a shared expert, the sigmoid router) on Llama's recipe is refused,
+    /// naming both; Mixtral's is written as Mixtral.
+    #[test]
+    fn a_moe_run_without_a_family_layout_is_refused_naming_why() {
+        let moe = |extra: &str| Some(toml::from_str(&format!("experts = 4\ntop_k = 2\n{extra}")).unwrap());
+        let recipe = recipe_for(Family::Llama, None).unwrap();
+        let ds = ModelConfig {
+            recipe: recipe.clone(),
+            moe: moe("shared = 1\nrouter = { kind = \"sigmoid\" }"),
+            ..Default::default()
+        };
+        let e = check_moe_layout(&ds, Path::new("runs/ds")).unwrap_err().to_string();
+        assert!(e.contains("shared experts") && e.contains("sigmoid router"), "{e}");
+        let mixtral = ModelConfig { recipe, moe: moe("router = { kind = \"topk-softmax\" }"), ..Default::default() };
+        assert_eq!(family_of(&mixtral).unwrap(), Some(Family::Mixtral));
+    }
 }

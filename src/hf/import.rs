@@ -46,7 +46,7 @@ fn run_config(
     out: &Path,
     sets: &[String],
 ) -> anyhow::Result<RunConfig> {
-    let mut cfg = RunConfig { model: hf.model_config(family, recipe_for(family, recipe)?), ..Default::default() };
+    let mut cfg = RunConfig { model: hf.model_config(family, recipe_for(family, recipe)?)?, ..Default::default() };
     cfg.data.tokenizer = TokenizerKind::Bpe;
     cfg.run.dir = out.to_path_buf();
     // Through the TOML text, so `--set` edits apply and `model.vocab_size` counts as given.
@@ -89,7 +89,8 @@ pub fn import(
     let raw = read_checkpoint(hf_dir)?;
     super::shapes::check(&hf, &raw)?;
     let cfg = run_config(&hf, family, recipe, out, sets)?;
-    let maps = mappings(family, hf.num_hidden_layers, hf.attn_bias(family), hf.tie_word_embeddings);
+    // The checkpoint's own structure, whatever `sets` changed in the run.
+    let maps = mappings(family, &hf.model_config(family, recipe_for(family, None)?)?);
     let (weights, unused) = to_normlab(&raw, &maps)?;
     // A tied checkpoint may still carry a copy of the embedding as lm_head.weight.
     let unused: Vec<String> =

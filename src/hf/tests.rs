@@ -1,8 +1,10 @@
 //! Import and export against checkpoints written by `transformers` itself
 //! (`tools/make_hf_fixtures.py`): tiny random Llama (bf16, untied), Qwen2 (biases, tied
 //! embeddings, sharded), Qwen3 (per-head QK-norm, head size ≠ d/H) and OLMo-2 (output norms,
-//! full-width QK-norm), all with grouped-query attention (4 query heads, 2 key/value heads) and
-//! 320 embedding rows for a 300-token tokenizer.
+//! full-width QK-norm), Mixtral (4 experts, top 2), Qwen3-MoE (a dense layer 0, then 4
+//! experts of width 48, top 2 renormalised) and OLMoE (8 experts, top 2, not renormalised),
+//! all with grouped-query attention (4 query heads, 2 key/value heads) and 320 embedding rows
+//! for a 300-token tokenizer.
 
 use super::export::export;
 use super::import::import;
@@ -13,7 +15,7 @@ use crate::testutil::{cpu, temp_dir};
 use burn::tensor::{Int, Tensor};
 use std::path::{Path, PathBuf};
 
-const CASES: [&str; 4] = ["llama", "qwen2", "qwen3", "olmo2"];
+const CASES: [&str; 7] = ["llama", "qwen2", "qwen3", "olmo2", "mixtral", "qwen3_moe", "olmoe"];
 
 fn fixture(case: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hf").join(case)
@@ -69,6 +71,17 @@ fn every_family_imports_and_matches_the_transformers_logits() {
     }
 }
 
+/// The MoE keys of the three families' `config.json` (absent in the dense ones).
+const MOE_KEYS: [&str; 7] = [
+    "num_experts",
+    "num_local_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "norm_topk_prob",
+    "mlp_only_layers",
+    "router_aux_loss_coef",
+];
+
 /// Export writes back exactly the checkpoint it was imported from: every tensor under its
 /// name with the same values (the bf16 one widened to f32), and the same model settings.
 #[test]
@@ -99,6 +112,9 @@ fn export_writes_back_the_imported_checkpoint() {
             "tie_word_embeddings",
         ] {
             assert_eq!(a[key], b[key], "{case}: {key}");
+        }
+        for key in MOE_KEYS {
+            assert_eq!(a.get(key), b.get(key), "{case}: {key}");
         }
         assert_eq!(a["head_dim"].as_u64().unwrap_or(16), b["head_dim"].as_u64().unwrap(), "{case}: head_dim");
         assert_eq!(a["rope_parameters"]["rope_theta"], b["rope_parameters"]["rope_theta"], "{case}: θ");
@@ -131,6 +147,30 @@ fn a_placement_change_lists_what_it_added_and_removed_and_fine_tunes() {
     assert!(matches!(o, crate::train::Outcome::Finished { .. }), "{o:?}");
 }
 
+/// A MoE checkpoint (Qwen3-MoE: layer 0 dense, layer 1 four experts) imports under Peri-LN,
+/// which adds the embedding norm and an output norm on each sublayer, the MoE block's
+/// included; the run fine-tunes, and the router and the experts' matrices move.
+#[test]
+fn a_moe_checkpoint_imports_under_another_placement_and_fine_tunes() {
+    let root = temp_dir("hf-moe");
+    let run = root.join("peri");
+    let rec = import(&fixture("qwen3_moe"), &run, Some("peri"), &sets(&root), false, &quiet).unwrap();
+    assert!(rec.removed.is_empty(), "{rec:?}");
+    assert_eq!(rec.added.len(), 5, "{rec:?}");
+    assert!(rec.added.contains(&"layers.1.ffn.output_norm.gain".to_string()), "{rec:?}");
+    let before = tensors::read(&SavedRun::open(&run).unwrap().weights).unwrap().tensors;
+    let crate::train::Resumed::Trainer(mut t) = crate::train::resume(&run, &quiet).unwrap() else {
+        panic!("an imported run is at step 0")
+    };
+    let o = t.run(&mut crate::train::progress::Progress::new(2, 0, true)).unwrap();
+    assert!(matches!(o, crate::train::Outcome::Finished { .. }), "{o:?}");
+    let after = tensors::read(&SavedRun::open(&run).unwrap().weights).unwrap().tensors;
+    let moved = |k: &str| f32s(&before[k]) != f32s(&after[k]);
+    assert!(moved("layers.1.ffn.f.router") && moved("layers.0.ffn.f.w1"), "router and dense FFN train");
+    let experts = (0..4).filter(|e| moved(&format!("layers.1.ffn.f.experts.{e}.w1"))).count();
+    assert!(experts >= 2, "only {experts} of 4 experts moved");
+}
+
 #[test]
 fn unsupported_or_incomplete_checkpoints_are_refused_clearly() {
     let root = temp_dir("hf-bad");
@@ -147,21 +187,27 @@ fn unsupported_or_incomplete_checkpoints_are_refused_clearly() {
     assert!(!root.join("r1").exists() && !root.join("r2").exists(), "no run directory is left behind");
 }
 
-/// Every preset's export, as `transformers` ran it (`tools/make_export_fixtures.py`: through
-/// `modeling_normlab.py` with `trust_remote_code=True`, or the family's own class): rebuilt in
-/// normlab from the exported files, its logits on the fixture's tokens equal `transformers'`
-/// within 1e-5 (relative to the largest); today's export writes the same config.json; and the
-/// modeling file that produced the logits is the one export ships.
+/// The MoE export fixtures and the family each must be written as.
+const MOE_EXPORTS: [(&str, super::config::Family); 3] = [
+    ("moe-mixtral", super::config::Family::Mixtral),
+    ("moe-qwen3-moe", super::config::Family::Qwen3Moe),
+    ("moe-olmoe", super::config::Family::Olmoe),
+];
+
+/// Every preset's export and the MoE runs' (`moe-mixtral`, `moe-qwen3-moe`, `moe-olmoe`), as
+/// `transformers` ran them (`tools/make_export_fixtures.py`: through `modeling_normlab.py` with
+/// `trust_remote_code=True`, or the family's own class): rebuilt in normlab from the exported
+/// files, their logits on the fixture's tokens equal `transformers'` within 1e-5 (relative to
+/// the largest); today's export writes the same config.json; and the modeling file that
+/// produced the logits is the one export ships.
 #[test]
 fn every_preset_exports_and_transformers_gives_normlabs_logits() {
     use super::export::family_of;
-    use super::remote;
-    use super::weights::{mappings, to_normlab};
     use crate::init::ParamSource;
     use crate::model::{ModelConfig, Transformer};
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/export");
-    let sha = crate::data::cache::sha256_hex(remote::MODELING.as_bytes());
-    for name in crate::recipe::PRESET_NAMES {
+    let moe = MOE_EXPORTS.iter().map(|(n, _)| *n);
+    for name in crate::recipe::PRESET_NAMES.iter().copied().chain(moe) {
         let dir = root.join(name);
         let config: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
@@ -169,21 +215,10 @@ fn every_preset_exports_and_transformers_gives_normlabs_logits() {
         let seq_len = config["normlab"]["seq_len"].as_u64().unwrap() as usize;
         let recipe = m.validate().unwrap().1;
         let expected = tensors::read(&dir.join("expected.safetensors")).unwrap();
-        let raw = read_checkpoint(&dir).unwrap();
-        let weights = match family_of(&m).unwrap() {
-            Some(f) => to_normlab(&raw, &mappings(f, m.n_layers, m.attn_bias, m.tie_embeddings)).unwrap().0,
-            None => {
-                assert_eq!(
-                    expected.metadata["modeling_sha256"], sha,
-                    "{name}: modeling_normlab.py changed; rerun the tool"
-                );
-                // Byte runs: the boundary is "\n" (10), half the document separator "\n\n".
-                let ids = super::special::ConfigIds { bos: 10, eos: None };
-                let want = remote::config_json(&m, &recipe, seq_len, ids);
-                assert_eq!(config, want, "{name}: export now writes another config.json");
-                raw
-            }
-        };
+        if let Some((_, f)) = MOE_EXPORTS.iter().find(|(n, _)| *n == name) {
+            assert_eq!(family_of(&m).unwrap(), Some(*f), "{name}");
+        }
+        let weights = exported_weights(name, &dir, &config, &m, &expected.metadata);
         let model = Transformer::with_recipe(&m, &recipe, ParamSource::Loaded(weights), &cpu()).unwrap();
         let tokens = Tensor::<2, Int>::from_data(expected.tensors["tokens"].clone(), &cpu());
         let ours = f32s(&model.forward_masked(tokens, &[0], seq_len).into_data());
@@ -191,5 +226,36 @@ fn every_preset_exports_and_transformers_gives_normlabs_logits() {
         let scale = theirs.iter().fold(0f32, |a, x| a.max(x.abs()));
         let err = ours.iter().zip(&theirs).fold(0f32, |a, (x, y)| a.max((x - y).abs())) / scale;
         assert!(err < 1e-5, "{name}: relative logit error {err:.2e}");
+    }
+}
+
+/// An export fixture's weights under normlab's names, after checking that today's export
+/// writes its config.json (and, through modeling_normlab.py, that file's hash).
+fn exported_weights(
+    name: &str,
+    dir: &Path,
+    config: &serde_json::Value,
+    m: &crate::model::ModelConfig,
+    metadata: &std::collections::BTreeMap<String, String>,
+) -> std::collections::BTreeMap<String, burn::tensor::TensorData> {
+    use super::weights::{mappings, to_normlab};
+    let raw = read_checkpoint(dir).unwrap();
+    let seq_len = config["normlab"]["seq_len"].as_u64().unwrap() as usize;
+    // Byte runs: the boundary is "\n" (10), half the document separator "\n\n".
+    let ids = super::special::ConfigIds { bos: 10, eos: None };
+    match super::export::family_of(m).unwrap() {
+        Some(f) => {
+            let mut want = super::export::config_json(m, f, seq_len, ids).unwrap();
+            want["normlab"] = serde_json::json!({"model": m, "seq_len": seq_len});
+            assert_eq!(config, &want, "{name}: export now writes another config.json");
+            to_normlab(&raw, &mappings(f, m)).unwrap().0
+        }
+        None => {
+            let sha = crate::data::cache::sha256_hex(super::remote::MODELING.as_bytes());
+            assert_eq!(metadata["modeling_sha256"], sha, "{name}: modeling_normlab.py changed; rerun the tool");
+            let want = super::remote::config_json(m, &m.validate().unwrap().1, seq_len, ids);
+            assert_eq!(config, &want, "{name}: export now writes another config.json");
+            raw
+        }
     }
 }

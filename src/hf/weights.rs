@@ -2,8 +2,9 @@
 //! `[d_out, d_in]` in Hugging Face (`torch.nn.Linear.weight`) and `[d_in, d_out]` in normlab:
 //! they are transposed both ways; embeddings, norm gains and biases are copied.
 
-use super::config::Family;
+use super::family::Family;
 use crate::io::tensors;
+use crate::model::ModelConfig;
 use anyhow::{Context, ensure};
 use burn::tensor::TensorData;
 use std::collections::BTreeMap;
@@ -45,29 +46,29 @@ pub struct Mapping {
     pub transpose: bool,
 }
 
-/// Every tensor of a model of `family` with `n_layers` layers (biases, QK-norms and the output
-/// projection only when `bias`, the family and `tied` call for them).
-pub fn mappings(family: Family, n_layers: usize, bias: bool, tied: bool) -> Vec<Mapping> {
-    let m = |normlab: String, hf: String, transpose: bool| Mapping { normlab, hf, transpose };
-    let mut v = vec![m("tok_emb".into(), "model.embed_tokens.weight".into(), false)];
-    for i in 0..n_layers {
+/// Every tensor of `m` as a model of `family` (biases, QK-norms, MoE layers and the output
+/// projection where `m` and the family have them).
+pub fn mappings(family: Family, m: &ModelConfig) -> Vec<Mapping> {
+    let mut v = vec![map("tok_emb", "model.embed_tokens.weight", false)];
+    for i in 0..m.n_layers {
         let a = format!("layers.{i}.attn");
         let f = format!("layers.{i}.ffn");
         let h = format!("model.layers.{i}");
         for (ours, theirs) in [("wq", "q_proj"), ("wk", "k_proj"), ("wv", "v_proj"), ("wo", "o_proj")] {
-            v.push(m(format!("{a}.f.{ours}"), format!("{h}.self_attn.{theirs}.weight"), true));
+            v.push(map(&format!("{a}.f.{ours}"), &format!("{h}.self_attn.{theirs}.weight"), true));
         }
-        if bias {
+        if m.attn_bias {
             for (ours, theirs) in [("bq", "q_proj"), ("bk", "k_proj"), ("bv", "v_proj")] {
-                v.push(m(format!("{a}.f.{ours}"), format!("{h}.self_attn.{theirs}.bias"), false));
+                v.push(map(&format!("{a}.f.{ours}"), &format!("{h}.self_attn.{theirs}.bias"), false));
             }
         }
-        if matches!(family, Family::Qwen3 | Family::Olmo2) {
-            v.push(m(format!("{a}.f.q_norm.gain"), format!("{h}.self_attn.q_norm.weight"), false));
-            v.push(m(format!("{a}.f.k_norm.gain"), format!("{h}.self_attn.k_norm.weight"), false));
+        if family.qk_norm() != "none" {
+            v.push(map(&format!("{a}.f.q_norm.gain"), &format!("{h}.self_attn.q_norm.weight"), false));
+            v.push(map(&format!("{a}.f.k_norm.gain"), &format!("{h}.self_attn.k_norm.weight"), false));
         }
-        for (ours, theirs) in [("w1", "gate_proj"), ("w3", "up_proj"), ("w2", "down_proj")] {
-            v.push(m(format!("{f}.f.{ours}"), format!("{h}.mlp.{theirs}.weight"), true));
+        match m.moe.as_ref().filter(|moe| moe.is_moe_layer(i)) {
+            Some(moe) => v.extend(moe_mappings(family, &f, &h, moe.experts)),
+            None => v.extend(glu_mappings(&format!("{f}.f"), &format!("{h}.mlp"), GLU_NAMES)),
         }
         let (attn_norm, ffn_norm) = match family {
             Family::Olmo2 => {
@@ -75,12 +76,39 @@ pub fn mappings(family: Family, n_layers: usize, bias: bool, tied: bool) -> Vec<
             }
             _ => (("input_norm", "input_layernorm"), ("input_norm", "post_attention_layernorm")),
         };
-        v.push(m(format!("{a}.{}.gain", attn_norm.0), format!("{h}.{}.weight", attn_norm.1), false));
-        v.push(m(format!("{f}.{}.gain", ffn_norm.0), format!("{h}.{}.weight", ffn_norm.1), false));
+        v.push(map(&format!("{a}.{}.gain", attn_norm.0), &format!("{h}.{}.weight", attn_norm.1), false));
+        v.push(map(&format!("{f}.{}.gain", ffn_norm.0), &format!("{h}.{}.weight", ffn_norm.1), false));
     }
-    v.push(m("final_norm.gain".into(), "model.norm.weight".into(), false));
-    if !tied {
-        v.push(m("lm_head".into(), "lm_head.weight".into(), true));
+    v.push(map("final_norm.gain", "model.norm.weight", false));
+    if !m.tie_embeddings {
+        v.push(map("lm_head", "lm_head.weight", true));
+    }
+    v
+}
+
+fn map(normlab: &str, hf: &str, transpose: bool) -> Mapping {
+    Mapping { normlab: normlab.into(), hf: hf.into(), transpose }
+}
+
+/// normlab's GLU matrices (gate `w1`, up `w3`, down `w2`) and Llama's names for them.
+const GLU_NAMES: [(&str, &str); 3] = [("w1", "gate_proj"), ("w3", "up_proj"), ("w2", "down_proj")];
+/// Mixtral's expert names: its `w1`, `w3`, `w2` are normlab's.
+const MIXTRAL_NAMES: [(&str, &str); 3] = [("w1", "w1"), ("w3", "w3"), ("w2", "w2")];
+
+fn glu_mappings(ours: &str, theirs: &str, names: [(&str, &str); 3]) -> Vec<Mapping> {
+    names.iter().map(|(o, t)| map(&format!("{ours}.{o}"), &format!("{theirs}.{t}.weight"), true)).collect()
+}
+
+/// A MoE layer's router (`[d, E]` in normlab, `gate.weight [E, d]` in Hugging Face) and
+/// experts, under Mixtral's `block_sparse_moe` or Qwen3-MoE's and OLMoE's `mlp`.
+fn moe_mappings(family: Family, ffn: &str, layer: &str, experts: usize) -> Vec<Mapping> {
+    let (block, names) = match family {
+        Family::Mixtral => (format!("{layer}.block_sparse_moe"), MIXTRAL_NAMES),
+        _ => (format!("{layer}.mlp"), GLU_NAMES),
+    };
+    let mut v = vec![map(&format!("{ffn}.f.router"), &format!("{block}.gate.weight"), true)];
+    for e in 0..experts {
+        v.extend(glu_mappings(&format!("{ffn}.f.experts.{e}"), &format!("{block}.experts.{e}"), names));
     }
     v
 }

@@ -8,8 +8,11 @@
 //! `x W_r`, every expert the model's FFN kind ([`super::ffn`]) at width `d_expert`, the shared
 //! experts (DeepSeek) one FFN every token passes through. The tokens are sorted by expert and
 //! each expert runs once on its rows (one product per expert). Dropless by default (every
-//! chosen pair is computed); under a capacity factor `c` (Switch Transformer) an expert takes
-//! at most `⌈c·N·k/E⌉` pairs, in token order, and the rest are dropped and counted.
+//! chosen pair is computed); under a capacity factor `c` (Switch Transformer) a training
+//! forward lets an expert take at most `⌈c·N·k/E⌉` pairs, every token's first choice before any
+//! token's second (GShard's priority), and drops and counts the rest. Evaluation and decoding
+//! forwards are dropless, as in GShard, Switch and ST-MoE: a token's result there never depends
+//! on the other tokens of its batch.
 //!
 //! # Shapes
 //! - input and output: `[B, T, d]`; router logits `[B·T, E]`
@@ -46,25 +49,28 @@ pub struct Moe {
     pub kind: Router,
     #[module(skip)]
     pub top_k: usize,
-    /// The capacity factor `c`: each expert takes at most `⌈c·N·k/E⌉` of a forward's `N·k`
-    /// (token, slot) pairs, the later ones dropped (that slot adds nothing); `None`: dropless.
+    /// The capacity factor `c`: in a training forward each expert takes at most `⌈c·N·k/E⌉` of
+    /// its `N·k` (token, slot) pairs, by GShard's priority, the rest dropped (that slot adds
+    /// nothing); `None`: dropless. Evaluation and decoding forwards are always dropless.
     #[module(skip)]
     pub capacity: Option<f64>,
 }
 
-/// The (token, slot) pairs an expert computes, grouped by expert and in token order within each
-/// (positions `n·k + j` into the routing), how many each expert computes, and the pairs dropped
-/// over its capacity.
+/// The (token, slot) pairs an expert computes (positions `n·k + j` into the routing), grouped by
+/// expert and within each by priority (slot `j`, then token `n`), how many each expert
+/// computes, and the pairs dropped over its capacity.
 struct Dispatch {
     order: Vec<usize>,
     counts: Vec<usize>,
     dropped: usize,
 }
 
-/// The dispatch of `chosen` (`[N·k]`) over `e` experts under the capacity factor `capacity`.
+/// The dispatch of `chosen` (`[N·k]`) over `e` experts under the capacity factor `capacity`:
+/// a full expert keeps the first choices of all its tokens before any second choice (GShard's
+/// priority), then in token order.
 fn dispatch(chosen: &[usize], e: usize, k: usize, capacity: Option<f64>) -> Dispatch {
     let mut order: Vec<usize> = (0..chosen.len()).collect();
-    order.sort_by_key(|&p| chosen[p]);
+    order.sort_by_key(|&p| (chosen[p], p % k, p / k));
     let cap =
         capacity.map_or(usize::MAX, |c| ((c * (chosen.len() / k * k) as f64) / e as f64).ceil().max(1.0) as usize);
     let mut counts = vec![0usize; e];
@@ -137,7 +143,10 @@ impl Moe {
         let logits = router_in.matmul(widen(self.router.val()));
         let (host, bias) = self.read(&logits, n * e);
         let routing = self.kind.route(&host, self.kind.scores(logits.clone()), &bias, k);
-        let Dispatch { order, counts: load, dropped } = dispatch(&routing.chosen, e, k, self.capacity);
+        // Only a training forward (on an autodiff device) drops: at evaluation and in decoding
+        // a token's result must not depend on its neighbours in the batch or the cache.
+        let capacity = self.capacity.filter(|_| x.is_autodiff());
+        let Dispatch { order, counts: load, dropped } = dispatch(&routing.chosen, e, k, capacity);
         let device = x.device();
         let index = |v: Vec<i64>| Tensor::<1, Int>::from_data(TensorData::new(v.clone(), [v.len()]), &device);
         let tokens = index(order.iter().map(|&p| (p / k) as i64).collect());
@@ -159,7 +168,8 @@ impl Moe {
             out = out + self.expert_output(self.experts.len(), shared.forward(x, c), c).reshape([n, d]);
         }
         if let Some(r) = record {
-            r.borrow_mut().push(RouterRecord { dropped, ..RouterRecord::new(logits, &host, routing, e, k) });
+            let probs = self.kind.probabilities(logits.clone());
+            r.borrow_mut().push(RouterRecord { dropped, ..RouterRecord::new(logits, probs, &host, routing, t) });
         }
         out.reshape([bsz, t, d])
     }
@@ -201,5 +211,15 @@ mod tests {
         assert_eq!((d.order, d.counts, d.dropped), (vec![0, 2, 1, 3], vec![2, 2], 2));
         let d = dispatch(&[0, 1, 0, 1, 0, 1], 2, 2, None);
         assert_eq!((d.order, d.counts, d.dropped), (vec![0, 2, 4, 1, 3, 5], vec![3, 3], 0));
+    }
+
+    /// GShard's priority by hand: token 0 chooses experts (1, 0), token 1 (0, 1); at c = 0.5
+    /// each expert takes ⌈0.5·4/2⌉ = 1 pair, so each keeps the token whose first choice it is
+    /// (pairs 2 and 0), not the earlier token's second choice (pairs 1 and 3). In token order the
+    /// second choices would have won.
+    #[test]
+    fn a_first_choice_goes_before_any_second() {
+        let d = dispatch(&[1, 0, 0, 1], 2, 2, Some(0.5));
+        assert_eq!((d.order, d.counts, d.dropped), (vec![2, 0], vec![1, 1], 2));
     }
 }

@@ -1,33 +1,72 @@
 //! What balances a mixture of experts, from what each MoE layer's router recorded:
 //!
-//! - the load-balancing loss of the Switch Transformer as transformers'
-//!   `load_balancing_loss_func` computes it (OLMoE, Qwen3-MoE, Mixtral): over the `M` rows of
-//!   all MoE layers together, `E · Σ_e f_e · P_e` with `f_e` the (token, slot) assignments of
-//!   the top k of `softmax(l)` to expert `e` over `M` (so `Σ_e f_e = k`) and `P_e` the mean
-//!   router probability of `e`; its minimum, at an even load, is `k`;
+//! - the load-balancing loss of the Switch Transformer (Fedus et al. 2021, eq. 4), `Σ_e f_e·P_e`
+//!   scaled so that an even load gives 1, with `f_e` the share of the (token, slot) assignments
+//!   the router made to expert `e` and `P_e` the mean of the router's probability of `e`
+//!   ([`super::moe_router::Router::probabilities`]), pooled as [`AuxForm`] says;
 //! - the router z-loss of ST-MoE (Zoph et al. 2022, eq. 5), `mean_n (log Σ_e exp l_{n,e})²`,
 //!   averaged over the MoE layers;
 //! - DeepSeek V3's auxiliary-loss-free balancing: after each optimizer step
 //!   `b_e ← b_e + γ · sign(mean_j c_j − c_e)`, `c_e` the step's assignments to `e` (the
 //!   DeepSeek-V3 technical report, §2.1.2).
 
-use super::moe_router::{Routing, top};
-use burn::tensor::activation::softmax;
+use super::moe_router::Routing;
 use burn::tensor::{Tensor, TensorData};
+use serde::{Deserialize, Serialize};
+
+/// How the load-balancing loss pools the MoE layers and the tokens (`[model.moe] aux_form`);
+/// each form uses the router's own choices and probabilities.
+///
+/// | form | loss | even load | source |
+/// |---|---|---|---|
+/// | `per-layer` | `mean_l E/(N·k) Σ_e c_{l,e}·P_{l,e}` over the batch's `N` tokens | 1 | Switch Transformer, megablocks' `batched_load_balancing_loss`, OLMo-core |
+/// | `sequence` | the same within each sequence of `T` tokens, averaged over the sequences and layers | 1 | DeepSeek V3's complementary sequence-wise loss (eqs. 17–20) |
+/// | `pooled` | `E/M² Σ_e (Σ_l c_{l,e})·(Σ_l Σ_n p_{l,n,e})` over the `M` rows of all layers | k | transformers' `load_balancing_loss_func` (OLMoE, Qwen3-MoE, Mixtral) |
+///
+/// `per-layer` is the default: each layer balances its own experts and the coefficient means
+/// what Switch's, megablocks' and OLMo-core's does. The pooled form pairs expert `e` of one
+/// layer with expert `e` of another, so opposite imbalances of two layers cancel, and its even
+/// load is `k`, so a coefficient acts `k` times as strongly as in the per-layer form.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AuxForm {
+    #[default]
+    PerLayer,
+    Sequence,
+    Pooled,
+}
+
+impl AuxForm {
+    /// Whether this is the default form (a config need not write it).
+    pub fn is_default(&self) -> bool {
+        *self == AuxForm::default()
+    }
+
+    /// The name a config writes.
+    pub fn name(self) -> &'static str {
+        match self {
+            AuxForm::PerLayer => "per-layer",
+            AuxForm::Sequence => "sequence",
+            AuxForm::Pooled => "pooled",
+        }
+    }
+}
 
 /// One MoE layer's routing in one forward, for the losses, the balancing and the probes.
 #[derive(Clone, Debug)]
 pub struct RouterRecord {
     /// The router logits `[N, E]`, on the autodiff graph.
     pub logits: Tensor<2>,
+    /// The router's probabilities over all experts `[N, E]`, on the autodiff graph: the `P` of
+    /// the balancing loss.
+    pub probs: Tensor<2>,
     /// The router's own assignments per expert (the load), `[E]`.
     pub load: Vec<f64>,
-    /// The assignments of the top k of `softmax(l)` per expert, the `f_e` of the balancing
-    /// loss (the load itself for the softmax routers), `[E]`.
-    pub softmax_load: Vec<f64>,
-    /// Rows `N` and the mean over them of the router's entropy `−Σ p log p` (of `softmax(l)`), the largest
-    /// `|l|` and the mean `(log Σ exp l)²`.
+    /// Rows `N`, the sequence length `T` they come in (`N = B·T`), and the mean over the rows of
+    /// the router's entropy `−Σ p log p` (of `softmax(l)`), the largest `|l|` and the mean
+    /// `(log Σ exp l)²`.
     pub tokens: usize,
+    pub seq_len: usize,
     pub entropy: f64,
     pub logit_max: f64,
     pub z: f64,
@@ -38,15 +77,15 @@ pub struct RouterRecord {
 }
 
 impl RouterRecord {
-    /// The record of a layer's routing: `logits` on the device, `host` the same values.
-    pub fn new(logits: Tensor<2>, host: &[f64], routing: Routing, e: usize, k: usize) -> Self {
+    /// The record of a layer's routing of `N = B·seq_len` rows: `logits` on the device, `host`
+    /// the same values, `probs` the router's probabilities ([`super::moe_router::Router::probabilities`]).
+    pub fn new(logits: Tensor<2>, probs: Tensor<2>, host: &[f64], routing: Routing, seq_len: usize) -> Self {
+        let e = logits.dims()[1];
         let tokens = host.len() / e;
         let mut load = vec![0.0; e];
         routing.chosen.iter().for_each(|&c| load[c] += 1.0);
-        let mut softmax_load = vec![0.0; e];
         let (mut entropy, mut z, mut logit_max) = (0.0, 0.0, 0.0f64);
         for row in host.chunks(e) {
-            top(row, k).into_iter().for_each(|c| softmax_load[c] += 1.0);
             let max = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             let sum: f64 = row.iter().map(|l| (l - max).exp()).sum();
             let lse = max + sum.ln();
@@ -57,9 +96,10 @@ impl RouterRecord {
         let per = tokens.max(1) as f64;
         Self {
             logits,
+            probs,
             load,
-            softmax_load,
             tokens,
+            seq_len: seq_len.max(1),
             entropy: entropy / per,
             logit_max,
             z: z / per,
@@ -67,21 +107,66 @@ impl RouterRecord {
             dropped: 0,
         }
     }
+
+    /// Experts `E` and choices per token `k`.
+    fn experts_and_k(&self) -> (usize, usize) {
+        (self.load.len(), self.chosen.len() / self.tokens.max(1))
+    }
 }
 
-/// The load-balancing loss over all the layers' records, `[1]` (see the module doc).
-pub fn balance_loss(records: &[RouterRecord]) -> Tensor<1> {
-    let e = records[0].load.len();
+/// The load-balancing loss over all the layers' records in `form`, `[1]` (see [`AuxForm`]).
+pub fn balance_loss(records: &[RouterRecord], form: AuxForm) -> Tensor<1> {
+    let per_layer = |f: fn(&RouterRecord) -> Tensor<1>| {
+        records.iter().map(f).reduce(|a, b| a + b).expect("one record at least") / records.len() as f64
+    };
+    match form {
+        AuxForm::PerLayer => per_layer(layer_balance),
+        AuxForm::Sequence => per_layer(sequence_balance),
+        AuxForm::Pooled => pooled_balance(records),
+    }
+}
+
+/// A `[E]` tensor of `v` on `like`'s device, in its float type.
+fn host_vector(v: Vec<f64>, like: &Tensor<2>) -> Tensor<1> {
+    let n = v.len();
+    Tensor::<1>::from_data(TensorData::new(v, [n]), (&like.device(), like.dtype()))
+}
+
+/// One layer over all its rows: `E/(N·k) Σ_e c_e·P_e`, `P_e` the mean probability.
+fn layer_balance(r: &RouterRecord) -> Tensor<1> {
+    let (e, k) = r.experts_and_k();
+    let n = r.tokens as f64;
+    let p = r.probs.clone().sum_dim(0).reshape([e]);
+    (host_vector(r.load.clone(), &r.probs) * p).sum() * (e as f64 / (n * n * k as f64))
+}
+
+/// One layer within each of its `N/T` sequences (DeepSeek V3's `f_i = E/(k·T) Σ_t 1(…)`,
+/// `P_i = 1/T Σ_t s'_{i,t}`, `Σ_i f_i·P_i`), averaged over the sequences.
+fn sequence_balance(r: &RouterRecord) -> Tensor<1> {
+    let (e, k) = r.experts_and_k();
+    let t = r.seq_len;
+    let b = r.tokens / t;
+    let mut counts = vec![0.0; b * e];
+    for (p, &c) in r.chosen.iter().enumerate() {
+        counts[(p / k) / t * e + c] += 1.0;
+    }
+    let counts = Tensor::<2>::from_data(TensorData::new(counts, [b, e]), (&r.probs.device(), r.probs.dtype()));
+    let p = r.probs.clone().reshape([b, t, e]).sum_dim(1).reshape([b, e]);
+    (counts * p).sum() * (e as f64 / ((t * t * k * b) as f64))
+}
+
+/// transformers' `load_balancing_loss_func`: counts and probabilities of all layers summed over
+/// their `M` rows before the product, `E/M² Σ_e C_e·P_e` (even load `k`).
+fn pooled_balance(records: &[RouterRecord]) -> Tensor<1> {
+    let (e, _) = records[0].experts_and_k();
     let rows: usize = records.iter().map(|r| r.tokens).sum();
     let mut f = vec![0.0; e];
     for r in records {
-        f.iter_mut().zip(&r.softmax_load).for_each(|(a, b)| *a += b);
+        f.iter_mut().zip(&r.load).for_each(|(a, b)| *a += b);
     }
-    let probs: Vec<Tensor<1>> = records.iter().map(|r| softmax(r.logits.clone(), 1).sum_dim(0).reshape([e])).collect();
-    let p = probs.into_iter().reduce(|a, b| a + b).expect("one record at least");
-    let device = p.device();
-    let f = Tensor::<1>::from_data(TensorData::new(f, [e]), (&device, p.dtype()));
-    (f * p).sum() * (e as f64 / (rows * rows) as f64)
+    let probs = records.iter().map(|r| r.probs.clone().sum_dim(0).reshape([e]));
+    let p = probs.reduce(|a, b| a + b).expect("one record at least");
+    (host_vector(f, &records[0].probs) * p).sum() * (e as f64 / (rows * rows) as f64)
 }
 
 /// The router z-loss averaged over the layers' records, `[1]`.

@@ -8,6 +8,7 @@
 //! A layer `i` is MoE when `i ≥ first_dense` and `(i − first_dense)` is a multiple of `every`
 //! (DeepSeek V3's `first_k_dense_replace`; Qwen's `decoder_sparse_step`).
 
+use super::moe_balance::AuxForm;
 use super::moe_router::Router;
 use crate::norm::NormKind;
 use crate::recipe::{Dims, NormSpec, RecipeSpec, norm_kind};
@@ -41,10 +42,14 @@ pub struct MoeConfig {
     /// The first layers, dense (DeepSeek V3: 3).
     #[serde(default)]
     pub first_dense: usize,
-    /// Coefficient of the load-balancing loss (Switch Transformer; transformers'
-    /// `load_balancing_loss_func`, OLMoE's 0.01); 0 = none.
+    /// Coefficient of the load-balancing loss (Switch Transformer; OLMoE's 0.01); 0 = none.
     #[serde(default)]
     pub aux_loss: f64,
+    /// How that loss pools the layers and tokens: `"per-layer"` (default: Switch, megablocks,
+    /// OLMo-core; even load 1), `"sequence"` (DeepSeek V3's sequence-wise form) or `"pooled"`
+    /// (transformers' `load_balancing_loss_func`; even load k) ([`AuxForm`]).
+    #[serde(default, skip_serializing_if = "AuxForm::is_default")]
+    pub aux_form: AuxForm,
     /// Coefficient of the router z-loss (ST-MoE eq. 5; OLMoE's 0.001); 0 = none.
     #[serde(default)]
     pub z_loss: f64,
@@ -119,9 +124,16 @@ impl MoeConfig {
         if let super::moe_router::Router::SoftmaxTopk { normalize } = self.router {
             lines.push(format!("    normalize {normalize}"));
         }
+        let balance = match self.aux_form {
+            AuxForm::PerLayer => "mean over layers of E/(N·k)·Σ c_e·P_e, Switch / megablocks",
+            AuxForm::Sequence => "mean over layers and sequences of E/(T·k)·Σ c_e·P_e, DeepSeek V3",
+            AuxForm::Pooled => "E/M²·Σ C_e·P_e over all layers' rows, transformers' load_balancing_loss_func",
+        };
         lines.push(format!(
-            "    loss += {}·balance + {}·router_z  (balance: E·Σ f_e·P_e, transformers' load_balancing_loss_func; router_z: ST-MoE eq. 5)",
-            self.aux_loss, self.z_loss
+            "    loss += {}·balance + {}·router_z  (balance {}: {balance}; router_z: ST-MoE eq. 5)",
+            self.aux_loss,
+            self.z_loss,
+            self.aux_form.name()
         ));
         lines
     }

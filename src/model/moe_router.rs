@@ -16,7 +16,7 @@
 //! gradient to the router.
 
 use anyhow::ensure;
-use burn::tensor::activation::{sigmoid, softmax};
+use burn::tensor::activation::{log_sigmoid, sigmoid, softmax};
 use burn::tensor::{Int, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
@@ -160,6 +160,20 @@ impl Router {
         }
     }
 
+    /// The router's probability of each of the `E` experts `[N, E]`, the `P` its balancing loss
+    /// reads ([`super::moe_balance`]): `softmax(l)` for the softmax kinds; for the sigmoid router
+    /// DeepSeek V3's normalised scores `s'_e = σ(l_e) / Σ_j σ(l_j)`, computed as
+    /// `softmax(log σ(l))` so that they sum to 1 however small the scores: with an ε in the
+    /// denominator (1e-20 in Megatron-LM and OLMo-core before its fix, OLMo-core #255,
+    /// Megatron-LM #1545) a router that pushes every score below ε lowers the loss without
+    /// balancing anything.
+    pub fn probabilities(self, logits: Tensor<2>) -> Tensor<2> {
+        match self {
+            Router::SoftmaxTopk { .. } | Router::TopkSoftmax => softmax(logits, 1),
+            Router::Sigmoid { .. } => softmax(log_sigmoid(logits), 1),
+        }
+    }
+
     /// Routes `N` tokens: `host` is `[N·E]`, the logits on the host (f64), `scores` the device's
     /// [`Router::scores`] of them, `bias` the selection bias on the host (sigmoid routers).
     pub fn route(self, host: &[f64], scores: Tensor<2>, bias: &[f64], k: usize) -> Routing {
@@ -207,8 +221,9 @@ pub fn top(v: &[f64], k: usize) -> Vec<usize> {
 }
 
 /// DeepSeek V3's group limit: the scores of experts outside the `top` best of `groups`
-/// contiguous groups (a group's score the sum of its two best) set to 0, as transformers'
-/// `DeepseekV3TopkRouter` masks them.
+/// contiguous groups (a group's score the sum of its two best) set to −∞, as transformers'
+/// `DeepseekV3TopkRouter` and DeepSeek-V3's `inference/model.py` mask them: no expert of a
+/// group not chosen can be selected, however low the selection biases of the chosen groups.
 fn group_limited(mut s: Vec<f64>, groups: usize, top_groups: usize) -> Vec<f64> {
     if groups == 1 {
         return s;
@@ -218,7 +233,7 @@ fn group_limited(mut s: Vec<f64>, groups: usize, top_groups: usize) -> Vec<f64> 
     let kept = top(&group_score, top_groups);
     for (g, chunk) in s.chunks_mut(size).enumerate() {
         if !kept.contains(&g) {
-            chunk.fill(0.0);
+            chunk.fill(f64::NEG_INFINITY);
         }
     }
     s
@@ -233,9 +248,35 @@ mod tests {
     #[test]
     fn group_limit_by_hand() {
         let s = vec![0.9, 0.1, 0.6, 0.5];
-        assert_eq!(group_limited(s.clone(), 2, 1), [0.0, 0.0, 0.6, 0.5]);
+        let inf = f64::NEG_INFINITY;
+        assert_eq!(group_limited(s.clone(), 2, 1), [inf, inf, 0.6, 0.5]);
         assert_eq!(top(&group_limited(s, 2, 1), 2), [2, 3]);
         assert_eq!(top(&[1.0, 3.0, 3.0, 2.0], 3), [1, 2, 3]);
+    }
+
+    /// A uniform shift of the selection biases moves every score and every group's score alike,
+    /// so it must not change DeepSeek V3's routing: 16 experts in 4 groups, 2 kept, top 4, over
+    /// 64 tokens of random logits, shifted by −5 … +0.3 (below about −σ the chosen groups'
+    /// scores fall under 0, the value a zero mask would give the others). Every choice also
+    /// lies within the chosen groups.
+    #[test]
+    fn a_uniform_bias_shift_leaves_every_token_s_experts_unchanged() {
+        let (e, k, n) = (16, 4, 64);
+        let router = Router::Sigmoid { groups: 4, top_groups: 2, normalize: true, scale: 1.0, bias_update: 0.0 };
+        let mut rng = crate::rng::SplitMix64::new(5);
+        let logits: Vec<f64> = (0..n * e).map(|_| rng.normal() * 2.0).collect();
+        let bias: Vec<f64> = (0..e).map(|_| rng.normal() * 0.1).collect();
+        let base = router.choose(&logits, &bias, e, k);
+        for shift in [-5.0, -0.6, -0.1, 0.3] {
+            let moved: Vec<f64> = bias.iter().map(|b| b + shift).collect();
+            assert_eq!(router.choose(&logits, &moved, e, k), base, "shift {shift}");
+        }
+        for (row, chosen) in logits.chunks(e).zip(base.chunks(k)) {
+            let s: Vec<f64> = row.iter().zip(&bias).map(|(l, b)| 1.0 / (1.0 + (-l).exp()) + b).collect();
+            let group = |g: usize| top(&s[g * 4..g * 4 + 4], 2).iter().map(|&i| s[g * 4 + i]).sum::<f64>();
+            let kept = top(&(0..4).map(group).collect::<Vec<_>>(), 2);
+            assert!(chosen.iter().all(|c| kept.contains(&(c / 4))), "{chosen:?} outside groups {kept:?}");
+        }
     }
 
     #[test]

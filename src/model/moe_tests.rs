@@ -11,7 +11,7 @@ use super::compute::Compute;
 use super::ffn::FfnShape;
 use super::ffn_kinds::FfnKind;
 use super::moe::{Moe, MoeShape};
-use super::moe_balance::{RouterRecord, balance_loss, router_z_loss, update_bias};
+use super::moe_balance::{AuxForm, RouterRecord, balance_loss, router_z_loss, update_bias};
 use super::moe_router::Router;
 use super::params::named_grads;
 use crate::init::{ParamBuilder, ParamSource};
@@ -117,14 +117,16 @@ fn moe_blocks_match_transformers() {
         let compute = Compute::for_device(Kernels::default(), &device);
         let out = moe.forward(x.clone(), &compute, Some(&record));
         let records = record.into_inner();
+        // A fixture without `aux_form` holds transformers' `load_balancing_loss_func` (pooled).
+        let form: AuxForm = serde_json::from_value(c.get("aux_form").cloned().unwrap_or("pooled".into())).unwrap();
         let objective = (out.clone() * tensor::<3>(&f["r"], &device)).sum()
-            + balance_loss(&records) * 0.01
+            + balance_loss(&records, form) * 0.01
             + router_z_loss(&records) * 0.001;
         let want = |k: &str| floats(&f[k]);
         // As sets per token: DeepSeek's weights rank the chosen by σ(l), its selection by σ(l) + b.
         let sets = |v: Vec<usize>| v.chunks(2).map(|c| [c[0].min(c[1]), c[0].max(c[1])]).collect::<Vec<_>>();
         assert_eq!(sets(records[0].chosen.clone()), sets(chosen(&f, "topk_indices")), "{case}: chosen experts");
-        let b = floats(&balance_loss(&records).into_data());
+        let b = floats(&balance_loss(&records, form).into_data());
         assert!(rel(&b, &want("aux_loss")) < 1e-6, "{case}: balancing loss {b:?} vs {:?}", want("aux_loss"));
         let z = floats(&router_z_loss(&records).into_data());
         assert!(rel(&z, &want("z_loss")) < 1e-6, "{case}: router z {z:?} vs {:?}", want("z_loss"));
@@ -150,22 +152,86 @@ fn moe_blocks_match_transformers() {
     }
 }
 
-/// transformers' function over two layers adds their counts and probabilities over all rows
-/// before the product: not the mean of the two layers' losses.
+/// Two layers' balancing in each form against its source: transformers' function adds their
+/// counts and probabilities over all rows before the product (pooled), megablocks'
+/// `batched_load_balancing_loss` averages the layers' own losses (per-layer), and DeepSeek
+/// V3's sequence-wise form (with softmax probabilities) averages over sequences and layers.
 #[test]
-fn balancing_over_layers_matches_transformers() {
-    let (f, _) = fixture("olmoe.safetensors");
+fn balancing_over_layers_matches_each_source() {
+    let (f, c) = fixture("olmoe.safetensors");
     let device = cpu();
     let router = Router::SoftmaxTopk { normalize: false };
+    let t = c["seq"].as_u64().unwrap() as usize;
     let record = |key: &str| {
         let host = floats(&f[key]);
         let logits = tensor::<2>(&f[key], &device);
         let routing = router.route(&host, router.scores(logits.clone()), &[], 2);
-        RouterRecord::new(logits, &host, routing, 8, 2)
+        RouterRecord::new(logits.clone(), router.probabilities(logits), &host, routing, t)
     };
-    let loss = balance_loss(&[record("aux2.logits_a"), record("aux2.logits_b")]);
-    let e = rel(&floats(&loss.into_data()), &floats(&f["aux2.loss"]));
-    assert!(e < 1e-6, "two-layer balancing loss off by {e:e}");
+    let records = [record("aux2.logits_a"), record("aux2.logits_b")];
+    for (form, key) in
+        [(AuxForm::Pooled, "aux2.loss"), (AuxForm::PerLayer, "aux2.per_layer"), (AuxForm::Sequence, "aux2.sequence")]
+    {
+        let e = rel(&floats(&balance_loss(&records, form).into_data()), &floats(&f[key]));
+        assert!(e < 1e-6, "two-layer {} balancing loss off by {e:e}", form.name());
+    }
+}
+
+/// By hand, the per-layer and sequence forms at the extremes: 2 sequences of 2 tokens, 2
+/// experts, top 1. Every token to expert 0 with probabilities (1, 0): per layer E/(N·k)·c₀·P₀ =
+/// 2/4 · 4 · 1 = 2 (the most imbalanced load gives E); an even load with uniform
+/// probabilities gives 1 in both forms. Sequence by sequence: sequence 0 all to expert 0,
+/// sequence 1 all to expert 1, with probabilities equal to the choices: each sequence 2, so 2,
+/// while over the whole batch (per layer) the load is even and the loss 1.
+#[test]
+fn per_layer_and_sequence_forms_by_hand() {
+    // The logits feed only the record's statistics, not these losses.
+    let record = |probs: [f64; 8], chosen: Vec<usize>| {
+        let p = crate::testutil::f64_tensor(&probs, [4, 2], false);
+        let routing = super::moe_router::Routing { chosen, weights: p.clone().narrow(1, 0, 1) };
+        RouterRecord::new(p.zeros_like(), p, &[0.0; 8], routing, 2)
+    };
+    let loss = |r: &RouterRecord, form| floats(&balance_loss(std::slice::from_ref(r), form).into_data())[0];
+    let all_to_0 = record([1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0], vec![0, 0, 0, 0]);
+    assert!((loss(&all_to_0, AuxForm::PerLayer) - 2.0).abs() < 1e-12);
+    let even = record([0.5; 8], vec![0, 1, 0, 1]);
+    for form in [AuxForm::PerLayer, AuxForm::Sequence] {
+        assert!((loss(&even, form) - 1.0).abs() < 1e-12, "{}", form.name());
+    }
+    let split = record([1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0], vec![0, 0, 1, 1]);
+    assert!((loss(&split, AuxForm::Sequence) - 2.0).abs() < 1e-12);
+    assert!((loss(&split, AuxForm::PerLayer) - 1.0).abs() < 1e-12);
+}
+
+/// The sigmoid router's balancing reads DeepSeek V3's normalised scores `σ(l)/Σσ(l)`, which
+/// sum to 1 however low the logits: at logits 60 below a case's (every σ < 1e-20, where an ε of
+/// 1e-20 in the denominator would shrink the loss towards 0), the loss is the one computed by
+/// hand in f64 from the shifted logits, and a row's probabilities still sum to 1.
+#[test]
+fn sigmoid_balancing_cannot_be_lowered_by_pushing_scores_to_zero() {
+    let router = Router::Sigmoid { groups: 1, top_groups: 1, normalize: true, scale: 1.0, bias_update: 0.0 };
+    let base = [0.3, -1.2, 2.0, 0.1, -0.4, 0.9, 1.5, -2.2];
+    let (e, n, k) = (4, 2, 2);
+    for shift in [0.0, -60.0, -120.0] {
+        let l: Vec<f64> = base.iter().map(|v| v + shift).collect();
+        let logits = crate::testutil::f64_tensor(&l, [n, e], false);
+        let routing = router.route(&l, router.scores(logits.clone()), &[0.0; 4], k);
+        let chosen = routing.chosen.clone();
+        let r = RouterRecord::new(logits.clone(), router.probabilities(logits), &l, routing, n);
+        // By hand: s' = σ(l)/Σσ(l) per row, from log σ(x) in f64.
+        let lsig = |x: f64| if x > 0.0 { -(-x).exp().ln_1p() } else { x - x.exp().ln_1p() };
+        let mut p = vec![0.0; e];
+        for row in l.chunks(e) {
+            let m = row.iter().map(|&x| lsig(x)).fold(f64::NEG_INFINITY, f64::max);
+            let z: f64 = row.iter().map(|&x| (lsig(x) - m).exp()).sum();
+            row.iter().enumerate().for_each(|(i, &x)| p[i] += (lsig(x) - m).exp() / z / n as f64);
+        }
+        let mut c = vec![0.0; e];
+        chosen.iter().for_each(|&i| c[i] += 1.0);
+        let want = e as f64 / (n * k) as f64 * c.iter().zip(&p).map(|(a, b)| a * b).sum::<f64>();
+        let got = floats(&balance_loss(&[r], AuxForm::PerLayer).into_data())[0];
+        assert!((got - want).abs() < 1e-9 && want > 0.5, "shift {shift}: {got} vs {want}");
+    }
 }
 
 /// DeepSeek V3's aux-loss-free balancing: six steps, each routing its own input with the bias
@@ -195,33 +261,35 @@ fn bias_update_follows_deepseek_v3() {
 }
 
 /// Under a capacity factor, by the fixture: Mixtral's 10 tokens × top 2 over 8 experts at
-/// c = 0.5 leave each expert ⌈0.5·20/8⌉ = 2 pairs; a token none of whose pairs was dropped has
-/// transformers' output, one whose pairs were both dropped has 0, and a factor that drops
-/// nothing gives the dropless output exactly.
+/// c = 0.5 leave each expert ⌈0.5·20/8⌉ = 2 pairs in a training forward, first choices before
+/// second ones (GShard's priority); a token none of whose pairs was dropped has transformers'
+/// output, one whose pairs were both dropped has 0, and a factor that drops nothing gives the
+/// dropless output exactly. Without autodiff (evaluation, decoding) nothing is dropped.
 #[test]
-fn capacity_drops_the_later_pairs_of_a_full_expert() {
+fn capacity_drops_the_lower_priority_pairs_of_a_full_expert_in_training_only() {
     let (f, c) = fixture("mixtral.safetensors");
-    let device = cpu();
-    let compute = Compute::for_device(Kernels::default(), &device);
-    let x = tensor::<3>(&f["x"], &device);
-    let run = |capacity: Option<f64>| {
-        let moe = Moe { capacity, ..block(&f, &c, &device) };
+    let run = |capacity: Option<f64>, device: &burn::tensor::Device| {
+        let compute = Compute::for_device(Kernels::default(), device);
+        let moe = Moe { capacity, ..block(&f, &c, device) };
         let record = RefCell::new(Vec::new());
-        let out = floats(&moe.forward(x.clone(), &compute, Some(&record)).into_data());
+        let out = floats(&moe.forward(tensor::<3>(&f["x"], device), &compute, Some(&record)).into_data());
         (out, record.into_inner().remove(0))
     };
-    let (dropless, _) = run(None);
-    assert_eq!(run(Some(100.0)).0, dropless);
-    let (out, record) = run(Some(0.5));
+    let training = cpu().autodiff();
+    let (dropless, _) = run(None, &training);
+    assert_eq!(run(Some(100.0), &training).0, dropless);
+    let (evaluated, record) = run(Some(0.5), &cpu());
+    assert_eq!((evaluated, record.dropped), (run(None, &cpu()).0, 0), "an evaluation forward drops nothing");
+    let (out, record) = run(Some(0.5), &training);
     let chosen = chosen(&f, "topk_indices");
+    // By GShard's priority: all first choices (slot 0) in token order, then all second ones.
     let mut seen = [0usize; 8];
     let mut kept = [0usize; 10];
-    for (p, &e) in chosen.iter().enumerate() {
-        // The later pairs in token order are the ones dropped.
-        if seen[e] < 2 {
+    for p in (0..20).map(|i| (i % 10) * 2 + i / 10) {
+        if seen[chosen[p]] < 2 {
             kept[p / 2] += 1;
         }
-        seen[e] += 1;
+        seen[chosen[p]] += 1;
     }
     assert_eq!(record.dropped, kept.iter().map(|k| 2 - k).sum::<usize>());
     assert!(record.dropped > 0, "the case drops something");

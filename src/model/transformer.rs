@@ -77,6 +77,8 @@ pub struct ModelMeta {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MoeBalance {
     pub aux: f64,
+    /// How the balancing loss pools layers and tokens.
+    pub form: super::moe_balance::AuxForm,
     pub z: f64,
     pub bias_step: Option<f64>,
 }
@@ -340,7 +342,12 @@ impl Transformer {
             taper: recipe.taper,
             after_step: recipe.after_step(),
             compute,
-            moe: cfg.moe.as_ref().map(|m| MoeBalance { aux: m.aux_loss, z: m.z_loss, bias_step: m.router.bias_step() }),
+            moe: cfg.moe.as_ref().map(|m| MoeBalance {
+                aux: m.aux_loss,
+                form: m.aux_form,
+                z: m.z_loss,
+                bias_step: m.router.bias_step(),
+            }),
         }
     }
 
@@ -737,7 +744,7 @@ impl Transformer {
         };
         let (mut balance, mut router_z) = (None, None);
         if let (Some(m), false) = (self.meta.moe, routers.is_empty()) {
-            let (b, z) = (balance_loss(&routers), router_z_loss(&routers));
+            let (b, z) = (balance_loss(&routers, m.form), router_z_loss(&routers));
             loss = loss + b.clone() * m.aux + z.clone() * m.z;
             (balance, router_z) = (Some(b), Some(z));
         }

@@ -5,7 +5,7 @@ use super::data::RunData;
 use super::figures::{self, Figure};
 use super::page::Page;
 use super::table::{setup_text, summary_table, table_notes};
-use super::{findings, gates, paper, scaling, separation, sources, spikes, tasks, textnorm};
+use super::{findings, gates, paper, routing, scaling, separation, sources, spikes, tasks, textnorm};
 use crate::io::json;
 use crate::run::layout::{self as run_dir, RunInfo};
 use crate::run::rollback::RollbackRecord;
@@ -80,7 +80,7 @@ fn sweep_report(dir: &Path) -> anyhow::Result<Report> {
         notes.push(finding);
     }
     sections.extend(sources::section(&best_runs));
-    sections.extend(spikes::section(&rows, group, tuned));
+    sections.extend(spikes::section(&rows, group, tuned).into_iter().chain(routing::section(&ms, &rows, group, tuned)));
     sections.extend(spikes::rollbacks(&rollbacks_of(dir, &rows)?));
     if let Some((heading, t, finding)) = separation::section(dir)? {
         sections.push((heading, t));

@@ -14,6 +14,7 @@
 //! - [`assemble`]: which sections a directory's report has, and writing it
 //! - [`gates`]: learned residual gates and attention-logit maxima
 //! - [`spikes`]: gradient-norm spikes against the learning rate
+//! - [`routing`]: a mixture-of-experts sweep's load balance, dead experts and dropped pairs at LR*
 //! - [`separation`]: the rounds of seeds added until adjacent ranks separate
 //! - [`sources`]: a mixture's validation loss per source
 //! - [`signals`]: bounded norms' saturation and the output logits' log Z as figures
@@ -32,6 +33,7 @@ pub mod paper;
 pub mod paper_sft;
 pub mod paper_tasks;
 pub mod plot;
+pub mod routing;
 pub mod scaling;
 pub mod separation;
 pub mod signals;

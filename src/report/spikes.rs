@@ -126,6 +126,7 @@ mod tests {
             rollbacks: 0,
             grad_cv: None,
             final_tau: None,
+            routing: Default::default(),
             failure: None,
             tasks: Vec::new(),
         }

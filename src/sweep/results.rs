@@ -91,6 +91,50 @@ pub struct RunResult {
     /// finished run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tasks: Vec<crate::tasks::TaskScore>,
+    /// A mixture-of-experts run's routing over its last steps (empty for a dense run).
+    #[serde(flatten)]
+    pub routing: Routing,
+}
+
+/// A MoE run's routing over its last (up to) [`ROUTING_STEPS`] steps, from `metrics.jsonl`'s
+/// `moe` records: the load's coefficient of variation over the experts (mean over the MoE
+/// layers and the steps), the experts no token reached (summed over the layers, mean over the
+/// steps), the balancing loss before its coefficient (mean over the steps) and the pairs dropped
+/// over capacity (summed over the layers, mean over the steps).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Routing {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moe_load_cv: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moe_dead: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moe_balance: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moe_dropped: Option<f64>,
+}
+
+/// The steps at a run's end its [`Routing`] averages over.
+pub const ROUTING_STEPS: usize = 20;
+
+impl Routing {
+    /// The routing of `m`'s last steps that recorded one (none: a dense run).
+    pub fn of(m: &Metrics) -> Self {
+        let records: Vec<&crate::run::metrics::MoeStepRecord> =
+            m.train.iter().filter_map(|t| t.moe.as_deref()).collect();
+        let tail = &records[records.len().saturating_sub(ROUTING_STEPS)..];
+        if tail.is_empty() {
+            return Self::default();
+        }
+        let per_step = |f: &dyn Fn(&crate::run::metrics::MoeStepRecord) -> f64| {
+            crate::stats::mean_of(tail.iter().map(|r| f(r)).filter(|v| v.is_finite()))
+        };
+        Routing {
+            moe_load_cv: per_step(&|r| crate::stats::mean_of(r.load_cv.iter().copied()).unwrap_or(f64::NAN)),
+            moe_dead: per_step(&|r| r.dead.iter().sum::<usize>() as f64),
+            moe_balance: per_step(&|r| r.balance),
+            moe_dropped: per_step(&|r| r.dropped.iter().sum::<usize>() as f64),
+        }
+    }
 }
 
 /// One row per run; a corrupt record in any run is an error naming its file and line.
@@ -162,6 +206,7 @@ fn collect_one(dir: &Path, r: &PlannedRun, target: Option<f64>) -> anyhow::Resul
             RunState::Finished => final_tasks(&m),
             _ => Vec::new(),
         },
+        routing: Routing::of(&m),
     })
 }
 
@@ -187,7 +232,7 @@ fn final_tasks(m: &Metrics) -> Vec<crate::tasks::TaskScore> {
 }
 
 /// The columns of `results.csv` after `name`, `stage` and the axes.
-const CSV_COLUMNS: [&str; 19] = [
+const CSV_COLUMNS: [&str; 23] = [
     "state",
     "diverged_step",
     "final_val_loss",
@@ -207,6 +252,10 @@ const CSV_COLUMNS: [&str; 19] = [
     "grad_cv",
     "final_tau",
     "failure",
+    "moe_load_cv",
+    "moe_dead",
+    "moe_balance",
+    "moe_dropped",
 ];
 
 /// Every (task, metric) the runs carry, in order of first appearance.
@@ -286,4 +335,33 @@ pub fn unfinished_with_causes(rows: &[RunResult]) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A MoE run's `metrics.jsonl` by hand: 25 steps over 2 MoE layers, only the last 20
+    /// averaged. Steps 6–25 have load CVs (0.2, 0.4) → 0.3, dead (1, 2) → 3, balance 1.5,
+    /// dropped (4, 0) → 4; the first 5 steps' values (CV 9, dead 9) must not count.
+    #[test]
+    fn a_moe_run_s_routing_is_its_last_steps_mean() {
+        let line = |step: usize, cv: f64, dead: usize| {
+            format!(
+                "{{\"type\":\"train\",\"step\":{step},\"loss\":2.0,\"ce\":2.0,\"reg\":null,\"lr\":0.001,\"grad_norm\":1.0,\
+                 \"clipped\":false,\"tokens\":64,\"tokens_per_s\":100.0,\"wall_s\":1.0,\"moe\":{{\"balance\":1.5,\
+                 \"router_z\":0.1,\"load_cv\":[{cv},{}],\"entropy\":[1.0,1.0],\"logit_max\":[2.0,2.0],\
+                 \"dead\":[{dead},{}],\"dropped\":[4,0]}}}}",
+                cv + 0.2,
+                dead + 1
+            )
+        };
+        let records = (1..=25).map(|s| if s <= 5 { line(s, 9.0, 9) } else { line(s, 0.2, 1) });
+        let records = records.map(|l| serde_json::from_str(&l).unwrap()).collect();
+        let r = Routing::of(&Metrics::from_records(records));
+        let close = |a: Option<f64>, b: f64| (a.unwrap() - b).abs() < 1e-12;
+        assert!(close(r.moe_load_cv, 0.3) && close(r.moe_dead, 3.0), "{r:?}");
+        assert!(close(r.moe_balance, 1.5) && close(r.moe_dropped, 4.0), "{r:?}");
+        assert_eq!(Routing::of(&Metrics::default()), Routing::default());
+    }
 }

@@ -58,6 +58,7 @@ const MINUTES_MUON_LOGITS: Option<f64> = Some(0.5);
 const MINUTES_PERILN_SFT: Option<f64> = Some(1.8);
 const MINUTES_BHYT_SFT: Option<f64> = Some(5.3);
 const MINUTES_MOE_NORMS: Option<f64> = Some(3.9);
+const MINUTES_MOE_BALANCE: Option<f64> = None;
 
 /// Every study, in the order `normlab studies` lists them.
 pub const STUDIES: &[Study] = &[
@@ -277,6 +278,17 @@ pub const STUDIES: &[Study] = &[
         mini: ("configs/studies/moe-norms.toml", include_str!("../../configs/studies/moe-norms.toml")),
         full: Some(("configs/studies/moe-norms-full.toml", include_str!("../../configs/studies/moe-norms-full.toml"))),
         minutes: MINUTES_MOE_NORMS,
+    },
+    Study {
+        name: "moe-balance",
+        figure: "Switch Transformer, transformers' load_balancing_loss_func, DeepSeek V3's auxiliary-loss-free balancing",
+        claim: "which balancing (none, the per-layer or the pooled auxiliary loss, the auxiliary-loss-free bias) keeps every expert in use at the least cost in loss, under pre-norm and Peri-LN",
+        mini: ("configs/studies/moe-balance.toml", include_str!("../../configs/studies/moe-balance.toml")),
+        full: Some((
+            "configs/studies/moe-balance-full.toml",
+            include_str!("../../configs/studies/moe-balance-full.toml"),
+        )),
+        minutes: MINUTES_MOE_BALANCE,
     },
     Study {
         name: "hybridnorm",

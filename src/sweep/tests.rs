@@ -35,6 +35,7 @@ fn row(name: &str, stage: &str, recipe: &str, lr: f64, seed: i64, val: Option<f6
         rollbacks: 0,
         grad_cv: None,
         final_tau: None,
+        routing: Default::default(),
         failure: None,
         tasks: Vec::new(),
     }
