@@ -66,6 +66,11 @@ fn config(root: &Path, recipe: &str, steps: usize) -> PathBuf {
     p
 }
 
+/// The arguments as `&str`s.
+fn as_str(a: &[String]) -> Vec<&str> {
+    a.iter().map(String::as_str).collect()
+}
+
 fn dir_arg(dir: &Path) -> String {
     format!("run.dir=\"{}\"", dir.display())
 }
@@ -124,15 +129,28 @@ fn same_weights(a: &Path, b: &Path) {
 #[test]
 fn two_ranks_train_the_single_process_run() {
     let s = Scratch::new("mpi-equal");
-    // TaperNorm's calibration averages take each step's statistics summed over the ranks.
-    for (recipe, optim) in [("pre", "adamw"), ("kitenorm", "adamw"), ("pre", "normuon"), ("tapernorm", "adamw")] {
+    // TaperNorm's calibration averages take each step's statistics summed over the ranks; a
+    // mixture of experts' selection biases move by the step's load summed over the ranks, and
+    // its capacity binds within each micro-batch, wherever it runs.
+    let moe = "model.moe={experts=4, top_k=2, d_expert=16, capacity=0.75, aux_loss=0.01, \
+               router={kind=\"sigmoid\", groups=2, top_groups=1, bias_update=0.01}}";
+    let cases = [("pre", "adamw", ""), ("kitenorm", "adamw", ""), ("pre", "normuon", ""), ("tapernorm", "adamw", "")];
+    for (recipe, optim, extra) in cases.into_iter().chain([("pre-rms", "adamw", moe)]) {
         let cfg = config(&s, recipe, 20);
         let cfg = cfg.to_str().unwrap();
-        let (one, two) = (s.join(format!("{recipe}-{optim}-1")), s.join(format!("{recipe}-{optim}-2")));
+        let tag = if extra.is_empty() { optim } else { "moe" };
+        let (one, two) = (s.join(format!("{recipe}-{tag}-1")), s.join(format!("{recipe}-{tag}-2")));
         let name = format!("optim.name=\"{optim}\"");
-        ok(alone(&["train", "--quiet", "--config", cfg, "--set", &dir_arg(&one), "--set", &name]).output().unwrap());
-        let args = ["train", "--quiet", "--config", cfg, "--set", &dir_arg(&two), "--set", &name];
-        let o = ok(mpirun(2, &args).output().unwrap());
+        let sets = |dir: &Path| {
+            let mut a = vec!["train".to_string(), "--quiet".into(), "--config".into(), cfg.into()];
+            for set in [dir_arg(dir), name.clone(), extra.to_string()].into_iter().filter(|s| !s.is_empty()) {
+                a.extend(["--set".to_string(), set]);
+            }
+            a
+        };
+        let (args_one, args_two) = (sets(&one), sets(&two));
+        ok(alone(&as_str(&args_one)).output().unwrap());
+        let o = ok(mpirun(2, &as_str(&args_two)).output().unwrap());
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(err.matches("finished 20 steps").count(), 1, "rank 0 alone reports: {err}");
         assert!(err.contains("2 ranks, each computing 1 of every step's micro-batches"), "{err}");
@@ -145,6 +163,9 @@ fn two_ranks_train_the_single_process_run() {
         }
         if recipe == "tapernorm" {
             assert!(m.contains("\"taper_gate\":0.0"), "the gate reaches 0 within the 20 steps");
+        }
+        if !extra.is_empty() {
+            assert!(m.contains("\"dropped\":[") && m.contains("\"moe\":"), "routing recorded with drops");
         }
     }
 }

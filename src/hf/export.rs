@@ -186,6 +186,28 @@ fn check_out(run: &Path, out: &Path, force: bool, flag: &str) -> anyhow::Result<
     Ok(())
 }
 
+/// `m`'s LoRA settings, when its adapters have a `peft` form: it has adapters, trained nothing
+/// beside them, and adapts no expert of a mixture of experts.
+fn peft_adapters<'a>(run: &Path, m: &'a ModelConfig) -> anyhow::Result<&'a crate::model::lora::LoraConfig> {
+    let l = m.lora.as_ref().with_context(|| {
+        format!("{} has no LoRA adapters ([model.lora]); export its whole model with --hf", run.display())
+    })?;
+    anyhow::ensure!(
+        !l.train_norms,
+        "{} trained its norms beside the adapters (model.lora.train_norms), which a LoRA adapter does not carry; \
+         export the merged model with --hf",
+        run.display()
+    );
+    anyhow::ensure!(
+        m.moe.is_none() || !l.plan()?.targets.iter().any(|t| t.is_ffn()),
+        "{} adapts the feed-forward projections of a mixture of experts, whose per-expert adapters have no peft form \
+         (transformers holds a MoE family's experts fused); export the merged model with --hf, or adapt attention \
+         only (model.lora.targets = [\"attention\"])",
+        run.display()
+    );
+    Ok(l)
+}
+
 /// Writes a LoRA run's adapters as a `peft` adapter directory for the parent run's own export:
 /// on the family's `nn.Linear` modules ([`super::lora::peft_adapter`]), or on
 /// `modeling_normlab.py`'s projection parameters ([`super::lora::peft_adapter_params`]).
@@ -197,15 +219,7 @@ pub fn export_peft(run: &Path, out: &Path, force: bool, base: Option<&Path>) -> 
     check_out(run, out, force, "--peft")?;
     let saved = SavedRun::open(run)?;
     let m = &saved.cfg.model;
-    let l = m.lora.as_ref().with_context(|| {
-        format!("{} has no LoRA adapters ([model.lora]); export its whole model with --hf", run.display())
-    })?;
-    anyhow::ensure!(
-        !l.train_norms,
-        "{} trained its norms beside the adapters (model.lora.train_norms), which a LoRA adapter does not carry; \
-         export the merged model with --hf",
-        run.display()
-    );
+    let l = peft_adapters(run, m)?;
     let plain = ModelConfig { lora: None, ..m.clone() };
     let file = tensors::read(&saved.weights)?;
     crate::run::checkpoint::check_finite(&file, &saved.weights)?;

@@ -238,11 +238,6 @@ impl ModelConfig {
              pick another recipe",
             recipe.name
         );
-        ensure!(
-            self.lora.is_none(),
-            "[model.lora] adapts dense projections; LoRA on experts is not built — fine-tune a MoE model fully (drop \
-             [model.lora])"
-        );
         Ok(())
     }
 }

@@ -59,6 +59,11 @@ impl LoraTarget {
         }
     }
 
+    /// Whether this is a feed-forward projection (in a MoE layer: every routed expert's).
+    pub fn is_ffn(self) -> bool {
+        matches!(self, Self::W1 | Self::W2 | Self::W3)
+    }
+
     /// The targets one name selects: a weight (`wq`, `q`, `q_proj`, …) or a group
     /// (`attention`, `ffn`, `all-linear`).
     pub fn parse(name: &str) -> anyhow::Result<Vec<Self>> {
@@ -133,7 +138,8 @@ impl LoraConfig {
     /// Whether the parameter `name` of rank `rank` trains under this config.
     pub fn trains(&self, name: &str, rank: usize) -> bool {
         let bias = ["bq", "bk", "bv"].iter().any(|b| name.ends_with(&format!(".{b}")));
-        name.contains(".lora_") || self.train_norms && rank == 1 && !bias
+        // Buffers (TaperNorm's schedule, DeepSeek's selection bias) never take a gradient.
+        name.contains(".lora_") || self.train_norms && rank == 1 && !bias && !super::names::is_buffer(name)
     }
 }
 

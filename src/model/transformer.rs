@@ -346,7 +346,8 @@ impl Transformer {
                 aux: m.aux_loss,
                 form: m.aux_form,
                 z: m.z_loss,
-                bias_step: m.router.bias_step(),
+                // Under LoRA the base, its selection biases included, stays the parent's.
+                bias_step: m.router.bias_step().filter(|_| cfg.lora.is_none()),
             }),
         }
     }
@@ -558,7 +559,9 @@ impl Transformer {
         if self.meta.taper.is_some() && training {
             ctx.taper = Some(Default::default());
         }
-        if self.meta.moe.is_some() && (training || keep.traces) {
+        // Every forward that trains records its routing, LoRA's (whose embedding is frozen)
+        // included: the balancing terms reach the adapters through the router's input.
+        if self.meta.moe.is_some() && (self.tok_emb.val().is_autodiff() || keep.traces) {
             ctx.moe = Some(Default::default());
         }
         let x = self.embed(tokens);

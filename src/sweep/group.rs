@@ -76,7 +76,8 @@ impl GroupBy {
     /// recipes per optimizer), then every other key the grid varies but `tuned` and the seeds
     /// ([`SEED_AXES`]): runs that differ in a corpus, a depth or any other setting are never
     /// pooled as if they were seeds of one method; each value is a group of its own. An axis
-    /// of several keys set together (`"a+b"`) is named by its first.
+    /// of several keys set together (`"a+b"`) is named by its first key, and by as many of the
+    /// next as its values need to be told apart ([`naming_keys`]).
     pub fn with_method_axes(mut self, axes: &[(String, Vec<toml::Value>)], tuned: &str) -> Self {
         let varied = |key: &str| axes.iter().any(|(k, vs)| k.split('+').any(|p| p == key) && vs.len() > 1);
         for key in METHOD_AXES {
@@ -84,12 +85,12 @@ impl GroupBy {
                 self.0.push(key.to_string());
             }
         }
-        for (k, _) in axes.iter().filter(|(_, vs)| vs.len() > 1) {
+        for (k, vs) in axes.iter().filter(|(_, vs)| vs.len() > 1) {
             let parts: Vec<&str> = k.split('+').collect();
             let repeats_or_tuned = parts.iter().any(|p| *p == tuned || SEED_AXES.contains(p));
             let grouped = parts.iter().any(|p| self.0.iter().any(|g| g.split('+').any(|gp| gp == *p)));
             if !repeats_or_tuned && !grouped {
-                self.0.push(parts[0].to_string());
+                self.0.extend(naming_keys(&parts, vs).into_iter().map(str::to_string));
             }
         }
         self
@@ -110,6 +111,34 @@ impl GroupBy {
     pub fn covers(&self, axes: &Axes) -> bool {
         self.0.iter().all(|k| axes.contains_key(k))
     }
+}
+
+/// The keys that name the methods of a linked axis (`parts`, with its `values`: one list of a
+/// value per key each): the first, then each next key whose values differ, until no two values
+/// share a name (`[[0.01, "per-layer"], [0.01, "pooled"]]` needs both keys).
+fn naming_keys<'a>(parts: &[&'a str], values: &[toml::Value]) -> Vec<&'a str> {
+    let rows: Vec<&[toml::Value]> = values
+        .iter()
+        .map(|v| match v {
+            toml::Value::Array(a) => a.as_slice(),
+            one => std::slice::from_ref(one),
+        })
+        .collect();
+    let distinct = |chosen: &[usize]| {
+        let names: Vec<Vec<Option<&toml::Value>>> =
+            rows.iter().map(|r| chosen.iter().map(|&i| r.get(i)).collect()).collect();
+        names.iter().enumerate().all(|(i, n)| !names[..i].contains(n))
+    };
+    let mut chosen = vec![0];
+    for i in 1..parts.len() {
+        if distinct(&chosen) {
+            break;
+        }
+        if rows.iter().any(|r| r.get(i) != rows[0].get(i)) {
+            chosen.push(i);
+        }
+    }
+    chosen.into_iter().map(|i| parts[i]).collect()
 }
 
 /// A key's last part (`n_layers`), or its section where the last part is `name`

@@ -57,8 +57,9 @@ const MINUTES_OPTIMIZER_NORMS: Option<f64> = Some(2.9);
 const MINUTES_MUON_LOGITS: Option<f64> = Some(0.5);
 const MINUTES_PERILN_SFT: Option<f64> = Some(1.8);
 const MINUTES_BHYT_SFT: Option<f64> = Some(5.3);
-const MINUTES_MOE_NORMS: Option<f64> = Some(3.9);
-const MINUTES_MOE_BALANCE: Option<f64> = None;
+const MINUTES_MOE_NORMS: Option<f64> = Some(4.3);
+const MINUTES_MOE_BALANCE: Option<f64> = Some(7.3);
+const MINUTES_OLMOE_QK_NORM: Option<f64> = Some(3.0);
 
 /// Every study, in the order `normlab studies` lists them.
 pub const STUDIES: &[Study] = &[
@@ -289,6 +290,17 @@ pub const STUDIES: &[Study] = &[
             include_str!("../../configs/studies/moe-balance-full.toml"),
         )),
         minutes: MINUTES_MOE_BALANCE,
+    },
+    Study {
+        name: "olmoe-qk-norm",
+        figure: "OLMoE (Muennighoff et al. 2024), its QK-Norm and router z-loss ablations",
+        claim: "QK-norm keeps a mixture of experts stable at rates where it spikes without, and the router z-loss adds to it",
+        mini: ("configs/studies/olmoe-qk-norm.toml", include_str!("../../configs/studies/olmoe-qk-norm.toml")),
+        full: Some((
+            "configs/studies/olmoe-qk-norm-full.toml",
+            include_str!("../../configs/studies/olmoe-qk-norm-full.toml"),
+        )),
+        minutes: MINUTES_OLMOE_QK_NORM,
     },
     Study {
         name: "hybridnorm",

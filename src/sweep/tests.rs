@@ -179,6 +179,39 @@ fn the_grid_is_the_product_of_the_axes_and_reseeds_use_lr_star() {
     assert!(format!("{e:#}").contains("unknown field `lrr`"), "{e:#}");
 }
 
+/// A linked axis whose first key repeats a value is named by its next keys too, so that its
+/// arms are never pooled as seeds of one method (moe-balance: the same coefficient per layer
+/// and pooled, two arms without a loss).
+#[test]
+fn a_linked_axis_is_named_by_as_many_keys_as_tell_its_values_apart() {
+    let text = r#"
+[sweep]
+dir = "runs/linked"
+[sweep.axes]
+"model.recipe" = ["pre", "peri"]
+"model.moe.aux_loss+model.moe.z_loss+model.moe.aux_form+model.moe.router.bias_update" = [
+    [0.0, 0.001, "per-layer", 0.0], [0.01, 0.001, "per-layer", 0.0], [0.01, 0.001, "pooled", 0.0],
+    [0.0, 0.001, "per-layer", 0.001]]
+"optim.lr" = [1e-3, 3e-3]
+[model.moe]
+experts = 4
+top_k = 2
+[model.moe.router]
+kind = "sigmoid"
+"#;
+    let s = Sweep::parse(text, Path::new("linked.toml"), &[]).unwrap();
+    let keys = ["model.recipe", "model.moe.aux_loss", "model.moe.aux_form", "model.moe.router.bias_update"];
+    assert_eq!(s.section.group_by.keys(), keys, "z_loss is the same in every arm: not part of a name");
+    let labels: std::collections::BTreeSet<String> =
+        s.grid().iter().map(|r| s.section.group_by.label(&axes_json(&r.axes))).collect();
+    assert_eq!(labels.len(), 8, "{labels:?}");
+}
+
+/// A run's axes as the results hold them.
+fn axes_json(axes: &[(String, toml::Value)]) -> std::collections::BTreeMap<String, serde_json::Value> {
+    axes.iter().map(|(k, v)| (k.clone(), serde_json::to_value(v).unwrap())).collect()
+}
+
 /// Keys joined by `+` vary together: each value sets one value per key (a method with its own
 /// schedule, the BHyT paper's C.3), crossed with the other axes; a value of the wrong length is
 /// refused by name.
@@ -208,6 +241,7 @@ steps = 10
     let cfg = s.run_config(&g[2]).unwrap();
     assert_eq!((cfg.optim.lr, cfg.schedule.warmup_fraction, cfg.train.seed), (5e-4, 0.05, 1));
     assert_eq!(cfg.model.validate().unwrap().0.name, "lns-rms");
+    assert_eq!(s.section.group_by.keys(), ["model.recipe"], "the recipe alone tells the methods apart");
     let bad = text.replace("[\"lns-rms\", 5e-4, 0.05]", "[\"lns-rms\", 5e-4]");
     let e = format!("{:#}", Sweep::parse(&bad, Path::new("linked.toml"), &[]).err().unwrap());
     assert!(e.contains("links 3 keys") && e.contains("list of 3 values"), "{e}");

@@ -1,7 +1,11 @@
 //! Gradients summed over the ranks of a data-parallel job: every parameter's gradient, in the
 //! model's parameter order, laid end to end in one f32 vector (one read from the device), summed
 //! by [`Ranks::sum_f32`] in fixed-size buckets, and put back with each gradient's shape and
-//! dtype. A lone process returns the gradients untouched.
+//! dtype. A parameter may have a gradient on some ranks only (a routed expert no token of one
+//! rank's micro-batches reached): the ranks first agree which parameters have one anywhere, and
+//! a rank without it sends zeros, so every rank sends the same layout and the sum is the one a
+//! single process accumulates; a parameter without a gradient on any rank stays without one. A
+//! lone process returns the gradients untouched.
 
 use crate::dist::Ranks;
 use crate::model::params::{ParamEntry, param_table};
@@ -19,11 +23,22 @@ pub fn sum_over_ranks<M: Module>(
         return Ok(grads);
     }
     let table = param_table(model);
-    let parts: Vec<(&ParamEntry, Tensor<1>, DType)> =
-        table.iter().filter_map(|p| take_flat(&mut grads, p).map(|(g, dtype)| (p, g, dtype))).collect();
-    let Some(device) = parts.first().map(|(_, g, _)| g.device()) else {
+    let anywhere = present_on_some_rank(&table, &grads, ranks);
+    let Some(device) = table.iter().find_map(|p| grad_device(&grads, p)) else {
         return Ok(grads);
     };
+    let parts: Vec<(&ParamEntry, Tensor<1>, DType)> = table
+        .iter()
+        .zip(&anywhere)
+        .filter(|(_, here)| **here)
+        .map(|(p, _)| {
+            let (g, dtype) = take_flat(&mut grads, p).unwrap_or_else(|| {
+                // Training parameters are f32 (the precision casts happen in the forward).
+                (Tensor::<1>::zeros([p.shape.iter().product::<usize>()], (&device, DType::F32)), DType::F32)
+            });
+            (p, g, dtype)
+        })
+        .collect();
     let flat = Tensor::cat(parts.iter().map(|(_, g, _)| g.clone().cast(DType::F32)).collect(), 0);
     let mut values = flat
         .into_data()
@@ -40,6 +55,22 @@ pub fn sum_over_ranks<M: Module>(
         at += len;
     }
     Ok(grads)
+}
+
+/// Per parameter of `table`, whether some rank has its gradient.
+fn present_on_some_rank(table: &[ParamEntry], grads: &GradientsParams, ranks: Ranks) -> Vec<bool> {
+    let mut flags: Vec<f32> = table.iter().map(|p| f32::from(u8::from(grad_device(grads, p).is_some()))).collect();
+    ranks.sum_f32(&mut flags);
+    flags.into_iter().map(|f| f > 0.0).collect()
+}
+
+/// The device of `p`'s gradient in `grads`, when it has one (read at `p`'s rank: a gradient
+/// is stored under its parameter's).
+fn grad_device(grads: &GradientsParams, p: &ParamEntry) -> Option<burn::tensor::Device> {
+    match p.shape.len() {
+        1 => grads.get::<1>(p.id).map(|g| g.device()),
+        _ => grads.get::<2>(p.id).map(|g| g.device()),
+    }
 }
 
 /// A parameter's gradient taken out of `grads`, flattened, with its dtype.
