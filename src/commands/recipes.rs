@@ -93,6 +93,10 @@ fn print_other_kinds() {
     for k in crate::model::moe_router::KINDS {
         outln!("    {:<15} {}", k.name, k.formula);
     }
+    outln!("\nMoE balancing-loss forms ([model.moe] aux_form; `per-layer` by default):");
+    for f in crate::model::moe_balance::AUX_FORMS {
+        outln!("    {:<15} {}", f.name, f.formula);
+    }
 }
 
 /// Each spec's equations and, with a depth, its resolved plan.

@@ -36,19 +36,42 @@ pub enum AuxForm {
     Pooled,
 }
 
+/// One balancing-loss form: the name a config writes and its loss, with its source.
+pub struct AuxFormInfo {
+    pub name: &'static str,
+    pub formula: &'static str,
+}
+
+/// Every form, in [`AuxForm`]'s order.
+pub const AUX_FORMS: &[AuxFormInfo] = &[
+    AuxFormInfo {
+        name: "per-layer",
+        formula: "mean over the MoE layers of E/(N·k)·Σ c_e·P_e over the batch's N tokens; even load 1 (Switch, megablocks, OLMo-core)",
+    },
+    AuxFormInfo {
+        name: "sequence",
+        formula: "the same within each sequence of T tokens, averaged over sequences and layers; even load 1 (DeepSeek V3 eqs. 17–20)",
+    },
+    AuxFormInfo {
+        name: "pooled",
+        formula: "E/M²·Σ (Σ_l c_{l,e})·(Σ_l Σ_n p_{l,n,e}) over all layers' M rows; even load k (transformers' load_balancing_loss_func)",
+    },
+];
+
 impl AuxForm {
     /// Whether this is the default form (a config need not write it).
     pub fn is_default(&self) -> bool {
         *self == AuxForm::default()
     }
 
+    /// This form's row of [`AUX_FORMS`].
+    pub fn info(self) -> &'static AuxFormInfo {
+        &AUX_FORMS[self as usize]
+    }
+
     /// The name a config writes.
     pub fn name(self) -> &'static str {
-        match self {
-            AuxForm::PerLayer => "per-layer",
-            AuxForm::Sequence => "sequence",
-            AuxForm::Pooled => "pooled",
-        }
+        self.info().name
     }
 }
 
@@ -202,6 +225,13 @@ fn sign(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_form_is_its_row() {
+        for form in [AuxForm::PerLayer, AuxForm::Sequence, AuxForm::Pooled] {
+            assert_eq!(serde_json::to_value(form).unwrap(), form.name());
+        }
+    }
 
     /// The update by hand: loads [4, 2, 0] (mean 2) move the biases by −γ, 0, +γ.
     #[test]

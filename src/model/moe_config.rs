@@ -124,16 +124,10 @@ impl MoeConfig {
         if let super::moe_router::Router::SoftmaxTopk { normalize } = self.router {
             lines.push(format!("    normalize {normalize}"));
         }
-        let balance = match self.aux_form {
-            AuxForm::PerLayer => "mean over layers of E/(N·k)·Σ c_e·P_e, Switch / megablocks",
-            AuxForm::Sequence => "mean over layers and sequences of E/(T·k)·Σ c_e·P_e, DeepSeek V3",
-            AuxForm::Pooled => "E/M²·Σ C_e·P_e over all layers' rows, transformers' load_balancing_loss_func",
-        };
+        let form = self.aux_form.info();
         lines.push(format!(
-            "    loss += {}·balance + {}·router_z  (balance {}: {balance}; router_z: ST-MoE eq. 5)",
-            self.aux_loss,
-            self.z_loss,
-            self.aux_form.name()
+            "    loss += {}·balance + {}·router_z  (balance {}: {}; router_z: ST-MoE eq. 5)",
+            self.aux_loss, self.z_loss, form.name, form.formula
         ));
         lines
     }
