@@ -5,7 +5,6 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_normlab"))
@@ -43,7 +42,7 @@ fn a_killed_run_resumes_to_the_uninterrupted_curve() {
         .arg("--set")
         .arg(format!("run.dir=\"{}\"", whole.display())));
     assert!(o.status.success(), "{}", stderr(&o));
-    kill_after_a_checkpoint(&cfg, &root.join("run"), 20);
+    common::kill_after_a_checkpoint(&cfg, &root.join("run"), 20);
     let o = run(bin().args(["train", "--quiet", "--resume"]).arg(root.join("run")));
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("resuming"), "{}", stderr(&o));
@@ -53,31 +52,6 @@ fn a_killed_run_resumes_to_the_uninterrupted_curve() {
         "identical train and eval records"
     );
     the_saved_run_commands_read_it(&root.join("run"), &whole);
-}
-
-/// Trains `cfg` into `run` and kills it (SIGKILL) as soon as a checkpoint past `step` exists,
-/// wherever the run is then.
-fn kill_after_a_checkpoint(cfg: &Path, run_dir: &Path, step: u64) {
-    let mut child =
-        bin().args(["train", "--quiet", "--config"]).arg(cfg).stderr(std::process::Stdio::null()).spawn().unwrap();
-    let latest = run_dir.join("checkpoints/latest.json");
-    let t0 = Instant::now();
-    loop {
-        let at = std::fs::read_to_string(&latest)
-            .ok()
-            .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
-            .and_then(|v| v["step"].as_u64());
-        if at.is_some_and(|s| s >= step) {
-            break;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(120), "no checkpoint appeared");
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let status: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run_dir.join("status.json")).unwrap()).unwrap();
-    assert_eq!(status["state"], "running", "killed before it finished");
 }
 
 /// `eval` reproduces the last validation loss of `whole`'s log, `probe` reads the run (trained

@@ -7,7 +7,6 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_normlab"))
@@ -25,27 +24,6 @@ const MOE: &str = "recipe = \"pre-rms\"\n[model.moe]\nexperts = 4\ntop_k = 2\nd_
                    aux_loss = 0.01\nz_loss = 0.001\n\
                    router = { kind = \"sigmoid\", groups = 2, top_groups = 1, bias_update = 0.01 }\n";
 
-/// Trains `cfg` into `run_dir` and kills it (SIGKILL) as soon as a checkpoint past `step` exists.
-fn kill_after_a_checkpoint(cfg: &Path, run_dir: &Path, step: u64) {
-    let mut child =
-        bin().args(["train", "--quiet", "--config"]).arg(cfg).stderr(std::process::Stdio::null()).spawn().unwrap();
-    let latest = run_dir.join("checkpoints/latest.json");
-    let t0 = Instant::now();
-    loop {
-        let at = std::fs::read_to_string(&latest)
-            .ok()
-            .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
-            .and_then(|v| v["step"].as_u64());
-        if at.is_some_and(|s| s >= step) {
-            break;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(120), "no checkpoint appeared");
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-}
-
 /// The run killed at a checkpoint and resumed equals the run trained at once, record for
 /// record (the routing records, with their dropped pairs, included): the selection biases and
 /// everything else a step depends on came back from the checkpoint.
@@ -58,7 +36,7 @@ fn killed_and_resumed(root: &Path) -> PathBuf {
         .arg("--set")
         .arg(format!("run.dir=\"{}\"", whole.display())));
     let resumed = root.join("run");
-    kill_after_a_checkpoint(&cfg, &resumed, 20);
+    common::kill_after_a_checkpoint(&cfg, &resumed, 20);
     run(bin().args(["train", "--quiet", "--resume"]).arg(&resumed));
     let records = common::metrics_without_timings(&whole);
     assert_eq!(records, common::metrics_without_timings(&resumed), "identical train and eval records");

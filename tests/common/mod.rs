@@ -100,6 +100,35 @@ pub fn tiny_sweep(root: &Path, axes: &str, n_layers: usize, steps: usize) -> Pat
     p
 }
 
+/// Trains `cfg` into `run` and kills it (SIGKILL) as soon as a checkpoint past `step` exists,
+/// wherever the run is then.
+pub fn kill_after_a_checkpoint(cfg: &Path, run_dir: &Path, step: u64) {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_normlab"))
+        .args(["train", "--quiet", "--config"])
+        .arg(cfg)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let latest = run_dir.join("checkpoints/latest.json");
+    let t0 = std::time::Instant::now();
+    loop {
+        let at = std::fs::read_to_string(&latest)
+            .ok()
+            .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+            .and_then(|v| v["step"].as_u64());
+        if at.is_some_and(|s| s >= step) {
+            break;
+        }
+        assert!(t0.elapsed() < std::time::Duration::from_secs(120), "no checkpoint appeared");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let status: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("status.json")).unwrap()).unwrap();
+    assert_eq!(status["state"], "running", "killed before it finished");
+}
+
 /// A command's standard error as text.
 pub fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
