@@ -15,7 +15,8 @@ use normlab::io::tensors::{self, TensorFile};
 use normlab::kernels::Kernels;
 use normlab::model::after_step::StepSeen;
 use normlab::model::params::{named_grads, named_values};
-use normlab::model::transformer::Objective;
+use normlab::model::terms::StepReadings;
+use normlab::model::transformer::{Objective, Z_LOSS};
 use normlab::model::{ModelConfig, Transformer};
 use normlab::run::{OptimConfig, ScheduleConfig};
 use normlab::train::{optim, step};
@@ -285,20 +286,15 @@ fn replay(c: &Case, t: &TrainSettings, problems: &mut Vec<String>) -> Result<(Tr
             ));
         }
         // The recipe's after-step hooks (QK-clip, nGPT's projection), as the trainer applies them.
-        let seen = seen(&g.logit_maxima, &g.taper_stats, s + 1, (t.steps, schedule.warmup_steps(t.steps)));
+        let seen = seen(&g.readings, s + 1, (t.steps, schedule.warmup_steps(t.steps)));
         model = optim.step(schedule.lr(s, t.steps, t.lr), model, g.grads).after_step(seen).0;
     }
     Ok((model, worst_loss))
 }
 
 /// What the after-step hooks read of step `done` of a run of `(total, warmup)` steps.
-fn seen<'a>(
-    logit_maxima: &'a [Vec<f64>],
-    taper_stats: &'a [[f64; 2]],
-    done: usize,
-    (total, warmup): (usize, usize),
-) -> StepSeen<'a> {
-    StepSeen { logit_maxima, taper_stats, expert_load: &[], done, total, warmup }
+fn seen(readings: &StepReadings, done: usize, (total, warmup): (usize, usize)) -> StepSeen<'_> {
+    StepSeen { readings, done, total, warmup }
 }
 
 /// Compares the trained weights with PyTorch's after `steps` steps (parameters whose gradient
@@ -393,7 +389,7 @@ fn z_loss_matches_the_pytorch_reference() {
             tok("input/targets"),
             Objective { masked: false, z_loss: t.z_loss },
         );
-        let z = floats(&parts.z.unwrap().into_data())[0];
+        let z = floats(&parts.term(Z_LOSS).unwrap().into_data())[0];
         let want_z = floats(&c.file.tensors["out/z"])[0];
         assert!(((z - want_z) / want_z).abs() < LOGIT_TOL, "chunked {chunked}: mean log²Z {z} vs {want_z}");
         let loss = floats(&parts.loss.clone().into_data())[0];

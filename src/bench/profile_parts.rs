@@ -8,7 +8,7 @@
 use super::Dims;
 use crate::kernels::{Kernels, Precision, widen};
 use crate::model::Transformer;
-use crate::model::attention::AttnContext;
+use crate::model::context::ForwardContext;
 use crate::stats::median;
 use burn::optim::{AdamWConfig, GradientsParams};
 use burn::tensor::{Device, Distribution, Int, Tensor};
@@ -141,7 +141,7 @@ pub fn matmuls(t: &Timer, dims: &Dims, p: Precision, kernels: Kernels) -> anyhow
 pub fn attention_core(t: &Timer, model: &Transformer, dims: &Dims) -> anyhow::Result<ProfilePart> {
     let (b, h, s) = (dims.batch, dims.n_heads, dims.seq);
     let hd = dims.d_model / h;
-    let ctx = AttnContext::new(s, model.meta.rope, model.meta.compute, &t.device);
+    let ctx = ForwardContext::new(s, model.meta.rope, model.meta.compute, &t.device);
     let p = model.meta.compute.precision;
     let rand = || Tensor::<4>::random([b, h, s, hd], Distribution::Normal(0.0, 1.0), &t.device);
     let (k, v) = (p.compute(rand()), p.compute(rand()));
@@ -159,10 +159,10 @@ pub fn attention_core(t: &Timer, model: &Transformer, dims: &Dims) -> anyhow::Re
 /// their matmuls and the attention core.
 pub fn sublayer_functions(t: &Timer, model: &Transformer, dims: &Dims) -> anyhow::Result<Vec<ProfilePart>> {
     let x = Tensor::<3>::random([dims.batch, dims.seq, dims.d_model], Distribution::Normal(0.0, 1.0), &t.device);
-    let ctx = AttnContext::new(dims.seq, model.meta.rope, model.meta.compute, &t.device);
+    let ctx = ForwardContext::new(dims.seq, model.meta.rope, model.meta.compute, &t.device);
     let layer = &model.layers[0];
     let attn = t.fwd_bwd(&x, &|x| layer.attn.f.forward(x, &ctx, None))?;
-    let ffn = t.fwd_bwd(&x, &|x| layer.ffn.f.forward(x, &model.meta.compute, None))?;
+    let ffn = t.fwd_bwd(&x, &|x| layer.ffn.f.forward(x, &ctx))?;
     let l = dims.n_layers as f64;
     Ok(vec![
         part("attention sublayer F", PartGroup::Sublayer, l, attn),

@@ -1,8 +1,14 @@
-//! The recipe's after-step hooks ([`crate::recipe::AfterStep`]) applied to a model after an
-//! optimizer step, in the recipe's order, and what they did; then a MoE model's bias
-//! balancing (`[model.moe.router] bias_update`).
+//! What changes a model's weights after an optimizer step, in order: the recipe's hooks
+//! ([`crate::recipe::AfterStep`]: QK-clip, nGPT's projection, TaperNorm's schedule), then a
+//! MoE model's bias balancing (`[model.moe.router] bias_update`). Each hook reads what it needs
+//! of the step by name ([`StepReadings`]).
 
+use super::attention::HEAD_MAX;
+use super::hook::Hook;
+use super::layer::TAPER_CALIBRATION;
+use super::moe_balance::LOAD;
 use super::qk_clip::{self, ClipEvent};
+use super::terms::StepReadings;
 use super::transformer::Transformer;
 use crate::recipe::AfterStep;
 
@@ -18,14 +24,9 @@ pub struct AfterStepEvents {
 /// What the hooks read of the step just taken.
 #[derive(Clone, Copy, Debug)]
 pub struct StepSeen<'a> {
-    /// The step's per-head largest attention logits `[layer][head]` (recorded by the forward
-    /// when QK-clip asks for them).
-    pub logit_maxima: &'a [Vec<f64>],
-    /// The step's calibration statistics per `tapernorm` slot (recorded when TaperNorm asks).
-    pub taper_stats: &'a [[f64; 2]],
-    /// The step's assignments per expert of every MoE layer `[layer][expert]`, over its
-    /// micro-batches and ranks (empty for a dense model).
-    pub expert_load: &'a [Vec<f64>],
+    /// The step's readings over its micro-batches and ranks: QK-clip's per-head largest logits
+    /// `[layer][head]`, TaperNorm's calibration per slot, the experts' load `[layer][expert]`.
+    pub readings: &'a StepReadings,
     /// Optimizer steps done, this one included.
     pub done: usize,
     /// The run's optimizer steps and its learning-rate warm-up, in steps.
@@ -34,27 +35,25 @@ pub struct StepSeen<'a> {
 }
 
 impl Transformer {
-    /// This model after its recipe's hooks for the step `seen`.
+    /// This model after its hooks for the step `seen`.
     pub fn after_step(self, seen: StepSeen<'_>) -> (Transformer, AfterStepEvents) {
         let mut events = AfterStepEvents::default();
         let hooks = self.meta.after_step.clone();
         let model = hooks.into_iter().fold(self, |model, hook| match hook {
-            AfterStep::QkClip(clip) => {
-                let (model, event) = qk_clip::apply(model, seen.logit_maxima, clip);
+            Hook::Recipe(AfterStep::QkClip(clip)) => {
+                let (model, event) = qk_clip::apply(model, seen.readings.rows(HEAD_MAX.name), clip);
                 events.qk_clip = Some(event);
                 model
             }
-            AfterStep::ProjectToSphere(_) => model.project_to_sphere(),
-            AfterStep::Taper(taper) => {
+            Hook::Recipe(AfterStep::ProjectToSphere(_)) => model.project_to_sphere(),
+            Hook::Recipe(AfterStep::Taper(taper)) => {
                 let steps = taper.steps(seen.total, seen.warmup);
                 events.taper_gate = Some(steps.gate(seen.done));
-                super::taper::apply(model, taper, steps, seen.done, seen.taper_stats)
+                let stats = seen.readings.rows(TAPER_CALIBRATION.name);
+                super::taper::apply(model, taper, steps, seen.done, stats)
             }
+            Hook::BalanceExperts { gamma } => model.balance_experts(seen.readings.rows(LOAD), gamma),
         });
-        let model = match model.meta.moe.and_then(|m| m.bias_step) {
-            Some(gamma) => model.balance_experts(seen.expert_load, gamma),
-            None => model,
-        };
         (model, events)
     }
 

@@ -28,8 +28,10 @@
 //! would gain nothing there.
 
 use super::compute::Compute;
+use super::context::ForwardContext;
 use super::lora::{Lora, LoraPlan, LoraTarget, adapted};
 use super::names::child;
+use super::records::RecordKind;
 use super::rope;
 use crate::init::{Init, ParamBuilder};
 use crate::kernels::{self, Kernels, Precision, widen};
@@ -37,10 +39,10 @@ use crate::norm::{Norm, NormKind};
 use crate::recipe::{AttnGate, QkNorm};
 use burn::backend::DispatchDevice;
 use burn::module::{Module, Param};
+use burn::tensor::Tensor;
 use burn::tensor::activation::{sigmoid, softmax};
 use burn::tensor::module::attention;
 use burn::tensor::ops::AttentionModuleOptions;
-use burn::tensor::{Tensor, TensorData};
 
 /// The name of the output gate's weight `W_θ` under an attention prefix.
 pub const GATE_WEIGHT: &str = "w_gate";
@@ -59,51 +61,15 @@ pub enum ValueRole {
     Mix,
 }
 
+/// Probing forwards: each attention sublayer's softmax diagnostics.
+pub const STATS: RecordKind<AttnStats> = RecordKind::named("attention/stats");
+/// QK-clip's training forwards: each attention sublayer's largest logit `q·k/√h` of each head,
+/// `[H]`, outside the autodiff graph.
+pub const HEAD_MAX: RecordKind<Tensor<1>> = RecordKind::named("attention/head_max");
+
 /// One attention sublayer's keys (after QK-norm and RoPE) and values of the positions decoded
 /// so far, each `[B, H, T, h]`: the KV cache of one layer.
 pub type KvSlot = Option<(Tensor<4>, Tensor<4>)>;
-
-/// Per-forward constants shared by all attention sublayers.
-pub struct AttnContext {
-    /// RoPE tables for the positions of this forward: `[1, 1, t, h/2]` when every row stands at
-    /// the same positions, else `[B, 1, t, h/2]`.
-    pub cos: Tensor<4>,
-    pub sin: Tensor<4>,
-    /// Additive mask `[1 or B, 1, t, T]` over the `T` keys (cached and new): 0 where a query
-    /// may look, −∞ above the causal diagonal, and a large negative value on padding keys.
-    pub mask: Tensor<4>,
-    /// When set (probing), each attention sublayer appends its [`AttnStats`] here.
-    pub stats: Option<std::cell::RefCell<Vec<AttnStats>>>,
-    /// When set (QK-clip's training forward), each attention sublayer appends the largest
-    /// logit `q·k/√h` of each head, `[H]`, outside the autodiff graph.
-    pub head_max: Option<std::cell::RefCell<Vec<Tensor<1>>>>,
-    /// When set (a TaperNorm recipe's training forward), each layer appends the calibration
-    /// statistics `[2]` of its `tapernorm` input norms, attention's then the FFN's.
-    pub taper: Option<std::cell::RefCell<Vec<Tensor<1>>>>,
-    /// When set (a MoE model's training or probing forward), each MoE layer appends its
-    /// routing ([`super::moe_balance::RouterRecord`]).
-    pub moe: Option<std::cell::RefCell<Vec<super::moe_balance::RouterRecord>>>,
-    /// The `T` of BHyT's variance approximation `‖W_V W_O‖²/(T d)`: the sequence length in
-    /// training, a fixed length (the training one) when decoding, so that a position's output
-    /// does not depend on how many tokens follow it.
-    pub bhyt_len: usize,
-    /// Whether `mask` is purely causal (no padding keys): the fused softmax then applies it
-    /// without reading the mask tensor.
-    pub causal: bool,
-    /// Each layer's `‖W_V W_O‖²_F` computed once for a decode (the weights do not change
-    /// between its steps), or `None`: each layer computes its own in the forward.
-    pub value_output: Option<Vec<Tensor<1>>>,
-    /// The model's kernels, precision and memory limits.
-    pub compute: Compute,
-    /// Value residual: the first attention sublayer's values `[B, n_kv, t, h]` of this
-    /// forward's positions, left here for the later layers.
-    pub first_values: std::cell::RefCell<Option<Tensor<4>>>,
-}
-
-/// The additive value hiding a padding key: finite, so that a padding query (which sees only
-/// padding) still has a defined softmax, and far enough below any score that its weight for a
-/// real query is exactly 0 in f32.
-pub const PAD_MASK: f32 = -1e9;
 
 /// Softmax-saturation diagnostics of one attention sublayer (the LayerNorm tutorial's troubleshooting):
 /// the largest pre-softmax logit `q·k/√h` over all heads and positions, and the mean entropy
@@ -122,90 +88,10 @@ pub struct AttnStats {
     pub gate_mean: Option<Tensor<1>>,
 }
 
-impl AttnContext {
-    /// A full causal forward over `seq_len` positions (training, evaluation, probes).
-    pub fn new(seq_len: usize, rope: Rope, compute: Compute, device: &burn::tensor::Device) -> Self {
-        let d = Decoding { new: seq_len, offset: 0, key_mask: None, row_starts: None, bhyt_len: seq_len };
-        Self::decoding(d, rope, compute, device)
-    }
-
-    /// `d.new` positions after `d.offset` cached ones, with an optional padding mask; each row
-    /// rotated at its own positions when `d.row_starts` says so.
-    pub fn decoding(d: Decoding, r: Rope, compute: Compute, device: &burn::tensor::Device) -> Self {
-        let (cos, sin) = match &d.row_starts {
-            Some(starts) => rope::tables_at(starts, d.new, r.head_dim, r.base, device),
-            None => {
-                let (cos, sin) = rope::tables(d.offset + d.new, r.head_dim, r.base, device);
-                let rows = |t: Tensor<4>| if d.offset == 0 { t } else { t.narrow(2, d.offset, d.new) };
-                (rows(cos), rows(sin))
-            }
-        };
-        let causal = causal_mask(d.new, d.offset, device);
-        let only_causal = d.key_mask.is_none();
-        let mask = match d.key_mask {
-            Some(k) => causal + k,
-            None => causal,
-        };
-        Self {
-            cos,
-            sin,
-            mask,
-            stats: None,
-            head_max: None,
-            taper: None,
-            moe: None,
-            bhyt_len: d.bhyt_len,
-            causal: only_causal,
-            compute,
-            value_output: None,
-            first_values: Default::default(),
-        }
-    }
-
-    /// Whether every row shares one RoPE table (`[1, 1, t, h/2]`), as the fused RoPE needs.
-    fn shared_positions(&self) -> bool {
-        self.cos.dims()[0] == 1
-    }
-}
-
 /// Whether `q` is on a GPU device and no gradient flows through it (burn's fused attention
 /// serves these; see the module's doc).
 fn gpu_forward_only(q: &Tensor<4>) -> bool {
     !q.is_require_grad() && !matches!(q.device().inner().as_dispatch(), DispatchDevice::Flex(_))
-}
-
-/// `[1, 1, new, offset + new]`: 0 where the query at cache position `offset + i` may look
-/// (keys at or before it), −∞ above the diagonal.
-fn causal_mask(new: usize, offset: usize, device: &burn::tensor::Device) -> Tensor<4> {
-    let total = offset + new;
-    let mut m = vec![0f32; new * total];
-    for i in 0..new {
-        m[i * total + offset + i + 1..(i + 1) * total].fill(f32::NEG_INFINITY);
-    }
-    Tensor::from_data(TensorData::new(m, vec![1, 1, new, total]), device)
-}
-
-/// The rotary embedding's head size and base (`model.rope_base`).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Rope {
-    pub head_dim: usize,
-    pub base: f64,
-}
-
-/// Where a forward sits in a decoded sequence.
-pub struct Decoding {
-    /// Positions fed now.
-    pub new: usize,
-    /// Positions already in the KV cache (the cache's frame, padding included).
-    pub offset: usize,
-    /// `[B, 1, 1, offset + new]`: [`PAD_MASK`] on padding keys, 0 elsewhere.
-    pub key_mask: Option<Tensor<4>>,
-    /// Each row's own position of its first new token (its tokens so far, padding excluded;
-    /// negative inside a padded prefill, where the padding queries see only padding), when the
-    /// rows of the batch stand at different positions; `None`: every row at `offset`.
-    pub row_starts: Option<Vec<i64>>,
-    /// See [`AttnContext::bhyt_len`].
-    pub bhyt_len: usize,
 }
 
 #[derive(Module, Debug)]
@@ -392,7 +278,7 @@ impl Attention {
 
     /// `x`: `[B, t, d]` → `[B, t, d]`. With `kv`, the keys and values of earlier positions are
     /// read from it and this forward's appended to it.
-    pub fn forward(&self, x: Tensor<3>, ctx: &AttnContext, kv: Option<&mut KvSlot>) -> Tensor<3> {
+    pub fn forward(&self, x: Tensor<3>, ctx: &ForwardContext, kv: Option<&mut KvSlot>) -> Tensor<3> {
         let [b, t, _] = x.dims();
         let gate_input = self.w_gate.as_ref().map(|_| x.clone());
         let (q, k, v) = self.qkv(x, ctx);
@@ -408,8 +294,8 @@ impl Attention {
             None => (k, v),
         };
         let (k, v) = (self.repeat_kv(k), self.repeat_kv(v));
-        if let Some(maxima) = &ctx.head_max {
-            maxima.borrow_mut().push(self.head_max_logits(&q, &k, ctx));
+        if ctx.records.collects(HEAD_MAX) {
+            ctx.records.push(HEAD_MAX, self.head_max_logits(&q, &k, ctx));
         }
         let out = self.attend(q, k, v, ctx);
         let c = &ctx.compute;
@@ -420,23 +306,19 @@ impl Attention {
     /// Gated attention: the heads' outputs `o` `[B, t, H, h]` times `σ(x W_θ)` (one value per
     /// head, or per head and feature), recording the gate's mean for the probes; `o` unchanged
     /// without a gate.
-    fn gated(&self, o: Tensor<4>, x: Option<Tensor<3>>, ctx: &AttnContext) -> Tensor<4> {
+    fn gated(&self, o: Tensor<4>, x: Option<Tensor<3>>, ctx: &ForwardContext) -> Tensor<4> {
         let (Some(w), Some(x)) = (&self.w_gate, x) else { return o };
         let [b, t, h, hd] = o.dims();
         let Compute { precision: p, kernels: k, .. } = ctx.compute;
         let g = sigmoid(widen(adapted(x, w, &None, p, k)));
-        if let Some(stats) = &ctx.stats
-            && let Some(last) = stats.borrow_mut().last_mut()
-        {
-            last.gate_mean = Some(g.clone().mean());
-        }
+        ctx.records.edit_last(STATS, |last| last.gate_mean = Some(g.clone().mean()));
         // Headwise `W_θ` has one column per head, elementwise one per head and feature.
         let g = if w.dims()[1] == h { g.reshape([b, t, h, 1]) } else { g.reshape([b, t, h, hd]) };
         o * p.compute(g)
     }
 
     /// Queries, keys and values `[B, n, t, h]`: projected, QK-normed and rotated.
-    fn qkv(&self, x: Tensor<3>, ctx: &AttnContext) -> (Tensor<4>, Tensor<4>, Tensor<4>) {
+    fn qkv(&self, x: Tensor<3>, ctx: &ForwardContext) -> (Tensor<4>, Tensor<4>, Tensor<4>) {
         let c = &ctx.compute;
         let kern = ctx.compute.kernels;
         let fused = kern.fuse(&x) && c.precision == Precision::F32;
@@ -491,7 +373,7 @@ impl Attention {
 
     /// Value residual: the first layer leaves its values in `ctx`; a later one returns
     /// `λ₁·v + λ₂·v₁`; `v` unchanged without it.
-    fn value_residual(&self, v: Tensor<4>, ctx: &AttnContext) -> Tensor<4> {
+    fn value_residual(&self, v: Tensor<4>, ctx: &ForwardContext) -> Tensor<4> {
         if self.value_source {
             *ctx.first_values.borrow_mut() = Some(v.clone());
             return v;
@@ -515,7 +397,7 @@ impl Attention {
     /// The largest logit `q·k/√h` (before any soft-cap, masked positions excluded) of each head,
     /// `[H]`, off the autodiff graph; a block of query rows at a time within
     /// `ctx.compute.scores_limit` values.
-    fn head_max_logits(&self, q: &Tensor<4>, k: &Tensor<4>, ctx: &AttnContext) -> Tensor<1> {
+    fn head_max_logits(&self, q: &Tensor<4>, k: &Tensor<4>, ctx: &ForwardContext) -> Tensor<1> {
         let scale = self.scale();
         let (q, kt) = (widen(q.clone().detach()), widen(k.clone().detach()).swap_dims(2, 3));
         let [b, h, t, _] = q.dims();
@@ -540,7 +422,7 @@ impl Attention {
 
     /// `softmax(q kᵀ/√h + M) v`, `[B, H, t, h]`; the fused softmax applies a purely causal `M`
     /// without reading it.
-    pub fn attend(&self, q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, ctx: &AttnContext) -> Tensor<4> {
+    pub fn attend(&self, q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, ctx: &ForwardContext) -> Tensor<4> {
         let scale = self.scale();
         let t = q.dims()[2];
         let Compute { kernels: kn, precision: p, scores_limit, .. } = ctx.compute;
@@ -549,29 +431,35 @@ impl Attention {
         let fusable = self.softcap.is_none() && self.sinks.is_none();
         let whole = t == k.dims()[2];
         // A GPU forward no gradient flows through: burn's flash attention (tensor cores).
-        if fusable && ctx.causal && ctx.stats.is_none() && kn != Kernels::Composite && whole && gpu_forward_only(&q) {
+        if fusable
+            && ctx.causal
+            && !ctx.records.collects(STATS)
+            && kn != Kernels::Composite
+            && whole
+            && gpu_forward_only(&q)
+        {
             let scale = self.sqk.as_ref().map(|_| scale);
             let causal = AttentionModuleOptions { scale, softcap: None, is_causal: true };
             return attention(p.compute(q), p.compute(k), p.compute(v), None, None, causal);
         }
-        if fusable && ctx.causal && ctx.stats.is_none() && kn.fuse_attention(&q) {
+        if fusable && ctx.causal && !ctx.records.collects(STATS) && kn.fuse_attention(&q) {
             return kernels::causal_attention(q, k, v, scale);
         }
         let [b, h, _, _] = q.dims();
-        if ctx.stats.is_none() && b * h * t * k.dims()[2] > scores_limit {
+        if !ctx.records.collects(STATS) && b * h * t * k.dims()[2] > scores_limit {
             return self.attend_rows(q, k, v, ctx, scale);
         }
         let mm = |a, b| kn.matmul(p, a, b);
         let raw = widen(mm(q, k.swap_dims(2, 3)));
         if fusable && ctx.causal && kn.fuse(&raw) {
-            if let Some(stats) = &ctx.stats {
-                stats.borrow_mut().push(attn_stats(raw.clone() * scale + ctx.mask.clone(), None));
+            if ctx.records.collects(STATS) {
+                ctx.records.push(STATS, attn_stats(raw.clone() * scale + ctx.mask.clone(), None));
             }
             return mm(kernels::causal_softmax(raw, scale), v);
         }
         let scores = self.logits(raw, scale) + ctx.mask.clone();
-        if let Some(stats) = &ctx.stats {
-            stats.borrow_mut().push(attn_stats(scores.clone(), self.sink_logits()));
+        if ctx.records.collects(STATS) {
+            ctx.records.push(STATS, attn_stats(scores.clone(), self.sink_logits()));
         }
         p.matmul(softmax_with_sink(scores, self.sink_logits()), v)
     }
@@ -584,7 +472,7 @@ impl Attention {
     /// The composite `softmax(q kᵀ/√h + M) v` a block of query rows at a time, each block's
     /// scores within `ctx.compute.scores_limit` values; under a purely causal mask a block meets only the
     /// keys it can see. Same formula, same gradient; memory O(limit) instead of O(t·S).
-    fn attend_rows(&self, q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, ctx: &AttnContext, scale: f64) -> Tensor<4> {
+    fn attend_rows(&self, q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, ctx: &ForwardContext, scale: f64) -> Tensor<4> {
         let [b, h, t, _] = q.dims();
         let s = k.dims()[2];
         let rows = (ctx.compute.scores_limit / (b * h * s)).max(1);

@@ -8,7 +8,8 @@
 //! for the causal mask. [`Transformer::forward_masked`] is the same computation without a
 //! cache, the reference the cached path is tested against.
 
-use super::attention::{AttnContext, Decoding, KvSlot, PAD_MASK};
+use super::attention::KvSlot;
+use super::context::{Decoding, ForwardContext, PAD_MASK};
 use super::transformer::{Keep, Transformer};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
@@ -60,7 +61,7 @@ impl Transformer {
         let key_mask = pads.iter().any(|&p| p > 0).then(|| padding_mask(pads, cache.len + t, &device));
         let row_starts = row_starts(cache.len, pads);
         let d = Decoding { new: t, offset: cache.len, key_mask, row_starts, bhyt_len };
-        let mut ctx = AttnContext::decoding(d, self.meta.rope, self.meta.compute, &device);
+        let mut ctx = ForwardContext::decoding(d, self.meta.rope, self.meta.compute, &device);
         if cache.value_output.is_none() && self.approximates() {
             cache.value_output = Some(self.layers.iter().map(|l| l.attn.f.value_output_frobenius_sq()).collect());
         }
@@ -76,7 +77,7 @@ impl Transformer {
         let device = tokens.device();
         let key_mask = pads.iter().any(|&p| p > 0).then(|| padding_mask(pads, t, &device));
         let d = Decoding { new: t, offset: 0, key_mask, row_starts: row_starts(0, pads), bhyt_len };
-        let ctx = AttnContext::decoding(d, self.meta.rope, self.meta.compute, &device);
+        let ctx = ForwardContext::decoding(d, self.meta.rope, self.meta.compute, &device);
         self.run(tokens, ctx, None, Keep::LOGITS).logits
     }
 }

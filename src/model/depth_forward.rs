@@ -2,7 +2,8 @@
 //! [`super::depth_attention`]): from `X_1`, each sublayer reads its sources, runs its branch and
 //! adds the output to the open block; the output reads every source with its own query.
 
-use super::attention::{AttnContext, KvSlot};
+use super::attention::KvSlot;
+use super::context::ForwardContext;
 use super::depth_attention::Sources;
 use super::transformer::{Keep, LayersOut, SublayerTrace, Transformer};
 use burn::tensor::Tensor;
@@ -14,7 +15,7 @@ impl Transformer {
         &self,
         x: Tensor<3>,
         block: usize,
-        ctx: &AttnContext,
+        ctx: &ForwardContext,
         mut cache: Option<&mut [KvSlot]>,
         keep: Keep,
     ) -> LayersOut {
@@ -38,7 +39,7 @@ impl Transformer {
             let branch = layer.attn.branch(input.clone(), None, |f, x| f.forward(x, ctx, kv), k);
             record(input, state.write(branch.clone()), branch, weights);
             let (input, weights) = state.read(layer.ffn.attn_res.as_ref());
-            let branch = layer.ffn.branch(input.clone(), None, |f, x| f.forward(x, &ctx.compute, ctx.moe.as_ref()), k);
+            let branch = layer.ffn.branch(input.clone(), None, |f, x| f.forward(x, ctx), k);
             record(input, state.write(branch.clone()), branch, weights);
         }
         let (hidden, _) = state.read(Some(head));

@@ -1,13 +1,11 @@
 //! A sublayer's feed-forward function `F_l`: a dense block of the kinds in
 //! [`super::ffn_kinds`], or a mixture of experts of that kind ([`super::moe`], `[model.moe]`).
 
-use super::compute::Compute;
+use super::context::ForwardContext;
 use super::ffn::FeedForward;
 use super::moe::Moe;
-use super::moe_balance::RouterRecord;
 use burn::module::Module;
 use burn::tensor::Tensor;
-use std::cell::RefCell;
 
 /// The feed-forward function of one layer. (A layer holds one; burn's `Module` has no `Box`,
 /// so the larger variant stays inline.)
@@ -21,11 +19,11 @@ pub enum Ffn {
 }
 
 impl Ffn {
-    /// `[B, T, d]` → `[B, T, d]`; a MoE block appends its routing to `record` when given.
-    pub fn forward(&self, x: Tensor<3>, c: &Compute, record: Option<&RefCell<Vec<RouterRecord>>>) -> Tensor<3> {
+    /// `[B, T, d]` → `[B, T, d]`; a MoE block records its routing in `ctx`.
+    pub fn forward(&self, x: Tensor<3>, ctx: &ForwardContext) -> Tensor<3> {
         match self {
-            Ffn::Dense(f) => f.forward(x, c),
-            Ffn::Moe(m) => m.forward(x, c, record),
+            Ffn::Dense(f) => f.forward(x, &ctx.compute),
+            Ffn::Moe(m) => m.forward(x, &ctx.compute, &ctx.records),
         }
     }
 }

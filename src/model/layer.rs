@@ -1,9 +1,11 @@
 //! One Transformer layer: an attention sublayer, then a feed-forward sublayer, each the
 //! sublayer equation of [`super::sublayer`].
 
-use super::attention::{Attention, AttnContext, KvSlot};
+use super::attention::{Attention, KvSlot};
 use super::bhyt;
+use super::context::ForwardContext;
 use super::ffn_block::Ffn;
+use super::records::RecordKind;
 use super::sublayer::{Sublayer, SublayerOut};
 use burn::module::{Module, Param};
 use burn::tensor::Tensor;
@@ -54,41 +56,53 @@ impl Layer {
     pub fn forward(
         &self,
         x: Tensor<3>,
-        ctx: &AttnContext,
+        ctx: &ForwardContext,
         kv: Option<&mut KvSlot>,
         value_output: Option<Tensor<1>>,
         keep_sums: bool,
     ) -> LayerOut {
-        let (k, d) = (ctx.compute.kernels, x.dims()[2]);
-        let shared = self.gate.as_ref().map(Param::val);
-        // BHyT (Algorithm 1): the block input's exact s_x², for the attention input norm…
+        let d = x.dims()[2];
+        // BHyT (Algorithm 1): the block input's exact s_x² for the attention input norm…
         let exact = bhyt::block_statistic(&self.attn, &x);
-        record_taper(&self.attn, &x, ctx);
         // X_{l+1} = N_outer(a·X_l + c·N_out(Attn(s·N_in(X_l))))
-        let mut attn = self.attn.forward(x, exact.clone(), |f, h| f.forward(h, ctx, kv), shared.clone(), keep_sums, k);
-        attn.next = self.scale_activations(attn.next);
+        let attn = self.sublayer(&self.attn, x, exact.clone(), |f, h| f.forward(h, ctx, kv), ctx, keep_sums);
         // …and its approximation ŝ² (Theorem 3.5) for the FFN input norm.
         let ffn_variance = bhyt::ffn_variance(&self.attn, &self.ffn, exact, value_output, [ctx.bhyt_len, d]);
         // X_{l+2} = N_outer(a·X_{l+1} + c·N_out(FFN(s·N_in(X_{l+1}))))
-        let next = attn.next.clone();
-        record_taper(&self.ffn, &next, ctx);
-        let mut ffn = self.ffn.forward(
-            next,
-            ffn_variance.clone(),
-            |f, h| f.forward(h, &ctx.compute, ctx.moe.as_ref()),
-            shared,
-            keep_sums,
-            k,
-        );
-        ffn.next = self.scale_activations(ffn.next);
+        let x = attn.next.clone();
+        let ffn = self.sublayer(&self.ffn, x, ffn_variance.clone(), |f, h| f.forward(h, ctx), ctx, keep_sums);
         LayerOut { attn, ffn, ffn_variance }
+    }
+
+    /// One of this layer's sublayers on `x`, with what the layer adds around it: TaperNorm's
+    /// record of its input, the layer's shared gate, GPAS's scaling of its output.
+    fn sublayer<F>(
+        &self,
+        sub: &Sublayer<F>,
+        x: Tensor<3>,
+        variance: Option<Tensor<3>>,
+        f: impl FnOnce(&F, Tensor<3>) -> Tensor<3>,
+        ctx: &ForwardContext,
+        keep_sum: bool,
+    ) -> SublayerOut {
+        record_taper(sub, &x, ctx);
+        let shared = self.gate.as_ref().map(Param::val);
+        let mut out = sub.forward(x, variance, f, shared, keep_sum, ctx.compute.kernels);
+        out.next = self.scale_activations(out.next);
+        out
     }
 }
 
-/// TaperNorm's calibration statistics of `sub`'s input norm on its input `x`, appended to the
-/// forward's record when it keeps one and the slot is `tapernorm`.
-fn record_taper<F>(sub: &Sublayer<F>, x: &Tensor<3>, ctx: &AttnContext) {
-    if let (Some(record), Some(n)) = (&ctx.taper, sub.input_norm.as_ref().and_then(|n| n.as_taper())) {
-        record.borrow_mut().push(n.calibration(x.clone()));
+/// TaperNorm's training forwards: the calibration statistics `[2]` of each `tapernorm` input
+/// norm ([`crate::norm::TaperNorm::calibration`]), attention's then the FFN's of each layer.
+pub const TAPER_CALIBRATION: RecordKind<Tensor<1>> = RecordKind::named("taper/calibration");
+
+/// TaperNorm's calibration statistics of `sub`'s input norm on its input `x`, recorded when the
+/// forward collects them and the slot is `tapernorm`.
+fn record_taper<F>(sub: &Sublayer<F>, x: &Tensor<3>, ctx: &ForwardContext) {
+    if let (true, Some(n)) =
+        (ctx.records.collects(TAPER_CALIBRATION), sub.input_norm.as_ref().and_then(|n| n.as_taper()))
+    {
+        ctx.records.push(TAPER_CALIBRATION, n.calibration(x.clone()));
     }
 }

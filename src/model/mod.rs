@@ -2,6 +2,9 @@
 //!
 //! - [`config`]: model size and options
 //! - [`compute`]: the run-wide settings a forward reads (kernels, precision, memory limits)
+//! - [`context`]: one forward's context: positions, masks, compute, what passes between layers, records
+//! - [`records`]: what a forward collects beside its output, by kind
+//! - [`terms`]: a training forward's loss terms and readings, by name, and a step's combined readings
 //! - [`names`]: the parameter naming scheme
 //! - [`linear`]: bias-free projection
 //! - [`lora`]: LoRA adapters on the projections (`[model.lora]`), the base frozen
@@ -27,7 +30,8 @@
 //! - [`normalized_step`]: nGPT's normalized update, the rule that replaces the residual step
 //! - [`hypersphere`]: nGPT's projection of the weights onto the unit sphere
 //! - [`qk_clip`]: QK-clip's per-head rescaling of `W_q`, `W_k` (Kimi K2)
-//! - [`after_step`]: the recipe's after-step hooks (QK-clip, nGPT's projection, TaperNorm's schedule) applied in order
+//! - [`after_step`]: the after-step hooks (QK-clip, nGPT's projection, TaperNorm's schedule, MoE bias balancing) applied in order
+//! - [`hook`]: one after-step hook, the recipe's or the MoE bias balancing
 //! - [`taper`]: TaperNorm's schedule on the model's `tapernorm` slots
 //! - [`profile`]: Admin's profiling pass, setting the skip gates before step 1
 //! - [`streams`]: a residual state of n streams and its mixing (Hyper-Connections, mHC, mHC-lite)
@@ -41,6 +45,7 @@ pub mod bhyt;
 pub mod chunked_loss;
 pub mod compute;
 pub mod config;
+pub mod context;
 pub mod decode;
 pub mod depth_attention;
 pub mod depth_forward;
@@ -48,6 +53,7 @@ pub mod ffn;
 pub mod ffn_block;
 pub mod ffn_kinds;
 pub mod gpas;
+pub mod hook;
 pub mod hypersphere;
 pub mod layer;
 pub mod linear;
@@ -62,6 +68,7 @@ pub mod normalized_step;
 pub mod params;
 pub mod profile;
 pub mod qk_clip;
+pub mod records;
 pub mod regularizer;
 pub mod rope;
 pub mod softcap;
@@ -69,6 +76,7 @@ pub mod stream_forward;
 pub mod streams;
 pub mod sublayer;
 pub mod taper;
+pub mod terms;
 pub mod transformer;
 
 pub use compute::{Compute, GPU_LIMIT, LOGITS_LIMIT, SCORES_LIMIT};

@@ -19,16 +19,16 @@
 
 use super::compute::Compute;
 use super::ffn::{FeedForward, FfnShape};
-use super::moe_balance::RouterRecord;
+use super::moe_balance::{ROUTING, RouterRecord};
 use super::moe_config::MoeNorms;
 use super::moe_router::Router;
 use super::names::child;
+use super::records::Records;
 use crate::init::{Init, ParamBuilder};
 use crate::kernels::widen;
 use crate::norm::{Norm, maybe_norm};
 use burn::module::{Module, Param};
 use burn::tensor::{IndexingUpdateOp, Int, Tensor, TensorData};
-use std::cell::RefCell;
 
 /// A MoE block's parameters and routing.
 #[derive(Module, Debug)]
@@ -134,8 +134,9 @@ impl Moe {
         })
     }
 
-    /// `[B, T, d]` → `[B, T, d]`; appends the layer's [`RouterRecord`] to `record` when given.
-    pub fn forward(&self, x: Tensor<3>, c: &Compute, record: Option<&RefCell<Vec<RouterRecord>>>) -> Tensor<3> {
+    /// `[B, T, d]` → `[B, T, d]`; appends the layer's [`RouterRecord`] to `records` when they
+    /// collect [`ROUTING`].
+    pub fn forward(&self, x: Tensor<3>, c: &Compute, records: &Records) -> Tensor<3> {
         let [bsz, t, d] = x.dims();
         let (n, e, k) = (bsz * t, self.experts.len(), self.top_k);
         let flat = x.clone().reshape([n, d]);
@@ -167,9 +168,9 @@ impl Moe {
         if let Some(shared) = &self.shared {
             out = out + self.expert_output(self.experts.len(), shared.forward(x, c), c).reshape([n, d]);
         }
-        if let Some(r) = record {
+        if records.collects(ROUTING) {
             let probs = self.kind.probabilities(logits.clone());
-            r.borrow_mut().push(RouterRecord { dropped, ..RouterRecord::new(logits, probs, &host, routing, t) });
+            records.push(ROUTING, RouterRecord { dropped, ..RouterRecord::new(logits, probs, &host, routing, t) });
         }
         out.reshape([bsz, t, d])
     }

@@ -11,6 +11,8 @@
 //!   DeepSeek-V3 technical report, §2.1.2).
 
 use super::moe_router::Routing;
+use super::records::RecordKind;
+use super::terms::{LossTerm, Reading, Reduce};
 use burn::tensor::{Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
@@ -74,6 +76,57 @@ impl AuxForm {
         self.info().name
     }
 }
+
+/// The loss terms' names: the balancing loss and the router z-loss, before their coefficients.
+pub const BALANCE: &str = "moe/balance";
+pub const ROUTER_Z: &str = "moe/router_z";
+/// The readings' names, one row per MoE layer: the assignments per expert `[E]` (summed over
+/// the step), the router's mean entropy in nats (the step's mean), its largest `|logit|` (the
+/// step's largest) and the (token, slot) pairs dropped over capacity (summed).
+pub const LOAD: &str = "moe/load";
+pub const ENTROPY: &str = "moe/entropy";
+pub const LOGIT_MAX: &str = "moe/logit_max";
+pub const DROPPED: &str = "moe/dropped";
+
+/// What a MoE model adds to its loss: `aux · balance + z · router_z`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MoeBalance {
+    pub aux: f64,
+    /// How the balancing loss pools layers and tokens.
+    pub form: AuxForm,
+    pub z: f64,
+}
+
+impl MoeBalance {
+    /// The balancing loss and the router z-loss of a forward's `records` (none when the forward
+    /// recorded no routing: evaluation and decoding).
+    pub fn terms(&self, records: &[RouterRecord]) -> Vec<LossTerm> {
+        if records.is_empty() {
+            return Vec::new();
+        }
+        vec![
+            LossTerm { name: BALANCE, value: balance_loss(records, self.form), weight: self.aux },
+            LossTerm { name: ROUTER_Z, value: router_z_loss(records), weight: self.z },
+        ]
+    }
+}
+
+/// What the step reads of a forward's routing, per MoE layer (none without routing).
+pub fn readings(records: &[RouterRecord]) -> Vec<Reading> {
+    if records.is_empty() {
+        return Vec::new();
+    }
+    let per_layer = |f: fn(&RouterRecord) -> Vec<f64>| records.iter().map(f).collect();
+    vec![
+        Reading::host(LOAD, Reduce::Sum, per_layer(|r| r.load.clone())),
+        Reading::host(ENTROPY, Reduce::Mean, per_layer(|r| vec![r.entropy])),
+        Reading::host(LOGIT_MAX, Reduce::Max, per_layer(|r| vec![r.logit_max])),
+        Reading::host(DROPPED, Reduce::Sum, per_layer(|r| vec![r.dropped as f64])),
+    ]
+}
+
+/// Training and probing forwards of a MoE model: each MoE layer's routing.
+pub const ROUTING: RecordKind<RouterRecord> = RecordKind::named("moe/routing");
 
 /// One MoE layer's routing in one forward, for the losses, the balancing and the probes.
 #[derive(Clone, Debug)]

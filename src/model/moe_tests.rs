@@ -11,15 +11,15 @@ use super::compute::Compute;
 use super::ffn::FfnShape;
 use super::ffn_kinds::FfnKind;
 use super::moe::{Moe, MoeShape};
-use super::moe_balance::{AuxForm, RouterRecord, balance_loss, router_z_loss, update_bias};
+use super::moe_balance::{AuxForm, ROUTING, RouterRecord, balance_loss, router_z_loss, update_bias};
 use super::moe_router::Router;
 use super::params::named_grads;
+use super::records::Records;
 use crate::init::{ParamBuilder, ParamSource};
 use crate::io::tensors;
 use crate::kernels::Kernels;
 use crate::testutil::cpu;
 use burn::tensor::{DType, Tensor, TensorData};
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 type Fixture = BTreeMap<String, TensorData>;
@@ -113,10 +113,10 @@ fn moe_blocks_match_transformers() {
         let device = cpu().autodiff();
         let moe = block(&f, &c, &device);
         let x = tensor::<3>(&f["x"], &device).require_grad();
-        let record = RefCell::new(Vec::new());
+        let routing = routing_records();
         let compute = Compute::for_device(Kernels::default(), &device);
-        let out = moe.forward(x.clone(), &compute, Some(&record));
-        let records = record.into_inner();
+        let out = moe.forward(x.clone(), &compute, &routing);
+        let records = routing.take(ROUTING);
         // A fixture without `aux_form` holds transformers' `load_balancing_loss_func` (pooled).
         let form: AuxForm = serde_json::from_value(c.get("aux_form").cloned().unwrap_or("pooled".into())).unwrap();
         let objective = (out.clone() * tensor::<3>(&f["r"], &device)).sum()
@@ -248,9 +248,9 @@ fn bias_update_follows_deepseek_v3() {
     let compute = Compute::for_device(Kernels::default(), &device);
     for s in 0..6 {
         let x = tensor::<2>(&steps[&format!("steps.{s}.x")], &device).unsqueeze::<3>();
-        let record = RefCell::new(Vec::new());
-        moe.forward(x, &compute, Some(&record));
-        let load = record.into_inner().remove(0).load;
+        let routing = routing_records();
+        moe.forward(x, &compute, &routing);
+        let load = routing.take(ROUTING).remove(0).load;
         assert_eq!(load, floats(&steps[&format!("steps.{s}.counts")]), "step {s}: load");
         let bias = moe.selection_bias.take().unwrap();
         moe.selection_bias = Some(bias.map(|b| update_bias(b, &load, gamma)));
@@ -271,9 +271,9 @@ fn capacity_drops_the_lower_priority_pairs_of_a_full_expert_in_training_only() {
     let run = |capacity: Option<f64>, device: &burn::tensor::Device| {
         let compute = Compute::for_device(Kernels::default(), device);
         let moe = Moe { capacity, ..block(&f, &c, device) };
-        let record = RefCell::new(Vec::new());
-        let out = floats(&moe.forward(tensor::<3>(&f["x"], device), &compute, Some(&record)).into_data());
-        (out, record.into_inner().remove(0))
+        let routing = routing_records();
+        let out = floats(&moe.forward(tensor::<3>(&f["x"], device), &compute, &routing).into_data());
+        (out, routing.take(ROUTING).remove(0))
     };
     let training = cpu().autodiff();
     let (dropless, _) = run(None, &training);
@@ -302,4 +302,11 @@ fn capacity_drops_the_lower_priority_pairs_of_a_full_expert_in_training_only() {
             _ => {}
         }
     }
+}
+
+/// Records that collect every MoE layer's routing.
+fn routing_records() -> Records {
+    let mut r = Records::default();
+    r.collect(ROUTING);
+    r
 }

@@ -11,7 +11,7 @@
 //! code), `X_l` the sublayer's input and `F_l(X_l)` its branch output, with `ω_1 … ω_l` already
 //! set when sublayer `l` runs.
 
-use super::attention::AttnContext;
+use super::context::ForwardContext;
 use super::sublayer::Sublayer;
 use super::transformer::Transformer;
 use crate::kernels::Kernels;
@@ -22,15 +22,15 @@ impl Transformer {
     /// the model's other parameters are unchanged. Returns the ω's it set, in sublayer order.
     pub fn profile_skip_gates(mut self, tokens: Tensor<2, Int>) -> (Self, Vec<f64>) {
         let t = tokens.dims()[1];
-        let ctx = AttnContext::new(t, self.meta.rope, self.meta.compute, &tokens.device());
+        let ctx = ForwardContext::new(t, self.meta.rope, self.meta.compute, &tokens.device());
         let mut x = self.embed(tokens);
         let x0 = x.clone();
         let (mut ratio, mut set) = (1.0, Vec::new());
         for layer in &mut self.layers {
             x = layer.mix_x0(x, &x0);
-            let (c, k) = (ctx.compute, ctx.compute.kernels);
+            let k = ctx.compute.kernels;
             x = profile_one(&mut layer.attn, x, &mut ratio, &mut set, k, |f, h| f.forward(h, &ctx, None));
-            x = profile_one(&mut layer.ffn, x, &mut ratio, &mut set, k, |f, h| f.forward(h, &c, None));
+            x = profile_one(&mut layer.ffn, x, &mut ratio, &mut set, k, |f, h| f.forward(h, &ctx));
         }
         (self, set)
     }

@@ -8,6 +8,9 @@
 use burn::tensor::Tensor;
 use burn::tensor::activation::relu;
 
+/// The name of the regulariser's loss term (before λ).
+pub const REGULARIZER: &str = "reg";
+
 /// `sums`: the `2L` tensors `z_l`, each `[B, T, d]`. Returns `[1]`.
 pub fn variance_penalty(sums: &[Tensor<3>]) -> Tensor<1> {
     assert!(!sums.is_empty(), "variance_penalty needs at least one sublayer");

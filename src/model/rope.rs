@@ -62,3 +62,10 @@ pub fn apply(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
     let r2 = x2 * cos.clone() + x1 * sin.clone();
     Tensor::cat(vec![r1, r2], 3)
 }
+
+/// The rotary embedding's head size and base (`model.rope_base`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rope {
+    pub head_dim: usize,
+    pub base: f64,
+}

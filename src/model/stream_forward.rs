@@ -2,7 +2,8 @@
 //! ([`super::streams`]): `H_0[s] = X_1`, each sublayer's own step (read, branch, write), then
 //! the collapse to `X_{2L+1}` (the sum for Hyper-Connections, mHC's learned read otherwise).
 
-use super::attention::{AttnContext, KvSlot};
+use super::attention::KvSlot;
+use super::context::ForwardContext;
 use super::streams::{StreamTrace, expand, sum_streams};
 use super::transformer::{Keep, LayersOut, SublayerTrace, Transformer};
 use burn::tensor::Tensor;
@@ -15,7 +16,7 @@ impl Transformer {
         &self,
         x: Tensor<3>,
         n: usize,
-        ctx: &AttnContext,
+        ctx: &ForwardContext,
         mut cache: Option<&mut [KvSlot]>,
         keep: Keep,
     ) -> LayersOut {
@@ -46,7 +47,7 @@ impl Transformer {
         for (i, layer) in self.layers.iter().enumerate() {
             let kv = cache.as_deref_mut().map(|c| &mut c[i]);
             h = record(layer.attn.stream_step(h, |f, x| f.forward(x, ctx, kv), k));
-            h = record(layer.ffn.stream_step(h, |f, x| f.forward(x, &ctx.compute, ctx.moe.as_ref()), k));
+            h = record(layer.ffn.stream_step(h, |f, x| f.forward(x, ctx), k));
         }
         let hidden = match &self.hc_head {
             Some(head) => head.collapse(h),

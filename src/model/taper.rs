@@ -11,7 +11,7 @@ use burn::tensor::{Tensor, TensorData};
 /// `model` after step `done` (1-based, this step included) of a run scheduled as `steps`;
 /// `stats` are the step's calibration statistics `[mean ‖γ⊙x‖²/r, mean ‖γ⊙x‖²]`, one per
 /// `tapernorm` slot in model order (attention's input norm, then the FFN's, layer by layer).
-pub fn apply(mut model: Transformer, taper: Taper, steps: TaperSteps, done: usize, stats: &[[f64; 2]]) -> Transformer {
+pub fn apply(mut model: Transformer, taper: Taper, steps: TaperSteps, done: usize, stats: &[Vec<f64>]) -> Transformer {
     let gate = steps.gate(done);
     let slots = model.layers.iter_mut().flat_map(|l| [&mut l.attn.input_norm, &mut l.ffn.input_norm]);
     let tapers = slots.filter_map(|n| match n {
@@ -20,7 +20,7 @@ pub fn apply(mut model: Transformer, taper: Taper, steps: TaperSteps, done: usiz
     });
     for (i, n) in tapers.enumerate() {
         if steps.collects(done)
-            && let Some(&[scaled, energy]) = stats.get(i)
+            && let Some(&[scaled, energy]) = stats.get(i).map(Vec::as_slice)
         {
             n.taper_ema_scaled = average(&n.taper_ema_scaled, scaled, taper.decay);
             n.taper_ema_energy = average(&n.taper_ema_energy, energy, taper.decay);
@@ -80,8 +80,8 @@ mod tests {
         let slot = "layers.0.ffn.input_norm";
         let mut gates = Vec::new();
         for done in 1..=5 {
-            let s = &stats[(done - 1).min(2)];
-            model = apply(model, taper, TaperSteps { start: 2, end: 4 }, done, s);
+            let s: Vec<Vec<f64>> = stats[(done - 1).min(2)].iter().map(|r| r.to_vec()).collect();
+            model = apply(model, taper, TaperSteps { start: 2, end: 4 }, done, &s);
             gates.push(value(&model, &format!("{slot}.taper_gate"))[0]);
             if done == 2 {
                 assert_eq!(value(&model, &format!("{slot}.taper_gain")), value(&model, &format!("{slot}.gain")));

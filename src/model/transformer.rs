@@ -3,21 +3,26 @@
 //! each Transformer layer), `logits = N_final(X_{2L+1}) W_out`. Embedding and output
 //! projection are untied unless `model.tie_embeddings` (imported checkpoints): then `W_out = Eᵀ`.
 
-use super::attention::{Attention, AttnContext, AttnShape, KvSlot, Rope};
+use super::attention::{Attention, AttnShape, HEAD_MAX, KvSlot, STATS};
 use super::chunked_loss::chunked_cross_entropy;
 use super::compute::Compute;
 use super::config::ModelConfig;
+use super::context::ForwardContext;
 use super::ffn::{FeedForward, FfnShape};
 use super::ffn_block::Ffn;
+use super::hook::Hook;
 use super::hypersphere::{self, Unit};
-use super::layer::Layer;
+use super::layer::{Layer, TAPER_CALIBRATION};
 use super::moe::{Moe, MoeShape};
-use super::moe_balance::{RouterRecord, balance_loss, router_z_loss};
+use super::moe_balance::{MoeBalance, ROUTING};
 use super::moment_control::{self, LayerInit, MomentSigmas};
 use super::names;
-use super::regularizer::variance_penalty;
+use super::records::Records;
+use super::regularizer::{REGULARIZER, variance_penalty};
+use super::rope::Rope;
 use super::softcap::softcap;
 use super::sublayer::{Sublayer, SublayerOut};
+use super::terms::{LossTerm, Reading, Reduce};
 use crate::init::{Init, ParamBuilder, ParamSource};
 use crate::kernels::{Precision, widen};
 use crate::norm::Norm;
@@ -63,24 +68,13 @@ pub struct ModelMeta {
     pub init: crate::recipe::Init,
     /// TaperNorm's gate schedule, when a slot is `tapernorm`.
     pub taper: Option<crate::recipe::Taper>,
-    /// What the recipe does to the weights after every optimizer step
-    /// ([`Transformer::after_step`]).
-    pub after_step: Vec<crate::recipe::AfterStep>,
+    /// What changes the weights after every optimizer step, in order: the recipe's hooks, then
+    /// a MoE model's bias balancing ([`Transformer::after_step`]).
+    pub after_step: Vec<Hook>,
     /// Kernels, precision and memory limits, handed to every module each forward.
     pub compute: Compute,
     /// The MoE balancing terms' coefficients and the bias step, when the model has MoE layers.
     pub moe: Option<MoeBalance>,
-}
-
-/// What a MoE model adds to its training: `aux · balance + z · router_z` on the loss, and
-/// DeepSeek V3's bias step γ after each optimizer step (none: no update).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct MoeBalance {
-    pub aux: f64,
-    /// How the balancing loss pools layers and tokens.
-    pub form: super::moe_balance::AuxForm,
-    pub z: f64,
-    pub bias_step: Option<f64>,
 }
 
 /// What a sublayer exposes to the probes: `X_l` (entering), `Z_l` (after the residual
@@ -126,66 +120,55 @@ struct Hidden {
     hidden: Tensor<3>,
     sums: Vec<Tensor<3>>,
     traces: Vec<SublayerTrace>,
-    attention: Vec<super::attention::AttnStats>,
-    head_max: Vec<Tensor<1>>,
-    taper: Vec<Tensor<1>>,
-    routers: Vec<RouterRecord>,
     last_hidden: Tensor<3>,
+    records: Records,
 }
 
-/// Forward results. `sums` holds every `z_l` when [`Keep::sums`] asked for them, `traces`
-/// and `attention` one entry per sublayer (per attention sublayer) when [`Keep::traces`] did;
-/// each is empty otherwise.
+/// Forward results. `sums` holds every `z_l` when [`Keep::sums`] asked for them, `traces` one
+/// entry per sublayer when [`Keep::traces`] did; each is empty otherwise. `records` holds what
+/// the forward collected ([`Transformer::records_for`]): attention's diagnostics when probing,
+/// QK-clip's logit maxima and TaperNorm's calibration when training, a MoE model's routing
+/// when training or probing.
 pub struct ForwardOutput {
     pub logits: Tensor<3>,
     pub sums: Vec<Tensor<3>>,
     pub traces: Vec<SublayerTrace>,
-    /// Per attention sublayer, its softmax diagnostics.
-    pub attention: Vec<super::attention::AttnStats>,
     /// `X_{2L+1}`, the hidden state after the last sublayer (before any final norm).
     pub last_hidden: Tensor<3>,
-    /// Per attention sublayer, each head's largest logit `[H]`: recorded by a training forward
-    /// of a QK-clip recipe, empty otherwise.
-    pub head_max: Vec<Tensor<1>>,
-    /// Per `tapernorm` slot, its calibration statistics `[2]` ([`crate::norm::TaperNorm::calibration`]):
-    /// recorded by a training forward, empty otherwise.
-    pub taper: Vec<Tensor<1>>,
-    /// Per MoE layer, its routing: recorded by a training or probing forward, empty otherwise.
-    pub routers: Vec<RouterRecord>,
+    pub records: Records,
 }
 
-/// What the probes read of a forward: every sublayer's trace and attention diagnostics and the
-/// last hidden state, without the logits (see [`Transformer::trace`]).
+/// What the probes read of a forward: every sublayer's trace, the last hidden state and the
+/// forward's records, without the logits (see [`Transformer::trace`]).
 pub struct Traced {
     pub traces: Vec<SublayerTrace>,
-    pub attention: Vec<super::attention::AttnStats>,
     /// `X_{2L+1}`, the hidden state after the last sublayer (before any final norm).
     pub last_hidden: Tensor<3>,
     /// Per token, the RMS of its output logits and their log-sum-exp `log Z`, `[B·T]` each.
     pub logit_rms: Tensor<1>,
     pub log_z: Tensor<1>,
-    /// Per MoE layer, its routing.
-    pub routers: Vec<RouterRecord>,
+    /// Attention's diagnostics ([`STATS`]) and a MoE model's routing ([`ROUTING`]).
+    pub records: Records,
 }
 
-/// A loss forward's results: the loss terms `[1]` and, for QK-clip, each attention sublayer's
-/// per-head largest logit `[H]`.
+/// A loss forward's results: the loss `[1]` (CE plus every term times its weight), the CE, the
+/// terms by name and, for a training forward, what the step reads of it by name.
 pub struct LossParts {
     pub loss: Tensor<1>,
     pub ce: Tensor<1>,
-    pub reg: Option<Tensor<1>>,
-    /// Mean log²Z over the counted tokens when the objective has a z-loss.
-    pub z: Option<Tensor<1>>,
-    pub head_max: Vec<Tensor<1>>,
-    /// Per `tapernorm` slot, its calibration statistics `[2]` (training forwards only).
-    pub taper: Vec<Tensor<1>>,
-    /// A MoE model's balancing loss and router z-loss before their coefficients (training
-    /// forwards only).
-    pub balance: Option<Tensor<1>>,
-    pub router_z: Option<Tensor<1>>,
-    /// Per MoE layer, its routing (training forwards only).
-    pub routers: Vec<RouterRecord>,
+    pub terms: Vec<LossTerm>,
+    pub readings: Vec<Reading>,
 }
+
+impl LossParts {
+    /// The value of the term `name`, when the loss has it.
+    pub fn term(&self, name: &str) -> Option<Tensor<1>> {
+        self.terms.iter().find(|t| t.name == name).map(|t| t.value.clone())
+    }
+}
+
+/// The name of PaLM's z-loss term, mean log²Z over the counted tokens.
+pub const Z_LOSS: &str = "z";
 
 /// What a training step minimises besides the recipe's own terms: which targets count
 /// (`masked`: those ≥ 0) and PaLM's z-loss coefficient (`c · mean log²Z`; 0 = none).
@@ -202,9 +185,7 @@ struct CeParts {
     ce: Tensor<1>,
     z: Option<Tensor<1>>,
     sums: Vec<Tensor<3>>,
-    head_max: Vec<Tensor<1>>,
-    taper: Vec<Tensor<1>>,
-    routers: Vec<RouterRecord>,
+    records: Records,
 }
 
 impl Transformer {
@@ -340,16 +321,18 @@ impl Transformer {
             qk_clip: recipe.attention.qk_clip,
             init: recipe.init,
             taper: recipe.taper,
-            after_step: recipe.after_step(),
+            after_step: Self::hooks(cfg, recipe),
             compute,
-            moe: cfg.moe.as_ref().map(|m| MoeBalance {
-                aux: m.aux_loss,
-                form: m.aux_form,
-                z: m.z_loss,
-                // Under LoRA the base, its selection biases included, stays the parent's.
-                bias_step: m.router.bias_step().filter(|_| cfg.lora.is_none()),
-            }),
+            moe: cfg.moe.as_ref().map(|m| MoeBalance { aux: m.aux_loss, form: m.aux_form, z: m.z_loss }),
         }
+    }
+
+    /// The after-step hooks: the recipe's, then DeepSeek V3's bias step γ of a MoE model whose
+    /// router has one (under LoRA the base, its selection biases included, stays the parent's).
+    fn hooks(cfg: &ModelConfig, recipe: &ResolvedRecipe) -> Vec<Hook> {
+        let bias = cfg.moe.as_ref().and_then(|m| m.router.bias_step()).filter(|_| cfg.lora.is_none());
+        let recipe = recipe.after_step().into_iter().map(Hook::Recipe);
+        recipe.chain(bias.map(|gamma| Hook::BalanceExperts { gamma })).collect()
     }
 
     /// Layer `i`'s attention sizes, init scales and the recipe's attention options.
@@ -477,7 +460,7 @@ impl Transformer {
     /// Logits `[B, T, V]` for tokens `[B, T]`, plus what `keep` asks for.
     pub fn forward(&self, tokens: Tensor<2, Int>, keep: Keep) -> ForwardOutput {
         let t = tokens.dims()[1];
-        let ctx = AttnContext::new(t, self.meta.rope, self.meta.compute, &tokens.device());
+        let ctx = ForwardContext::new(t, self.meta.rope, self.meta.compute, &tokens.device());
         self.run(tokens, ctx, None, keep)
     }
 
@@ -486,17 +469,10 @@ impl Transformer {
     /// (`[B, T, 50257]`).
     pub fn trace(&self, tokens: Tensor<2, Int>) -> Traced {
         let t = tokens.dims()[1];
-        let ctx = AttnContext::new(t, self.meta.rope, self.meta.compute, &tokens.device());
+        let ctx = ForwardContext::new(t, self.meta.rope, self.meta.compute, &tokens.device());
         let h = self.run_hidden(tokens, ctx, None, Keep::TRACES);
         let (logit_rms, log_z) = self.logit_summary(h.hidden);
-        Traced {
-            traces: h.traces,
-            attention: h.attention,
-            last_hidden: h.last_hidden,
-            logit_rms,
-            log_z,
-            routers: h.routers,
-        }
+        Traced { traces: h.traces, last_hidden: h.last_hidden, logit_rms, log_z, records: h.records }
     }
 
     /// Per token of the final hidden states `[B, T, d]`: the RMS of its output logits and their
@@ -545,25 +521,11 @@ impl Transformer {
     fn run_hidden(
         &self,
         tokens: Tensor<2, Int>,
-        mut ctx: AttnContext,
+        mut ctx: ForwardContext,
         cache: Option<&mut [KvSlot]>,
         keep: Keep,
     ) -> Hidden {
-        if keep.traces {
-            ctx.stats = Some(Default::default());
-        }
-        let training = self.tok_emb.val().is_require_grad();
-        if self.meta.qk_clip.is_some() && training {
-            ctx.head_max = Some(Default::default());
-        }
-        if self.meta.taper.is_some() && training {
-            ctx.taper = Some(Default::default());
-        }
-        // Every forward that trains records its routing, LoRA's (whose embedding is frozen)
-        // included: the balancing terms reach the adapters through the router's input.
-        if self.meta.moe.is_some() && (self.tok_emb.val().is_autodiff() || keep.traces) {
-            ctx.moe = Some(Default::default());
-        }
+        ctx.records = self.records_for(keep);
         let x = self.embed(tokens);
         let k = self.meta.compute.kernels;
         let LayersOut { hidden: mut x, sums, traces } = match self.meta.residual {
@@ -575,18 +537,37 @@ impl Transformer {
         if let Some(n) = &self.final_norm {
             x = n.forward(x, k);
         }
-        let attention = ctx.stats.map(|s| s.into_inner()).unwrap_or_default();
-        let head_max = ctx.head_max.map(|s| s.into_inner()).unwrap_or_default();
-        let taper = ctx.taper.map(|s| s.into_inner()).unwrap_or_default();
-        let routers = ctx.moe.map(|s| s.into_inner()).unwrap_or_default();
-        Hidden { hidden: x, sums, traces, attention, head_max, taper, routers, last_hidden }
+        Hidden { hidden: x, sums, traces, last_hidden, records: ctx.records }
+    }
+
+    /// The record kinds a forward collects: attention's diagnostics when probing (`keep.traces`);
+    /// QK-clip's logit maxima and TaperNorm's calibration when training; a MoE model's routing
+    /// in every forward that trains, LoRA's (whose embedding is frozen) included, since the
+    /// balancing terms reach the adapters through the router's input, and when probing.
+    fn records_for(&self, keep: Keep) -> Records {
+        let mut records = Records::default();
+        let emb = self.tok_emb.val();
+        let training = emb.is_require_grad();
+        if keep.traces {
+            records.collect(STATS);
+        }
+        if self.meta.qk_clip.is_some() && training {
+            records.collect(HEAD_MAX);
+        }
+        if self.meta.taper.is_some() && training {
+            records.collect(TAPER_CALIBRATION);
+        }
+        if self.meta.moe.is_some() && (emb.is_autodiff() || keep.traces) {
+            records.collect(ROUTING);
+        }
+        records
     }
 
     /// The 2L sublayers on one residual stream, from `X_1` to `X_{2L+1}`.
     fn run_layers(
         &self,
         mut x: Tensor<3>,
-        ctx: &AttnContext,
+        ctx: &ForwardContext,
         mut cache: Option<&mut [KvSlot]>,
         keep: Keep,
     ) -> LayersOut {
@@ -643,7 +624,7 @@ impl Transformer {
     pub(super) fn run(
         &self,
         tokens: Tensor<2, Int>,
-        ctx: AttnContext,
+        ctx: ForwardContext,
         cache: Option<&mut [KvSlot]>,
         keep: Keep,
     ) -> ForwardOutput {
@@ -657,16 +638,7 @@ impl Transformer {
             Some(c) => softcap(logits, c),
             None => logits,
         };
-        ForwardOutput {
-            logits,
-            sums: h.sums,
-            traces: h.traces,
-            attention: h.attention,
-            last_hidden: h.last_hidden,
-            head_max: h.head_max,
-            taper: h.taper,
-            routers: h.routers,
-        }
+        ForwardOutput { logits, sums: h.sums, traces: h.traces, last_hidden: h.last_hidden, records: h.records }
     }
 
     /// Mean next-token cross-entropy of `tokens` against `targets` (below 0: not counted when
@@ -706,10 +678,9 @@ impl Transformer {
                 Some(z) => ce.clone() + z.clone() * z_loss,
                 None => ce.clone(),
             };
-            let (sums, head_max, taper, routers) = (out.sums, out.head_max, out.taper, out.routers);
-            return CeParts { objective, ce, z, sums, head_max, taper, routers };
+            return CeParts { objective, ce, z, sums: out.sums, records: out.records };
         }
-        let ctx = AttnContext::new(t, self.meta.rope, self.meta.compute, &tokens.device());
+        let ctx = ForwardContext::new(t, self.meta.rope, self.meta.compute, &tokens.device());
         let h = self.run_hidden(tokens, ctx, None, Keep { sums: keep_sums, traces: false });
         let d = h.hidden.dims()[2];
         let chunk = (limit / v).max(1);
@@ -717,8 +688,7 @@ impl Transformer {
         let w = self.output_weight();
         let c = self.meta.compute;
         let out = chunked_cross_entropy(hidden, w, targets.reshape([b * t]), chunk, c, self.meta.final_softcap, z_loss);
-        let (sums, head_max, taper, routers) = (h.sums, h.head_max, h.taper, h.routers);
-        CeParts { objective: out.objective, ce: out.ce, z: out.z, sums, head_max, taper, routers }
+        CeParts { objective: out.objective, ce: out.ce, z: out.z, sums: h.sums, records: h.records }
     }
 
     /// Cross-entropy plus λ·R (KiteNorm eq. 24) when the recipe declares a regulariser.
@@ -731,27 +701,38 @@ impl Transformer {
         masked: bool,
     ) -> (Tensor<1>, Tensor<1>, Option<Tensor<1>>) {
         let p = self.loss_parts(tokens, targets, Objective { masked, z_loss: 0.0 });
-        (p.loss, p.ce, p.reg)
+        let reg = p.term(REGULARIZER);
+        (p.loss, p.ce, reg)
     }
 
-    /// [`Transformer::loss`] under `objective` (its z-loss added), with the per-head logit
-    /// maxima of a QK-clip recipe's training forward (empty otherwise).
+    /// [`Transformer::loss`] under `objective`: CE, then the terms in order (the objective's
+    /// z-loss, KiteNorm's regulariser, a MoE model's balancing terms), each times its weight;
+    /// and what a training forward reports to its step.
     pub fn loss_parts(&self, tokens: Tensor<2, Int>, targets: Tensor<2, Int>, objective: Objective) -> LossParts {
         let lambda = self.meta.regularizer;
-        let CeParts { objective, ce, z, sums, head_max, taper, routers } =
+        let z_weight = objective.z_loss;
+        let CeParts { objective, ce, z, sums, records } =
             self.cross_entropy_parts(tokens, targets, objective, lambda > 0.0);
-        let reg = (lambda > 0.0).then(|| variance_penalty(&sums));
-        let mut loss = match &reg {
-            Some(r) => objective + r.clone() * lambda,
-            None => objective,
-        };
-        let (mut balance, mut router_z) = (None, None);
-        if let (Some(m), false) = (self.meta.moe, routers.is_empty()) {
-            let (b, z) = (balance_loss(&routers, m.form), router_z_loss(&routers));
-            loss = loss + b.clone() * m.aux + z.clone() * m.z;
-            (balance, router_z) = (Some(b), Some(z));
+        // The objective carries the z-loss already (the chunked loss computes both at once).
+        let mut terms: Vec<LossTerm> =
+            z.map(|value| LossTerm { name: Z_LOSS, value, weight: z_weight }).into_iter().collect();
+        let mut added = (lambda > 0.0)
+            .then(|| LossTerm { name: REGULARIZER, value: variance_penalty(&sums), weight: lambda })
+            .into_iter()
+            .collect::<Vec<_>>();
+        let routers = records.take(ROUTING);
+        if let Some(m) = self.meta.moe {
+            added.extend(m.terms(&routers));
         }
-        LossParts { loss, ce, reg, z, head_max, taper, balance, router_z, routers }
+        let loss = added.iter().fold(objective, |loss, t| loss + t.value.clone() * t.weight);
+        terms.extend(added);
+        let mut readings = vec![
+            Reading::device(HEAD_MAX.name, Reduce::Max, records.take(HEAD_MAX)),
+            Reading::device(TAPER_CALIBRATION.name, Reduce::Mean, records.take(TAPER_CALIBRATION)),
+        ];
+        readings.extend(super::moe_balance::readings(&routers));
+        readings.retain(|r| !r.rows.is_empty());
+        LossParts { loss, ce, terms, readings }
     }
 }
 

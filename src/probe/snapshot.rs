@@ -10,6 +10,8 @@ use super::stats::{
 };
 use crate::io::json::{nan, nan_pairs, nan_vec};
 use crate::io::tensorboard::Histogram;
+use crate::model::attention::STATS;
+use crate::model::moe_balance::ROUTING;
 use crate::model::names::{is_residual_scale, is_stream_norm};
 use crate::model::params::named_tensors;
 use crate::model::{SublayerTrace, Traced, Transformer};
@@ -204,7 +206,7 @@ pub fn forward_probe_with_histograms(
     let logit_rms = g.push(out.logit_rms.clone().mean().reshape([1]));
     let log_z = g.push(out.log_z.clone());
     let final_tau = g.push(token_alignment(last));
-    let attn: Vec<AttnSlots> = out.attention.iter().map(|a| AttnSlots::pend(a, &mut g)).collect();
+    let attn: Vec<AttnSlots> = out.records.take(STATS).iter().map(|a| AttnSlots::pend(a, &mut g)).collect();
     let scale_slots: Vec<(String, Slot)> = norm_params(model).into_iter().map(|(n, t)| (n, g.push(t))).collect();
     let f = g.fetch();
     let mut pooled = Pooled::default();
@@ -239,7 +241,7 @@ pub fn forward_probe_with_histograms(
         variance_sample,
         variance_sample_layer,
         stream_gain,
-        routers: super::routing::router_probes(model, &out.routers),
+        routers: super::routing::router_probes(model, &out.records.take(ROUTING)),
     };
     (probe, hists)
 }

@@ -5,9 +5,9 @@
 //!   and resuming one from its newest intact checkpoint
 //! - [`trainer`]: the training loop: sample, forward, backward, clip, step, the recipe's
 //!   after-step hooks, validate, probe, checkpoint
-//! - [`step`]: one optimizer step's gradients over the micro-batches; [`allreduce`]: summed over
-//!   the ranks; [`clip`]: global-norm clipping; [`router_step`]: a MoE model's routing over the
-//!   step
+//! - [`step`]: one optimizer step's gradients over the micro-batches, and its loss terms and
+//!   readings combined over them and the ranks by name; [`allreduce`]: summed over the ranks;
+//!   [`clip`]: global-norm clipping
 //! - [`optim`]: the optimizers (AdamW, Muon, NorMuon, Lion, AdamH, MuonH) and their parameter groups; [`update`]: the applied update measured (and clipped)
 //! - [`finetune`]: a fine-tuning run's start from its parent's weights
 //! - [`eval`]: validation loss and perplexity over fixed windows
@@ -31,7 +31,6 @@ pub mod pairs_eval;
 pub mod progress;
 pub mod ranks;
 pub mod rollback;
-pub mod router_step;
 pub mod setup;
 pub mod step;
 pub mod tracking;

@@ -6,10 +6,10 @@
 
 use super::allreduce::sum_over_ranks;
 use super::clip::{clip_to, scale_all};
-use super::router_step::RouterStep;
 use crate::dist::Ranks;
 use crate::kernels::widen;
 use crate::model::Transformer;
+use crate::model::terms::{Reading, Reduce, Row, StepReadings};
 use crate::model::transformer::{LossParts, Objective};
 use crate::probe::grads::{GradNorms, GradSquares};
 use burn::optim::{GradientsAccumulator, GradientsParams};
@@ -22,26 +22,17 @@ pub struct StepGradients {
     pub norms: GradNorms,
     /// The clipping factor applied (1 when not clipped).
     pub scale: f64,
-    /// Mean over the micro-batches of CE + λ·R + c·z, of CE, of R (0 without a regulariser)
-    /// and of z, the mean log²Z (0 without a z-loss).
+    /// Mean over the micro-batches of the loss (CE plus every term times its weight) and of CE.
     pub loss: f64,
     pub ce: f64,
-    pub reg: f64,
-    pub z: f64,
-    /// QK-clip recipes: every attention sublayer's per-head largest logit over the step's
-    /// micro-batches (and ranks), `[layer][head]`; empty otherwise.
-    pub logit_maxima: Vec<Vec<f64>>,
-    /// TaperNorm recipes: every `tapernorm` slot's calibration statistics
-    /// ([`crate::norm::TaperNorm::calibration`]), the mean over the micro-batches and ranks;
-    /// empty otherwise.
-    pub taper_stats: Vec<[f64; 2]>,
-    /// MoE models: the mean balancing loss and router z-loss (before their coefficients; 0
-    /// for a dense model), and every MoE layer's routing over the step's micro-batches and
-    /// ranks (empty for a dense model).
-    pub balance: f64,
-    pub router_z: f64,
-    pub routers: Vec<RouterStep>,
+    /// Every loss term (the mean of its value before its weight) and every reading of the
+    /// forward, combined over the step's micro-batches and ranks as each says, by name.
+    pub readings: StepReadings,
 }
+
+/// The names under which a micro-batch reports its loss and its CE.
+const LOSS: &str = "loss";
+const CE: &str = "ce";
 
 /// Gradients of the mean loss over a step's micro-batches (inputs, targets), clipped to a global
 /// norm of `grad_clip` (0: no clipping). This rank computes `micro_batches`, its share of the
@@ -60,92 +51,110 @@ pub fn gradients(
 ) -> anyhow::Result<StepGradients> {
     let n = step.micro_batches;
     let mut acc = GradientsAccumulator::<Transformer>::new();
-    let mut values = Vec::with_capacity(n);
-    let mut maxima: Vec<Tensor<1>> = Vec::new();
-    let mut taper: Vec<Tensor<1>> = Vec::new();
-    let mut routers: Vec<RouterStep> = Vec::new();
+    let mut reported = Vec::with_capacity(n);
     for (x, y) in micro_batches {
-        let LossParts { loss, ce, reg, z, head_max, taper: stats, balance, router_z, routers: records } =
-            model.loss_parts(x, y, objective);
-        RouterStep::add(&mut routers, &records);
-        taper = if taper.is_empty() { stats } else { taper.into_iter().zip(stats).map(|(a, b)| a + b).collect() };
+        let LossParts { loss, ce, terms, readings } = model.loss_parts(x, y, objective);
         let grads = loss.clone().div_scalar(n as f64 / loss_scale).backward();
         acc.accumulate(model, GradientsParams::from_grads(grads, model));
-        let reg = reg.unwrap_or_else(|| ce.zeros_like());
-        let [z, balance, router_z] = [z, balance, router_z].map(|t| t.unwrap_or_else(|| ce.zeros_like()).detach());
-        values.push(Tensor::cat(vec![loss.detach(), ce.detach(), reg.detach(), z, balance, router_z], 0));
-        maxima = if maxima.is_empty() {
-            head_max
-        } else {
-            maxima.into_iter().zip(head_max).map(|(a, b)| a.max_pair(b)).collect()
-        };
+        let scalars = [(LOSS, loss), (CE, ce)].into_iter().chain(terms.into_iter().map(|t| (t.name, t.value)));
+        let mut all: Vec<Reading> =
+            scalars.map(|(name, v)| Reading::device(name, Reduce::Mean, vec![v.detach()])).collect();
+        all.extend(readings);
+        reported.push(all);
     }
     let grads = sum_over_ranks(model, acc.grads(), step.ranks)?;
     let grads = if loss_scale == 1.0 { grads } else { scale_all(model, grads, 1.0 / loss_scale) };
-    let read = read_step(values, taper, maxima, GradSquares::of(model, &grads), step)?;
-    let (grads, scale) = clip_to(model, grads, read.norms.total, grad_clip);
-    let [loss, ce, reg, z, balance, router_z] = read.means;
-    let StepRead { norms, logit_maxima, taper_stats, .. } = read;
-    RouterStep::over_ranks(&mut routers, n, step.ranks);
-    Ok(StepGradients { grads, norms, scale, loss, ce, reg, z, logit_maxima, taper_stats, balance, router_z, routers })
+    let squares = GradSquares::of(model, &grads);
+    let (readings, squared) = read_step(reported, &squares, step)?;
+    let norms = squares.norms(&squared);
+    let (grads, scale) = clip_to(model, grads, norms.total, grad_clip);
+    let (loss, ce) = (readings.scalar(LOSS).unwrap_or(f64::NAN), readings.scalar(CE).unwrap_or(f64::NAN));
+    Ok(StepGradients { grads, norms, scale, loss, ce, readings })
 }
 
-/// What a step brings to the host, over the ranks: the means of `[loss, ce, reg, z, balance, router_z]` and of
-/// each TaperNorm slot's statistics, the per-layer per-head logit maxima, the gradient norms.
-struct StepRead {
-    means: [f64; VALUES],
-    taper_stats: Vec<[f64; 2]>,
-    logit_maxima: Vec<Vec<f64>>,
-    norms: GradNorms,
-}
-
-/// One read from the device for the whole step, none per micro-batch: `values` (one `[VALUES]` per
-/// micro-batch of this rank), `taper` (one `[2]` per slot, summed over this rank's
-/// micro-batches, which all have as many tokens), `maxima` (one `[heads]` per layer, the
-/// largest over this rank's micro-batches) and the summed gradients' squares (the same on
-/// every rank). Then the sums and maxima over the ranks, on the host.
+/// One read from the device for the whole step, none per micro-batch: every device row of every
+/// micro-batch's readings and the summed gradients' squares (the same on every rank). Then, on
+/// the host, each reading combined over this rank's micro-batches and over the ranks.
 fn read_step(
-    values: Vec<Tensor<1>>,
-    taper: Vec<Tensor<1>>,
-    maxima: Vec<Tensor<1>>,
-    squares: GradSquares,
+    reported: Vec<Vec<Reading>>,
+    squares: &GradSquares,
     step: Share,
-) -> anyhow::Result<StepRead> {
-    let heads = maxima.first().map_or(0, |m| m.dims()[0]);
-    let sizes = [VALUES * values.len(), 2 * taper.len(), heads * maxima.len()];
+) -> anyhow::Result<(StepReadings, Vec<f64>)> {
+    let device_rows = reported.iter().flatten().flat_map(|r| &r.rows).filter_map(|row| match row {
+        Row::Device(t) => Some(t.clone()),
+        Row::Host(_) => None,
+    });
     // The losses are on the autodiff device, the gradients' squares off it: one kind, f32.
-    let parts = values.into_iter().chain(taper).chain(maxima).chain(squares.squares.clone());
-    let parts = parts.map(|t| widen(t.without_autodiff())).collect();
+    let parts = device_rows.chain(squares.squares.clone()).map(|t| widen(t.without_autodiff())).collect();
     let v =
         Tensor::cat(parts, 0).into_data().convert::<f64>().try_into_vec::<f64>().map_err(|e| {
             anyhow::anyhow!("reading the step's losses and gradient norms from the device failed: {e:?}")
         })?;
-    let (losses, rest) = v.split_at(sizes[0]);
-    let (stats, rest) = rest.split_at(sizes[1]);
-    let (maxima, squared) = rest.split_at(sizes[2]);
-    let (means, taper_stats) = step_means(losses, stats, step);
-    let mut maxima = maxima.to_vec();
-    if heads > 0 {
-        step.ranks.max_f64(&mut maxima);
+    let mut values = v.into_iter();
+    let mut host = |row: &Row| match row {
+        Row::Device(t) => values.by_ref().take(t.dims()[0]).collect(),
+        Row::Host(v) => v.clone(),
+    };
+    let mut combined: Vec<Combined> = Vec::new();
+    for batch in &reported {
+        for (i, reading) in batch.iter().enumerate() {
+            let rows: Vec<Vec<f64>> = reading.rows.iter().map(&mut host).collect();
+            match combined.get_mut(i) {
+                Some(c) => c.add(rows),
+                None => combined.push(Combined { name: reading.name, reduce: reading.reduce, rows }),
+            }
+        }
     }
-    let logit_maxima = maxima.chunks(heads.max(1)).map(<[f64]>::to_vec).collect();
-    Ok(StepRead { means, taper_stats, logit_maxima, norms: squares.norms(squared) })
+    let squared = values.collect();
+    Ok((over_ranks(combined, step), squared))
 }
 
-/// The step's means over its micro-batches and ranks of `[loss, ce, reg, z, balance, router_z]` (`losses`: six
-/// per micro-batch of this rank) and of each TaperNorm slot's two statistics (`stats`, summed
-/// over this rank's micro-batches): one sum over the ranks.
-fn step_means(losses: &[f64], stats: &[f64], step: Share) -> ([f64; VALUES], Vec<[f64; 2]>) {
-    let mut sums: Vec<f64> = (0..VALUES).map(|k| losses.iter().skip(k).step_by(VALUES).sum::<f64>()).collect();
-    sums.extend_from_slice(stats);
-    step.ranks.sum_f64(&mut sums);
-    let means: Vec<f64> = sums.iter().map(|s| s / step.micro_batches as f64).collect();
-    let taper_stats = means[VALUES..].chunks(2).map(|c| [c[0], c[1]]).collect();
-    (std::array::from_fn(|k| means[k]), taper_stats)
+/// One reading combined over this rank's micro-batches so far.
+struct Combined {
+    name: &'static str,
+    reduce: Reduce,
+    rows: Vec<Vec<f64>>,
 }
 
-/// The loss terms a micro-batch reports: loss, CE, R, z, the MoE balancing loss and router z.
-const VALUES: usize = 6;
+impl Combined {
+    /// Adds one micro-batch's rows: summed (a mean's sum) or the element-wise largest.
+    fn add(&mut self, rows: Vec<Vec<f64>>) {
+        for (mine, theirs) in self.rows.iter_mut().zip(rows) {
+            for (a, b) in mine.iter_mut().zip(theirs) {
+                *a = match self.reduce {
+                    Reduce::Mean | Reduce::Sum => *a + b,
+                    Reduce::Max => a.max(b),
+                };
+            }
+        }
+    }
+}
+
+/// Every reading over the ranks: one sum of the sums and means, one maximum of the maxima;
+/// then each mean divided by the step's micro-batches.
+fn over_ranks(mut combined: Vec<Combined>, step: Share) -> StepReadings {
+    for maxima in [false, true] {
+        let picked = |c: &&mut Combined| (c.reduce == Reduce::Max) == maxima;
+        let mut flat: Vec<f64> = combined.iter_mut().filter(picked).flat_map(|c| c.rows.concat()).collect();
+        if flat.is_empty() {
+            continue;
+        }
+        match maxima {
+            true => step.ranks.max_f64(&mut flat),
+            false => step.ranks.sum_f64(&mut flat),
+        }
+        let mut flat = flat.into_iter();
+        for c in combined.iter_mut().filter(picked) {
+            c.rows.iter_mut().flatten().for_each(|x| *x = flat.next().unwrap_or(f64::NAN));
+        }
+    }
+    let mut readings = StepReadings::default();
+    for c in combined {
+        let per = if c.reduce == Reduce::Mean { step.micro_batches as f64 } else { 1.0 };
+        readings.insert(c.name, c.rows.into_iter().map(|r| r.into_iter().map(|x| x / per).collect()).collect());
+    }
+    readings
+}
 
 /// Which part of a step this process computes.
 #[derive(Clone, Copy, Debug)]

@@ -18,7 +18,9 @@ use crate::kernels::Precision;
 use crate::model::Transformer;
 use crate::model::after_step::StepSeen;
 use crate::model::qk_clip::ClipEvent;
-use crate::model::transformer::Objective;
+use crate::model::regularizer::REGULARIZER;
+use crate::model::terms::StepReadings;
+use crate::model::transformer::{Objective, Z_LOSS};
 use crate::probe::{LiveProbe, ProbePaths};
 use crate::run::CheckedConfig;
 use crate::run::checkpoint::{self, TrainerState};
@@ -356,8 +358,7 @@ impl Trainer {
         };
         let mut facts = StepFacts::new(&g, lr, skipped, f16.then_some(loss_scale), tokens);
         if facts.skipped.is_none() {
-            let loads: Vec<Vec<f64>> = g.routers.iter().map(|r| r.load.clone()).collect();
-            let seen = self.step_seen(&g.logit_maxima, &g.taper_stats, &loads);
+            let seen = self.step_seen(&g.readings);
             self.apply_update(g.grads, seen, lr, &mut facts)?;
         }
         // The probe step's update by kind and layer (the probe only runs on an applied update).
@@ -374,15 +375,10 @@ impl Trainer {
 
     /// What the after-step hooks read of the step being taken: the forward's records and where
     /// the step stands in the run.
-    fn step_seen<'a>(
-        &self,
-        logit_maxima: &'a [Vec<f64>],
-        taper_stats: &'a [[f64; 2]],
-        expert_load: &'a [Vec<f64>],
-    ) -> StepSeen<'a> {
+    fn step_seen<'a>(&self, readings: &'a StepReadings) -> StepSeen<'a> {
         let total = self.state.total_steps;
         let warmup = self.cfg.schedule.warmup_steps(total);
-        StepSeen { logit_maxima, taper_stats, expert_load, done: self.state.step + 1, total, warmup }
+        StepSeen { readings, done: self.state.step + 1, total, warmup }
     }
 
     /// The optimizer's update of `grads` at rate `lr` (clipped under `optim.update_clip`), then
@@ -454,7 +450,7 @@ impl Trainer {
             step: self.state.step,
             loss: f.loss,
             ce: f.ce,
-            reg: (self.model.meta.regularizer > 0.0).then_some(f.reg),
+            reg: f.reg,
             lr: f.lr,
             grad_norm: f.grad_norm,
             clipped: f.clip < 1.0,
@@ -699,7 +695,8 @@ struct StepFacts {
     /// Mean loss, cross-entropy and regulariser over the micro-batches.
     loss: f64,
     ce: f64,
-    reg: f64,
+    /// KiteNorm's regulariser R before λ, when the recipe has it.
+    reg: Option<f64>,
     /// The global gradient norm before clipping, and the clipping factor (1: not clipped).
     grad_norm: f64,
     clip: f64,
@@ -724,24 +721,11 @@ impl StepFacts {
     fn new(g: &StepGradients, lr: f64, skipped: Option<String>, loss_scale: Option<f64>, tokens: u64) -> Self {
         let loss = g.loss;
         let ce = g.ce;
-        let reg = g.reg;
+        let reg = g.readings.scalar(REGULARIZER);
         let grad_norm = g.norms.total;
         let clip = g.scale;
-        let z = (g.z != 0.0).then_some(g.z);
-        let moe = (!g.routers.is_empty()).then(|| {
-            Box::new(crate::run::metrics::MoeStepRecord {
-                balance: g.balance,
-                router_z: g.router_z,
-                load_cv: g.routers.iter().map(|r| r.load_cv()).collect(),
-                entropy: g.routers.iter().map(|r| r.entropy).collect(),
-                logit_max: g.routers.iter().map(|r| r.logit_max).collect(),
-                dead: g.routers.iter().map(|r| r.dead()).collect(),
-                dropped: match g.routers.iter().any(|r| r.dropped > 0.0) {
-                    true => g.routers.iter().map(|r| r.dropped as usize).collect(),
-                    false => Vec::new(),
-                },
-            })
-        });
+        let z = g.readings.scalar(Z_LOSS).filter(|&z| z != 0.0);
+        let moe = crate::run::metrics::MoeStepRecord::from_readings(&g.readings).map(Box::new);
         Self {
             lr,
             loss,
