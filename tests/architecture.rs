@@ -561,3 +561,85 @@ fn the_checker_sees_a_contents_list_that_falls_behind() {
     let src = Source::new("room/mod.rs", "//! - [`a`]: the first\nmod a;\nmod b;\n#[cfg(test)]\nmod tests;\n");
     assert_eq!(unlisted(&src), ["b"]);
 }
+
+/// The rows `| 5.k | `model::x` | owns | imports |` of the model's rooms table: floor `k` inside
+/// the room `model` (whose floor in the rooms table is 5).
+fn model_rows() -> Vec<Row> {
+    architecture_md()
+        .lines()
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            let floor = cells.get(1)?.strip_prefix("5.")?.parse().ok()?;
+            let room = names(cells.get(2)?).into_iter().next()?;
+            Some(Row { floor, room, imports: names(cells.get(4)?) })
+        })
+        .collect()
+}
+
+/// The model room a file of `model` is in (its name as [`Source::name`] gives it): the longest
+/// of its module's prefixes the table names, or `model` (the top) when none is.
+fn model_room(file: &str, rows: &[Row]) -> String {
+    let module: Vec<&str> = if file == "model/mod" { Vec::new() } else { file.split('/').collect() };
+    (1..=module.len())
+        .rev()
+        .map(|n| format!("model::{}", module[..n].join("::")))
+        .find(|room| rows.iter().any(|r| r.room == *room))
+        .unwrap_or_else(|| "model".into())
+}
+
+/// Every model room's imports of the other model rooms.
+fn model_imports(rows: &[Row]) -> BTreeMap<String, BTreeSet<String>> {
+    let all = sources();
+    let rooms = rooms(&all);
+    let mut out: BTreeMap<String, BTreeSet<String>> = rows.iter().map(|r| (r.room.clone(), BTreeSet::new())).collect();
+    for (from, to) in rooms["model"].edges("model") {
+        let from = model_room(&from, rows);
+        let to: BTreeSet<String> = to.iter().map(|t| model_room(t, rows)).filter(|t| *t != from).collect();
+        out.entry(from).or_default().extend(to);
+    }
+    out
+}
+
+/// Inside `model`, each room (attention, the feed-forward and its experts, the residual schemes,
+/// the shared base, the top that puts them together) imports only rooms below it, and its row
+/// of the model's rooms table names exactly those.
+#[test]
+fn the_model_rooms_import_only_rooms_below_them_as_their_table_says() {
+    let rows = model_rows();
+    let floor_of = |room: &str| rows.iter().find(|r| r.room == room).map(|r| r.floor);
+    let actual = model_imports(&rows);
+    let mut wrong = Vec::new();
+    for (from, to) in &actual {
+        let Some(row) = rows.iter().find(|r| r.room == *from) else {
+            wrong.push(format!("`{from}` has no row in the model's rooms table"));
+            continue;
+        };
+        for t in to.iter().filter(|t| floor_of(t) >= Some(row.floor)) {
+            wrong.push(format!("`{from}` imports `{t}`, which is not below it"));
+        }
+        if *to != row.imports {
+            let cell = to.iter().map(|x| format!("`{x}`")).collect::<Vec<_>>().join(", ");
+            wrong.push(format!("`{from}`'s imports are {}", if cell.is_empty() { "–".into() } else { cell }));
+        }
+    }
+    assert!(!rows.is_empty() && wrong.is_empty(), "docs/architecture.md's model rooms:\n{}", wrong.join("\n"));
+}
+
+/// The generic places know no scheme by name: attention and the residual schemes carry nothing
+/// of the mixture of experts, and the training step knows loss terms and readings only by name.
+#[test]
+fn no_moe_name_in_attention_residual_or_the_step() {
+    let generic = |s: &&Source| {
+        let file = s.module.join("/");
+        (s.room == "model" && (file.starts_with("attention") || file.starts_with("residual")))
+            || (s.room == "train" && file == "step")
+    };
+    let all = sources();
+    let found: Vec<String> = all
+        .iter()
+        .filter(generic)
+        .filter(|s| ["moe", "expert", "router", "routing"].iter().any(|w| s.code.to_lowercase().contains(w)))
+        .map(Source::name)
+        .collect();
+    assert!(found.is_empty(), "files that name the mixture of experts: {}", found.join(", "));
+}

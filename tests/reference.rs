@@ -13,9 +13,9 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use normlab::init::ParamSource;
 use normlab::io::tensors::{self, TensorFile};
 use normlab::kernels::Kernels;
-use normlab::model::after_step::StepSeen;
-use normlab::model::params::{named_grads, named_values};
-use normlab::model::terms::StepReadings;
+use normlab::model::base::params::{named_grads, named_values};
+use normlab::model::base::terms::StepReadings;
+use normlab::model::hooks::StepSeen;
 use normlab::model::transformer::{Objective, Z_LOSS};
 use normlab::model::{ModelConfig, Transformer};
 use normlab::run::{OptimConfig, ScheduleConfig};
@@ -427,8 +427,8 @@ fn admin_profiling_matches_the_pytorch_reference() {
 }
 
 /// A LoRA adapter's names: normlab's (`layers.0.attn.f.lora_wq`) and the Llama module's.
-fn lora_module(i: usize, target: normlab::model::lora::LoraTarget) -> (String, String) {
-    use normlab::model::lora::LoraTarget::{W1, W2, W3};
+fn lora_module(i: usize, target: normlab::model::base::lora::LoraTarget) -> (String, String) {
+    use normlab::model::base::lora::LoraTarget::{W1, W2, W3};
     let ffn = matches!(target, W1 | W2 | W3);
     let (ours, theirs) = target.names();
     let (branch, hf) = if ffn { ("ffn", "mlp") } else { ("attn", "self_attn") };
@@ -443,7 +443,7 @@ fn lora_weights(t: &BTreeMap<String, TensorData>) -> BTreeMap<String, TensorData
         to_normlab(t, &mappings(Family::Llama, &normlab::model::ModelConfig { n_layers: 2, ..Default::default() }))
             .unwrap();
     for i in 0..2 {
-        for target in normlab::model::lora::LoraTarget::ALL {
+        for target in normlab::model::base::lora::LoraTarget::ALL {
             let (n, h) = lora_module(i, target);
             ours.insert(format!("{n}.a"), transposed(&t[&format!("{h}.lora_A.weight")]).unwrap());
             ours.insert(format!("{n}.b"), transposed(&t[&format!("{h}.lora_B.weight")]).unwrap());
@@ -460,7 +460,7 @@ fn lora_weights(t: &BTreeMap<String, TensorData>) -> BTreeMap<String, TensorData
 #[test]
 fn lora_matches_peft_in_loss_and_every_adapter_gradient() {
     use normlab::hf::weights::transposed;
-    use normlab::model::lora::{LoraConfig, LoraTarget};
+    use normlab::model::base::lora::{LoraConfig, LoraTarget};
     let file = tensors::read(&fixture_dir().join("lora/llama_lora.safetensors")).unwrap();
     let t = &file.tensors;
     let mut ours = lora_weights(t);

@@ -79,7 +79,7 @@ pub fn run(o: &CurveOptions) -> anyhow::Result<CurveReport> {
     let scratch = std::env::temp_dir().join(format!("normlab-curve-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).with_context(|| format!("creating {}", scratch.display()))?;
     let init = scratch.join("init.safetensors");
-    let weights = crate::model::params::named_values(&build(&case, &o.dims, &device)?);
+    let weights = crate::model::base::params::named_values(&build(&case, &o.dims, &device)?);
     crate::io::tensors::write(&init, &weights.into_iter().collect::<BTreeMap<_, _>>(), &BTreeMap::new())?;
     let torch_device = if matches!(o.device, DeviceName::Cuda(_)) { "cuda" } else { "cpu" };
     let torch = torch_curve(o, &init, torch_device, dtype);

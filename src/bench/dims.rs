@@ -181,7 +181,7 @@ mod tests {
         let want = 2 * v * dm + 12 * (4 * dm * dm + 3 * dm * ff + 2 * dm) + dm;
         let cfg = d.model("pre");
         let model = crate::model::Transformer::new(&cfg, crate::init::ParamSource::Seeded(0), &Device::flex()).unwrap();
-        assert_eq!(crate::model::params::count(&model), want);
+        assert_eq!(crate::model::base::params::count(&model), want);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use super::Dims;
 use crate::kernels::{Kernels, Precision, widen};
 use crate::model::Transformer;
-use crate::model::context::ForwardContext;
+use crate::model::base::context::ForwardContext;
 use crate::stats::median;
 use burn::optim::{AdamWConfig, GradientsParams};
 use burn::tensor::{Device, Distribution, Int, Tensor};
@@ -227,7 +227,7 @@ pub fn loss_head(t: &Timer, model: &Transformer, dims: &Dims) -> anyhow::Result<
 /// untimed before every call. AdamW moves at least 7 f32 values per parameter (reads θ, g, m,
 /// v; writes θ, m, v); the norms read every gradient once.
 pub fn optimizer(t: &Timer, model: Transformer, dims: &Dims) -> anyhow::Result<Vec<ProfilePart>> {
-    let params = crate::model::params::count(&model);
+    let params = crate::model::base::params::count(&model);
     let (x, y) = dims.lcg_batch(&t.device);
     let mut optim = AdamWConfig::new().with_beta_2(0.95).with_epsilon(1e-8).with_weight_decay(0.1).init();
     let mut model = Some(model);

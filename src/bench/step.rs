@@ -131,7 +131,7 @@ pub(crate) fn train_steps(
 ) -> anyhow::Result<TrainSteps> {
     let ad = device.clone().autodiff();
     let mut model = build(case, dims, &ad)?;
-    let params = crate::model::params::count(&model);
+    let params = crate::model::base::params::count(&model);
     let mut optim = AdamWConfig::new().with_beta_2(0.95).with_epsilon(1e-8).with_weight_decay(0.1).init();
     let (x, y) = dims.lcg_batch(&ad);
     let drain = || ad.sync().map_err(|e| anyhow::anyhow!("device sync failed: {e:?}"));

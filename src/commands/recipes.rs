@@ -86,15 +86,15 @@ fn print_other_kinds() {
         outln!("    {:<15} {} ({options})", k.name, k.formula);
     }
     outln!("\nfeed-forward kinds (model.ffn; with [model.moe] the experts' kind):");
-    for k in crate::model::ffn_kinds::KINDS {
+    for k in crate::model::ffn::kinds::KINDS {
         outln!("    {:<15} {}", k.name, k.formula);
     }
     outln!("\nMoE router kinds ([model.moe.router] kind):");
-    for k in crate::model::moe_router::KINDS {
+    for k in crate::model::ffn::moe::router::KINDS {
         outln!("    {:<15} {}", k.name, k.formula);
     }
     outln!("\nMoE balancing-loss forms ([model.moe] aux_form; `per-layer` by default):");
-    for f in crate::model::moe_balance::AUX_FORMS {
+    for f in crate::model::ffn::moe::balance::AUX_FORMS {
         outln!("    {:<15} {}", f.name, f.formula);
     }
 }

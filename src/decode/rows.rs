@@ -7,7 +7,7 @@
 //! rebuilt from every row's window. Without the cache ([`Decoder::cache`] off) every step
 //! re-runs every row's window, the reference the cached path is checked against.
 
-use crate::model::attention::KvSlot;
+use crate::model::attention::self_attention::KvSlot;
 use crate::model::{KvCache, Transformer};
 use anyhow::ensure;
 use burn::tensor::{Device, Int, Tensor, TensorData};

@@ -188,7 +188,7 @@ fn check_out(run: &Path, out: &Path, force: bool, flag: &str) -> anyhow::Result<
 
 /// `m`'s LoRA settings, when its adapters have a `peft` form: it has adapters, trained nothing
 /// beside them, and adapts no expert of a mixture of experts.
-fn peft_adapters<'a>(run: &Path, m: &'a ModelConfig) -> anyhow::Result<&'a crate::model::lora::LoraConfig> {
+fn peft_adapters<'a>(run: &Path, m: &'a ModelConfig) -> anyhow::Result<&'a crate::model::base::lora::LoraConfig> {
     let l = m.lora.as_ref().with_context(|| {
         format!("{} has no LoRA adapters ([model.lora]); export its whole model with --hf", run.display())
     })?;

@@ -13,7 +13,7 @@ use super::weights::{mappings, read_checkpoint, to_normlab};
 use crate::data::{Tokenizer, TokenizerKind};
 use crate::init::ParamSource;
 use crate::io::json;
-use crate::model::params::param_table;
+use crate::model::base::params::param_table;
 use crate::run::RunConfig;
 use anyhow::{Context, ensure};
 use serde::{Deserialize, Serialize};

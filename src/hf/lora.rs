@@ -8,7 +8,7 @@
 //! `W + (α/r)·A B` in normlab's orientation, `W_hf + (α/r)·B_peft A_peft` in PyTorch's.
 
 use super::weights::Mapping;
-use crate::model::lora::{LoraConfig, LoraTarget};
+use crate::model::base::lora::{LoraConfig, LoraTarget};
 use anyhow::{Context, ensure};
 use burn::tensor::TensorData;
 use std::collections::BTreeMap;

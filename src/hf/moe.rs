@@ -11,9 +11,10 @@
 //! (transformers' `Qwen3MoeDecoderLayer`), which normlab holds as `first_dense`/`every`.
 
 use super::family::Family;
-use crate::model::moe_balance::AuxForm;
-use crate::model::moe_router::Router;
-use crate::model::{FfnKind, ModelConfig, moe_config::MoeConfig};
+use crate::model::ffn::moe::balance::AuxForm;
+use crate::model::ffn::moe::options::MoeConfig;
+use crate::model::ffn::moe::router::Router;
+use crate::model::{FfnKind, ModelConfig};
 use anyhow::{bail, ensure};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};

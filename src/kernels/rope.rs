@@ -1,5 +1,5 @@
 //! Rotary position embeddings in one pass instead of the narrow/cat copies of the composite
-//! `model::rope::apply` (rotate-half convention, the same tables):
+//! `model::base::rope::apply` (rotate-half convention, the same tables):
 //!
 //! ```text
 //! y₁ = x₁ cos − x₂ sin,   y₂ = x₂ cos + x₁ sin        (x = [x₁, x₂] split in halves)

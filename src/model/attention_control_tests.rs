@@ -4,11 +4,11 @@
 //! plain softmax), the initial spread of `W_θ` and the sink logits, and value residual with
 //! `λ = (1, 0)` (pre-norm).
 
-use super::attention::{attn_stats, softmax_with_sink};
-use super::params::named_values;
-use super::tests::{tiny, tokens};
 use super::*;
 use crate::init::ParamSource;
+use crate::model::attention::self_attention::{attn_stats, softmax_with_sink};
+use crate::model::base::params::named_values;
+use crate::model::tests::{tiny, tokens};
 use crate::recipe::RecipeConfig;
 use crate::testutil::{cpu, values};
 use burn::tensor::{Tensor, TensorData};

@@ -9,8 +9,8 @@
 //! The one `s_x²` tensor serves both norms, as in the algorithm (and so the backward pass
 //! sums both paths' gradients into one node).
 
-use super::attention::Attention;
-use super::sublayer::Sublayer;
+use crate::model::attention::self_attention::Attention;
+use crate::model::sublayer::Sublayer;
 use burn::tensor::Tensor;
 
 /// The exact `s_x²` `[B, T, 1]` of the block input `x` `[B, T, d]` when the attention input

@@ -10,7 +10,7 @@
 //! its value is `L` exactly and its gradient with respect to `h` and `W` is the true one (the
 //! loss enters the training objective linearly, so any upstream factor scales it correctly).
 //! Three matmuls per chunk, as forward plus backward of the unchunked loss; the composite
-//! path, [`super::transformer::masked_cross_entropy`], is the reference. The products go
+//! path, [`crate::model::transformer::masked_cross_entropy`], is the reference. The products go
 //! through [`Kernels::matmul`] (cuBLAS under `model.kernels = "cublas"` on `cuda`). On a GPU
 //! device with fused kernels, a chunk's softmax, loss terms and logits' gradient are one
 //! kernel ([`chunk_cross_entropy`]) instead of the composite ops over the `[chunk, V]` logits,
@@ -29,8 +29,8 @@
 //! - `h`: `[N, d]` final hidden states, `w`: `[d, V]` output projection, `targets`: `[N]`
 //!   (−1: not counted) → `[1]`, the mean over counted targets.
 
-use super::compute::Compute;
 use crate::kernels::{Kernels, Precision, chunk_cross_entropy, widen};
+use crate::model::base::compute::Compute;
 use burn::tensor::{IndexingUpdateOp, Int, Tensor};
 
 /// The loss over all chunks: `objective` = CE + c·z carrying the gradients, and the CE and
@@ -139,7 +139,7 @@ impl Whole {
         // soft-cap (its gradient needs them).
         let (logits, capped) = match self.softcap {
             Some(c) => {
-                let l = super::softcap::softcap(raw, c);
+                let l = crate::model::base::softcap::softcap(raw, c);
                 (l.clone(), Some(l))
             }
             None => (raw, None),

@@ -8,9 +8,9 @@
 //! for the causal mask. [`Transformer::forward_masked`] is the same computation without a
 //! cache, the reference the cached path is tested against.
 
-use super::attention::KvSlot;
-use super::context::{Decoding, ForwardContext, PAD_MASK};
-use super::transformer::{Keep, Transformer};
+use crate::model::attention::self_attention::KvSlot;
+use crate::model::base::context::{Decoding, ForwardContext, PAD_MASK};
+use crate::model::transformer::{Keep, Transformer};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 /// Every layer's keys and values so far, and how many positions they hold (padding included).

@@ -1,11 +1,11 @@
 //! The forward through the layers when sublayers read over depth (Attention Residuals,
-//! [`super::depth_attention`]): from `X_1`, each sublayer reads its sources, runs its branch and
+//! [`crate::model::residual::depth_attention`]): from `X_1`, each sublayer reads its sources, runs its branch and
 //! adds the output to the open block; the output reads every source with its own query.
 
-use super::attention::KvSlot;
-use super::context::ForwardContext;
-use super::depth_attention::Sources;
-use super::transformer::{Keep, LayersOut, SublayerTrace, Transformer};
+use crate::model::attention::self_attention::KvSlot;
+use crate::model::base::context::ForwardContext;
+use crate::model::residual::depth_attention::Sources;
+use crate::model::transformer::{Keep, LayersOut, SublayerTrace, Transformer};
 use burn::tensor::Tensor;
 
 impl Transformer {

@@ -1,9 +1,9 @@
 //! A sublayer's feed-forward function `F_l`: a dense block of the kinds in
-//! [`super::ffn_kinds`], or a mixture of experts of that kind ([`super::moe`], `[model.moe]`).
+//! [`crate::model::ffn::kinds`], or a mixture of experts of that kind ([`crate::model::ffn::moe::block`], `[model.moe]`).
 
-use super::context::ForwardContext;
-use super::ffn::FeedForward;
-use super::moe::Moe;
+use crate::model::base::context::ForwardContext;
+use crate::model::ffn::dense::DenseFfn;
+use crate::model::ffn::moe::block::Moe;
 use burn::module::Module;
 use burn::tensor::Tensor;
 
@@ -11,19 +11,19 @@ use burn::tensor::Tensor;
 /// so the larger variant stays inline.)
 #[allow(clippy::large_enum_variant)]
 #[derive(Module, Debug)]
-pub enum Ffn {
+pub enum FfnBlock {
     /// One FFN every token passes through.
-    Dense(FeedForward),
+    Dense(DenseFfn),
     /// Routed experts (and shared ones).
     Moe(Moe),
 }
 
-impl Ffn {
+impl FfnBlock {
     /// `[B, T, d]` → `[B, T, d]`; a MoE block records its routing in `ctx`.
     pub fn forward(&self, x: Tensor<3>, ctx: &ForwardContext) -> Tensor<3> {
         match self {
-            Ffn::Dense(f) => f.forward(x, &ctx.compute),
-            Ffn::Moe(m) => m.forward(x, &ctx.compute, &ctx.records),
+            FfnBlock::Dense(f) => f.forward(x, &ctx.compute),
+            FfnBlock::Moe(m) => m.forward(x, &ctx.compute, &ctx.records),
         }
     }
 }

@@ -1,4 +1,4 @@
-//! One after-step hook of a model ([`super::after_step`] applies them in order): the recipe's
+//! One after-step hook of a model ([`crate::model::hooks`] applies them in order): the recipe's
 //! own, or a MoE model's bias balancing.
 
 use crate::recipe::AfterStep;

@@ -1,19 +1,19 @@
 //! One Transformer layer: an attention sublayer, then a feed-forward sublayer, each the
-//! sublayer equation of [`super::sublayer`].
+//! sublayer equation of [`crate::model::sublayer`].
 
-use super::attention::{Attention, KvSlot};
-use super::bhyt;
-use super::context::ForwardContext;
-use super::ffn_block::Ffn;
-use super::records::RecordKind;
-use super::sublayer::{Sublayer, SublayerOut};
+use crate::model::attention::self_attention::{Attention, KvSlot};
+use crate::model::base::context::ForwardContext;
+use crate::model::base::records::RecordKind;
+use crate::model::bhyt;
+use crate::model::ffn_block::FfnBlock;
+use crate::model::sublayer::{Sublayer, SublayerOut};
 use burn::module::{Module, Param};
 use burn::tensor::Tensor;
 
 #[derive(Module, Debug)]
 pub struct Layer {
     pub attn: Sublayer<Attention>,
-    pub ffn: Sublayer<Ffn>,
+    pub ffn: Sublayer<FfnBlock>,
     /// One gate for both sublayers (ReZero's `resweight`), when the recipe shares it.
     pub gate: Option<Param<Tensor<1>>>,
     /// The x0-mixing scalars `λ_r` and `λ₀` (`[1]` each) of `X ← λ_r·X + λ₀·X_1` before this
@@ -41,10 +41,10 @@ impl Layer {
     }
 
     /// GPAS's `X − SiLU(α_k)·sg(X)` on a sublayer's output when the recipe has it
-    /// ([`super::gpas`]); `x` otherwise.
+    /// ([`crate::model::residual::gpas`]); `x` otherwise.
     fn scale_activations(&self, x: Tensor<3>) -> Tensor<3> {
         match &self.gpas {
-            Some(alpha) => super::gpas::gpas(x, alpha.val()),
+            Some(alpha) => crate::model::residual::gpas::gpas(x, alpha.val()),
             None => x,
         }
     }

@@ -4,11 +4,11 @@
 //! mantissas: bf16 keeps 8 bits (relative rounding 2⁻⁹ ≈ 2e-3 per operand), f16 keeps 11
 //! (2⁻¹² ≈ 2.4e-4); errors compound over a few layers of matmuls, so the bounds are ~10× that.
 
-use super::params::named_grads;
-use super::tests::{tiny, tokens};
 use super::*;
 use crate::init::ParamSource;
 use crate::kernels::Precision;
+use crate::model::base::params::named_grads;
+use crate::model::tests::{tiny, tokens};
 use crate::recipe::{PRESET_NAMES, RecipeConfig};
 use crate::testutil::cpu;
 use burn::tensor::DType;

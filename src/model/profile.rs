@@ -11,10 +11,10 @@
 //! code), `X_l` the sublayer's input and `F_l(X_l)` its branch output, with `ω_1 … ω_l` already
 //! set when sublayer `l` runs.
 
-use super::context::ForwardContext;
-use super::sublayer::Sublayer;
-use super::transformer::Transformer;
 use crate::kernels::Kernels;
+use crate::model::base::context::ForwardContext;
+use crate::model::sublayer::Sublayer;
+use crate::model::transformer::Transformer;
 use burn::tensor::{Int, Tensor};
 
 impl Transformer {

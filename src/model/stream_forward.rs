@@ -1,11 +1,11 @@
 //! The forward through the layers when the residual state is `n` streams
-//! ([`super::streams`]): `H_0[s] = X_1`, each sublayer's own step (read, branch, write), then
+//! ([`crate::model::residual::stream_mix`]): `H_0[s] = X_1`, each sublayer's own step (read, branch, write), then
 //! the collapse to `X_{2L+1}` (the sum for Hyper-Connections, mHC's learned read otherwise).
 
-use super::attention::KvSlot;
-use super::context::ForwardContext;
-use super::streams::{StreamTrace, expand, sum_streams};
-use super::transformer::{Keep, LayersOut, SublayerTrace, Transformer};
+use crate::model::attention::self_attention::KvSlot;
+use crate::model::base::context::ForwardContext;
+use crate::model::residual::stream_mix::{StreamTrace, expand, sum_streams};
+use crate::model::transformer::{Keep, LayersOut, SublayerTrace, Transformer};
 use burn::tensor::Tensor;
 
 impl Transformer {
@@ -23,7 +23,7 @@ impl Transformer {
         let k = self.meta.compute.kernels;
         let mut h = expand(x, n);
         let (mut sums, mut traces) = (Vec::new(), Vec::new());
-        let mut record = |step: super::sublayer::StreamStep| {
+        let mut record = |step: crate::model::sublayer::StreamStep| {
             if keep.sums || keep.traces {
                 let [b, t, _, d] = step.next.dims();
                 let sum: Tensor<3> = step.next.clone().mean_dim(2).reshape([b, t, d]);

@@ -5,10 +5,10 @@
 //! projection on a matrix worked by hand; the residual mixing the probes read is doubly
 //! stochastic for mHC and mHC-lite.
 
-use super::streams::{permutation_basis, sinkhorn};
-use super::tests::{tiny, tokens};
 use super::*;
 use crate::init::ParamSource;
+use crate::model::residual::stream_mix::{permutation_basis, sinkhorn};
+use crate::model::tests::{tiny, tokens};
 use crate::recipe::RecipeConfig;
 use crate::testutil::{cpu, values};
 use burn::tensor::{Tensor, TensorData};
@@ -53,7 +53,7 @@ fn four_streams_at_their_initial_values_are_pre_norm() {
 #[test]
 fn static_connections_start_as_pre_norm() {
     let model = Transformer::new(&tiny(RecipeConfig::Preset("hc".into()), 2), ParamSource::Seeded(9), &cpu()).unwrap();
-    let w: std::collections::BTreeMap<_, _> = params::named_values(&model).into_iter().collect();
+    let w: std::collections::BTreeMap<_, _> = crate::model::base::params::named_values(&model).into_iter().collect();
     // Sublayer l = 3 (layer 1's FFN) reads stream 3 mod 4 = 3; every stream keeps itself.
     let a: Vec<f32> = w["layers.1.ffn.hc.static_alpha"].clone().convert::<f32>().try_into_vec().unwrap();
     #[rustfmt::skip]

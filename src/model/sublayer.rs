@@ -14,17 +14,17 @@
 //!   `z_l = a·X_l + c·(g ⊙ N_out(F_l(s·N_in(X_l))))`;
 //! - on the skip (Admin's ω), `z_l = a·(g ⊙ X_l) + c·N_out(F_l(s·N_in(X_l)))`;
 //! - as the step of nGPT's normalized update (its eigen learning rate α): a rule of its own,
-//!   [`super::normalized_step`], on the same branch output.
+//!   [`crate::model::residual::normalized_step`], on the same branch output.
 //!
 //! Without a gate `g = 1` and the equation is the one above.
 
-use super::depth_attention::DepthQuery;
-use super::names::child;
-use super::normalized_step::normalized_step;
-use super::streams::StreamMix;
 use crate::init::Init;
 use crate::init::ParamBuilder;
 use crate::kernels::{Kernels, widen};
+use crate::model::base::names::child;
+use crate::model::residual::depth_attention::DepthQuery;
+use crate::model::residual::normalized_step::normalized_step;
+use crate::model::residual::stream_mix::StreamMix;
 use crate::norm::{Norm, NormKind, input_norm, maybe_norm};
 use crate::recipe::SublayerPlan;
 use crate::recipe::{Gate, GateOn, GateOwner, GateShape};
@@ -49,13 +49,13 @@ pub struct Sublayer<F> {
     pub output_norm: Option<Norm>,
     pub outer_norm: Option<Norm>,
     /// The learnable gate `g` (`[1]` or `[d]`) when this sublayer owns one; a gate shared by a
-    /// layer's two sublayers (ReZero) lives in the [`super::layer::Layer`].
+    /// layer's two sublayers (ReZero) lives in the [`crate::model::layer::Layer`].
     pub gate: Option<Param<Tensor<1>>>,
     /// How the sublayer reads and writes the residual streams, when the state is `n` streams
-    /// ([`super::streams`]); it then replaces `a·X + c·(…)` and `N_outer`.
+    /// ([`crate::model::residual::stream_mix`]); it then replaces `a·X + c·(…)` and `N_outer`.
     pub hc: Option<StreamMix>,
     /// Attention Residuals' pseudo-query, when the sublayer reads over depth
-    /// ([`super::depth_attention`]); the first sublayer has none.
+    /// ([`crate::model::residual::depth_attention`]); the first sublayer has none.
     pub attn_res: Option<DepthQuery>,
     pub f: F,
     #[module(skip)]
@@ -107,10 +107,10 @@ impl<F> Sublayer<F> {
     }
 
     /// `X_{l+1} = N_outer(a·X_l + c·N_out(F_l(s·N_in(X_l))))`, or the recipe's own update
-    /// rule (nGPT's normalized step, [`super::normalized_step`]) on the same branch output.
+    /// rule (nGPT's normalized step, [`crate::model::residual::normalized_step`]) on the same branch output.
     ///
     /// `variance`: the block's statistic for an input norm that takes one (BHyT's and
-    /// RMSNorm-Approx's, see [`super::bhyt`]); other input norms measure their own. `f`: the
+    /// RMSNorm-Approx's, see [`crate::model::bhyt`]); other input norms measure their own. `f`: the
     /// branch `F_l`. `shared_gate`: the layer's gate when the layer owns it (ReZero).
     /// `keep_sum`: return `z_l` (the probes or the regulariser read it). `k`: the norms'
     /// kernels.
@@ -150,7 +150,7 @@ impl<F> Sublayer<F> {
     }
 
     /// With `n` residual streams `h` `[B, T, n, d]`: read `x_l`, run the branch on it, write it
-    /// back (the streams' own step, [`super::streams`]). Panics without a stream mixing (the
+    /// back (the streams' own step, [`crate::model::residual::stream_mix`]). Panics without a stream mixing (the
     /// model builds one for every sublayer of a stream recipe).
     pub fn stream_step(&self, h: Tensor<4>, f: impl FnOnce(&F, Tensor<3>) -> Tensor<3>, k: Kernels) -> StreamStep {
         let read = self.hc.as_ref().expect("a stream recipe's sublayer has its mixing").read(h);
@@ -207,5 +207,5 @@ impl<F> Sublayer<F> {
 /// A gate parameter `{prefix}.gate` of `g`'s shape (`[1]` or `[d]`) at its initial value.
 pub fn gate(g: Gate, d: usize, b: &mut ParamBuilder<'_>, prefix: &str) -> anyhow::Result<Param<Tensor<1>>> {
     let len = if g.shape == GateShape::Channel { d } else { 1 };
-    b.vector(&child(prefix, super::names::GATE), len, Init::Constant(g.stored))
+    b.vector(&child(prefix, crate::model::base::names::GATE), len, Init::Constant(g.stored))
 }

@@ -1,10 +1,10 @@
 //! Model-level tests: gradient flow for every recipe, parameter names, trace invariance, the
 //! variance regulariser and BHyT's approximation term by hand, and init scales.
 
-use super::params::{named_grads, named_values};
-use super::regularizer::variance_penalty;
 use super::*;
 use crate::init::ParamSource;
+use crate::model::base::params::{named_grads, named_values};
+use crate::model::regularizer::variance_penalty;
 use crate::recipe::{PRESET_NAMES, RecipeConfig};
 use crate::testutil::{cpu, f64_tensor, pseudo_random, rel_err, values};
 use burn::tensor::{Device, Int, Tensor, TensorData};
@@ -27,7 +27,7 @@ fn provably_dead(recipe: &str, name: &str, n_layers: usize) -> Option<&'static s
     if crate::norm::TAPER_BUFFERS.contains(&leaf) {
         return Some("a TaperNorm buffer, set by the schedule and never by a gradient");
     }
-    if leaf == super::names::SELECTION_BIAS {
+    if leaf == crate::model::base::names::SELECTION_BIAS {
         return Some("DeepSeek V3's selection bias, moved by the balancing and never by a gradient");
     }
     if recipe == "tapernorm" && leaf == "taper_gain" {
@@ -252,7 +252,7 @@ fn bhyt_approximation_uses_the_frobenius_norm_of_wv_wo() {
     // W_V = [[1, 2], [0, 1]], W_O = [[1, 0], [1, 1]]: W_V W_O = [[3, 2], [1, 1]], ‖·‖²_F = 15.
     let wv = f64_tensor(&[1.0, 2.0, 0.0, 1.0], [2, 2], false);
     let wo = f64_tensor(&[1.0, 0.0, 1.0, 1.0], [2, 2], false);
-    let attn = attention::Attention {
+    let attn = attention::self_attention::Attention {
         wq: burn::module::Param::from_tensor(wv.clone()),
         wk: burn::module::Param::from_tensor(wv.clone()),
         wv: burn::module::Param::from_tensor(wv),
@@ -284,7 +284,7 @@ fn bhyt_approximation_uses_the_frobenius_norm_of_wv_wo() {
     assert_eq!(values(attn.value_output_frobenius_sq()), vec![15.0]);
     // Grouped-query attention, 2 query heads sharing 1 key/value head of size 1: W_V = [1, 2]ᵀ
     // serves both heads, [[1, 1], [2, 2]] · W_O = [[2, 1], [4, 2]], ‖·‖²_F = 25.
-    let gqa = attention::Attention {
+    let gqa = attention::self_attention::Attention {
         wv: burn::module::Param::from_tensor(f64_tensor(&[1.0, 2.0], [2, 1], false)),
         n_heads: 2,
         head_dim: 1,
@@ -386,7 +386,7 @@ fn same_seed_same_weights_across_recipes() {
 /// value below 0) or its logits changes nothing.
 #[test]
 fn masked_cross_entropy_counts_only_target_positions() {
-    use super::transformer::masked_cross_entropy;
+    use crate::model::transformer::masked_cross_entropy;
     let logits = f64_tensor(&[5.0, -3.0, 0.0, 1.0, 2.0, -1.0], [1, 3, 2], true);
     let targets = |t0: i64| Tensor::<2, Int>::from_data(TensorData::new(vec![t0, 1, 0], [1, 3]), &cpu().autodiff());
     let (ce, n) = masked_cross_entropy(logits.clone(), targets(-1));
@@ -424,14 +424,15 @@ fn every_chunk_size_gives_the_unchunked_loss_and_gradients() {
             Some(c) => (raw / c).tanh() * c,
             None => raw,
         };
-        let reference = super::transformer::masked_cross_entropy(logits, targets().reshape([1, n])).0;
+        let reference = crate::model::transformer::masked_cross_entropy(logits, targets().reshape([1, n])).0;
         let g = reference.clone().backward();
         let (rh, rw) = (values(h.grad(&g).unwrap()), values(w.grad(&g).unwrap()));
         for chunk in [1, 3, 4, 11, 64] {
             let (h, w) = (leaf(&hv, [n, d]), leaf(&wv, [d, v]));
             let c = super::Compute::for_device(crate::kernels::Kernels::Fused, &h.device());
-            let loss = super::chunked_loss::chunked_cross_entropy(h.clone(), w.clone(), targets(), chunk, c, cap, 0.0)
-                .objective;
+            let loss =
+                crate::model::chunked_loss::chunked_cross_entropy(h.clone(), w.clone(), targets(), chunk, c, cap, 0.0)
+                    .objective;
             assert!(rel_err(&values(loss.clone()), &values(reference.clone()), 1e-12) < 1e-6, "chunk {chunk} {cap:?}");
             let g = (loss * 0.5).backward();
             let half = |x: &[f64]| x.iter().map(|a| a * 0.5).collect::<Vec<_>>();
@@ -501,7 +502,7 @@ fn fused_kernels_give_the_composite_loss_and_gradients_for_every_recipe() {
             let (loss, _, _) = model.loss(x, y, false);
             let g = loss.clone().backward();
             // Buffers (TaperNorm's gate and scale) take no gradient on either path.
-            let grads = named_grads(&model, &g).into_iter().filter(|(n, _)| !super::names::is_buffer(n));
+            let grads = named_grads(&model, &g).into_iter().filter(|(n, _)| !crate::model::base::names::is_buffer(n));
             (values(loss), grads.collect::<Vec<_>>())
         };
         let (composite, gc) = run(Kernels::Composite);
@@ -599,7 +600,7 @@ fn a_recipe_resolved_for_other_sizes_is_refused() {
 /// TaperNorm's gate at 1.
 #[test]
 fn new_parameters_start_at_their_papers_values() {
-    use crate::model::params::named_values;
+    use crate::model::base::params::named_values;
     let device = cpu();
     type Expected<'a> = &'a [(&'a str, usize, f64)];
     let expect: &[(&str, Expected)] = &[
@@ -690,4 +691,42 @@ fn deepscalelm_keeps_unit_moments_at_initialisation() {
     let cfg = ModelConfig { tie_embeddings: true, ..tiny(RecipeConfig::Preset("deepscalelm".into()), 2) };
     let e = Transformer::new(&cfg, ParamSource::Seeded(1), &cpu()).err().unwrap();
     assert!(format!("{e:#}").contains("tie_embeddings = false"), "{e:#}");
+}
+
+/// The parameter counts of whole models.
+mod count_tests {
+    use crate::init::ParamSource;
+    use crate::model::base::params::counts;
+    use crate::model::{FfnKind, ModelConfig, Transformer};
+    use crate::recipe::RecipeConfig;
+
+    /// Non-embedding counts by hand for `pre` (LN with gain and shift before each sublayer, a
+    /// final LN), d = 32, 2 heads, vocabulary 64: attention 4·d², GLU 3·d·96 (⌈8d/3⌉ rounded up
+    /// to 16) or MLP 2·d·4d, 2·2d per layer for the two norms, 2d for the final norm.
+    #[test]
+    fn non_embedding_parameters_by_hand() {
+        let base = ModelConfig {
+            vocab_size: 64,
+            d_model: 32,
+            n_layers: 2,
+            n_heads: 2,
+            recipe: RecipeConfig::Preset("pre".into()),
+            ..Default::default()
+        };
+        let (d, v) = (32, 64);
+        let glu_layer = 4 * d * d + 3 * d * 96 + 4 * d;
+        let mlp_layer = 4 * d * d + 2 * d * 4 * d + 4 * d;
+        let cases = [
+            (base.clone(), 2 * glu_layer + 2 * d, 2 * v * d),
+            (ModelConfig { tie_embeddings: true, ..base.clone() }, 2 * glu_layer + 2 * d, v * d),
+            (ModelConfig { ffn: FfnKind::Mlp, n_layers: 3, ..base.clone() }, 3 * mlp_layer + 2 * d, 2 * v * d),
+            // KiteNorm E.2: an MLP of width 3g/2 = 144 has the GLU's 3·d·96 = 2·d·144 weights.
+            (ModelConfig { ffn: FfnKind::Mlp, d_mlp: Some(144), ..base }, 2 * glu_layer + 2 * d, 2 * v * d),
+        ];
+        for (cfg, non_embedding, embedding) in cases {
+            let model = Transformer::new(&cfg, ParamSource::Seeded(0), &crate::testutil::cpu()).unwrap();
+            let c = counts(&model);
+            assert_eq!((c.non_embedding, c.all), (non_embedding, non_embedding + embedding), "{cfg:?}");
+        }
+    }
 }

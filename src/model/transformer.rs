@@ -3,28 +3,28 @@
 //! each Transformer layer), `logits = N_final(X_{2L+1}) W_out`. Embedding and output
 //! projection are untied unless `model.tie_embeddings` (imported checkpoints): then `W_out = Eᵀ`.
 
-use super::attention::{Attention, AttnShape, HEAD_MAX, KvSlot, STATS};
-use super::chunked_loss::chunked_cross_entropy;
-use super::compute::Compute;
-use super::config::ModelConfig;
-use super::context::ForwardContext;
-use super::ffn::{FeedForward, FfnShape};
-use super::ffn_block::Ffn;
-use super::hook::Hook;
-use super::hypersphere::{self, Unit};
-use super::layer::{Layer, TAPER_CALIBRATION};
-use super::moe::{Moe, MoeShape};
-use super::moe_balance::{MoeBalance, ROUTING};
-use super::moment_control::{self, LayerInit, MomentSigmas};
-use super::names;
-use super::records::Records;
-use super::regularizer::{REGULARIZER, variance_penalty};
-use super::rope::Rope;
-use super::softcap::softcap;
-use super::sublayer::{Sublayer, SublayerOut};
-use super::terms::{LossTerm, Reading, Reduce};
 use crate::init::{Init, ParamBuilder, ParamSource};
 use crate::kernels::{Precision, widen};
+use crate::model::attention::self_attention::{Attention, AttnShape, HEAD_MAX, KvSlot, STATS};
+use crate::model::base::compute::Compute;
+use crate::model::base::context::ForwardContext;
+use crate::model::base::names;
+use crate::model::base::records::Records;
+use crate::model::base::rope::Rope;
+use crate::model::base::softcap::softcap;
+use crate::model::base::terms::{LossTerm, Reading, Reduce};
+use crate::model::chunked_loss::chunked_cross_entropy;
+use crate::model::ffn::dense::{DenseFfn, FfnShape};
+use crate::model::ffn::moe::balance::{MoeBalance, ROUTING};
+use crate::model::ffn::moe::block::{Moe, MoeShape};
+use crate::model::ffn_block::FfnBlock;
+use crate::model::hook::Hook;
+use crate::model::layer::{Layer, TAPER_CALIBRATION};
+use crate::model::model_config::ModelConfig;
+use crate::model::moment_sigmas::{self, LayerInit, MomentSigmas};
+use crate::model::regularizer::{REGULARIZER, variance_penalty};
+use crate::model::residual::unit_sphere::{self, Unit};
+use crate::model::sublayer::{Sublayer, SublayerOut};
 use crate::norm::Norm;
 use crate::recipe::{GateOwner, Residual, ResolvedRecipe, SublayerPlan};
 use burn::module::{Module, Param};
@@ -43,9 +43,9 @@ pub struct Transformer {
     /// nGPT's logit scale `s_z` `[V]` (stored; used times `meta.hypersphere`'s factor).
     pub sz: Option<Param<Tensor<1>>>,
     /// mHC's collapse of the residual streams before the final norm.
-    pub hc_head: Option<super::streams::StreamHead>,
+    pub hc_head: Option<crate::model::residual::stream_mix::StreamHead>,
     /// Attention Residuals' read of the output over depth.
-    pub attn_res_head: Option<super::depth_attention::DepthQuery>,
+    pub attn_res_head: Option<crate::model::residual::depth_attention::DepthQuery>,
     #[module(skip)]
     pub meta: ModelMeta,
 }
@@ -65,7 +65,7 @@ pub struct ModelMeta {
     /// QK-clip's settings: a training forward then records every head's largest logit.
     pub qk_clip: Option<crate::recipe::QkClip>,
     /// The initialisation kind (under CompleteP the optimizer scales the layers' ε).
-    pub init: crate::recipe::Init,
+    pub init: crate::recipe::InitScheme,
     /// TaperNorm's gate schedule, when a slot is `tapernorm`.
     pub taper: Option<crate::recipe::Taper>,
     /// What changes the weights after every optimizer step, in order: the recipe's hooks, then
@@ -87,7 +87,7 @@ pub struct SublayerTrace {
     /// BHyT only, FFN sublayers: the approximated input variance `ŝ²` (`[B, T, 1]`).
     pub approx_variance: Option<Tensor<3>>,
     /// With residual streams: the streams after the sublayer and its residual mixing `R`.
-    pub streams: Option<super::streams::StreamTrace>,
+    pub streams: Option<crate::model::residual::stream_mix::StreamTrace>,
     /// With Attention Residuals: the weights `α` `[B, T, S]` over the sources it read.
     pub depth_weights: Option<Tensor<3>>,
 }
@@ -223,23 +223,23 @@ impl Transformer {
         let model = if drawn && recipe.residual.hypersphere().is_some() { model.project_to_sphere() } else { model };
         // Under LoRA only the adapters (and, by option, the recipe's own parameters) train.
         Ok(match &cfg.lora {
-            Some(l) => super::lora::set_trainable(model, |name, rank| l.trains(name, rank)),
+            Some(l) => crate::model::base::lora::set_trainable(model, |name, rank| l.trains(name, rank)),
             None => model,
         })
     }
 
     /// nGPT: the embedding and every weight vector along `d` scaled to unit L2 norm
-    /// ([`super::hypersphere`]); the model unchanged for any other recipe.
+    /// ([`crate::model::residual::unit_sphere`]); the model unchanged for any other recipe.
     pub fn project_to_sphere(mut self) -> Self {
         if self.meta.residual.hypersphere().is_none() {
             return self;
         }
-        self.tok_emb = hypersphere::unit(self.tok_emb, Unit::Rows);
-        self.lm_head = self.lm_head.map(|w| hypersphere::unit(w, Unit::Columns));
+        self.tok_emb = unit_sphere::unit(self.tok_emb, Unit::Rows);
+        self.lm_head = self.lm_head.map(|w| unit_sphere::unit(w, Unit::Columns));
         for layer in &mut self.layers {
-            hypersphere::project_attention(&mut layer.attn.f);
-            if let super::ffn_block::Ffn::Dense(f) = &mut layer.ffn.f {
-                hypersphere::project_ffn(f);
+            unit_sphere::project_attention(&mut layer.attn.f);
+            if let crate::model::ffn_block::FfnBlock::Dense(f) = &mut layer.ffn.f {
+                unit_sphere::project_ffn(f);
             }
         }
         self
@@ -266,7 +266,7 @@ impl Transformer {
     ) -> anyhow::Result<Self> {
         let d = cfg.d_model;
         let sigmas =
-            recipe.init.moment_control().map(|mc| moment_control::sigmas(cfg, &recipe.sublayers, mc)).transpose()?;
+            recipe.init.moment_control().map(|mc| moment_sigmas::sigmas(cfg, &recipe.sublayers, mc)).transpose()?;
         let std_of = |pick: fn(&MomentSigmas) -> f64| sigmas.as_ref().map_or(cfg.init_std, pick);
         let std = std_of(|s| s.embedding);
         let tok_emb = b.matrix(names::TOKEN_EMBEDDING, [cfg.vocab_size, d], Init::Normal { std })?;
@@ -299,12 +299,12 @@ impl Transformer {
             .residual
             .streams()
             .filter(|s| !matches!(s.mixing, crate::recipe::Mixing::Hc { .. }))
-            .map(|s| super::streams::StreamHead::new(s.n, d, cfg.init_std, cfg.norm_eps, b))
+            .map(|s| crate::model::residual::stream_mix::StreamHead::new(s.n, d, cfg.init_std, cfg.norm_eps, b))
             .transpose()?;
         let attn_res_head = recipe
             .residual
             .attn_res()
-            .map(|_| super::depth_attention::DepthQuery::new(d, cfg.norm_eps, b, names::DEPTH_HEAD))
+            .map(|_| crate::model::residual::depth_attention::DepthQuery::new(d, cfg.norm_eps, b, names::DEPTH_HEAD))
             .transpose()?;
         Ok(Self { tok_emb, emb_scale, emb_norm, layers, final_norm, lm_head, sz, hc_head, attn_res_head, meta })
     }
@@ -341,9 +341,9 @@ impl Transformer {
         recipe: &ResolvedRecipe,
         init: &LayerInit,
         i: usize,
-        lora: Option<super::lora::LoraPlan>,
+        lora: Option<crate::model::base::lora::LoraPlan>,
     ) -> AttnShape {
-        use super::attention::ValueRole;
+        use crate::model::attention::self_attention::ValueRole;
         let a = &recipe.attention;
         AttnShape {
             d_model: cfg.d_model,
@@ -394,20 +394,22 @@ impl Transformer {
         let mut attn = Sublayer::new(attn, cfg.d_model, attn_f, b, &a)?;
         let mut ffn = Sublayer::new(ffn, cfg.d_model, ffn_f, b, &f)?;
         if let Some(s) = recipe.residual.streams() {
-            attn.hc = Some(super::streams::StreamMix::new(s, 2 * i, cfg, b, &a)?);
-            ffn.hc = Some(super::streams::StreamMix::new(s, 2 * i + 1, cfg, b, &f)?);
+            let sizes =
+                crate::model::residual::stream_mix::MixSizes { d: cfg.d_model, std: cfg.init_std, eps: cfg.norm_eps };
+            attn.hc = Some(crate::model::residual::stream_mix::StreamMix::new(s, 2 * i, sizes, b, &a)?);
+            ffn.hc = Some(crate::model::residual::stream_mix::StreamMix::new(s, 2 * i + 1, sizes, b, &f)?);
         }
         if recipe.residual.attn_res().is_some() {
             let query = |b: &mut ParamBuilder<'_>, p: &str| {
                 let prefix = names::child(p, names::DEPTH_ATTENTION);
-                super::depth_attention::DepthQuery::new(cfg.d_model, cfg.norm_eps, b, &prefix)
+                crate::model::residual::depth_attention::DepthQuery::new(cfg.d_model, cfg.norm_eps, b, &prefix)
             };
             attn.attn_res = (i > 0).then(|| query(b, &a)).transpose()?;
             ffn.attn_res = Some(query(b, &f)?);
         }
         let layer = names::layer(i);
         let shared = attn_plan_gate.filter(|g| g.per == GateOwner::Layer);
-        let gate = shared.map(|g| super::sublayer::gate(g, cfg.d_model, b, &layer)).transpose()?;
+        let gate = shared.map(|g| crate::model::sublayer::gate(g, cfg.d_model, b, &layer)).transpose()?;
         let mut lambda = |name: &str, init: fn(&crate::recipe::X0Mix) -> f64| {
             recipe
                 .residual
@@ -433,7 +435,7 @@ impl Transformer {
         b: &mut ParamBuilder<'_>,
         prefix: &str,
         i: usize,
-    ) -> anyhow::Result<Ffn> {
+    ) -> anyhow::Result<FfnBlock> {
         match &cfg.moe {
             Some(m) if m.is_moe_layer(i) => {
                 let dims = crate::recipe::Dims { n_layers: cfg.n_layers, d_model: cfg.d_model };
@@ -441,9 +443,9 @@ impl Transformer {
                 let expert = FfnShape { d_ff: m.expert_width(shape.d_ff), ..shape };
                 let (experts, top_k, shared, router) = (m.experts, m.top_k, m.shared, m.router);
                 let moe = MoeShape { expert, experts, top_k, shared, router, norms, capacity: m.capacity };
-                Ok(Ffn::Moe(Moe::new(moe, b, prefix)?))
+                Ok(FfnBlock::Moe(Moe::new(moe, b, prefix)?))
             }
-            _ => Ok(Ffn::Dense(FeedForward::new(&shape, b, prefix)?)),
+            _ => Ok(FfnBlock::Dense(DenseFfn::new(&shape, b, prefix)?)),
         }
     }
 
@@ -517,7 +519,7 @@ impl Transformer {
     }
 
     /// The forward under `ctx` up to the final norm, reading and extending one KV slot per
-    /// layer when `cache` is given (see [`super::decode`]).
+    /// layer when `cache` is given (see [`crate::model::decode`]).
     fn run_hidden(
         &self,
         tokens: Tensor<2, Int>,
@@ -730,7 +732,7 @@ impl Transformer {
             Reading::device(HEAD_MAX.name, Reduce::Max, records.take(HEAD_MAX)),
             Reading::device(TAPER_CALIBRATION.name, Reduce::Mean, records.take(TAPER_CALIBRATION)),
         ];
-        readings.extend(super::moe_balance::readings(&routers));
+        readings.extend(crate::model::ffn::moe::balance::readings(&routers));
         readings.retain(|r| !r.rows.is_empty());
         LossParts { loss, ce, terms, readings }
     }

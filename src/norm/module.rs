@@ -11,7 +11,7 @@ use burn::tensor::Tensor;
 /// One norm slot, built from a resolved [`NormKind`] with the paper initialisations (gains 1,
 /// shifts 0, DyT's α and BHyT's λ at their configured values). The variant name is not part of
 /// a parameter's name: they stay `gain`, `shift`, `alpha`, `lambda` under the slot's prefix
-/// (see [`crate::model::params`]).
+/// (see [`crate::model::base::params`]).
 ///
 /// # Shapes
 /// - input and output: `[..., d]`, normalised over the last axis

@@ -4,8 +4,8 @@
 
 use super::snapshot::sampled_values;
 use crate::io::tensorboard::Histogram;
-use crate::model::names::sublayer_of;
-use crate::model::params::named_flat_grads;
+use crate::model::base::names::sublayer_of;
+use crate::model::base::params::named_flat_grads;
 use crate::stats::mean_std;
 use burn::module::Module;
 use burn::optim::GradientsParams;

@@ -283,7 +283,7 @@ fn tensorboard_tags(rec: &ProbeRecord) -> Vec<(String, f32)> {
     }
     tags.extend(rec.updates.iter().flat_map(|u| u.tags()));
     // Learned residual gates and x0-mixing λ's, by parameter (mean over a vector gate).
-    for (name, s) in rec.forward.scales.iter().filter(|(n, _)| crate::model::names::is_residual_scale(n)) {
+    for (name, s) in rec.forward.scales.iter().filter(|(n, _)| crate::model::base::names::is_residual_scale(n)) {
         tags.push((format!("residual_scale/{name}"), s.mean as f32));
     }
     tags.push(("grad/spikes_total".into(), rec.spikes_total as f32));

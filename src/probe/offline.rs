@@ -5,7 +5,8 @@
 use super::grads::{block_norms, measure, sublayer_norms};
 use super::snapshot::{ForwardProbe, forward_probe};
 use crate::io::json::{nan, nan_vec};
-use crate::model::{Transformer, names};
+use crate::model::Transformer;
+use crate::model::base::names;
 use burn::module::Module;
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Int, Tensor};

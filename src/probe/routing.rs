@@ -3,8 +3,8 @@
 //! its largest |logit| and its mean `(log Σ exp l)²` (what the router z-loss penalises).
 
 use crate::model::Transformer;
-use crate::model::ffn_block::Ffn;
-use crate::model::moe_balance::RouterRecord;
+use crate::model::ffn::moe::balance::RouterRecord;
+use crate::model::ffn_block::FfnBlock;
 use crate::stats::coefficient_of_variation;
 use serde::{Deserialize, Serialize};
 
@@ -33,7 +33,8 @@ pub struct RouterProbe {
 
 /// The probes of `records`, one per MoE layer of `model` in layer order.
 pub fn router_probes(model: &Transformer, records: &[RouterRecord]) -> Vec<RouterProbe> {
-    let layers = model.layers.iter().enumerate().filter(|(_, l)| matches!(l.ffn.f, Ffn::Moe(_))).map(|(i, _)| i + 1);
+    let layers =
+        model.layers.iter().enumerate().filter(|(_, l)| matches!(l.ffn.f, FfnBlock::Moe(_))).map(|(i, _)| i + 1);
     layers
         .zip(records)
         .map(|(layer, r)| RouterProbe {

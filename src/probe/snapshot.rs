@@ -10,10 +10,10 @@ use super::stats::{
 };
 use crate::io::json::{nan, nan_pairs, nan_vec};
 use crate::io::tensorboard::Histogram;
-use crate::model::attention::STATS;
-use crate::model::moe_balance::ROUTING;
-use crate::model::names::{is_residual_scale, is_stream_norm};
-use crate::model::params::named_tensors;
+use crate::model::attention::self_attention::STATS;
+use crate::model::base::names::{is_residual_scale, is_stream_norm};
+use crate::model::base::params::named_tensors;
+use crate::model::ffn::moe::balance::ROUTING;
 use crate::model::{SublayerTrace, Traced, Transformer};
 use crate::norm::Norm;
 use crate::recipe::Branch;
@@ -316,7 +316,7 @@ struct AttnSlots {
 }
 
 impl AttnSlots {
-    fn pend(a: &crate::model::attention::AttnStats, g: &mut Gather) -> Self {
+    fn pend(a: &crate::model::attention::self_attention::AttnStats, g: &mut Gather) -> Self {
         AttnSlots {
             max_logit: g.push(a.max_logit.clone()),
             entropy: g.push(a.entropy.clone()),
@@ -433,7 +433,7 @@ fn norm_params(model: &Transformer) -> Vec<(String, Tensor<1>)> {
 
 /// Each gate parameter's name and the factor its stored value is used with.
 fn gate_factors(model: &Transformer) -> std::collections::BTreeMap<String, f64> {
-    use crate::model::names::{GATE, child, layer, sublayer};
+    use crate::model::base::names::{GATE, child, layer, sublayer};
     let mut out = std::collections::BTreeMap::new();
     for (i, l) in model.layers.iter().enumerate() {
         for (b, (own, gating)) in [(&l.attn.gate, l.attn.gating), (&l.ffn.gate, l.ffn.gating)].into_iter().enumerate() {

@@ -5,7 +5,7 @@
 //! largest absolute row sum, the forward gain, and column sum, the backward gain).
 
 use super::stats::{Fetched, Gather, Slot};
-use crate::model::streams::StreamTrace;
+use crate::model::residual::stream_mix::StreamTrace;
 use serde::{Deserialize, Serialize};
 
 /// One sublayer's stream statistics, over the probe batch.

@@ -7,7 +7,7 @@ use super::grads::GradTracker;
 use super::snapshot::forward_probe;
 use super::stats::{Spread, angular_distance, cosines, hidden_summary, spread, token_alignment};
 use crate::init::ParamSource;
-use crate::model::names::sublayer_of;
+use crate::model::base::names::sublayer_of;
 use crate::model::{ModelConfig, Transformer};
 use crate::recipe::RecipeConfig;
 use crate::testutil::cpu;

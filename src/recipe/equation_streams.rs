@@ -1,6 +1,6 @@
 //! The equations a recipe with `n` residual streams runs, as `normlab recipes` prints them: the
 //! branch of every sublayer reads a mixture of the streams and is written back into all of them
-//! ([`crate::model::streams`] computes exactly these), in place of the one-stream sum
+//! ([`crate::model::residual::stream_mix`] computes exactly these), in place of the one-stream sum
 //! `X_{l+1} = X_l + y_l`.
 
 use super::streams::{Mixing, Streams};

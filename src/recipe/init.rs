@@ -26,7 +26,7 @@ pub enum InitSpec {
 
 /// The initialisation resolved for a depth.
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
-pub enum Init {
+pub enum InitScheme {
     #[default]
     Standard,
     MomentControl(MomentControl),
@@ -35,34 +35,34 @@ pub enum Init {
 }
 
 /// Resolves `spec` for a model of `n_layers` Transformer layers.
-pub fn resolve(spec: &InitSpec, n_layers: usize) -> anyhow::Result<Init> {
+pub fn resolve(spec: &InitSpec, n_layers: usize) -> anyhow::Result<InitScheme> {
     Ok(match spec {
-        InitSpec::Standard => Init::Standard,
-        InitSpec::MomentControl(m) => Init::MomentControl(moment_control::resolve(m)?),
-        InitSpec::Completep(c) => Init::CompleteP(completep::resolve(c, n_layers)?),
+        InitSpec::Standard => InitScheme::Standard,
+        InitSpec::MomentControl(m) => InitScheme::MomentControl(moment_control::resolve(m)?),
+        InitSpec::Completep(c) => InitScheme::CompleteP(completep::resolve(c, n_layers)?),
     })
 }
 
-impl Init {
+impl InitScheme {
     /// The kind as a recipe writes it (`init.kind`).
     pub fn kind(&self) -> &'static str {
         match self {
-            Init::Standard => "standard",
-            Init::MomentControl(_) => "moment-control",
-            Init::CompleteP(_) => "completep",
+            InitScheme::Standard => "standard",
+            InitScheme::MomentControl(_) => "moment-control",
+            InitScheme::CompleteP(_) => "completep",
         }
     }
 
     pub fn moment_control(&self) -> Option<MomentControl> {
         match self {
-            Init::MomentControl(m) => Some(*m),
+            InitScheme::MomentControl(m) => Some(*m),
             _ => None,
         }
     }
 
     pub fn completep(&self) -> Option<CompleteP> {
         match self {
-            Init::CompleteP(c) => Some(*c),
+            InitScheme::CompleteP(c) => Some(*c),
             _ => None,
         }
     }

@@ -58,7 +58,7 @@ pub use completep::CompleteP;
 pub use config::{RecipeConfig, RecipeOverlay};
 pub use embedding::Embedding;
 pub use hypersphere::{Hypersphere, Scaled};
-pub use init::Init;
+pub use init::InitScheme;
 pub use logits::Logits;
 pub use moment_control::MomentControl;
 pub use placement::Placement;

@@ -1,6 +1,6 @@
 //! DeepScaleLM's moment-control initialisation as a recipe option: what it needs from the rest
 //! of the recipe. The standard deviations themselves depend on the model's widths and are
-//! computed where the model is built ([`crate::model::moment_control`]).
+//! computed where the model is built ([`crate::model::moment_sigmas`]).
 
 use anyhow::ensure;
 use serde::{Deserialize, Serialize};

@@ -111,7 +111,7 @@ pub struct SumSpec {
     pub x0_mix: Option<X0Mix>,
     /// GPAS (gradient-preserving activation scaling): after every residual addition the stream
     /// is scaled down in the forward pass only, `X ← X − SiLU(α_k)·sg(X)`, one learnable `α_k`
-    /// per Transformer layer starting at 0 (see [`crate::model::gpas`]).
+    /// per Transformer layer starting at 0 (see [`crate::model::residual::gpas`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub gpas: bool,
 }

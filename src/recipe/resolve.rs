@@ -6,7 +6,7 @@
 use super::attention::{self, Attention};
 use super::embedding::{self, Embedding};
 use super::expr::Vars;
-use super::init::{self, Init};
+use super::init::{self, InitScheme};
 use super::logits::{self, Logits};
 use super::residual::{self, Residual};
 use super::slot::{self, NormSpec};
@@ -23,7 +23,7 @@ pub struct ResolvedRecipe {
     pub sublayers: Vec<SublayerPlan>,
     pub attention: Attention,
     pub residual: Residual,
-    pub init: Init,
+    pub init: InitScheme,
     pub embedding: Embedding,
     pub logits: Logits,
     /// TaperNorm's gate schedule, when a slot is `tapernorm`.
@@ -141,13 +141,13 @@ fn check_hypersphere_attention(a: &Attention) -> anyhow::Result<()> {
 }
 
 /// What each initialisation needs of the residual kind and the sublayers.
-fn check_init(init: &Init, residual: &Residual, plans: &[SublayerPlan]) -> anyhow::Result<()> {
-    if *init == Init::Standard {
+fn check_init(init: &InitScheme, residual: &Residual, plans: &[SublayerPlan]) -> anyhow::Result<()> {
+    if *init == InitScheme::Standard {
         return Ok(());
     }
     let kind = init.kind();
     match residual {
-        Residual::Sum { .. } if matches!(init, Init::MomentControl(_)) => check_moment_control(plans),
+        Residual::Sum { .. } if matches!(init, InitScheme::MomentControl(_)) => check_moment_control(plans),
         Residual::Sum { .. } => Ok(()),
         Residual::Hypersphere(_) => bail!(
             "init kind `{kind}` sets the weights' and branches' scales, which nGPT's unit-norm projection \

@@ -3,7 +3,7 @@
 //! Manifold-Constrained Hyper-Connections"; mHC-lite, Yang & Gao, 2026), or the earlier
 //! sublayers' outputs attended over depth (Attention Residuals, Kimi Team, 2026). The recipe's
 //! sublayers keep their branch `N_out(F(s·N_in(·)))`; the state replaces `a·X + c·branch` and
-//! the outer norm (see [`crate::model::streams`] and [`crate::model::depth_attention`] for the
+//! the outer norm (see [`crate::model::residual::stream_mix`] and [`crate::model::residual::depth_attention`] for the
 //! equations). Each is a residual kind of [`super::residual::KINDS`], and each kind's spec
 //! holds only the settings that kind takes.
 

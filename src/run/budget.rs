@@ -2,7 +2,7 @@
 //! (Chinchilla's 20), the parameters counted all or without the embeddings
 //! (`train.param_count`).
 
-use crate::model::params::ParamCounts;
+use crate::model::base::params::ParamCounts;
 use anyhow::{bail, ensure};
 use serde::{Deserialize, Serialize};
 
@@ -88,7 +88,7 @@ impl Budget {
 #[cfg(test)]
 mod tests {
     use super::{Budget, ParamCount};
-    use crate::model::params::ParamCounts;
+    use crate::model::base::params::ParamCounts;
 
     const N: ParamCounts = ParamCounts { all: 1000, non_embedding: 600 };
 

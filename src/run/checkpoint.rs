@@ -1,4 +1,4 @@
-//! Checkpoints: weights as safetensors (names as in [`crate::model::params`]; linear weights
+//! Checkpoints: weights as safetensors (names as in [`crate::model::base::params`]; linear weights
 //! are `[d_in, d_out]`, the transpose of `torch.nn.Linear.weight`), burn's AdamW state as a
 //! burnpack file, and the trainer state (step, sampler, divergence monitor, metrics length) as
 //! JSON with the SHA-256 of the other two files. A checkpoint is written into a temporary
@@ -12,7 +12,7 @@ use crate::init::ParamSource;
 use crate::io::json;
 use crate::io::tensors;
 use crate::io::write_atomic;
-use crate::model::params::named_values;
+use crate::model::base::params::named_values;
 use crate::model::{ModelConfig, Transformer};
 use crate::recipe::ResolvedRecipe;
 use anyhow::{Context, bail};

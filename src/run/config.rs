@@ -8,7 +8,7 @@ use super::edit::{ParseError, apply_set, describe_error};
 use super::schedule::ScheduleConfig;
 use crate::data::DataConfig;
 use crate::model::ModelConfig;
-use crate::model::params::ParamCounts;
+use crate::model::base::params::ParamCounts;
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};

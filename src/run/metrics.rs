@@ -6,8 +6,8 @@
 
 use crate::io::json::nan;
 use crate::io::jsonl;
-use crate::model::moe_balance;
-use crate::model::terms::StepReadings;
+use crate::model::base::terms::StepReadings;
+use crate::model::ffn::moe::balance;
 use crate::stats::coefficient_of_variation;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -97,19 +97,19 @@ impl MoeStepRecord {
     /// The record of a step's readings (the balancing terms and the routing, by name), when the
     /// model routes.
     pub fn from_readings(r: &StepReadings) -> Option<Self> {
-        let loads = r.rows(moe_balance::LOAD);
+        let loads = r.rows(balance::LOAD);
         if loads.is_empty() {
             return None;
         }
         let column =
             |name| r.rows(name).iter().map(|row| row.first().copied().unwrap_or(f64::NAN)).collect::<Vec<f64>>();
-        let dropped = column(moe_balance::DROPPED);
+        let dropped = column(balance::DROPPED);
         Some(Self {
-            balance: r.scalar(moe_balance::BALANCE).unwrap_or(0.0),
-            router_z: r.scalar(moe_balance::ROUTER_Z).unwrap_or(0.0),
+            balance: r.scalar(balance::BALANCE).unwrap_or(0.0),
+            router_z: r.scalar(balance::ROUTER_Z).unwrap_or(0.0),
             load_cv: loads.iter().map(|l| coefficient_of_variation(l)).collect(),
-            entropy: column(moe_balance::ENTROPY),
-            logit_max: column(moe_balance::LOGIT_MAX),
+            entropy: column(balance::ENTROPY),
+            logit_max: column(balance::LOGIT_MAX),
             dead: loads.iter().map(|l| l.iter().filter(|&&c| c == 0.0).count()).collect(),
             dropped: match dropped.iter().any(|&d| d > 0.0) {
                 true => dropped.iter().map(|&d| d as usize).collect(),

@@ -557,7 +557,7 @@ mod tests {
         // 572 warm-up steps (D.1).
         let s = Sweep::study("kitenorm-fig3", true, &[]).unwrap();
         let cfg = s.run_config(&s.grid()[0]).unwrap();
-        let counts = crate::model::params::ParamCounts { all: 1, non_embedding: 1 };
+        let counts = crate::model::base::params::ParamCounts { all: 1, non_embedding: 1 };
         assert_eq!(cfg.total_steps(counts).unwrap(), 6866);
         let s = Sweep::study("kitenorm-fig2", true, &[]).unwrap();
         let cfg = s.run_config(&s.grid()[0]).unwrap();

@@ -8,7 +8,7 @@
 //! lone process returns the gradients untouched.
 
 use crate::dist::Ranks;
-use crate::model::params::{ParamEntry, param_table};
+use crate::model::base::params::{ParamEntry, param_table};
 use burn::module::Module;
 use burn::optim::GradientsParams;
 use burn::tensor::{DType, Tensor, TensorData};

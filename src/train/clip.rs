@@ -3,7 +3,7 @@
 //! The norms are measured by [`crate::probe::grads::measure`] (or read with the step's losses,
 //! [`crate::probe::grads::GradSquares`]), which the probes share.
 
-use crate::model::params::param_table;
+use crate::model::base::params::param_table;
 use crate::probe::grads::{GradNorms, measure};
 use burn::module::Module;
 use burn::optim::GradientsParams;

@@ -138,7 +138,7 @@ mod tests {
         assert_eq!(configs[0].matrix_params(), 2.0 * 40.0 * 16.0 + 3.0 * (4.0 * 256.0 + 3.0 * 16.0 * 48.0));
         for cfg in configs {
             let model = Transformer::new(&cfg, ParamSource::Seeded(1), &crate::testutil::cpu()).unwrap();
-            let exact = crate::model::params::count(&model) as f64;
+            let exact = crate::model::base::params::count(&model) as f64;
             let norms = exact - cfg.matrix_params();
             // What is left out: gains, shifts and scales, a few d-vectors per sublayer.
             assert!((0.0..=8.0 * 16.0 * (2.0 * 3.0 + 2.0)).contains(&norms), "{norms} for {cfg:?}");

@@ -14,7 +14,7 @@ impl Trainer {
         let gpu = !cfg.run.device.is_cpu();
         let peak = device_peak(gpu, cfg.train.precision.half().is_some())?;
         let shape = FlopShape {
-            matmul_params: crate::model::params::matmul_params(&self.model),
+            matmul_params: crate::model::base::params::matmul_params(&self.model),
             layers: cfg.model.n_layers,
             d_model: cfg.model.d_model,
             seq_len: cfg.train.seq_len,

@@ -5,7 +5,7 @@
 use super::tests::{quiet, run, tiny_cfg, train_losses};
 use super::{Outcome, start};
 use crate::kernels::Precision;
-use crate::model::params::named_values;
+use crate::model::base::params::named_values;
 use crate::run::layout;
 use crate::run::metrics::Metrics;
 use crate::testutil::temp_dir;

@@ -96,7 +96,7 @@ fn same_job(ranks: Ranks, request: &[u8]) -> anyhow::Result<()> {
 /// Refuses to train from weights that differ between ranks (a seeded start is the same on every
 /// rank; a resumed one reads the same checkpoint).
 fn same_weights(ranks: Ranks, trainer: &Trainer) -> anyhow::Result<()> {
-    let values = crate::model::params::named_values(&trainer.model);
+    let values = crate::model::base::params::named_values(&trainer.model);
     let mut h = Sha256::new();
     for (_, v) in &values {
         h.update(&v.bytes()[..]);

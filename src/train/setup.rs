@@ -7,7 +7,7 @@ use crate::data::{Dataset, Tokenizer};
 use crate::init::ParamSource;
 use crate::io::{json, write_atomic};
 use crate::model::Transformer;
-use crate::model::params::ParamCounts;
+use crate::model::base::params::ParamCounts;
 use crate::run::checkpoint::{self, TrainerState};
 use crate::run::config::RunConfig;
 use crate::run::divergence::DivergenceMonitor;
@@ -96,7 +96,7 @@ fn prepare(cfg: RunConfig, init: Option<(ParamSource, Tokenizer)>, log: &dyn Fn(
         ParamSource::Seeded(_) => drawn_model(&cfg, &data, &ad, log)?,
         loaded => Transformer::with_recipe(&cfg.model, cfg.recipe(), loaded, &ad)?,
     };
-    let counts = crate::model::params::counts(&model);
+    let counts = crate::model::base::params::counts(&model);
     let (params, total_steps) = (counts.all, cfg.total_steps(counts)?);
     check_memory(&cfg, params as f64)?;
     let optim = optim::build(&optim::settings(&cfg.optim, &model), &model);

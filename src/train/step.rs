@@ -9,7 +9,7 @@ use super::clip::{clip_to, scale_all};
 use crate::dist::Ranks;
 use crate::kernels::widen;
 use crate::model::Transformer;
-use crate::model::terms::{Reading, Reduce, Row, StepReadings};
+use crate::model::base::terms::{Reading, Reduce, Row, StepReadings};
 use crate::model::transformer::{LossParts, Objective};
 use crate::probe::grads::{GradNorms, GradSquares};
 use burn::optim::{GradientsAccumulator, GradientsParams};

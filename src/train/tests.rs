@@ -6,7 +6,7 @@ use super::clip::clip_global;
 use super::optim;
 use super::{Outcome, Resumed, Trainer, resume, start};
 use crate::init::ParamSource;
-use crate::model::params::{named_grads, named_values, param_table};
+use crate::model::base::params::{named_grads, named_values, param_table};
 use crate::model::{ModelConfig, Transformer};
 use crate::recipe::RecipeConfig;
 use crate::run::config::RunConfig;
@@ -477,7 +477,7 @@ fn config_errors_name_the_key_and_the_fix() {
     let mut c2 = c.clone();
     c2.train.batch_size = 4;
     c2.train.seq_len = 32;
-    let n = crate::model::params::ParamCounts { all: 1000, non_embedding: 400 };
+    let n = crate::model::base::params::ParamCounts { all: 1000, non_embedding: 400 };
     assert_eq!(c2.total_steps(n).unwrap(), 157);
     // `train.param_count = "non_embedding"`: ⌈20 · 400 / 128⌉.
     let c3 =

@@ -16,10 +16,10 @@ use crate::dist::Ranks;
 use crate::io::jsonl::JsonlWriter;
 use crate::kernels::Precision;
 use crate::model::Transformer;
-use crate::model::after_step::StepSeen;
-use crate::model::qk_clip::ClipEvent;
+use crate::model::attention::qk_clip::ClipEvent;
+use crate::model::base::terms::StepReadings;
+use crate::model::hooks::StepSeen;
 use crate::model::regularizer::REGULARIZER;
-use crate::model::terms::StepReadings;
 use crate::model::transformer::{Objective, Z_LOSS};
 use crate::probe::{LiveProbe, ProbePaths};
 use crate::run::CheckedConfig;
@@ -141,7 +141,7 @@ impl Trainer {
         Ok(Trainer {
             tasks,
             sampler: Sampler::from_state(state.sampler_state),
-            params: crate::model::params::count(&model),
+            params: crate::model::base::params::count(&model),
             cfg,
             dir,
             data,

@@ -9,7 +9,7 @@
 //! Measured on the device and read back once per step (one `[2P]` read for P parameters).
 
 use crate::model::Transformer;
-use crate::model::params::{named_tensors, param_table};
+use crate::model::base::params::{named_tensors, param_table};
 use crate::probe::updates::{UpdateBreakdown, UpdateStat};
 use crate::train::optim::ParamRole;
 use burn::module::{Module, ModuleMapper, Param, ParamId};
@@ -77,7 +77,7 @@ pub fn measure(before: &Transformer, after: &Transformer) -> anyhow::Result<Vec<
     Ok(table
         .into_iter()
         .zip(v.chunks(2))
-        .filter(|(p, _)| !crate::model::names::is_buffer(&p.name))
+        .filter(|(p, _)| !crate::model::base::names::is_buffer(&p.name))
         .map(|(p, s)| ParamUpdate {
             role: ParamRole::of(&p),
             len: p.shape.iter().product(),
@@ -132,7 +132,7 @@ pub fn breakdown(updates: &[ParamUpdate], n_layers: usize) -> UpdateBreakdown {
     let by_kind = kinds.into_iter().map(|(k, v)| (k, stat(UpdateSize::of(v)))).collect();
     let by_layer = (0..n_layers)
         .map(|i| {
-            let prefix = format!("{}.", crate::model::names::layer(i));
+            let prefix = format!("{}.", crate::model::base::names::layer(i));
             stat(UpdateSize::of(updates.iter().filter(|u| u.name.starts_with(&prefix))))
         })
         .collect();

@@ -25,8 +25,8 @@ pub mod newton_schulz;
 mod record;
 
 use crate::model::Transformer;
-use crate::model::names::{OUTPUT_PROJECTION, TOKEN_EMBEDDING, in_layers};
-use crate::model::params::{ParamEntry, param_table};
+use crate::model::base::names::{OUTPUT_PROJECTION, TOKEN_EMBEDDING, in_layers};
+use crate::model::base::params::{ParamEntry, param_table};
 use crate::run::config::OptimConfig;
 use crate::run::optim::OptimizerName;
 use burn::module::{Module, ParamGroup, ParamId};
@@ -54,7 +54,7 @@ impl ParamRole {
     pub fn of(p: &ParamEntry) -> Self {
         match p.shape.len() {
             _ if is_mixing(&p.name) => Self::Mixing,
-            0 | 1 if p.name.rsplit('.').next() == Some(crate::model::names::CENTRED_GAIN) => Self::CentredGain,
+            0 | 1 if p.name.rsplit('.').next() == Some(crate::model::base::names::CENTRED_GAIN) => Self::CentredGain,
             0 | 1 => Self::Vector,
             _ if p.name == TOKEN_EMBEDDING || p.name == OUTPUT_PROJECTION => Self::Embedding,
             _ => Self::Hidden,
@@ -75,7 +75,7 @@ impl ParamRole {
 /// Whether `name` is a residual-stream mixing parameter (`layers.{i}.{attn|ffn}.hc.…`,
 /// `hc_head.…`).
 fn is_mixing(name: &str) -> bool {
-    use crate::model::names::{STREAM_HEAD, STREAM_MIX};
+    use crate::model::base::names::{STREAM_HEAD, STREAM_MIX};
     name.starts_with(&format!("{STREAM_HEAD}.")) || name.split('.').any(|part| part == STREAM_MIX)
 }
 
@@ -121,7 +121,7 @@ pub struct Assignment {
 pub fn assignments<M: Module>(cfg: &OptimConfig, model: &M) -> Vec<Assignment> {
     param_table(model)
         .into_iter()
-        .filter(|p| !crate::model::names::is_buffer(&p.name))
+        .filter(|p| !crate::model::base::names::is_buffer(&p.name))
         .map(|p| {
             let role = ParamRole::of(&p);
             Assignment {

@@ -2,7 +2,7 @@
 
 use super::{ParamRole, assignments, build};
 use crate::init::ParamSource;
-use crate::model::params::{named_values, param_table};
+use crate::model::base::params::{named_values, param_table};
 use crate::model::{ModelConfig, Transformer};
 use crate::run::optim::{OptimConfig, OptimizerName};
 use burn::optim::GradientsParams;

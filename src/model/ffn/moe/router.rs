@@ -10,7 +10,7 @@
 //! | `sigmoid` | top-k of `σ(l) + b` within the best groups | `σ(l)` of the chosen, optionally normalised, times a routed scale (DeepSeek V3) |
 //!
 //! DeepSeek V3's selection bias `b` moves no weight; its after-step update
-//! ([`super::moe_balance::update_bias`]) balances the load without an auxiliary loss. The
+//! ([`crate::model::ffn::moe::balance::update_bias`]) balances the load without an auxiliary loss. The
 //! selection runs on the host, on the scores read once per layer (the dispatch needs the
 //! chosen experts there anyway); the weights are gathered on the device, carrying the
 //! gradient to the router.
@@ -161,7 +161,7 @@ impl Router {
     }
 
     /// The router's probability of each of the `E` experts `[N, E]`, the `P` its balancing loss
-    /// reads ([`super::moe_balance`]): `softmax(l)` for the softmax kinds; for the sigmoid router
+    /// reads ([`crate::model::ffn::moe::balance`]): `softmax(l)` for the softmax kinds; for the sigmoid router
     /// DeepSeek V3's normalised scores `s'_e = σ(l_e) / Σ_j σ(l_j)`, computed as
     /// `softmax(log σ(l))` so that they sum to 1 however small the scores: with an ε in the
     /// denominator (1e-20 in Megatron-LM and OLMo-core before its fix, OLMo-core #255,

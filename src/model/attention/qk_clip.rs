@@ -11,7 +11,7 @@
 //! each query head takes the whole factor, `W_q[:, h] ← W_q[:, h]·γ_h` (Kimi K2's rule for its
 //! shared rotary key).
 
-use super::transformer::Transformer;
+use crate::model::attention::self_attention::Attention;
 use crate::recipe::QkClip;
 use burn::module::Param;
 use burn::tensor::{Tensor, TensorData};
@@ -36,28 +36,23 @@ pub fn factors(maxima: &[f64], clip: QkClip, grouped: bool) -> Vec<(f64, f64)> {
     maxima.iter().map(|&s| one(s)).collect()
 }
 
-/// `model` with every layer's `W_q`, `W_k` rescaled by [`factors`] of `maxima` (`[layer][head]`).
-pub fn apply(mut model: Transformer, maxima: &[Vec<f64>], clip: QkClip) -> (Transformer, ClipEvent) {
-    let mut event = ClipEvent::default();
-    for (layer, heads) in model.layers.iter_mut().zip(maxima) {
-        let attn = &mut layer.attn.f;
-        let grouped = attn.n_kv_heads != attn.n_heads;
-        let f = factors(heads, clip, grouped);
-        event.max_logit = heads.iter().fold(event.max_logit, |m, &s| m.max(s));
-        let clipped = f.iter().filter(|(q, k)| *q != 1.0 || *k != 1.0).count();
-        if clipped == 0 {
-            continue;
-        }
-        event.heads_clipped += clipped;
-        let h = attn.head_dim;
-        let q: Vec<f64> = f.iter().flat_map(|(q, _)| std::iter::repeat_n(*q, h)).collect();
-        attn.wq = scale_columns(attn.wq.clone(), q);
-        if !grouped {
-            let k: Vec<f64> = f.iter().flat_map(|(_, k)| std::iter::repeat_n(*k, h)).collect();
-            attn.wk = scale_columns(attn.wk.clone(), k);
-        }
+/// One attention sublayer's `W_q`, `W_k` rescaled by [`factors`] of its heads' largest logits
+/// `maxima`; returns how many heads it rescaled.
+pub fn clip_heads(attn: &mut Attention, maxima: &[f64], clip: QkClip) -> usize {
+    let grouped = attn.n_kv_heads != attn.n_heads;
+    let f = factors(maxima, clip, grouped);
+    let clipped = f.iter().filter(|(q, k)| *q != 1.0 || *k != 1.0).count();
+    if clipped == 0 {
+        return 0;
     }
-    (model, event)
+    let h = attn.head_dim;
+    let q: Vec<f64> = f.iter().flat_map(|(q, _)| std::iter::repeat_n(*q, h)).collect();
+    attn.wq = scale_columns(attn.wq.clone(), q);
+    if !grouped {
+        let k: Vec<f64> = f.iter().flat_map(|(_, k)| std::iter::repeat_n(*k, h)).collect();
+        attn.wk = scale_columns(attn.wk.clone(), k);
+    }
+    clipped
 }
 
 /// `W ⊙ s` broadcast over rows: column `j` of `W` `[in, out]` times `s[j]`. The parameter keeps

@@ -18,10 +18,10 @@
 //! # Shapes
 //! - `x`: `[B, T, d_in]` → `[B, T, d_out]`
 
-use super::linear::project;
-use super::names::child;
 use crate::init::{Init, ParamBuilder};
 use crate::kernels::{Kernels, Precision};
+use crate::model::base::linear::project;
+use crate::model::base::names::child;
 use anyhow::bail;
 use burn::module::{Module, ModuleMapper, Param};
 use burn::tensor::{Distribution, Tensor};
@@ -139,7 +139,7 @@ impl LoraConfig {
     pub fn trains(&self, name: &str, rank: usize) -> bool {
         let bias = ["bq", "bk", "bv"].iter().any(|b| name.ends_with(&format!(".{b}")));
         // Buffers (TaperNorm's schedule, DeepSeek's selection bias) never take a gradient.
-        name.contains(".lora_") || self.train_norms && rank == 1 && !bias && !super::names::is_buffer(name)
+        name.contains(".lora_") || self.train_norms && rank == 1 && !bias && !crate::model::base::names::is_buffer(name)
     }
 }
 
@@ -213,7 +213,7 @@ pub fn adapted(x: Tensor<3>, w: &Param<Tensor<2>>, lora: &Option<Lora>, p: Preci
     }
 }
 
-/// The freezing mapper: tracks the module path as [`super::params`]' visitor does (a `Norm` enum's
+/// The freezing mapper: tracks the module path as [`crate::model::base::params`]' visitor does (a `Norm` enum's
 /// variant is no part of a name).
 struct Trainable<F: Fn(&str, usize) -> bool> {
     path: Vec<Option<String>>,

@@ -3,9 +3,9 @@
 //! layer to layer (value residual's first values, a decode's `‖W_V W_O‖²_F`) and the
 //! [`Records`] it collects beside its output.
 
-use super::compute::Compute;
-use super::records::Records;
-use super::rope::{self, Rope};
+use crate::model::base::compute::Compute;
+use crate::model::base::records::Records;
+use crate::model::base::rope::{self, Rope};
 use burn::tensor::{Tensor, TensorData};
 /// One forward's context (see the module's doc).
 pub struct ForwardContext {

@@ -1,4 +1,4 @@
-//! Feed-forward branch of the kinds in [`super::ffn_kinds`]: GLU with SiLU gate (default) or
+//! Feed-forward branch of the kinds in [`crate::model::ffn::kinds`]: GLU with SiLU gate (default) or
 //! GELU MLP. No biases.
 //!
 //! nGPT (the recipe's `hypersphere`) scales the GLU's pre-activations by a learnable
@@ -6,19 +6,19 @@
 //! dot products of unit vectors (`~1/√d`) reach SiLU's non-linear range (NVIDIA's reference
 //! code: `uv = suv·√n_embd ⊙ c_fc(h)`, `u` its first half, `ν` the SiLU'd second).
 
-use super::compute::Compute;
-use super::ffn_kinds::FfnKind;
-use super::lora::{Lora, LoraPlan, LoraTarget, adapted};
-use super::names::child;
 use crate::init::{Init, ParamBuilder};
 use crate::kernels::{self, Precision};
+use crate::model::base::compute::Compute;
+use crate::model::base::lora::{Lora, LoraPlan, LoraTarget, adapted};
+use crate::model::base::names::child;
+use crate::model::ffn::kinds::FfnKind;
 use burn::module::{Module, Param};
 use burn::tensor::Tensor;
 use burn::tensor::activation::{gelu, silu};
 
 /// GLU: `W_2 (SiLU(x W_1) ⊙ x W_3)`; MLP: `W_2 GELU(x W_1)` (then `w3` is absent).
 #[derive(Module, Debug)]
-pub struct FeedForward {
+pub struct DenseFfn {
     pub w1: Param<Tensor<2>>,
     pub w3: Option<Param<Tensor<2>>>,
     pub w2: Param<Tensor<2>>,
@@ -49,7 +49,7 @@ pub struct FfnShape {
     pub lora: Option<LoraPlan>,
 }
 
-impl FeedForward {
+impl DenseFfn {
     pub fn new(s: &FfnShape, b: &mut ParamBuilder<'_>, prefix: &str) -> anyhow::Result<Self> {
         let n_in = Init::Normal { std: s.std * s.init_in };
         let n_out = Init::Normal { std: s.std * s.init_out };

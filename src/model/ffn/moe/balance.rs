@@ -3,16 +3,16 @@
 //! - the load-balancing loss of the Switch Transformer (Fedus et al. 2021, eq. 4), `Σ_e f_e·P_e`
 //!   scaled so that an even load gives 1, with `f_e` the share of the (token, slot) assignments
 //!   the router made to expert `e` and `P_e` the mean of the router's probability of `e`
-//!   ([`super::moe_router::Router::probabilities`]), pooled as [`AuxForm`] says;
+//!   ([`crate::model::ffn::moe::router::Router::probabilities`]), pooled as [`AuxForm`] says;
 //! - the router z-loss of ST-MoE (Zoph et al. 2022, eq. 5), `mean_n (log Σ_e exp l_{n,e})²`,
 //!   averaged over the MoE layers;
 //! - DeepSeek V3's auxiliary-loss-free balancing: after each optimizer step
 //!   `b_e ← b_e + γ · sign(mean_j c_j − c_e)`, `c_e` the step's assignments to `e` (the
 //!   DeepSeek-V3 technical report, §2.1.2).
 
-use super::moe_router::Routing;
-use super::records::RecordKind;
-use super::terms::{LossTerm, Reading, Reduce};
+use crate::model::base::records::RecordKind;
+use crate::model::base::terms::{LossTerm, Reading, Reduce};
+use crate::model::ffn::moe::router::Routing;
 use burn::tensor::{Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
@@ -154,7 +154,7 @@ pub struct RouterRecord {
 
 impl RouterRecord {
     /// The record of a layer's routing of `N = B·seq_len` rows: `logits` on the device, `host`
-    /// the same values, `probs` the router's probabilities ([`super::moe_router::Router::probabilities`]).
+    /// the same values, `probs` the router's probabilities ([`crate::model::ffn::moe::router::Router::probabilities`]).
     pub fn new(logits: Tensor<2>, probs: Tensor<2>, host: &[f64], routing: Routing, seq_len: usize) -> Self {
         let e = logits.dims()[1];
         let tokens = host.len() / e;

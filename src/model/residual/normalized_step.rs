@@ -9,7 +9,7 @@
 //! X_{l+1} = N_outer(z_l)
 //! ```
 //!
-//! It replaces the residual step `a·X_l + c·branch` of [`super::sublayer`], which it equals
+//! It replaces the residual step `a·X_l + c·branch` of [`crate::model::sublayer`], which it equals
 //! with `a = 1 − |α|`, `c = |α|` on the renormalised stream.
 
 use crate::kernels::Kernels;

@@ -27,7 +27,7 @@ pub fn gpas(x: Tensor<3>, alpha: Tensor<1>) -> Tensor<3> {
 
 #[cfg(test)]
 mod tests {
-    use super::gpas;
+    use crate::model::residual::gpas::gpas;
     use crate::testutil::cpu;
     use burn::tensor::{Tensor, TensorData};
 

@@ -4,8 +4,8 @@
 //! MoE(x) = Σ_{e ∈ TopK(x)} w_e(x) · N_e(FFN_e(x))  +  N_s(FFN_shared(x)),   l = N_r(x) W_r
 //! ```
 //!
-//! (the norm slots `N_r`, `N_e` empty unless `[model.moe]` fills them), the router ([`super::moe_router`]) choosing each token's `k` experts and their weights from
-//! `x W_r`, every expert the model's FFN kind ([`super::ffn`]) at width `d_expert`, the shared
+//! (the norm slots `N_r`, `N_e` empty unless `[model.moe]` fills them), the router ([`crate::model::ffn::moe::router`]) choosing each token's `k` experts and their weights from
+//! `x W_r`, every expert the model's FFN kind ([`crate::model::ffn::dense`]) at width `d_expert`, the shared
 //! experts (DeepSeek) one FFN every token passes through. The tokens are sorted by expert and
 //! each expert runs once on its rows (one product per expert). Dropless by default (every
 //! chosen pair is computed); under a capacity factor `c` (Switch Transformer) a training
@@ -17,15 +17,15 @@
 //! # Shapes
 //! - input and output: `[B, T, d]`; router logits `[B·T, E]`
 
-use super::compute::Compute;
-use super::ffn::{FeedForward, FfnShape};
-use super::moe_balance::{ROUTING, RouterRecord};
-use super::moe_config::MoeNorms;
-use super::moe_router::Router;
-use super::names::child;
-use super::records::Records;
 use crate::init::{Init, ParamBuilder};
 use crate::kernels::widen;
+use crate::model::base::compute::Compute;
+use crate::model::base::names::child;
+use crate::model::base::records::Records;
+use crate::model::ffn::dense::{DenseFfn, FfnShape};
+use crate::model::ffn::moe::balance::{ROUTING, RouterRecord};
+use crate::model::ffn::moe::options::MoeNorms;
+use crate::model::ffn::moe::router::Router;
 use crate::norm::{Norm, maybe_norm};
 use burn::module::{Module, Param};
 use burn::tensor::{IndexingUpdateOp, Int, Tensor, TensorData};
@@ -38,8 +38,8 @@ pub struct Moe {
     /// DeepSeek V3's selection bias `b` `[E]`: a buffer, moved by the after-step balancing,
     /// never by a gradient (sigmoid routers only).
     pub selection_bias: Option<Param<Tensor<1>>>,
-    pub experts: Vec<FeedForward>,
-    pub shared: Option<FeedForward>,
+    pub experts: Vec<DenseFfn>,
+    pub shared: Option<DenseFfn>,
     /// `N_r` on the router's input, when `[model.moe] router_norm` fills the slot.
     pub router_norm: Option<Norm>,
     /// `N_e` on each expert's output (the shared experts' last), when `expert_norm` fills it;
@@ -100,16 +100,16 @@ impl Moe {
         let selection_bias = s
             .router
             .has_bias()
-            .then(|| b.vector(&child(prefix, super::names::SELECTION_BIAS), s.experts, Init::Zeros))
+            .then(|| b.vector(&child(prefix, crate::model::base::names::SELECTION_BIAS), s.experts, Init::Zeros))
             .transpose()?
             .map(|p| p.set_require_grad(false));
         let experts = (0..s.experts)
-            .map(|e| FeedForward::new(&s.expert, b, &child(prefix, &format!("experts.{e}"))))
+            .map(|e| DenseFfn::new(&s.expert, b, &child(prefix, &format!("experts.{e}"))))
             .collect::<anyhow::Result<Vec<_>>>()?;
         let shared = (s.shared > 0)
             .then(|| {
                 let shape = FfnShape { d_ff: s.shared * s.expert.d_ff, lora: None, suv: None, ..s.expert };
-                FeedForward::new(&shape, b, &child(prefix, "shared"))
+                DenseFfn::new(&shape, b, &child(prefix, "shared"))
             })
             .transpose()?;
         let router_norm =

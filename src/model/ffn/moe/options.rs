@@ -8,8 +8,8 @@
 //! A layer `i` is MoE when `i ≥ first_dense` and `(i − first_dense)` is a multiple of `every`
 //! (DeepSeek V3's `first_k_dense_replace`; Qwen's `decoder_sparse_step`).
 
-use super::moe_balance::AuxForm;
-use super::moe_router::Router;
+use crate::model::ffn::moe::balance::AuxForm;
+use crate::model::ffn::moe::router::Router;
 use crate::norm::NormKind;
 use crate::recipe::{Dims, NormSpec, RecipeSpec, norm_kind};
 use anyhow::ensure;
@@ -116,12 +116,14 @@ impl MoeConfig {
             ),
             format!("    router {}: {}", self.router.info().name, self.router.info().formula),
         ];
-        if let super::moe_router::Router::Sigmoid { groups, top_groups, normalize, scale, bias_update } = self.router {
+        if let crate::model::ffn::moe::router::Router::Sigmoid { groups, top_groups, normalize, scale, bias_update } =
+            self.router
+        {
             lines.push(format!(
                 "    groups {groups}, top_groups {top_groups}, normalize {normalize}, scale {scale}, bias_update γ = {bias_update}"
             ));
         }
-        if let super::moe_router::Router::SoftmaxTopk { normalize } = self.router {
+        if let crate::model::ffn::moe::router::Router::SoftmaxTopk { normalize } = self.router {
             lines.push(format!("    normalize {normalize}"));
         }
         let form = self.aux_form.info();

@@ -1,7 +1,7 @@
 //! Model size and options.
 
-pub use super::ffn_kinds::FfnKind;
 use crate::kernels::Kernels;
+pub use crate::model::ffn::kinds::FfnKind;
 use crate::recipe::{RecipeConfig, RecipeSpec, ResolvedRecipe};
 use anyhow::ensure;
 use serde::{Deserialize, Serialize};
@@ -58,11 +58,11 @@ pub struct ModelConfig {
     /// LoRA adapters on the projections, every other weight frozen (`[model.lora]`; a
     /// fine-tuning run's choice).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lora: Option<super::lora::LoraConfig>,
+    pub lora: Option<crate::model::base::lora::LoraConfig>,
     /// A mixture of experts of kind `ffn` in the MoE layers (`[model.moe]`); every layer dense
     /// without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub moe: Option<super::moe_config::MoeConfig>,
+    pub moe: Option<crate::model::ffn::moe::options::MoeConfig>,
 }
 
 impl Default for ModelConfig {
@@ -230,7 +230,7 @@ impl ModelConfig {
     }
 
     /// `[model.moe]` against the sizes and what the experts cannot run with.
-    fn check_moe(&self, m: &super::moe_config::MoeConfig, recipe: &ResolvedRecipe) -> anyhow::Result<()> {
+    fn check_moe(&self, m: &crate::model::ffn::moe::options::MoeConfig, recipe: &ResolvedRecipe) -> anyhow::Result<()> {
         m.check(self.n_layers)?;
         ensure!(
             recipe.residual.hypersphere().is_none(),

@@ -7,17 +7,17 @@
 //! against the fixture's, written from the technical report. normlab's parameters are f32, so
 //! the tolerances are f32's against float64.
 
-use super::compute::Compute;
-use super::ffn::FfnShape;
-use super::ffn_kinds::FfnKind;
-use super::moe::{Moe, MoeShape};
-use super::moe_balance::{AuxForm, ROUTING, RouterRecord, balance_loss, router_z_loss, update_bias};
-use super::moe_router::Router;
-use super::params::named_grads;
-use super::records::Records;
 use crate::init::{ParamBuilder, ParamSource};
 use crate::io::tensors;
 use crate::kernels::Kernels;
+use crate::model::base::compute::Compute;
+use crate::model::base::params::named_grads;
+use crate::model::base::records::Records;
+use crate::model::ffn::dense::FfnShape;
+use crate::model::ffn::kinds::FfnKind;
+use crate::model::ffn::moe::balance::{AuxForm, ROUTING, RouterRecord, balance_loss, router_z_loss, update_bias};
+use crate::model::ffn::moe::block::{Moe, MoeShape};
+use crate::model::ffn::moe::router::Router;
 use crate::testutil::cpu;
 use burn::tensor::{DType, Tensor, TensorData};
 use std::collections::BTreeMap;
@@ -188,7 +188,7 @@ fn per_layer_and_sequence_forms_by_hand() {
     // The logits feed only the record's statistics, not these losses.
     let record = |probs: [f64; 8], chosen: Vec<usize>| {
         let p = crate::testutil::f64_tensor(&probs, [4, 2], false);
-        let routing = super::moe_router::Routing { chosen, weights: p.clone().narrow(1, 0, 1) };
+        let routing = crate::model::ffn::moe::router::Routing { chosen, weights: p.clone().narrow(1, 0, 1) };
         RouterRecord::new(p.zeros_like(), p, &[0.0; 8], routing, 2)
     };
     let loss = |r: &RouterRecord, form| floats(&balance_loss(std::slice::from_ref(r), form).into_data())[0];

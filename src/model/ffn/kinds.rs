@@ -2,7 +2,7 @@
 //! its formula, the label the report prints, whether it has the gate projection `W_3`, and its
 //! default width. The model's parameter count, the built block, the report and the export read
 //! the row; adding a kind is its row here, its [`FfnKind`] variant and its block's forward in
-//! [`super::ffn`] (see docs/recipes.md, "Adding a feed-forward kind").
+//! [`crate::model::ffn::dense`] (see docs/recipes.md, "Adding a feed-forward kind").
 
 use serde::{Deserialize, Serialize};
 

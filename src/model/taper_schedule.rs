@@ -2,7 +2,7 @@
 //! `tapernorm` slot's calibration averages take the step's statistics while the gate is held,
 //! `c` and γ̃ are set once at the taper start, and every slot's gate moves to `g(k)`.
 
-use super::transformer::Transformer;
+use crate::model::transformer::Transformer;
 use crate::norm::{Norm, TaperNorm};
 use crate::recipe::{Taper, TaperSteps};
 use burn::module::Param;
@@ -59,7 +59,7 @@ fn constant(p: &Param<Tensor<1>>, v: f64) -> Param<Tensor<1>> {
 mod tests {
     use super::*;
     use crate::init::ParamSource;
-    use crate::model::params::named_values;
+    use crate::model::base::params::named_values;
     use crate::recipe::RecipeConfig;
     use crate::testutil::cpu;
 

@@ -27,14 +27,14 @@
 //! autodiff computes `attention` by decomposing it into these same ops, so a fused forward
 //! would gain nothing there.
 
-use super::compute::Compute;
-use super::context::ForwardContext;
-use super::lora::{Lora, LoraPlan, LoraTarget, adapted};
-use super::names::child;
-use super::records::RecordKind;
-use super::rope;
 use crate::init::{Init, ParamBuilder};
 use crate::kernels::{self, Kernels, Precision, widen};
+use crate::model::base::compute::Compute;
+use crate::model::base::context::ForwardContext;
+use crate::model::base::lora::{Lora, LoraPlan, LoraTarget, adapted};
+use crate::model::base::names::child;
+use crate::model::base::records::RecordKind;
+use crate::model::base::rope;
 use crate::norm::{Norm, NormKind};
 use crate::recipe::{AttnGate, QkNorm};
 use burn::backend::DispatchDevice;
@@ -415,7 +415,7 @@ impl Attention {
     /// The logits `q·k/√h` of raw scores `q kᵀ`, soft-capped when the recipe caps them.
     fn logits(&self, raw: Tensor<4>, scale: f64) -> Tensor<4> {
         match self.softcap {
-            Some(c) => super::softcap::softcap(raw * scale, c),
+            Some(c) => crate::model::base::softcap::softcap(raw * scale, c),
             None => raw * scale,
         }
     }

@@ -20,7 +20,7 @@
 //! The GLU rows are this module's: the authors derive the GeLU MLP only; the GLU gets the same
 //! rule (unit output variance) with SiLU's moments by quadrature.
 
-use super::config::{FfnKind, ModelConfig};
+use crate::model::model_config::{FfnKind, ModelConfig};
 use crate::recipe::{Branch, MomentControl, SublayerPlan};
 use anyhow::ensure;
 

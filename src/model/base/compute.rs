@@ -1,5 +1,5 @@
 //! How a forward computes, never what it computes: the run-wide settings that every module of
-//! one model reads from one place (the model's [`super::transformer::ModelMeta`]), handed down
+//! one model reads from one place (the model's [`crate::model::transformer::ModelMeta`]), handed down
 //! each forward.
 
 use crate::kernels::{Kernels, Precision};

@@ -14,10 +14,10 @@
 //! start at 0, so every read starts as the mean of its sources (the paper: zero initialisation
 //! is what keeps early training stable). The first sublayer reads `X_1` alone and has no query
 //! (a softmax over one source has none to learn). The forward through the layers is
-//! [`super::depth_forward`].
+//! [`crate::model::depth_forward`].
 
-use super::names::child;
 use crate::init::{Init, ParamBuilder};
+use crate::model::base::names::child;
 use crate::norm::rms_norm;
 use burn::module::{Module, Param};
 use burn::tensor::Tensor;
@@ -56,7 +56,7 @@ impl DepthQuery {
 
 /// The sources read so far, each with its key: the closed ones stacked `[B, T, S, d]` (a source
 /// closes once, so its key is computed once), and the open block's running sum.
-pub(super) struct Sources {
+pub struct Sources {
     values: Tensor<4>,
     keys: Tensor<4>,
     open: Option<(Tensor<4>, Tensor<4>)>,
@@ -67,7 +67,7 @@ pub(super) struct Sources {
 
 impl Sources {
     /// `X_1` the one source; blocks of `block` sublayers; `eps` the keys' RMS ε.
-    pub(super) fn new(x: Tensor<3>, block: usize, eps: f64) -> Self {
+    pub fn new(x: Tensor<3>, block: usize, eps: f64) -> Self {
         let keys = rms_norm(x.clone(), None, eps).unsqueeze_dim(2);
         Self { values: x.unsqueeze_dim(2), keys, open: None, block, written: 0, eps }
     }
@@ -84,7 +84,7 @@ impl Sources {
     }
 
     /// What `query` reads (the one source itself without a query), with its weights.
-    pub(super) fn read(&self, query: Option<&DepthQuery>) -> (Tensor<3>, Tensor<3>) {
+    pub fn read(&self, query: Option<&DepthQuery>) -> (Tensor<3>, Tensor<3>) {
         let (values, keys) = self.all();
         match query {
             Some(q) => q.attend(values, keys),
@@ -96,7 +96,7 @@ impl Sources {
     }
 
     /// Adds `y` to the open block, closing it after `block` sublayers; returns the open sum.
-    pub(super) fn write(&mut self, y: Tensor<3>) -> Tensor<3> {
+    pub fn write(&mut self, y: Tensor<3>) -> Tensor<3> {
         let sum = match self.open.take() {
             Some((p, _)) => p.squeeze_dim::<3>(2) + y,
             None => y,

@@ -7,8 +7,8 @@
 //! `W_v`, `W_1`, `W_3` (`[d, ·]`) and of `W_out` (`[d, V]`), the rows of `W_O`, `W_2` (`[·, d]`)
 //! and of the embedding (`[V, d]`).
 
-use super::attention::Attention;
-use super::ffn::FeedForward;
+use crate::model::attention::self_attention::Attention;
+use crate::model::ffn::dense::DenseFfn;
 use burn::module::Param;
 use burn::tensor::Tensor;
 
@@ -31,7 +31,7 @@ pub fn project_attention(a: &mut Attention) {
 }
 
 /// A feed-forward block's matrices on the sphere.
-pub fn project_ffn(f: &mut FeedForward) {
+pub fn project_ffn(f: &mut DenseFfn) {
     f.w1 = unit(f.w1.clone(), Unit::Columns);
     f.w3 = f.w3.take().map(|w| unit(w, Unit::Columns));
     f.w2 = unit(f.w2.clone(), Unit::Rows);

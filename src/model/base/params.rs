@@ -1,5 +1,5 @@
 //! Parameters by their dotted names (`layers.0.attn.f.wq`), the names the constructor gave them
-//! (see [`super::names`]). One visitor tracks the module path; checkpoints, PyTorch fixtures,
+//! (see [`crate::model::base::names`]). One visitor tracks the module path; checkpoints, PyTorch fixtures,
 //! the optimizer's decay groups, gradient norms and the probes all read parameters through it.
 
 use burn::module::{Module, ModuleVisitor, Param, ParamId};
@@ -133,14 +133,14 @@ pub struct ParamCounts {
     pub non_embedding: usize,
 }
 
-/// [`ParamCounts`] from the shapes alone; buffers ([`super::names::is_buffer`]) are not
+/// [`ParamCounts`] from the shapes alone; buffers ([`crate::model::base::names::is_buffer`]) are not
 /// parameters and are not counted.
 pub fn counts<M: Module>(module: &M) -> ParamCounts {
     let size = |p: &ParamEntry| p.shape.iter().product::<usize>();
     let table: Vec<ParamEntry> =
-        param_table(module).into_iter().filter(|p| !super::names::is_buffer(&p.name)).collect();
+        param_table(module).into_iter().filter(|p| !crate::model::base::names::is_buffer(&p.name)).collect();
     let all = table.iter().map(size).sum();
-    let embedding = [super::names::TOKEN_EMBEDDING, super::names::OUTPUT_PROJECTION];
+    let embedding = [crate::model::base::names::TOKEN_EMBEDDING, crate::model::base::names::OUTPUT_PROJECTION];
     let non_embedding = table.iter().filter(|p| !embedding.contains(&p.name.as_str())).map(size).sum();
     ParamCounts { all, non_embedding }
 }
@@ -149,7 +149,7 @@ pub fn counts<M: Module>(module: &M) -> ParamCounts {
 /// as the `6·N` of model FLOPs counts them (`device::peak`).
 pub fn matmul_params<M: Module>(module: &M) -> usize {
     let size = |p: &ParamEntry| p.shape.iter().product::<usize>();
-    param_table(module).iter().filter(|p| p.name != super::names::TOKEN_EMBEDDING).map(size).sum()
+    param_table(module).iter().filter(|p| p.name != crate::model::base::names::TOKEN_EMBEDDING).map(size).sum()
 }
 
 /// Number of scalar parameters, from the shapes alone (no data leaves the device); buffers
@@ -192,44 +192,6 @@ mod tests {
             // Walked on its own, a slot's names are its fields': no `LayerNorm.` or `Dyt.` prefix.
             let want: Vec<(String, usize)> = want.iter().map(|(n, len)| (n.to_string(), *len)).collect();
             assert_eq!(got, want, "{kind:?}");
-        }
-    }
-}
-
-#[cfg(test)]
-mod count_tests {
-    use super::counts;
-    use crate::init::ParamSource;
-    use crate::model::{FfnKind, ModelConfig, Transformer};
-    use crate::recipe::RecipeConfig;
-
-    /// Non-embedding counts by hand for `pre` (LN with gain and shift before each sublayer, a
-    /// final LN), d = 32, 2 heads, vocabulary 64: attention 4·d², GLU 3·d·96 (⌈8d/3⌉ rounded up
-    /// to 16) or MLP 2·d·4d, 2·2d per layer for the two norms, 2d for the final norm.
-    #[test]
-    fn non_embedding_parameters_by_hand() {
-        let base = ModelConfig {
-            vocab_size: 64,
-            d_model: 32,
-            n_layers: 2,
-            n_heads: 2,
-            recipe: RecipeConfig::Preset("pre".into()),
-            ..Default::default()
-        };
-        let (d, v) = (32, 64);
-        let glu_layer = 4 * d * d + 3 * d * 96 + 4 * d;
-        let mlp_layer = 4 * d * d + 2 * d * 4 * d + 4 * d;
-        let cases = [
-            (base.clone(), 2 * glu_layer + 2 * d, 2 * v * d),
-            (ModelConfig { tie_embeddings: true, ..base.clone() }, 2 * glu_layer + 2 * d, v * d),
-            (ModelConfig { ffn: FfnKind::Mlp, n_layers: 3, ..base.clone() }, 3 * mlp_layer + 2 * d, 2 * v * d),
-            // KiteNorm E.2: an MLP of width 3g/2 = 144 has the GLU's 3·d·96 = 2·d·144 weights.
-            (ModelConfig { ffn: FfnKind::Mlp, d_mlp: Some(144), ..base }, 2 * glu_layer + 2 * d, 2 * v * d),
-        ];
-        for (cfg, non_embedding, embedding) in cases {
-            let model = Transformer::new(&cfg, ParamSource::Seeded(0), &crate::testutil::cpu()).unwrap();
-            let c = counts(&model);
-            assert_eq!((c.non_embedding, c.all), (non_embedding, non_embedding + embedding), "{cfg:?}");
         }
     }
 }

@@ -22,9 +22,8 @@
 //!
 //! With one stream and HC's initial values this is pre-norm exactly (`p = 1`, `R = 1`, `w = 1`).
 
-use super::config::ModelConfig;
-use super::names::child;
 use crate::init::{Init, ParamBuilder};
+use crate::model::base::names::child;
 use crate::norm::rms_norm;
 use crate::recipe::{Mixing, Streams};
 use burn::module::{Module, Param};
@@ -153,17 +152,20 @@ fn mix(r: Tensor<4>, h: Tensor<4>) -> Tensor<4> {
     r.swap_dims(2, 3).matmul(h)
 }
 
+/// What a mixing is built for: the model's width `d`, its init σ and its norm ε.
+#[derive(Clone, Copy, Debug)]
+pub struct MixSizes {
+    pub d: usize,
+    pub std: f64,
+    pub eps: f64,
+}
+
 impl StreamMix {
-    /// The mixing of 0-based sublayer `l` of the model `cfg` (its width, init σ and norm ε).
-    pub fn new(
-        s: Streams,
-        l: usize,
-        cfg: &ModelConfig,
-        b: &mut ParamBuilder<'_>,
-        prefix: &str,
-    ) -> anyhow::Result<Self> {
-        let hc = child(prefix, super::names::STREAM_MIX);
-        let (n, d, std, eps) = (s.n, cfg.d_model, cfg.init_std, cfg.norm_eps);
+    /// The mixing of 0-based sublayer `l` of a model of `sizes`.
+    pub fn new(s: Streams, l: usize, sizes: MixSizes, b: &mut ParamBuilder<'_>, prefix: &str) -> anyhow::Result<Self> {
+        let hc = child(prefix, crate::model::base::names::STREAM_MIX);
+        let MixSizes { d, std, eps } = sizes;
+        let n = s.n;
         Ok(match s.mixing {
             Mixing::Hc { dynamic } => StreamMix::Hc(HyperConnection::new(n, d, l % n, dynamic, eps, b, &hc)?),
             Mixing::Mhc { sinkhorn_iters } => StreamMix::Mhc(ManifoldMix::new(
@@ -335,7 +337,7 @@ fn permutations(items: &mut Vec<usize>, from: usize, out: &mut Vec<Vec<usize>>) 
 
 impl StreamHead {
     pub fn new(n: usize, d: usize, std: f64, eps: f64, b: &mut ParamBuilder<'_>) -> anyhow::Result<Self> {
-        let head = super::names::STREAM_HEAD;
+        let head = crate::model::base::names::STREAM_HEAD;
         Ok(Self {
             proj: b.matrix(&child(head, "proj"), [n * d, n], Init::Normal { std })?,
             base: b.vector(&child(head, "base"), n, Init::Zeros)?,
