@@ -123,13 +123,16 @@ impl<F> Sublayer<F> {
         keep_sum: bool,
         k: Kernels,
     ) -> SublayerOut {
+        // branch = N_out(F(s·N_in(X)))
         let branch = self.branch(x.clone(), variance, f, k);
         let gate = self.gate_value(shared_gate);
         match (self.gating.map(|g| g.on), gate) {
+            // nGPT, in place of the sum: X̂ = N_outer(X), X_{l+1} = N_outer(X̂ + |α| ⊙ (branch − X̂)).
             (Some(GateOn::Interpolate), Some(alpha)) => {
                 let (next, sum) = normalized_step(&self.outer_norm, x, branch.clone(), alpha.abs(), k);
                 SublayerOut { next, sum: Some(sum), branch }
             }
+            // z = a·X + c·branch (g on the skip or the branch), X_{l+1} = N_outer(z).
             (on, gate) => self.residual_step(x, branch, on.zip(gate), k, keep_sum),
         }
     }
@@ -142,10 +145,12 @@ impl<F> Sublayer<F> {
         f: impl FnOnce(&F, Tensor<3>) -> Tensor<3>,
         k: Kernels,
     ) -> Tensor<3> {
-        let normed = input_norm(&self.input_norm, x, variance, k);
-        // A half-precision branch output joins the f32 residual stream here (and N_out, if any,
+        // s·N_in(X)
+        let h = scaled(input_norm(&self.input_norm, x, variance, k), self.scales.input);
+        // F(·): a half-precision output joins the f32 residual stream here (and N_out, if any,
         // normalises it in f32).
-        let f_out = widen(f(&self.f, scaled(normed, self.scales.input)));
+        let f_out = widen(f(&self.f, h));
+        // N_out(·)
         maybe_norm(&self.output_norm, f_out, k)
     }
 

@@ -65,7 +65,7 @@ pub fn gradients(
     let grads = sum_over_ranks(model, acc.grads(), step.ranks)?;
     let grads = if loss_scale == 1.0 { grads } else { scale_all(model, grads, 1.0 / loss_scale) };
     let squares = GradSquares::of(model, &grads);
-    let (readings, squared) = read_step(reported, &squares, step)?;
+    let (readings, squared) = read_step(reported, squares.squares.clone(), step)?;
     let norms = squares.norms(&squared);
     let (grads, scale) = clip_to(model, grads, norms.total, grad_clip);
     let (loss, ce) = (readings.scalar(LOSS).unwrap_or(f64::NAN), readings.scalar(CE).unwrap_or(f64::NAN));
@@ -73,11 +73,12 @@ pub fn gradients(
 }
 
 /// One read from the device for the whole step, none per micro-batch: every device row of every
-/// micro-batch's readings and the summed gradients' squares (the same on every rank). Then, on
-/// the host, each reading combined over this rank's micro-batches and over the ranks.
+/// micro-batch's readings and `squares`, the summed gradients' squares (the same on every rank),
+/// returned as they are. Then, on the host, each reading combined over this rank's micro-batches
+/// and over the ranks.
 fn read_step(
     reported: Vec<Vec<Reading>>,
-    squares: &GradSquares,
+    squares: Option<Tensor<1>>,
     step: Share,
 ) -> anyhow::Result<(StepReadings, Vec<f64>)> {
     let device_rows = reported.iter().flatten().flat_map(|r| &r.rows).filter_map(|row| match row {
@@ -85,7 +86,7 @@ fn read_step(
         Row::Host(_) => None,
     });
     // The losses are on the autodiff device, the gradients' squares off it: one kind, f32.
-    let parts = device_rows.chain(squares.squares.clone()).map(|t| widen(t.without_autodiff())).collect();
+    let parts = device_rows.chain(squares).map(|t| widen(t.without_autodiff())).collect();
     let v =
         Tensor::cat(parts, 0).into_data().convert::<f64>().try_into_vec::<f64>().map_err(|e| {
             anyhow::anyhow!("reading the step's losses and gradient norms from the device failed: {e:?}")
@@ -168,5 +169,36 @@ impl Share {
     /// A lone process computing all `micro_batches`.
     pub fn all(micro_batches: usize) -> Self {
         Self { micro_batches, ranks: Ranks::single() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::cpu;
+
+    fn row(v: &[f32]) -> Tensor<1> {
+        Tensor::from_floats(v, &cpu())
+    }
+
+    /// Two micro-batches of one rank, by hand: a mean halves the sum, a sum adds, a maximum
+    /// takes the larger per element, on device and host rows alike, each by its name; the
+    /// squares come back as read.
+    #[test]
+    fn each_reading_is_combined_as_its_reduction_says() {
+        let batch = |a: f32, b: f32, h: f64| {
+            vec![
+                Reading::device("loss", Reduce::Mean, vec![row(&[a])]),
+                Reading::device("maxima", Reduce::Max, vec![row(&[a, b]), row(&[b, a])]),
+                Reading::host("load", Reduce::Sum, vec![vec![h, 1.0]]),
+            ]
+        };
+        let reported = vec![batch(1.0, 4.0, 2.0), batch(3.0, 2.0, 5.0)];
+        let (r, squared) = read_step(reported, Some(row(&[9.0, 16.0])), Share::all(2)).unwrap();
+        assert_eq!(r.scalar("loss"), Some(2.0));
+        assert_eq!(r.rows("maxima"), [vec![3.0, 4.0], vec![4.0, 3.0]]);
+        assert_eq!(r.rows("load"), [vec![7.0, 2.0]]);
+        assert_eq!(squared, [9.0, 16.0]);
+        assert!(r.rows("absent").is_empty() && r.scalar("absent").is_none());
     }
 }
