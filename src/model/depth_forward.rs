@@ -5,7 +5,7 @@
 use crate::model::attention::self_attention::KvSlot;
 use crate::model::base::context::ForwardContext;
 use crate::model::residual::depth_attention::Sources;
-use crate::model::transformer::{Keep, LayersOut, SublayerTrace, Transformer};
+use crate::model::transformer::{SublayerTrace, Transformer};
 use burn::tensor::Tensor;
 
 impl Transformer {
@@ -17,21 +17,13 @@ impl Transformer {
         block: usize,
         ctx: &ForwardContext,
         mut cache: Option<&mut [KvSlot]>,
-        keep: Keep,
-    ) -> LayersOut {
+    ) -> Tensor<3> {
         let k = self.meta.compute.kernels;
         let head = self.attn_res_head.as_ref().expect("an Attention Residuals model has its output query");
         let mut state = Sources::new(x, block, head.eps());
-        let (mut sums, mut traces) = (Vec::new(), Vec::new());
-        let mut record = |input, sum: Tensor<3>, branch, weights| {
-            if keep.sums {
-                sums.push(sum.clone());
-            }
-            if keep.traces {
-                let depth_weights = Some(weights);
-                let (approx_variance, streams) = (None, None);
-                traces.push(SublayerTrace { input, sum, branch, approx_variance, streams, depth_weights });
-            }
+        let record = |input, sum: Tensor<3>, branch, weights| {
+            let (approx_variance, streams, depth_weights) = (None, None, Some(weights));
+            SublayerTrace { input, sum, branch, approx_variance, streams, depth_weights }.record(&ctx.records);
         };
         for (i, layer) in self.layers.iter().enumerate() {
             let (input, weights) = state.read(layer.attn.attn_res.as_ref());
@@ -43,6 +35,6 @@ impl Transformer {
             record(input, state.write(branch.clone()), branch, weights);
         }
         let (hidden, _) = state.read(Some(head));
-        LayersOut { hidden, sums, traces }
+        hidden
     }
 }

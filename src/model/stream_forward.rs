@@ -5,7 +5,7 @@
 use crate::model::attention::self_attention::KvSlot;
 use crate::model::base::context::ForwardContext;
 use crate::model::residual::stream_mix::{StreamTrace, expand, sum_streams};
-use crate::model::transformer::{Keep, LayersOut, SublayerTrace, Transformer};
+use crate::model::transformer::{SublayerTrace, Transformer, keeps_sums};
 use burn::tensor::Tensor;
 
 impl Transformer {
@@ -18,29 +18,17 @@ impl Transformer {
         n: usize,
         ctx: &ForwardContext,
         mut cache: Option<&mut [KvSlot]>,
-        keep: Keep,
-    ) -> LayersOut {
+    ) -> Tensor<3> {
         let k = self.meta.compute.kernels;
         let mut h = expand(x, n);
-        let (mut sums, mut traces) = (Vec::new(), Vec::new());
-        let mut record = |step: crate::model::sublayer::StreamStep| {
-            if keep.sums || keep.traces {
+        let record = |step: crate::model::sublayer::StreamStep| {
+            if keeps_sums(&ctx.records) {
                 let [b, t, _, d] = step.next.dims();
                 let sum: Tensor<3> = step.next.clone().mean_dim(2).reshape([b, t, d]);
-                if keep.sums {
-                    sums.push(sum.clone());
-                }
-                if keep.traces {
-                    let streams = Some(StreamTrace { state: step.next.clone(), residual: step.residual });
-                    traces.push(SublayerTrace {
-                        input: step.input,
-                        sum,
-                        branch: step.branch,
-                        approx_variance: None,
-                        streams,
-                        depth_weights: None,
-                    });
-                }
+                let streams = Some(StreamTrace { state: step.next.clone(), residual: step.residual });
+                let (input, branch) = (step.input, step.branch);
+                SublayerTrace { input, sum, branch, approx_variance: None, streams, depth_weights: None }
+                    .record(&ctx.records);
             }
             step.next
         };
@@ -49,10 +37,9 @@ impl Transformer {
             h = record(layer.attn.stream_step(h, |f, x| f.forward(x, ctx, kv), k));
             h = record(layer.ffn.stream_step(h, |f, x| f.forward(x, ctx), k));
         }
-        let hidden = match &self.hc_head {
+        match &self.hc_head {
             Some(head) => head.collapse(h),
             None => sum_streams(h),
-        };
-        LayersOut { hidden, sums, traces }
+        }
     }
 }

@@ -9,7 +9,7 @@ use crate::model::attention::self_attention::{Attention, AttnShape, HEAD_MAX, Kv
 use crate::model::base::compute::Compute;
 use crate::model::base::context::ForwardContext;
 use crate::model::base::names;
-use crate::model::base::records::Records;
+use crate::model::base::records::{RecordKind, Records};
 use crate::model::base::rope::Rope;
 use crate::model::base::softcap::softcap;
 use crate::model::base::terms::{LossTerm, Reading, Reduce};
@@ -108,18 +108,29 @@ impl Keep {
     pub const TRACES: Keep = Keep { sums: false, traces: true };
 }
 
-/// The layers' output `X_{2L+1}` and what they recorded (see [`Keep`]).
-pub(super) struct LayersOut {
-    pub hidden: Tensor<3>,
-    pub sums: Vec<Tensor<3>>,
-    pub traces: Vec<SublayerTrace>,
+/// Every sublayer's `z_l`, when the forward keeps them ([`Keep::sums`]: KiteNorm's regulariser).
+pub const SUMS: RecordKind<Tensor<3>> = RecordKind::named("sublayer/sum");
+/// Every sublayer's trace, when the forward keeps them ([`Keep::traces`]: the probes).
+pub const TRACES: RecordKind<SublayerTrace> = RecordKind::named("sublayer/trace");
+
+impl SublayerTrace {
+    /// Records this sublayer's `z_l` and its trace, as far as `records` collect them.
+    pub(super) fn record(self, records: &Records) {
+        if records.collects(SUMS) {
+            records.push(SUMS, self.sum.clone());
+        }
+        records.push(TRACES, self);
+    }
+}
+
+/// Whether a forward under `records` needs each sublayer's `z_l` (for the sums or the traces).
+pub(super) fn keeps_sums(records: &Records) -> bool {
+    records.collects(SUMS) || records.collects(TRACES)
 }
 
 /// The forward up to the final norm.
 struct Hidden {
     hidden: Tensor<3>,
-    sums: Vec<Tensor<3>>,
-    traces: Vec<SublayerTrace>,
     last_hidden: Tensor<3>,
     records: Records,
 }
@@ -474,7 +485,8 @@ impl Transformer {
         let ctx = ForwardContext::new(t, self.meta.rope, self.meta.compute, &tokens.device());
         let h = self.run_hidden(tokens, ctx, None, Keep::TRACES);
         let (logit_rms, log_z) = self.logit_summary(h.hidden);
-        Traced { traces: h.traces, last_hidden: h.last_hidden, logit_rms, log_z, records: h.records }
+        let traces = h.records.take(TRACES);
+        Traced { traces, last_hidden: h.last_hidden, logit_rms, log_z, records: h.records }
     }
 
     /// Per token of the final hidden states `[B, T, d]`: the RMS of its output logits and their
@@ -530,19 +542,20 @@ impl Transformer {
         ctx.records = self.records_for(keep);
         let x = self.embed(tokens);
         let k = self.meta.compute.kernels;
-        let LayersOut { hidden: mut x, sums, traces } = match self.meta.residual {
-            Residual::Streams(s) => self.run_streams(x, s.n, &ctx, cache, keep),
-            Residual::AttnRes(a) => self.run_attn_res(x, a.block, &ctx, cache, keep),
-            Residual::Sum { .. } | Residual::Hypersphere(_) => self.run_layers(x, &ctx, cache, keep),
+        let mut x = match self.meta.residual {
+            Residual::Streams(s) => self.run_streams(x, s.n, &ctx, cache),
+            Residual::AttnRes(a) => self.run_attn_res(x, a.block, &ctx, cache),
+            Residual::Sum { .. } | Residual::Hypersphere(_) => self.run_layers(x, &ctx, cache),
         };
         let last_hidden = x.clone();
         if let Some(n) = &self.final_norm {
             x = n.forward(x, k);
         }
-        Hidden { hidden: x, sums, traces, last_hidden, records: ctx.records }
+        Hidden { hidden: x, last_hidden, records: ctx.records }
     }
 
-    /// The record kinds a forward collects: attention's diagnostics when probing (`keep.traces`);
+    /// The record kinds a forward collects: the sums and traces `keep` asks for; attention's
+    /// diagnostics when probing (`keep.traces`);
     /// QK-clip's logit maxima and TaperNorm's calibration when training; a MoE model's routing
     /// in every forward that trains, LoRA's (whose embedding is frozen) included, since the
     /// balancing terms reach the adapters through the router's input, and when probing.
@@ -550,7 +563,11 @@ impl Transformer {
         let mut records = Records::default();
         let emb = self.tok_emb.val();
         let training = emb.is_require_grad();
+        if keep.sums {
+            records.collect(SUMS);
+        }
         if keep.traces {
+            records.collect(TRACES);
             records.collect(STATS);
         }
         if self.meta.qk_clip.is_some() && training {
@@ -566,15 +583,8 @@ impl Transformer {
     }
 
     /// The 2L sublayers on one residual stream, from `X_1` to `X_{2L+1}`.
-    fn run_layers(
-        &self,
-        mut x: Tensor<3>,
-        ctx: &ForwardContext,
-        mut cache: Option<&mut [KvSlot]>,
-        keep: Keep,
-    ) -> LayersOut {
-        let Keep { sums: keep_sums, traces: trace } = keep;
-        let (mut sums, mut traces) = (Vec::new(), Vec::new());
+    fn run_layers(&self, mut x: Tensor<3>, ctx: &ForwardContext, mut cache: Option<&mut [KvSlot]>) -> Tensor<3> {
+        let keep_sums = keeps_sums(&ctx.records);
         let x0 = self.layers.iter().any(|l| l.x0_lambda.is_some()).then(|| x.clone());
         for (i, layer) in self.layers.iter().enumerate() {
             if let Some(x0) = &x0 {
@@ -582,31 +592,19 @@ impl Transformer {
             }
             let input = x.clone();
             let value_output = ctx.value_output.as_ref().map(|v| v[i].clone());
-            let out = layer.forward(x, ctx, cache.as_deref_mut().map(|c| &mut c[i]), value_output, keep_sums || trace);
+            let out = layer.forward(x, ctx, cache.as_deref_mut().map(|c| &mut c[i]), value_output, keep_sums);
             let ffn_input = out.attn.next.clone();
-            let mut record = |input, out: &SublayerOut, approx_variance| {
-                // A sublayer returns its sum whenever either was asked for.
-                let Some(sum) = out.sum.clone() else { return };
-                if keep_sums {
-                    sums.push(sum.clone());
-                }
-                if trace {
-                    let branch = out.branch.clone();
-                    traces.push(SublayerTrace {
-                        input,
-                        sum,
-                        branch,
-                        approx_variance,
-                        streams: None,
-                        depth_weights: None,
-                    });
-                }
+            let record = |input, out: &SublayerOut, approx_variance| {
+                // A sublayer returns its sum whenever the forward keeps sums or traces.
+                let Some(sum) = out.sum.clone().filter(|_| keep_sums) else { return };
+                let (branch, streams, depth_weights) = (out.branch.clone(), None, None);
+                SublayerTrace { input, sum, branch, approx_variance, streams, depth_weights }.record(&ctx.records);
             };
             record(input, &out.attn, None);
             record(ffn_input, &out.ffn, out.ffn_variance);
             x = out.ffn.next;
         }
-        LayersOut { hidden: x, sums, traces }
+        x
     }
 
     /// The output projection `W_out` `[d, V]`: `lm_head`, or `Eᵀ` when tied; nGPT's `s_z`
@@ -640,7 +638,8 @@ impl Transformer {
             Some(c) => softcap(logits, c),
             None => logits,
         };
-        ForwardOutput { logits, sums: h.sums, traces: h.traces, last_hidden: h.last_hidden, records: h.records }
+        let (sums, traces) = (h.records.take(SUMS), h.records.take(TRACES));
+        ForwardOutput { logits, sums, traces, last_hidden: h.last_hidden, records: h.records }
     }
 
     /// Mean next-token cross-entropy of `tokens` against `targets` (below 0: not counted when
@@ -690,7 +689,8 @@ impl Transformer {
         let w = self.output_weight();
         let c = self.meta.compute;
         let out = chunked_cross_entropy(hidden, w, targets.reshape([b * t]), chunk, c, self.meta.final_softcap, z_loss);
-        CeParts { objective: out.objective, ce: out.ce, z: out.z, sums: h.sums, records: h.records }
+        let sums = h.records.take(SUMS);
+        CeParts { objective: out.objective, ce: out.ce, z: out.z, sums, records: h.records }
     }
 
     /// Cross-entropy plus λ·R (KiteNorm eq. 24) when the recipe declares a regulariser.
