@@ -134,11 +134,18 @@ fn two_ranks_train_the_single_process_run() {
     // its capacity binds within each micro-batch, wherever it runs.
     let moe = "model.moe={experts=4, top_k=2, d_expert=16, capacity=0.75, aux_loss=0.01, \
                router={kind=\"sigmoid\", groups=2, top_groups=1, bias_update=0.01}}";
+    // ZClip's statistics see the norm after the all-reduce: every rank clips alike.
+    let zclip = "optim.clip={rule=\"zclip\", warmup_steps=5, z_thresh=0.5}";
     let cases = [("pre", "adamw", ""), ("kitenorm", "adamw", ""), ("pre", "normuon", ""), ("tapernorm", "adamw", "")];
-    for (recipe, optim, extra) in cases.into_iter().chain([("pre-rms", "adamw", moe)]) {
+    let with_extra = [("pre-rms", "adamw", moe), ("pre", "adamw", zclip)];
+    for (recipe, optim, extra) in cases.into_iter().chain(with_extra) {
         let cfg = config(&s, recipe, 20);
         let cfg = cfg.to_str().unwrap();
-        let tag = if extra.is_empty() { optim } else { "moe" };
+        let tag = match extra {
+            "" => optim,
+            e if e == zclip => "zclip",
+            _ => "moe",
+        };
         let (one, two) = (s.join(format!("{recipe}-{tag}-1")), s.join(format!("{recipe}-{tag}-2")));
         let name = format!("optim.name=\"{optim}\"");
         let sets = |dir: &Path| {
@@ -164,8 +171,11 @@ fn two_ranks_train_the_single_process_run() {
         if recipe == "tapernorm" {
             assert!(m.contains("\"taper_gate\":0.0"), "the gate reaches 0 within the 20 steps");
         }
-        if !extra.is_empty() {
+        if tag == "moe" {
             assert!(m.contains("\"dropped\":[") && m.contains("\"moe\":"), "routing recorded with drops");
+        }
+        if tag == "zclip" {
+            assert!(m.contains("\"spike\":true"), "ZClip clipped a spike within the 20 steps");
         }
     }
 }

@@ -272,8 +272,9 @@ fn replay(c: &Case, t: &TrainSettings, problems: &mut Vec<String>) -> Result<(Tr
         assert_eq!(x.len(), t.micro_batches);
         let share = step::Share::all(t.micro_batches);
         let objective = Objective { masked: false, z_loss: t.z_loss };
-        let g = step::gradients(&model, x.into_iter().zip(y), share, t.grad_clip, objective, 1.0)
-            .map_err(|e| e.to_string())?;
+        let clipper = normlab::train::clip::Clipper::Global { cap: t.grad_clip };
+        let g =
+            step::gradients(&model, x.into_iter().zip(y), share, clipper, objective, 1.0).map_err(|e| e.to_string())?;
         let rel = |a: f64, b: f64| ((a - b) / b).abs();
         worst_loss = worst_loss.max(rel(g.loss, want_loss[s]));
         if rel(g.loss, want_loss[s]) > TRAJ_LOSS_TOL || rel(g.norms.total, want_norm[s]) > norm_tol {

@@ -72,11 +72,8 @@ pub fn curves(dir: &Path, runs: &[RunData]) -> anyhow::Result<Vec<Figure>> {
         c
     };
     let which = "each recipe's best run (its learning rate and seed in the legend)";
-    let skips = if runs.iter().any(|r| !r.skipped_steps().is_empty()) {
-        "; × at the top marks a step whose update skip-step refused"
-    } else {
-        ""
-    };
+    let skipped = runs.iter().any(|r| !r.skipped_steps().is_empty());
+    let skips = if skipped { "; × at the top marks a step whose update skip-step refused" } else { "" };
     let mut figs = vec![
         fig(
             dir,
@@ -108,6 +105,49 @@ pub fn curves(dir: &Path, runs: &[RunData]) -> anyhow::Result<Vec<Figure>> {
                  (Marin's early sign of loss spikes; per layer and parameter kind in probes.jsonl)."
             ),
             mk("Update/weight ratio", "|ΔW| / |W| (log)", true, &|r| r.train_series_some(|t| t.update_ratio)),
+        )?);
+    }
+    figs.extend(clip_figures(dir, runs, which)?);
+    Ok(figs)
+}
+
+/// Under ZClip: each run's gradient norm and the threshold it was clipped to; under AGC: the
+/// fraction of units clipped per step (`optim.clip`).
+fn clip_figures(dir: &Path, runs: &[RunData], which: &str) -> anyhow::Result<Vec<Figure>> {
+    use crate::run::metrics::{ClipStepRecord, TrainRecord};
+    let threshold = |t: &TrainRecord| match t.clip.as_deref() {
+        Some(ClipStepRecord::Zclip { threshold, .. }) => *threshold,
+        _ => None,
+    };
+    let fraction = |t: &TrainRecord| match t.clip.as_deref() {
+        Some(ClipStepRecord::Agc { clipped, units }) => Some(*clipped as f64 / (*units).max(1) as f64),
+        _ => None,
+    };
+    let mut figs = Vec::new();
+    if runs.iter().any(|r| !r.train_series_some(threshold).is_empty()) {
+        let series = runs.iter().enumerate().flat_map(|(i, r)| {
+            let norm = line(r.legend(), r.train_series(|t| t.grad_norm), i, false);
+            [norm, line(format!("{}: threshold", r.legend()), r.train_series_some(threshold), i, true)]
+        });
+        let chart = Chart::new("Gradient norm and ZClip's threshold", "step", "norm (log)", series.collect());
+        figs.push(fig(
+            dir,
+            "clip_threshold",
+            format!(
+                "Global gradient norm before clipping (solid) and the threshold it was clipped to (dashed: ZClip's, \
+                 capped by optim.grad_clip; absent where nothing clipped), per step, {which}."
+            ),
+            chart.log(false, true),
+        )?);
+    }
+    if runs.iter().any(|r| !r.train_series_some(fraction).is_empty()) {
+        let series = runs.iter().enumerate().map(|(i, r)| line(r.legend(), r.train_series_some(fraction), i, false));
+        let chart = Chart::new("Units AGC clipped", "step", "fraction of units clipped", series.collect());
+        figs.push(fig(
+            dir,
+            "agc_clipped",
+            format!("Fraction of units (output neurons, embedding rows, vectors) AGC clipped per step, {which}."),
+            chart,
         )?);
     }
     Ok(figs)

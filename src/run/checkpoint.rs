@@ -55,6 +55,9 @@ pub struct TrainerState {
     /// The learning-rate factor rollbacks have set (1 without any).
     #[serde(default = "one")]
     pub lr_scale: f64,
+    /// ZClip's statistics (`optim.clip.rule = "zclip"`; unused otherwise).
+    #[serde(default, skip_serializing_if = "super::zclip::ZClipState::is_unused")]
+    pub zclip: super::zclip::ZClipState,
     /// Every rollback of the run, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rollbacks: Vec<super::rollback::RollbackRecord>,

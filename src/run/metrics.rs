@@ -71,6 +71,9 @@ pub struct TrainRecord {
     /// A MoE model's routing this step (absent for a dense model).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moe: Option<Box<MoeStepRecord>>,
+    /// What ZClip or AGC did (absent under the global rule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clip: Option<Box<ClipStepRecord>>,
 }
 
 /// A MoE model's balancing and routing over one step: the balancing loss and router z-loss
@@ -219,5 +222,37 @@ impl Metrics {
             }
         }
         m
+    }
+}
+
+/// What the clipping rule (`[optim.clip]`) did at a step, beside `clipped` (absent under the
+/// global rule, whose only decision that is).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "rule", rename_all = "kebab-case")]
+pub enum ClipStepRecord {
+    /// ZClip: the norm's z-score (null during the warm-up), whether it was a spike, and the
+    /// threshold the gradient was clipped to (null: none).
+    Zclip { z: Option<f64>, spike: bool, threshold: Option<f64> },
+    /// AGC: how many units were clipped, of how many.
+    Agc { clipped: usize, units: usize },
+}
+
+impl ClipStepRecord {
+    /// The record as scalars, under the names TensorBoard and the tracking server show.
+    pub fn scalars(&self) -> Vec<(&'static str, f64)> {
+        match self {
+            Self::Zclip { z, spike, threshold } => {
+                let mut v = vec![("clip/spike", f64::from(u8::from(*spike)))];
+                v.extend(z.map(|z| ("clip/z", z)));
+                v.extend(threshold.map(|t| ("clip/threshold", t)));
+                v
+            }
+            Self::Agc { clipped, units } => {
+                vec![
+                    ("clip/agc_clipped", *clipped as f64),
+                    ("clip/agc_fraction", *clipped as f64 / (*units).max(1) as f64),
+                ]
+            }
+        }
     }
 }

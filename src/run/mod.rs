@@ -7,14 +7,15 @@
 //! - [`checked`]: [`CheckedConfig`], a config checked once (every section, the recipe resolved,
 //!   the tasks expanded) and the only form commands compute from
 //! - [`budget`]: the training budget (steps, tokens, tokens per parameter)
-//! - [`optim`]: `[optim]`, the optimizer and its settings
+//! - [`optim`]: `[optim]`, the optimizer and its settings; [`clip_rule`]: `[optim.clip]`, the
+//!   rule that clips a step's gradients (global, ZClip, AGC)
 //! - [`schedule`]: learning-rate schedules as pure functions of the step
 //! - [`layout`]: the run directory (where each file is, its lock, creating and claiming it),
 //!   `run.json` ([`layout::RunInfo`]) and `status.json` ([`layout::Status`])
 //! - [`metrics`]: `metrics.jsonl`'s records
 //! - [`pairs_eval`]: `pairs_eval.json`'s record
 //! - [`checkpoint`]: a checkpoint's weights, optimizer state and `state.json` (the trainer state)
-//! - [`divergence`], [`skip`], [`loss_scale`]: the rules whose state a checkpoint keeps
+//! - [`divergence`], [`skip`], [`loss_scale`], [`zclip`]: the rules whose state a checkpoint keeps
 //! - [`spike_score`]: OLMo-core's SpikeScore; [`rollback`]: going back to a checkpoint on spikes
 //! - [`track_target`]: `run.track`, the tracking server a run is also sent to
 //! - [`finetune`]: `[finetune]`, the parent run a fine-tuning run starts from and its digest
@@ -23,6 +24,7 @@
 pub mod budget;
 pub mod checked;
 pub mod checkpoint;
+pub mod clip_rule;
 pub mod config;
 pub mod divergence;
 pub mod edit;
@@ -38,6 +40,7 @@ pub mod schedule;
 pub mod skip;
 pub mod spike_score;
 pub mod track_target;
+pub mod zclip;
 
 pub use checked::CheckedConfig;
 pub use config::{OptimConfig, RunConfig, RunSection, TrainSection};

@@ -165,8 +165,11 @@ pub struct OptimConfig {
     /// Whether the token embedding and output projection are decayed too (true); OLMo 2 and
     /// nanochat leave the embedding undecayed.
     pub decay_embeddings: bool,
-    /// Global gradient-norm threshold (1.0); `0` disables clipping.
+    /// Global gradient-norm threshold (1.0); `0` disables clipping. Under `clip.rule = "zclip"`
+    /// ZClip's `max_grad_norm` (1.0 there too), under `"agc"` a cap applied before AGC.
     pub grad_clip: f64,
+    /// The clipping rule (`global`, `zclip`, `agc`) and its settings.
+    pub clip: super::clip_rule::ClipRule,
     /// Update clipping (0 = off): a parameter whose update `ΔW` has an RMS above
     /// `update_clip · η` is scaled down to it (Adafactor's rule on the applied step).
     pub update_clip: f64,
@@ -190,6 +193,7 @@ impl Default for OptimConfig {
             weight_decay: 0.1,
             decay_embeddings: true,
             grad_clip: 1.0,
+            clip: super::clip_rule::ClipRule::Global,
             update_clip: 0.0,
             muon: MuonSettings::default(),
             lion: LionSettings::default(),
@@ -217,6 +221,7 @@ impl OptimConfig {
         ensure!(self.eps > 0.0, "optim.eps must be > 0");
         ensure!(self.weight_decay >= 0.0, "optim.weight_decay must be ≥ 0");
         ensure!(self.grad_clip >= 0.0, "optim.grad_clip must be ≥ 0 (0 disables clipping)");
+        self.clip.check()?;
         ensure!(self.update_clip >= 0.0, "optim.update_clip must be ≥ 0 (0 turns it off)");
         ensure!(
             self.update_clip == 0.0 || !self.name.on_hyperball(),

@@ -39,6 +39,7 @@ pub fn metrics_of(record: &MetricsRecord, timestamp: i64) -> Vec<Metric> {
             out.extend(t.update_ratio.map(|u| ("train/update_ratio".into(), u)));
             out.push(("train/skipped".into(), f64::from(u8::from(t.skipped.is_some()))));
             out.extend(t.moe.as_deref().map(moe_metrics).unwrap_or_default());
+            out.extend(t.clip.iter().flat_map(|c| c.scalars()).map(|(k, x)| (k.to_string(), x)));
             t.step
         }
         MetricsRecord::Eval(e) => {
@@ -125,6 +126,7 @@ mod tests {
             update_rms: None,
             update_ratio: None,
             moe: None,
+            clip: None,
         };
         let m = metrics_of(&MetricsRecord::Train(t), 5);
         let keys: Vec<&str> = m.iter().map(|m| m.key.as_str()).collect();

@@ -7,7 +7,8 @@
 //!   after-step hooks, validate, probe, checkpoint
 //! - [`step`]: one optimizer step's gradients over the micro-batches, and its loss terms and
 //!   readings combined over them and the ranks by name; [`allreduce`]: summed over the ranks;
-//!   [`clip`]: global-norm clipping
+//!   [`clip`]: the step's clipping under `[optim.clip]` (the global cap, ZClip);
+//!   [`agc`]: AGC's unit-wise clipping
 //! - [`optim`]: the optimizers (AdamW, Muon, NorMuon, Lion, AdamH, MuonH) and their parameter groups; [`update`]: the applied update measured (and clipped)
 //! - [`finetune`]: a fine-tuning run's start from its parent's weights
 //! - [`eval`]: validation loss and perplexity over fixed windows
@@ -19,6 +20,7 @@
 //! - [`ranks`]: a job's start-up over several processes
 //! - [`progress`]: the progress line; [`mfu`]: what it needs for MFU
 
+pub mod agc;
 pub mod allreduce;
 pub mod clip;
 pub mod engine;

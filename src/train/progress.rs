@@ -137,6 +137,7 @@ mod tests {
             update_rms: None,
             update_ratio: None,
             moe: None,
+            clip: None,
         };
         let p = Progress::silent();
         assert!(!p.message(&r, 50_000.0).contains("MFU"));

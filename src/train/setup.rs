@@ -122,6 +122,7 @@ fn first_state(cfg: &CheckedConfig, data: &Dataset, model: &Transformer, total_s
         last_eval: None,
         spikes: Default::default(),
         lr_scale: 1.0,
+        zclip: Default::default(),
         rollbacks: Vec::new(),
     }
 }

@@ -5,7 +5,7 @@
 //! call this, so that test checks the training loop's own arithmetic.
 
 use super::allreduce::sum_over_ranks;
-use super::clip::{clip_to, scale_all};
+use super::clip::{Clipper, scale_all};
 use crate::dist::Ranks;
 use crate::kernels::widen;
 use crate::model::Transformer;
@@ -20,8 +20,10 @@ pub struct StepGradients {
     pub grads: GradientsParams,
     /// Norms before clipping.
     pub norms: GradNorms,
-    /// The clipping factor applied (1 when not clipped).
+    /// The global clipping factor applied (1 when not clipped).
     pub scale: f64,
+    /// What ZClip or AGC did (`None` under the global rule).
+    pub clip: Option<crate::run::metrics::ClipStepRecord>,
     /// Mean over the micro-batches of the loss (CE plus every term times its weight) and of CE.
     pub loss: f64,
     pub ce: f64,
@@ -34,8 +36,8 @@ pub struct StepGradients {
 const LOSS: &str = "loss";
 const CE: &str = "ce";
 
-/// Gradients of the mean loss over a step's micro-batches (inputs, targets), clipped to a global
-/// norm of `grad_clip` (0: no clipping). This rank computes `micro_batches`, its share of the
+/// Gradients of the mean loss over a step's micro-batches (inputs, targets), clipped by
+/// `clipper` (the global norm to `optim.grad_clip`, ZClip, AGC). This rank computes `micro_batches`, its share of the
 /// step's `step.micro_batches`; the gradients and losses are summed over `step.ranks`. Under a
 /// masked `objective`, targets below 0 are ignored and each micro-batch's loss is its mean over
 /// its counted targets (as Hugging Face's trainer does); its z-loss is added to each loss.
@@ -45,7 +47,7 @@ pub fn gradients(
     model: &Transformer,
     micro_batches: impl ExactSizeIterator<Item = (Tensor<2, Int>, Tensor<2, Int>)>,
     step: Share,
-    grad_clip: f64,
+    clipper: Clipper<'_>,
     objective: Objective,
     loss_scale: f64,
 ) -> anyhow::Result<StepGradients> {
@@ -67,9 +69,9 @@ pub fn gradients(
     let squares = GradSquares::of(model, &grads);
     let (readings, squared) = read_step(reported, squares.squares.clone(), step)?;
     let norms = squares.norms(&squared);
-    let (grads, scale) = clip_to(model, grads, norms.total, grad_clip);
+    let (grads, scale, clip) = clipper.clip(model, grads, norms.total)?;
     let (loss, ce) = (readings.scalar(LOSS).unwrap_or(f64::NAN), readings.scalar(CE).unwrap_or(f64::NAN));
-    Ok(StepGradients { grads, norms, scale, loss, ce, readings })
+    Ok(StepGradients { grads, norms, scale, clip, loss, ce, readings })
 }
 
 /// One read from the device for the whole step, none per micro-batch: every device row of every

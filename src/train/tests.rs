@@ -306,6 +306,32 @@ fn every_optimizer_resumes_to_the_identical_curve() {
     });
 }
 
+/// ZClip's statistics go through the checkpoint, cut at step 5 both inside its warm-up (the
+/// kept norms) and after it (the moving mean and variance, with spikes at a low threshold);
+/// AGC (stateless) resumes too. Each rule is seen to clip in the uninterrupted run.
+#[test]
+fn a_run_under_zclip_or_agc_resumes_to_the_identical_curve() {
+    use crate::run::clip_rule::{AgcSettings, ClipRule, ZClipSettings};
+    let zclip = |warmup_steps| ClipRule::Zclip(ZClipSettings { warmup_steps, z_thresh: 0.5, ..Default::default() });
+    let agc = ClipRule::Agc(AgcSettings { clipping: 0.002, ..Default::default() });
+    for (name, rule) in [("resume-zclip-warming", zclip(7)), ("resume-zclip-tracking", zclip(3)), ("resume-agc", agc)] {
+        let records = resumes_to_the_identical_curve(name, |c| {
+            c.optim.clip = rule;
+            c.optim.grad_clip = 0.0;
+        });
+        use crate::run::metrics::ClipStepRecord::{Agc, Zclip};
+        let clipped = records.iter().filter(|r| match r {
+            MetricsRecord::Train(t) => match t.clip.as_deref() {
+                Some(Zclip { spike, .. }) => *spike && t.clipped,
+                Some(Agc { clipped, units }) => *clipped > 0 && clipped < units,
+                None => false,
+            },
+            _ => false,
+        });
+        assert!(clipped.count() > 0, "{name}: the rule clipped no step");
+    }
+}
+
 /// TaperNorm's buffers go through the checkpoint: cut at step 5 while its averages collect
 /// (S = 6), the resumed run calibrates, tapers (E = 13) and ends as the uninterrupted one.
 #[test]
@@ -340,7 +366,8 @@ fn a_moe_run_resumes_to_the_identical_curve() {
     assert!(moe.iter().all(|m| m.load_cv.len() == 2 && m.dead.len() == 2 && m.router_z > 0.0), "{moe:?}");
 }
 
-fn resumes_to_the_identical_curve(name: &str, edit: impl Fn(&mut RunConfig)) {
+/// Returns the uninterrupted run's records (timings zeroed).
+fn resumes_to_the_identical_curve(name: &str, edit: impl Fn(&mut RunConfig)) -> Vec<MetricsRecord> {
     let root = temp_dir(name);
     let mut whole = tiny_cfg(&root, 14);
     edit(&mut whole);
@@ -366,6 +393,7 @@ fn resumes_to_the_identical_curve(name: &str, edit: impl Fn(&mut RunConfig)) {
     let probes = |d: &str| std::fs::read_to_string(layout::probes(&root.join(d))).unwrap();
     assert_eq!(probes("whole"), probes("cut"), "the probes (gradient CV, spikes included) continue exactly");
     assert!(matches!(resume(&root.join("cut"), &quiet).unwrap(), Resumed::AlreadyFinished(_)));
+    read("whole")
 }
 
 #[test]

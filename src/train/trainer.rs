@@ -2,6 +2,7 @@
 //! gradient norm, check for divergence and outliers (skip-step), step AdamW with the scheduled
 //! learning rate; validate and checkpoint on their intervals.
 
+use super::clip::Clipper;
 use super::engine;
 use super::eval::Evaluated;
 use super::pairs_eval;
@@ -343,7 +344,8 @@ impl Trainer {
             // draws the ones it would have.
             self.ad.seed(self.cfg.train.seed ^ crate::rng::fnv1a(&format!("lora-dropout-{}", self.state.step)));
         }
-        let g = step::gradients(&self.model, tensors, share, self.cfg.optim.grad_clip, objective, loss_scale)?;
+        let clipper = Clipper::new(&self.cfg.optim, &mut self.state.zclip);
+        let g = step::gradients(&self.model, tensors, share, clipper, objective, loss_scale)?;
         let mut warnings = Vec::new();
         let skipped = self.refuse_update(f16, g.loss, g.norms.total, &mut warnings);
         if skipped.is_none()
@@ -469,6 +471,7 @@ impl Trainer {
             update_rms: applied.map(|u| u.rms()),
             update_ratio: applied.map(|u| u.ratio()),
             moe: f.moe,
+            clip: f.clip_record,
         }
     }
 
@@ -713,6 +716,8 @@ struct StepFacts {
     z: Option<f64>,
     /// A MoE model's routing.
     moe: Option<Box<crate::run::metrics::MoeStepRecord>>,
+    /// What ZClip or AGC did.
+    clip_record: Option<Box<crate::run::metrics::ClipStepRecord>>,
     /// Every parameter's applied update (empty on a skipped step).
     updates: Vec<update::ParamUpdate>,
 }
@@ -740,6 +745,7 @@ impl StepFacts {
             taper_gate: None,
             z,
             moe,
+            clip_record: g.clip.clone().map(Box::new),
             updates: Vec::new(),
         }
     }
@@ -779,6 +785,7 @@ fn tensorboard_scalars(r: &TrainRecord) -> Vec<(&'static str, f32)> {
         v.extend([("moe/balance", m.balance as f32), ("moe/router_z", m.router_z as f32)]);
         v.extend([("moe/load_cv_max", worst as f32), ("moe/dead_experts", m.dead.iter().sum::<usize>() as f32)]);
     }
+    v.extend(r.clip.iter().flat_map(|c| c.scalars()).map(|(k, x)| (k, x as f32)));
     v
 }
 
