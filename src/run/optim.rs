@@ -165,6 +165,9 @@ pub struct OptimConfig {
     /// Whether the token embedding and output projection are decayed too (true); OLMo 2 and
     /// nanochat leave the embedding undecayed.
     pub decay_embeddings: bool,
+    /// The norm slots whose gains `γ` are weight-decayed too (empty: none, the default;
+    /// "Scale vectors" finds decay helps the input norms' gains and hurts the output norms').
+    pub decay_gains: Vec<GainSlot>,
     /// Global gradient-norm threshold (1.0); `0` disables clipping. Under `clip.rule = "zclip"`
     /// ZClip's `max_grad_norm` (1.0 there too), under `"agc"` a cap applied before AGC.
     pub grad_clip: f64,
@@ -182,6 +185,28 @@ pub struct OptimConfig {
     pub layer_eps: Option<f64>,
 }
 
+/// A norm slot whose gains `optim.decay_gains` names: a sublayer's `N_in`, `N_out`, `N_outer`
+/// (every layer's) or the final norm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GainSlot {
+    Input,
+    Output,
+    Outer,
+    Final,
+}
+
+impl GainSlot {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Input => "input",
+            Self::Output => "output",
+            Self::Outer => "outer",
+            Self::Final => "final",
+        }
+    }
+}
+
 impl Default for OptimConfig {
     fn default() -> Self {
         Self {
@@ -192,6 +217,7 @@ impl Default for OptimConfig {
             eps: 1e-8,
             weight_decay: 0.1,
             decay_embeddings: true,
+            decay_gains: Vec::new(),
             grad_clip: 1.0,
             clip: super::clip_rule::ClipRule::Global,
             update_clip: 0.0,
@@ -222,6 +248,11 @@ impl OptimConfig {
         ensure!(self.weight_decay >= 0.0, "optim.weight_decay must be ≥ 0");
         ensure!(self.grad_clip >= 0.0, "optim.grad_clip must be ≥ 0 (0 disables clipping)");
         self.clip.check()?;
+        ensure!(
+            self.decay_gains.is_empty() || self.weight_decay > 0.0,
+            "optim.decay_gains = {:?} decays gains at optim.weight_decay = 0; set optim.weight_decay > 0 or leave decay_gains empty",
+            self.decay_gains.iter().map(|g| g.as_str()).collect::<Vec<_>>()
+        );
         ensure!(self.update_clip >= 0.0, "optim.update_clip must be ≥ 0 (0 turns it off)");
         ensure!(
             self.update_clip == 0.0 || !self.name.on_hyperball(),

@@ -162,6 +162,55 @@ fn weight_decay_reaches_matrices_and_centred_gains_only() {
     }
 }
 
+/// `optim.decay_gains`: the gains of the named slots decay as the matrices do (θ ← θ·(1 − η·λ),
+/// one step with zero gradients), those of the other slots and every shift do not; Peri-LN has
+/// all three kinds of slot (`N_in`, `N_out`, the final norm).
+#[test]
+fn decay_gains_decays_the_gains_of_the_named_slots_only() {
+    use crate::run::optim::GainSlot;
+    let cfg = ModelConfig {
+        d_model: 16,
+        n_layers: 2,
+        n_heads: 2,
+        recipe: RecipeConfig::Preset("peri".into()),
+        ..Default::default()
+    };
+    let device = crate::testutil::cpu().autodiff();
+    let slots = [(vec![GainSlot::Input], ".input_norm.gain"), (vec![GainSlot::Output], ".output_norm.gain")];
+    for (decay_gains, suffix) in slots.into_iter().chain([(vec![GainSlot::Final], "final_norm.gain")]) {
+        let model = Transformer::new(&cfg, ParamSource::Seeded(3), &device).unwrap();
+        let before = named_values(&model);
+        let mut grads = GradientsParams::new();
+        for p in param_table(&model) {
+            match p.shape.len() {
+                1 => grads.register(p.id, Tensor::<1>::zeros(p.shape.clone(), &crate::testutil::cpu())),
+                _ => grads.register(p.id, Tensor::<2>::zeros([p.shape[0], p.shape[1]], &crate::testutil::cpu())),
+            }
+        }
+        let oc = crate::run::OptimConfig { weight_decay: 0.1, decay_gains: decay_gains.clone(), ..Default::default() };
+        let model = optim::build(&oc, &model).step(0.5, model, grads);
+        let mut gains = 0;
+        for ((name, b), (_, a)) in before.iter().zip(named_values(&model)) {
+            let matrix = name == "tok_emb" || name == "lm_head" || name.contains(".f.w");
+            let gain = name.ends_with(suffix);
+            gains += gain as usize;
+            let factor = if matrix || gain { 1.0 - 0.5 * 0.1 } else { 1.0 };
+            let (b, a) = (b.try_to_vec::<f32>().unwrap(), a.try_to_vec::<f32>().unwrap());
+            for (x, y) in b.iter().zip(&a) {
+                assert!(
+                    (y - x * factor).abs() <= 1e-6 * x.abs().max(1e-3),
+                    "{decay_gains:?}: {name}: {x} → {y}, want ×{factor}"
+                );
+            }
+        }
+        let want = if suffix.starts_with("final") { 1 } else { 2 * 2 };
+        assert_eq!(gains, want, "{decay_gains:?}: the slot's gains in 2 layers × 2 sublayers, or the final norm's");
+    }
+    let no_decay =
+        crate::run::OptimConfig { weight_decay: 0.0, decay_gains: vec![GainSlot::Input], ..Default::default() };
+    assert!(no_decay.check().unwrap_err().to_string().contains("optim.weight_decay"));
+}
+
 /// nGPT: drawn on the sphere (every embedding row and weight vector along d of norm 1), trained
 /// without weight decay whatever the config says, and back on the sphere after a step.
 #[test]

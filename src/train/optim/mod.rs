@@ -8,7 +8,8 @@
 //!   (the parameter split of nanochat, OLMo-core and Moonlight).
 //!
 //! Weight decay goes to matrices only (KiteNorm Table 1): the hidden ones (not on the
-//! hyperball) and the embedding and output projection unless `optim.decay_embeddings = false`.
+//! hyperball) and the embedding and output projection unless `optim.decay_embeddings = false`;
+//! and to the gains of the norm slots `optim.decay_gains` names.
 //!
 //! - [`muon`]: Muon, NorMuon and MuonH; [`newton_schulz`]: their orthogonalisation
 //! - [`adamh`]: AdamH; [`hyperball`]: the hyperball step both hyperball optimizers take
@@ -28,7 +29,7 @@ use crate::model::Transformer;
 use crate::model::base::names::{OUTPUT_PROJECTION, TOKEN_EMBEDDING, in_layers};
 use crate::model::base::params::{ParamEntry, param_table};
 use crate::run::config::OptimConfig;
-use crate::run::optim::OptimizerName;
+use crate::run::optim::{GainSlot, OptimizerName};
 use burn::module::{Module, ParamGroup, ParamId};
 use burn::optim::{AdamWConfig, LionConfig, ModuleOptimizer};
 
@@ -83,7 +84,7 @@ fn is_mixing(name: &str) -> bool {
 /// the matrices and the zero-centred gains.
 pub fn decayed_params<M: Module>(model: &M) -> Vec<ParamEntry> {
     let cfg = OptimConfig::default();
-    param_table(model).into_iter().filter(|p| decays(&cfg, ParamRole::of(p))).collect()
+    param_table(model).into_iter().filter(|p| decays(&cfg, p, ParamRole::of(p))).collect()
 }
 
 /// The settings `model` trains with: `cfg`, except that
@@ -126,7 +127,7 @@ pub fn assignments<M: Module>(cfg: &OptimConfig, model: &M) -> Vec<Assignment> {
             let role = ParamRole::of(&p);
             Assignment {
                 optimizer: optimizer_of(cfg.name, role),
-                decayed: decays(cfg, role),
+                decayed: decays(cfg, &p, role),
                 role,
                 id: p.id,
                 len: p.shape.iter().product(),
@@ -144,10 +145,10 @@ fn optimizer_of(name: OptimizerName, role: ParamRole) -> &'static str {
     }
 }
 
-fn decays(cfg: &OptimConfig, role: ParamRole) -> bool {
+fn decays(cfg: &OptimConfig, p: &ParamEntry, role: ParamRole) -> bool {
     cfg.weight_decay > 0.0
         && match role {
-            ParamRole::Vector => false,
+            ParamRole::Vector => gain_slot(&p.name).is_some_and(|s| cfg.decay_gains.contains(&s)),
             ParamRole::CentredGain => true,
             ParamRole::Mixing => false,
             ParamRole::Embedding => cfg.decay_embeddings,
@@ -155,15 +156,39 @@ fn decays(cfg: &OptimConfig, role: ParamRole) -> bool {
         }
 }
 
+/// The name of a norm's gain `γ` (`crate::norm::Norm`'s parameter).
+const GAIN: &str = "gain";
+
+/// The norm slot whose gain `name` is (`layers.3.attn.input_norm.gain`: `input`), if it is one.
+fn gain_slot(name: &str) -> Option<GainSlot> {
+    use crate::model::base::names::{FINAL_NORM, SUBLAYER_NORMS};
+    let mut parts = name.rsplit('.');
+    let (leaf, norm) = (parts.next()?, parts.next()?);
+    let slots = [GainSlot::Input, GainSlot::Output, GainSlot::Outer];
+    let slot = match norm {
+        FINAL_NORM => Some(GainSlot::Final),
+        n => SUBLAYER_NORMS.iter().position(|s| *s == n).map(|i| slots[i]),
+    };
+    slot.filter(|_| leaf == GAIN)
+}
+
 /// A line per role: `hidden (28 tensors, 802816 values): muon, weight decay 0.1`; without
 /// `values` the tensor count alone.
 pub fn describe_groups<M: Module>(cfg: &OptimConfig, model: &M, values: bool) -> Vec<String> {
     let all = assignments(cfg, model);
     let mut lines = Vec::new();
-    for role in [ParamRole::Hidden, ParamRole::Embedding, ParamRole::Vector, ParamRole::CentredGain, ParamRole::Mixing]
-    {
-        let of_role: Vec<&Assignment> = all.iter().filter(|a| a.role == role).collect();
+    let roles = [ParamRole::Hidden, ParamRole::Embedding, ParamRole::Vector, ParamRole::CentredGain, ParamRole::Mixing];
+    // A role splits only where `optim.decay_gains` decays some of its vectors.
+    for (role, decayed) in roles.into_iter().flat_map(|r| [(r, true), (r, false)]) {
+        let of_role: Vec<&Assignment> = all.iter().filter(|a| a.role == role && a.decayed == decayed).collect();
         let Some(first) = of_role.first() else { continue };
+        let name = match (role, decayed) {
+            (ParamRole::Vector, true) => {
+                let slots: Vec<&str> = cfg.decay_gains.iter().map(|g| g.as_str()).collect();
+                format!("norm gains ({})", slots.join(", "))
+            }
+            _ => role.as_str().to_string(),
+        };
         let count: usize = of_role.iter().map(|a| a.len).sum();
         let decay = if first.decayed { format!("weight decay {}", cfg.weight_decay) } else { "no weight decay".into() };
         let size = if values {
@@ -171,7 +196,7 @@ pub fn describe_groups<M: Module>(cfg: &OptimConfig, model: &M, values: bool) ->
         } else {
             format!("{} tensors", of_role.len())
         };
-        lines.push(format!("{} ({size}): {}, {decay}", role.as_str(), first.optimizer));
+        lines.push(format!("{name} ({size}): {}, {decay}", first.optimizer));
     }
     if let Some(eps) = cfg.layer_eps {
         lines.push(format!("inside the layers: AdamW ε {eps:e} (CompleteP: ε·L_base/L), elsewhere {:e}", cfg.eps));
