@@ -229,6 +229,27 @@ fn the_shipped_corpora_unpack_offline_as_published() {
 }
 
 #[test]
+fn a_text_of_exactly_one_window_is_scored() {
+    let root = temp("one-window");
+    let cfg = setup(&root, 2, "");
+    let o = run(bin().args(["train", "--quiet", "--config"]).arg(&cfg));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rs = root.join("run");
+    let rs = rs.to_str().unwrap();
+    // A text of exactly seq_len + 1 = 33 tokens (31 bytes and the document separator's 2) is one
+    // window; one token less is refused.
+    let exact = root.join("exact.txt");
+    std::fs::write(&exact, "a".repeat(31)).unwrap();
+    let o = run(bin().args(["perplexity", "--checkpoint", rs, "--data"]).arg(&exact));
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::fs::write(&exact, "a".repeat(30)).unwrap();
+    expect_error(
+        &["perplexity", "--checkpoint", rs, "--data", exact.to_str().unwrap()],
+        "32 tokens, fewer than one window of 33",
+    );
+}
+
+#[test]
 fn edge_values_and_damaged_files_get_one_clear_line() {
     let root = temp("edges");
     let cfg = setup(&root, 10, "");

@@ -37,13 +37,7 @@ pub fn eval_windows(
     let dcfg = DataConfig { corpus: p.display().to_string(), ..cfg.data.clone() };
     let docs = corpus::read_documents(p, &dcfg)?;
     let ids = dataset::tokenize(&tokenizer, &docs)?;
-    ensure!(
-        ids.len() > seq + 1,
-        "{} has {} tokens, fewer than one window of {} tokens",
-        p.display(),
-        ids.len(),
-        seq + 1
-    );
+    ensure!(ids.len() > seq, "{} has {} tokens, fewer than one window of {} tokens", p.display(), ids.len(), seq + 1);
     let starts = tiling_starts(ids.len(), seq, limit);
     Ok(Windows {
         tokens: TokenFile::from_tokens(&ids),

@@ -269,7 +269,7 @@ impl Dataset {
         }
         for (name, n) in [("training", self.train.len()), ("validation", self.val.len())] {
             ensure!(
-                n > seq_len + 1,
+                n > seq_len,
                 "the {name} split has {n} tokens, fewer than one window of train.seq_len + 1 = {}; lower \
                     train.seq_len or give more text",
                 seq_len + 1

@@ -47,7 +47,7 @@ impl Mixture {
         for p in &self.parts {
             for (split, r) in [("training", &p.train), ("validation", &p.val)] {
                 ensure!(
-                    r.len() > seq_len + 1,
+                    r.len() > seq_len,
                     "source `{}` has {} {split} tokens, fewer than one window of train.seq_len + 1 = {}; lower \
                      train.seq_len or give it more text",
                     p.name,
