@@ -308,7 +308,12 @@ fn the_openai_chat_client_gets_the_templated_completion() {
          r = c.chat.completions.create(model='run', messages=m, max_tokens=24, temperature=0, logprobs=True)\n\
          s = c.chat.completions.create(model='run', messages=m, max_tokens=24, temperature=0, stream=True)\n\
          streamed = ''.join(x.choices[0].delta.content or '' for x in s)\n\
-         print(json.dumps([r.choices[0].message.content, streamed, sum(t.logprob for t in r.choices[0].logprobs.content), r.choices[0].message.role]))",
+         d = c.chat.completions.create(model='run', messages=m, max_tokens=24, temperature=0, response_format={{'type': 'text'}}, \
+         tools=None, tool_choice=None, parallel_tool_calls=None, logit_bias={{}}, service_tier='auto', metadata={{'k': 'v'}}, \
+         store=False, reasoning_effort=None, modalities=['text'], prediction=None, audio=None)\n\
+         try:\n    c.chat.completions.create(model='run', messages=m, max_tokens=4, response_format={{'type': 'json_object'}}); e = ''\n\
+         except Exception as x:\n    e = str(x)\n\
+         print(json.dumps([r.choices[0].message.content, streamed, sum(t.logprob for t in r.choices[0].logprobs.content), r.choices[0].message.role, d.choices[0].message.content, e]))",
         s.url
     );
     let o = Command::new("python3").args(["-c", &script]).output().unwrap();
@@ -318,6 +323,14 @@ fn the_openai_chat_client_gets_the_templated_completion() {
     assert_eq!(got[1].as_str().unwrap(), want, "streamed chat equals it too");
     assert!((got[2].as_f64().unwrap() - want_lp).abs() < 1e-9, "{got} vs {want_lp}");
     assert_eq!(got[3], "assistant");
+    // OpenAI's fields this server has nothing to do for, at null or their defaults, as the
+    // client sends them: the same answer; a value it cannot honour: a 400 naming the field.
+    assert_eq!(got[4].as_str().unwrap(), want, "the defaults change nothing");
+    let refused = got[5].as_str().unwrap();
+    assert!(
+        refused.contains("400") && refused.contains("response_format") && refused.contains("plain text"),
+        "{refused}"
+    );
     assert!(!want.is_empty() && !want.contains("<|im_end|>"), "{want:?}");
 }
 

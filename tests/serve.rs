@@ -154,7 +154,8 @@ fn bad_requests_get_a_4xx_json_error_and_the_server_keeps_serving() {
         ("/v1/completions", r#"{"prompt": ""}"#, "must not be empty"),
         ("/v1/completions", r#"{"prompt": "a", "max_tokens": 1000}"#, "exceeds the model's context of 32"),
         ("/v1/completions", r#"{"prompt": "a", "max_tokens": 0}"#, "0 only with echo"),
-        ("/v1/completions", r#"{"prompt": "a", "suffix": "b"}"#, "unknown field `suffix`"),
+        ("/v1/completions", r#"{"prompt": "a", "suffix": "b"}"#, "suffix = \"b\" is not supported"),
+        ("/v1/completions", r#"{"prompt": "a", "sufix": "b"}"#, "unknown field `sufix`"),
         ("/v1/completions", r#"{"prompt": "a", "logprobs": 30}"#, "logprobs must be between 0 and 20"),
         ("/v1/completions", r#"{"prompt": [1, -2]}"#, "a list of token ids"),
         ("/v1/completions", r#"{"prompt": [300]}"#, "outside the vocabulary of 256"),
@@ -223,6 +224,11 @@ fn curl_and_the_openai_client_get_the_same_text() {
         "from openai import OpenAI\nc = OpenAI(base_url='{}/v1', api_key='none')\n\
          r = c.completions.create(model='run', prompt='Item 3 of the', max_tokens=12, temperature=0)\n\
          s = c.completions.create(model='run', prompt='Item 3 of the', max_tokens=12, temperature=0, stream=True)\n\
+         d = c.completions.create(model='run', prompt='Item 3 of the', max_tokens=12, temperature=0, suffix=None, best_of=1, logit_bias={{}})\n\
+         assert d.choices[0].text == r.choices[0].text, d\n\
+         try:\n    c.completions.create(model='run', prompt='Item', max_tokens=2, suffix='.'); e = ''\n\
+         except Exception as x:\n    e = str(x)\n\
+         assert '400' in e and 'suffix' in e, e\n\
          print(repr((r.choices[0].text, ''.join(x.choices[0].text for x in s))))",
         s.url
     );

@@ -304,8 +304,8 @@ mod tests {
 
     #[test]
     fn unknown_fields_and_wrong_types_are_named() {
-        let e = parse::<CompletionRequest>(br#"{"prompt": "a", "suffix": "b"}"#).unwrap_err();
-        assert!(e.status == 400 && e.message.contains("unknown field `suffix`"), "{}", e.message);
+        let e = parse::<CompletionRequest>(br#"{"prompt": "a", "sufix": "b"}"#).unwrap_err();
+        assert!(e.status == 400 && e.message.contains("unknown field `sufix`"), "{}", e.message);
         let e = parse::<CompletionRequest>(br#"{"prompt": "a", "max_tokens": "ten"}"#).unwrap_err();
         assert!(e.message.contains("invalid type: string \"ten\""), "{}", e.message);
         assert!(parse::<CompletionRequest>(b"{\"prompt\": ").is_err());

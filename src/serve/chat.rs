@@ -4,9 +4,10 @@
 //! template's end-of-turn marker (and the request's `stop` strings), answered in OpenAI's chat
 //! form: `message` (or streamed `delta`s), `logprobs.content` with `top_logprobs`, `usage`.
 
-use super::api::{ApiError, CompletionRequest, Stop, StreamOptions, null_is_default, parse};
+use super::api::{ApiError, CompletionRequest, Stop, StreamOptions, null_is_default};
 use super::app::{App, json_response, now, sse_response};
 use super::completions::{Answer, Started, choice_chunks, collect, start};
+use super::defaults_only::{self, Route};
 use super::engine::Finish;
 use crate::data::chat::{Message, Role};
 use crate::decode::score::TokenScore;
@@ -122,7 +123,7 @@ fn as_completion(prompt: String, req: ChatRequest) -> Result<(CompletionRequest,
 }
 
 pub async fn chat_completions(app: Arc<App>, body: &[u8]) -> Result<axum::response::Response, ApiError> {
-    let req: ChatRequest = parse(body)?;
+    let req: ChatRequest = defaults_only::parse(body, Route::Chat)?;
     let prompt = render(&app, messages(&req)?).await?;
     let (req, logprobs) = as_completion(prompt, req)?;
     req.logprobs()?;

@@ -5,8 +5,9 @@
 //! `usage`. Streamed, the choices' chunks interleave as they come, and `stream_options.
 //! include_usage` adds a last chunk with the usage.
 
-use super::api::{ApiError, CompletionRequest, PromptIn, parse, prompt_count, prompts};
+use super::api::{ApiError, CompletionRequest, PromptIn, prompt_count, prompts};
 use super::app::{App, check_count, encode, enqueue, json_response, now, sse_response};
+use super::defaults_only::{self, Route};
 use super::engine::{Event, Finish, Job};
 use crate::decode::score::TokenScore;
 use futures_util::StreamExt;
@@ -43,7 +44,7 @@ pub(super) struct Answer {
 }
 
 pub async fn completions(app: Arc<App>, body: &[u8]) -> Result<axum::response::Response, ApiError> {
-    let req: CompletionRequest = parse(body)?;
+    let req: CompletionRequest = defaults_only::parse(body, Route::Completion)?;
     let logprobs = req.logprobs()?;
     let s = start(&app, &req, None)?;
     if s.stream {

@@ -1,6 +1,7 @@
 //! `normlab serve`: a trained run behind an OpenAI-compatible HTTP server.
 //!
-//! - [`api`]: request bodies, their checks, error objects
+//! - [`api`]: request bodies, their checks, error objects; [`defaults_only`]: OpenAI's fields
+//!   this server accepts only where they ask nothing of it
 //! - [`app`]: the server's shared state, job queueing, JSON and SSE answers
 //! - [`listen`]: connections with a header-read timeout, a bounded graceful shutdown
 //! - [`http`]: the routes (axum on tokio), server-sent events for `stream: true`, vLLM's
@@ -21,6 +22,7 @@ pub mod api;
 pub mod app;
 pub mod chat;
 pub mod completions;
+pub mod defaults_only;
 pub mod engine;
 pub mod http;
 pub mod listen;
