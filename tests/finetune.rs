@@ -305,13 +305,13 @@ fn the_openai_chat_client_gets_the_templated_completion() {
     let script = format!(
         "import json\nfrom openai import OpenAI\nc = OpenAI(base_url='{}/v1', api_key='none')\n\
          m = [{{'role': 'system', 'content': 'Be brief.'}}, {{'role': 'user', 'content': 'Spell 3.'}}]\n\
-         r = c.chat.completions.create(model='run', messages=m, max_tokens=24, temperature=0, logprobs=True)\n\
-         s = c.chat.completions.create(model='run', messages=m, max_tokens=24, temperature=0, stream=True)\n\
+         r = c.chat.completions.create(model='sft', messages=m, max_tokens=24, temperature=0, logprobs=True)\n\
+         s = c.chat.completions.create(model='sft', messages=m, max_tokens=24, temperature=0, stream=True)\n\
          streamed = ''.join(x.choices[0].delta.content or '' for x in s)\n\
-         d = c.chat.completions.create(model='run', messages=m, max_tokens=24, temperature=0, response_format={{'type': 'text'}}, \
+         d = c.chat.completions.create(model='sft', messages=m, max_tokens=24, temperature=0, response_format={{'type': 'text'}}, \
          tools=None, tool_choice=None, parallel_tool_calls=None, logit_bias={{}}, service_tier='auto', metadata={{'k': 'v'}}, \
          store=False, reasoning_effort=None, modalities=['text'], prediction=None, audio=None)\n\
-         try:\n    c.chat.completions.create(model='run', messages=m, max_tokens=4, response_format={{'type': 'json_object'}}); e = ''\n\
+         try:\n    c.chat.completions.create(model='sft', messages=m, max_tokens=4, response_format={{'type': 'json_object'}}); e = ''\n\
          except Exception as x:\n    e = str(x)\n\
          print(json.dumps([r.choices[0].message.content, streamed, sum(t.logprob for t in r.choices[0].logprobs.content), r.choices[0].message.role, d.choices[0].message.content, e]))",
         s.url
@@ -452,6 +452,25 @@ fn a_runaway_template_never_holds_the_server() {
     assert_eq!(s.terminate(std::time::Duration::from_secs(30)), Some(143), "one SIGTERM ends the server");
 }
 
+/// `GET /v1/models/{id}` and a request naming a model agree: the served name (the run
+/// directory's, `sft`), or a 404 naming the model.
+fn the_served_model_is_the_one_name_answered(url: &str) {
+    assert_eq!(get_status(&format!("{}/v1/models/sft", url)), 200);
+    assert_eq!(get_status(&format!("{}/v1/models/gpt-4", url)), 404);
+    // A request naming a model answers as `GET /v1/models/{id}` does: the served name, or a 404.
+    for (model, want) in [("sft", 200), ("gpt-4", 404)] {
+        let (status, body) = post_json(
+            &format!("{url}/v1/chat/completions"),
+            &serde_json::json!({"messages": chat_messages(1), "max_tokens": 2, "model": model}),
+        );
+        assert_eq!(status, want, "{model}: {body}");
+    }
+    let (status, body) =
+        post_json(&format!("{}/v1/completions", url), &serde_json::json!({"prompt": "I", "model": "gpt-4"}));
+    assert_eq!((status, body["error"]["param"].as_str()), (404, Some("model")), "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("this server serves `sft`"), "{body}");
+}
+
 /// OpenAI's fields as its specification and vLLM accept them: `null` for the optional ones,
 /// the `developer` and `tool` roles, an assistant turn with `content: null`, zero penalties,
 /// `GET /v1/models/{id}`; a chat answer without `max_tokens` may run to the end of the
@@ -492,8 +511,7 @@ fn the_chat_endpoint_takes_what_the_openai_specification_allows() {
         serde_json::json!({"prompt": "Item", "echo": null, "logprobs": null, "stream": null, "max_tokens": 2});
     let (status, body) = post_json(&format!("{}/v1/completions", s.url), &completion);
     assert_eq!(status, 200, "{body}");
-    assert_eq!(get_status(&format!("{}/v1/models/sft", s.url)), 200);
-    assert_eq!(get_status(&format!("{}/v1/models/gpt-4", s.url)), 404);
+    the_served_model_is_the_one_name_answered(&s.url);
     // Without max_tokens: up to the end of the 160-token context (OpenAI's and vLLM's default).
     let greedy = serde_json::json!({"messages": [{"role": "user", "content": "Spell 3."}], "temperature": 0});
     let (_, whole) = post_json(&chat, &greedy);

@@ -27,6 +27,7 @@ an answer differs.
 import argparse
 import glob
 import json
+import urllib.request
 import os
 import random
 import socket
@@ -189,7 +190,11 @@ def serve(normlab, run):
     server = subprocess.Popen([normlab, "serve", "--checkpoint", run, "--port", str(port)],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     server.stdout.readline()
-    return server, f"http://127.0.0.1:{port}"
+    url = f"http://127.0.0.1:{port}"
+    # The name requests must give: the one model the server lists (vLLM's rule).
+    with urllib.request.urlopen(f"{url}/v1/models") as r:
+        model = json.load(r)["data"][0]["id"]
+    return server, url, model
 
 
 def main():
@@ -216,7 +221,7 @@ def main():
     names = ["normlab_mc", "normlab_gen"] + tl.write_yamls(tasks_dir, files, 0)
     names += tl.write_yamls(tasks_dir, files, a.shots, [l for l in tl.LAYOUTS if l != "lambada_openai"])
     results, times = {}, {}
-    server, url = serve(a.normlab, a.run)
+    server, url, model = serve(a.normlab, a.run)
     try:
         for bs in (1, 8):
             out = os.path.join(work, f"hf-bs{bs}")
@@ -228,7 +233,7 @@ def main():
             # request, its hf model max_length + 1 (the last only predicted); so both cut alike.
             out = os.path.join(work, f"serve-bs{bs}")
             times[f"serve-bs{bs}"] = lm_eval(["--model", "local-completions", "--model_args",
-                f"base_url={url}/v1/completions,model=run,max_length={context + 2},tokenizer_backend=remote,"
+                f"base_url={url}/v1/completions,model={model},max_length={context + 2},tokenizer_backend=remote,"
                 f"tokenized_requests=True,max_gen_toks=24", "--batch_size", str(bs)], out, names, tasks_dir, a.reuse)
     finally:
         server.terminate()

@@ -71,7 +71,7 @@ pub fn check_penalties(presence: Option<f64>, frequency: Option<f64>) -> Result<
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CompletionRequest {
-    /// Accepted and echoed; the server has one model.
+    /// The served model, or unnamed ([`super::app::App::check_model`]).
     pub model: Option<String>,
     /// A string, a list of strings, a list of token ids or a list of token-id lists
     /// ([`prompts`]).

@@ -35,6 +35,21 @@ pub struct App {
     pub counter: AtomicU64,
 }
 
+impl App {
+    /// The model a request names, checked as `GET /v1/models/{id}` checks it (vLLM's rule):
+    /// unnamed (absent or `null`) or the served model; any other name is a 404.
+    pub fn check_model(&self, named: Option<&str>) -> Result<(), ApiError> {
+        match named {
+            Some(id) if id != self.model => Err(ApiError {
+                status: 404,
+                message: format!("the model `{id}` does not exist; this server serves `{}`", self.model),
+                param: Some("model"),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
 pub fn json_response(status: u16, body: &Value) -> Response {
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (code, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()

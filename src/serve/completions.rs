@@ -93,6 +93,7 @@ fn tokens_of(app: &App, p: &PromptIn) -> Result<Vec<u32>, ApiError> {
 /// Checks the request, queues one job per prompt and choice; `end_of_turn` (a chat
 /// template's marker) stops decoding too.
 pub(super) fn start(app: &App, req: &CompletionRequest, end_of_turn: Option<&str>) -> Result<Started, ApiError> {
+    app.check_model(req.model.as_deref())?;
     let sampling = req.sampling()?;
     let mut stops = req.stops()?;
     stops.extend(end_of_turn.map(String::from));

@@ -89,6 +89,7 @@ async fn normalize(State(app): State<Arc<App>>, body: Bytes) -> Response {
 
 async fn tokenize(State(app): State<Arc<App>>, body: Bytes) -> Response {
     let answer = parse::<TokenizeRequest>(&body).and_then(|r| {
+        app.check_model(r.model.as_deref())?;
         let ids = app.tokenizer.encode(&r.prompt).map_err(|e| ApiError::bad(e.to_string(), Some("prompt")))?;
         Ok(json!({"count": ids.len(), "max_model_len": app.context, "tokens": ids}))
     });
@@ -100,6 +101,7 @@ async fn tokenize(State(app): State<Arc<App>>, body: Bytes) -> Response {
 
 async fn detokenize(State(app): State<Arc<App>>, body: Bytes) -> Response {
     let answer = parse::<DetokenizeRequest>(&body).and_then(|r| {
+        app.check_model(r.model.as_deref())?;
         if let Some(i) = r.tokens.iter().find(|&&i| i as usize >= app.vocab_size) {
             let message = format!("token id {i} is outside the vocabulary of {} tokens", app.vocab_size);
             return Err(ApiError::bad(message, Some("tokens")));
@@ -135,11 +137,10 @@ async fn models(State(app): State<Arc<App>>) -> Response {
 
 /// OpenAI's model retrieval: the served model by its id; any other id is a 404.
 async fn model(State(app): State<Arc<App>>, axum::extract::Path(id): axum::extract::Path<String>) -> Response {
-    if id == app.model {
-        return json_response(200, &model_entry(&app));
+    match app.check_model(Some(&id)) {
+        Ok(()) => json_response(200, &model_entry(&app)),
+        Err(e) => error(&app, e),
     }
-    let message = format!("the model `{id}` does not exist; this server serves `{}`", app.model);
-    error(&app, ApiError { status: 404, message, param: Some("model") })
 }
 
 async fn health(State(app): State<Arc<App>>) -> Response {
