@@ -300,28 +300,21 @@ fn the_openai_chat_client_gets_the_templated_completion() {
         .unwrap();
     let r: serde_json::Value = serde_json::from_str(&answer.body_mut().read_to_string().unwrap()).unwrap();
     let want = r["choices"][0]["text"].as_str().unwrap().to_string();
-    let want_lp: f64 =
-        r["choices"][0]["logprobs"]["token_logprobs"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).sum();
-    let script = format!(
-        "import json\nfrom openai import OpenAI\nc = OpenAI(base_url='{}/v1', api_key='none')\n\
-         m = [{{'role': 'system', 'content': 'Be brief.'}}, {{'role': 'user', 'content': 'Spell 3.'}}]\n\
-         r = c.chat.completions.create(model='sft', messages=m, max_tokens=24, temperature=0, logprobs=True)\n\
-         s = c.chat.completions.create(model='sft', messages=m, max_tokens=24, temperature=0, stream=True)\n\
-         streamed = ''.join(x.choices[0].delta.content or '' for x in s)\n\
-         d = c.chat.completions.create(model='sft', messages=m, max_tokens=24, temperature=0, response_format={{'type': 'text'}}, \
-         tools=None, tool_choice=None, parallel_tool_calls=None, logit_bias={{}}, service_tier='auto', metadata={{'k': 'v'}}, \
-         store=False, reasoning_effort=None, modalities=['text'], prediction=None, audio=None)\n\
-         try:\n    c.chat.completions.create(model='sft', messages=m, max_tokens=4, response_format={{'type': 'json_object'}}); e = ''\n\
-         except Exception as x:\n    e = str(x)\n\
-         print(json.dumps([r.choices[0].message.content, streamed, sum(t.logprob for t in r.choices[0].logprobs.content), r.choices[0].message.role, d.choices[0].message.content, e]))",
-        s.url
-    );
+    let want_lps = r["choices"][0]["logprobs"]["token_logprobs"].as_array().unwrap();
+    let want_tokens = want_lps.len();
+    let want_lp: f64 = want_lps.iter().map(|v| v.as_f64().unwrap()).sum();
+    let script = chat_client_script(&s.url);
     let o = Command::new("python3").args(["-c", &script]).output().unwrap();
     assert!(o.status.success(), "the openai package (pip install openai): {}", common::stderr(&o));
     let got: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(got[0].as_str().unwrap(), want, "chat equals the templated completion");
     assert_eq!(got[1].as_str().unwrap(), want, "streamed chat equals it too");
-    assert!((got[2].as_f64().unwrap() - want_lp).abs() < 1e-9, "{got} vs {want_lp}");
+    // One entry per completion token, the end-of-turn marker's included; the answer's own
+    // tokens score as the completion's.
+    let lp: Vec<f64> = got[2].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    assert_eq!(lp.len() as u64, got[6].as_u64().unwrap(), "an entry per counted completion token");
+    let answer: f64 = lp[..want_tokens].iter().sum();
+    assert!((answer - want_lp).abs() < 1e-9, "{answer} vs {want_lp}");
     assert_eq!(got[3], "assistant");
     // OpenAI's fields this server has nothing to do for, at null or their defaults, as the
     // client sends them: the same answer; a value it cannot honour: a 400 naming the field.
@@ -332,6 +325,27 @@ fn the_openai_chat_client_gets_the_templated_completion() {
         "{refused}"
     );
     assert!(!want.is_empty() && !want.contains("<|im_end|>"), "{want:?}");
+}
+
+/// The OpenAI client's chat requests of [`the_openai_chat_client_gets_the_templated_completion`],
+/// printed as JSON: the answer, streamed, its log-probabilities, the role, the answer with
+/// OpenAI's fields at their defaults, the refusal of a JSON `response_format`, the usage.
+fn chat_client_script(url: &str) -> String {
+    format!(
+        "import json\nfrom openai import OpenAI\nc = OpenAI(base_url='{}/v1', api_key='none')\n\
+         m = [{{'role': 'system', 'content': 'Be brief.'}}, {{'role': 'user', 'content': 'Spell 3.'}}]\n\
+         r = c.chat.completions.create(model='sft', messages=m, max_tokens=24, temperature=0, logprobs=True)\n\
+         s = c.chat.completions.create(model='sft', messages=m, max_tokens=24, temperature=0, stream=True)\n\
+         streamed = ''.join(x.choices[0].delta.content or '' for x in s)\n\
+         d = c.chat.completions.create(model='sft', messages=m, max_tokens=24, temperature=0, response_format={{'type': 'text'}}, \
+         tools=None, tool_choice=None, parallel_tool_calls=None, logit_bias={{}}, service_tier='auto', metadata={{'k': 'v'}}, \
+         store=False, reasoning_effort=None, modalities=['text'], prediction=None, audio=None)\n\
+         try:\n    c.chat.completions.create(model='sft', messages=m, max_tokens=4, response_format={{'type': 'json_object'}}); e = ''\n\
+         except Exception as x:\n    e = str(x)\n\
+         lp = [t.logprob for t in r.choices[0].logprobs.content]\n\
+         print(json.dumps([r.choices[0].message.content, streamed, lp, r.choices[0].message.role, d.choices[0].message.content, e, r.usage.completion_tokens]))",
+        url
+    )
 }
 
 /// A sweep's fine-tuning stage: each method's best pretraining run fine-tuned (LoRA) at every
@@ -512,9 +526,16 @@ fn the_chat_endpoint_takes_what_the_openai_specification_allows() {
     let (status, body) = post_json(&format!("{}/v1/completions", s.url), &completion);
     assert_eq!(status, 200, "{body}");
     the_served_model_is_the_one_name_answered(&s.url);
+    a_chat_answer_runs_to_its_end_of_turn(&chat);
+}
+
+/// Without `max_tokens` a chat answer may run to the end of the 160-token context, and the
+/// fine-tuned model's greedy answer ends its turn; cut inside the marker it ends before it.
+fn a_chat_answer_runs_to_its_end_of_turn(chat: &str) {
     // Without max_tokens: up to the end of the 160-token context (OpenAI's and vLLM's default).
-    let greedy = serde_json::json!({"messages": [{"role": "user", "content": "Spell 3."}], "temperature": 0});
-    let (_, whole) = post_json(&chat, &greedy);
+    let greedy =
+        serde_json::json!({"messages": [{"role": "user", "content": "Spell 3."}], "temperature": 0, "logprobs": true});
+    let (_, whole) = post_json(chat, &greedy);
     let usage = &whole["usage"];
     let (prompt, answer) = (usage["prompt_tokens"].as_u64().unwrap(), usage["completion_tokens"].as_u64().unwrap());
     match whole["choices"][0]["finish_reason"].as_str().unwrap() {
@@ -525,9 +546,12 @@ fn the_chat_endpoint_takes_what_the_openai_specification_allows() {
     // that stopped at the marker.
     assert_eq!(whole["choices"][0]["finish_reason"], "stop", "the fine-tuned model ends its turn: {whole}");
     let text = whole["choices"][0]["message"]["content"].as_str().unwrap().to_string();
+    // `logprobs.content`: an entry per counted token, the marker's 10 bytes included.
+    let entries = whole["choices"][0]["logprobs"]["content"].as_array().unwrap().len() as u64;
+    assert_eq!((entries, entries as usize), (answer, text.len() + "<|im_end|>".len()), "{whole}");
     let mut cut = greedy.clone();
     cut["max_tokens"] = serde_json::json!(text.len() + 3);
-    let (_, body) = post_json(&chat, &cut);
+    let (_, body) = post_json(chat, &cut);
     assert_eq!(body["choices"][0]["finish_reason"], "length", "{body}");
     assert_eq!(body["choices"][0]["message"]["content"].as_str().unwrap(), text, "{body}");
 }

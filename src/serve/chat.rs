@@ -147,9 +147,10 @@ pub async fn chat_completions(app: Arc<App>, body: &[u8]) -> Result<axum::respon
     ))
 }
 
+/// One choice; its `logprobs.content` has an entry for every completion token `usage` counts,
+/// the end-of-turn marker's included (the message's text stops before the marker).
 fn choice_json(app: &App, index: usize, logprobs: bool, a: Answer) -> Value {
-    let shown = super::completions::shown_tokens(app, &a.tokens, &a.text);
-    let logprobs = logprobs.then(|| json!({"content": content_logprobs(app, &a.tokens[..shown], &a.scores)}));
+    let logprobs = logprobs.then(|| json!({"content": content_logprobs(app, &a.tokens, &a.scores)}));
     json!({"index": index, "message": {"role": "assistant", "content": a.text}, "logprobs": logprobs,
         "finish_reason": a.finish.map(Finish::as_str)})
 }
