@@ -108,14 +108,6 @@ impl ClipRule {
         }
         Ok(())
     }
-
-    pub fn name(&self) -> &'static str {
-        match self {
-            Self::Global => "global",
-            Self::Zclip(_) => "zclip",
-            Self::Agc(_) => "agc",
-        }
-    }
 }
 
 #[cfg(test)]

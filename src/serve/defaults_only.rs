@@ -124,15 +124,15 @@ mod tests {
     #[derive(Debug, serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Chat {
-        #[allow(dead_code)]
-        messages: Value,
+        #[serde(rename = "messages")]
+        _messages: Value,
     }
 
     #[derive(Debug, serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Completion {
-        #[allow(dead_code)]
-        prompt: Value,
+        #[serde(rename = "prompt")]
+        _prompt: Value,
         n: Option<usize>,
     }
 

@@ -42,8 +42,8 @@ impl Unit {
 /// How many units a step clipped, of how many.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct AgcCount {
-    pub clipped: f64,
-    pub units: f64,
+    pub clipped: usize,
+    pub units: usize,
 }
 
 /// Every parameter's gradient in `grads` clipped unit by unit under `settings`, and how many
@@ -69,10 +69,10 @@ pub fn clip_units<M: Module>(
         }
     }
     let clipped = match clipped.is_empty() {
-        true => 0.0,
-        false => f64::from(Tensor::cat(clipped, 0).sum().into_scalar::<f32>()),
+        true => 0,
+        false => Tensor::cat(clipped, 0).sum().into_scalar::<f32>().round() as usize,
     };
-    Ok((grads, AgcCount { clipped, units: units as f64 }))
+    Ok((grads, AgcCount { clipped, units }))
 }
 
 fn value_len(p: &ParamEntry) -> usize {

@@ -103,11 +103,7 @@ impl<'a> Clipper<'a> {
             Self::Agc { settings, cap } => {
                 let (grads, scale) = clip_to(model, grads, total, cap);
                 let (grads, count) = clip_units(model, grads, &settings)?;
-                Ok((
-                    grads,
-                    scale,
-                    Some(ClipStepRecord::Agc { clipped: count.clipped as usize, units: count.units as usize }),
-                ))
+                Ok((grads, scale, Some(ClipStepRecord::Agc { clipped: count.clipped, units: count.units })))
             }
         }
     }

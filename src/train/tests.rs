@@ -104,6 +104,19 @@ fn wsd_and_constant_schedules_follow_their_formulas() {
     assert!((0..total).all(|s| c.lr(s, total, peak) == peak));
 }
 
+/// One optimizer step under `oc` at rate 0.5 with every gradient 0: AdamW's adaptive update is
+/// 0/(0 + ε) = 0, so only decoupled decay moves a parameter, θ ← θ·(1 − 0.5·λ).
+fn step_with_zero_gradients(oc: &crate::run::OptimConfig, model: Transformer) -> Transformer {
+    let mut grads = GradientsParams::new();
+    for p in param_table(&model) {
+        match p.shape.len() {
+            1 => grads.register(p.id, Tensor::<1>::zeros(p.shape.clone(), &crate::testutil::cpu())),
+            _ => grads.register(p.id, Tensor::<2>::zeros([p.shape[0], p.shape[1]], &crate::testutil::cpu())),
+        }
+    }
+    optim::build(oc, &model).step(0.5, model, grads)
+}
+
 #[test]
 fn weight_decay_reaches_matrices_and_centred_gains_only() {
     // With all-zero gradients AdamW's adaptive update is 0/(0 + ε) = 0, so one step changes a
@@ -125,16 +138,8 @@ fn weight_decay_reaches_matrices_and_centred_gains_only() {
             .collect();
         let model = Transformer::new(&cfg, ParamSource::Overlay(centred, 1), &device).unwrap();
         let before = named_values(&model);
-        let mut grads = GradientsParams::new();
-        for p in param_table(&model) {
-            match p.shape.len() {
-                1 => grads.register(p.id, Tensor::<1>::zeros(p.shape.clone(), &crate::testutil::cpu())),
-                _ => grads.register(p.id, Tensor::<2>::zeros([p.shape[0], p.shape[1]], &crate::testutil::cpu())),
-            }
-        }
         let oc = crate::run::OptimConfig { weight_decay: 0.1, ..Default::default() };
-        let mut optim = optim::build(&oc, &model);
-        let model = optim.step(0.5, model, grads);
+        let model = step_with_zero_gradients(&oc, model);
         let mut n_decayed = 0;
         for ((name, b), (_, a)) in before.iter().zip(named_values(&model)) {
             let (b, a) = (b.try_to_vec::<f32>().unwrap(), a.try_to_vec::<f32>().unwrap());
@@ -180,15 +185,8 @@ fn decay_gains_decays_the_gains_of_the_named_slots_only() {
     for (decay_gains, suffix) in slots.into_iter().chain([(vec![GainSlot::Final], "final_norm.gain")]) {
         let model = Transformer::new(&cfg, ParamSource::Seeded(3), &device).unwrap();
         let before = named_values(&model);
-        let mut grads = GradientsParams::new();
-        for p in param_table(&model) {
-            match p.shape.len() {
-                1 => grads.register(p.id, Tensor::<1>::zeros(p.shape.clone(), &crate::testutil::cpu())),
-                _ => grads.register(p.id, Tensor::<2>::zeros([p.shape[0], p.shape[1]], &crate::testutil::cpu())),
-            }
-        }
         let oc = crate::run::OptimConfig { weight_decay: 0.1, decay_gains: decay_gains.clone(), ..Default::default() };
-        let model = optim::build(&oc, &model).step(0.5, model, grads);
+        let model = step_with_zero_gradients(&oc, model);
         let mut gains = 0;
         for ((name, b), (_, a)) in before.iter().zip(named_values(&model)) {
             let matrix = name == "tok_emb" || name == "lm_head" || name.contains(".f.w");
